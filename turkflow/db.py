@@ -1,0 +1,60 @@
+"""Engines, sessions and schema migrations (Alembic) for SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import lru_cache
+from importlib.resources import files
+from typing import Iterator
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, create_engine
+
+
+@lru_cache(maxsize=None)
+def get_engine(database_url: str) -> Engine:
+    """One engine per URL per process; SQLite gets WAL and a busy timeout so web and Celery share it."""
+    if database_url.startswith("sqlite"):
+        engine = create_engine(database_url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection, _record):  # noqa: ANN001
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    return create_engine(database_url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+@contextmanager
+def session_scope(database_url: str) -> Iterator[Session]:
+    """A session that commits on success and rolls back on any error."""
+    with Session(get_engine(database_url), expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def alembic_config(database_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(files("turkflow") / "migrations"))
+    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
+    return config
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Bring the schema to the newest migration; safe to run on every start."""
+    if database_url.startswith("sqlite:///"):
+        from pathlib import Path
+
+        Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(database_url), revision)

@@ -1,0 +1,34 @@
+"""The append-only event log: who did what, when. Written in the same transaction as the change it
+describes, so the log and the state never disagree."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from sqlmodel import Session, select
+
+from turkflow.models import Event
+
+
+def record(
+    session: Session,
+    kind: str,
+    actor: str,
+    *,
+    batch_id: Optional[int] = None,
+    conversation_id: Optional[int] = None,
+    turn_id: Optional[int] = None,
+    worker_id: Optional[int] = None,
+    **data: Any,
+) -> Event:
+    event = Event(kind=kind, actor=actor, batch_id=batch_id, conversation_id=conversation_id,
+                  turn_id=turn_id, worker_id=worker_id, data=data)
+    session.add(event)
+    return event
+
+
+def conversation_events(session: Session, conversation_id: int) -> list[Event]:
+    """The conversation's history in order; enough to replay it."""
+    return list(session.exec(
+        select(Event).where(Event.conversation_id == conversation_id).order_by(Event.id)
+    ))

@@ -1,0 +1,540 @@
+"""A turn's life as a HIT: open, publish, take, submit, advance, reconcile.
+
+Every function takes a database session and plain values and leaves the session with exactly the rows
+that describe the new state; callers commit. The database enforces the invariants (one open turn per
+conversation, one live HIT per turn, one rating per rating turn), so a retried or duplicated call fails on
+a constraint instead of creating a second HIT, and the functions turn that failure into "already done".
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Optional, Sequence
+
+from sqlalchemy import func, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from turkflow import events
+from turkflow.hits.provider import CrowdProvider
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchStatus,
+    Conversation,
+    ConversationStatus,
+    Hit,
+    HitStatus,
+    Rating,
+    Task,
+    Turn,
+    TurnStatus,
+    Worker,
+    WorkerStatus,
+    utcnow,
+)
+from turkflow.protocol import (
+    AnswerError,
+    Protocol,
+    TurnContext,
+    document_items,
+    document_text,
+    get_protocol,
+    validate_answers,
+)
+
+
+class TurnError(Exception):
+    """A request about a turn that cannot be honoured; ``status`` is the HTTP status that fits it."""
+
+    status = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(TurnError):
+    status = 404
+
+
+class Forbidden(TurnError):
+    status = 403
+
+
+class Conflict(TurnError):
+    status = 409
+
+
+# ---- launching ---------------------------------------------------------------------------------------
+
+
+def launch_batch(
+    session: Session,
+    tasks: Sequence[Task],
+    conversations: int,
+    *,
+    name: str,
+    provider: str = "local",
+    reward_cents: int = 20,
+    max_turns: int = 40,
+    budget_cents: Optional[int] = None,
+    live: bool = False,
+    quality: Optional[dict[str, Any]] = None,
+    protocol: str = "wizard_of_tasks",
+) -> tuple[Batch, list[Hit]]:
+    """Create a batch and its conversations, each with its first turn opened (HITs still to publish).
+
+    Tasks are assigned round-robin, so N conversations over M tasks cover every task evenly.
+    """
+    if not tasks:
+        raise ValueError("no task documents loaded; run `turkflow tasks load FILE` first")
+    if conversations < 1:
+        raise ValueError("conversations must be at least 1")
+    if max_turns < 2:
+        raise ValueError("max-turns must be at least 2")
+    if reward_cents < 1:
+        raise ValueError("reward must be at least $0.01")
+    get_protocol(protocol)
+    batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
+                  budget_cents=budget_cents, live=live, protocol=protocol, **(quality or {}))
+    session.add(batch)
+    session.flush()
+    events.record(session, "batch_launched", "system", batch_id=batch.id, conversations=conversations,
+                  provider=provider, reward_cents=reward_cents, max_turns=max_turns)
+    hits = []
+    for n in range(conversations):
+        conversation = Conversation(batch_id=batch.id, task_id=tasks[n % len(tasks)].id)
+        session.add(conversation)
+        session.flush()
+        hits.append(_open_turn(session, batch, conversation, index=0, role=get_protocol(protocol).first_role))
+    return batch, hits
+
+
+def _open_turn(session: Session, batch: Batch, conversation: Conversation, index: int, role: str) -> Hit:
+    turn = Turn(conversation_id=conversation.id, index=index, role=role)
+    session.add(turn)
+    session.flush()
+    hit = Hit(turn_id=turn.id, role=role, provider=batch.provider)
+    session.add(hit)
+    conversation.updated_at = utcnow()
+    session.add(conversation)
+    session.flush()
+    events.record(session, "turn_opened", "system", batch_id=batch.id, conversation_id=conversation.id,
+                  turn_id=turn.id, index=index, role=role, hit_id=hit.id)
+    return hit
+
+
+def publish_hit(session: Session, provider: CrowdProvider, hit_id: int) -> Hit:
+    """Tell the crowd platform about a pending HIT; a second call for a published HIT does nothing."""
+    hit = session.get(Hit, hit_id)
+    if hit is None:
+        raise NotFound(f"HIT {hit_id} does not exist")
+    if hit.status != HitStatus.pending:
+        return hit
+    turn = session.get(Turn, hit.turn_id)
+    conversation = session.get(Conversation, turn.conversation_id)
+    batch = session.get(Batch, conversation.batch_id)
+    hit.external_id = provider.publish_turn(session, hit, batch)
+    hit.status = HitStatus.open
+    session.add(hit)
+    events.record(session, "hit_published", "provider", batch_id=batch.id, conversation_id=conversation.id,
+                  turn_id=turn.id, hit_id=hit.id, external_id=hit.external_id)
+    return hit
+
+
+# ---- advancing ---------------------------------------------------------------------------------------
+
+
+def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit]:
+    """Open the next turn of a conversation whose last turn is submitted, or close the conversation.
+
+    Returns the new HIT (still to publish), or None when there is nothing to open: the conversation is
+    over, its batch is paused or over budget, or its next turn is already open (a duplicate call).
+    """
+    conversation = session.get(Conversation, conversation_id)
+    if conversation is None:
+        raise NotFound(f"conversation {conversation_id} does not exist")
+    if conversation.status != ConversationStatus.active:
+        return None
+    batch = session.get(Batch, conversation.batch_id)
+    if batch.status != BatchStatus.active:
+        return None
+    last = session.exec(
+        select(Turn).where(Turn.conversation_id == conversation_id).order_by(col(Turn.index).desc()).limit(1)
+    ).first()
+    if last is None or last.status != TurnStatus.submitted:
+        return None
+    protocol = get_protocol(batch.protocol)
+    end_reason = _end_reason(session, protocol, batch, last)
+    if end_reason:
+        _complete(session, batch, conversation, end_reason)
+        return None
+    if not _within_budget(session, batch):
+        batch.status = BatchStatus.paused
+        session.add(batch)
+        events.record(session, "batch_paused", "system", batch_id=batch.id, reason="budget reached")
+        return None
+    try:
+        with session.begin_nested():
+            return _open_turn(session, batch, conversation, last.index + 1, protocol.next_role(last.role))
+    except IntegrityError:
+        return None  # another worker process opened it first: one open turn per conversation
+
+
+def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn) -> Optional[str]:
+    if last.role != protocol.first_role and last.index > 0:
+        before = session.exec(
+            select(Turn).where(Turn.conversation_id == last.conversation_id, Turn.index == last.index - 1)
+        ).one()
+        if before.label == protocol.closing_label:
+            return "student_stop"
+    if last.index + 1 >= batch.max_turns:
+        return "max_turns"
+    return None
+
+
+def _complete(session: Session, batch: Batch, conversation: Conversation, reason: str) -> None:
+    conversation.status = ConversationStatus.completed
+    conversation.end_reason = reason
+    conversation.completed_at = conversation.updated_at = utcnow()
+    session.add(conversation)
+    events.record(session, "conversation_completed", "system", batch_id=batch.id,
+                  conversation_id=conversation.id, reason=reason, turns=conversation.turn_count)
+    remaining = session.exec(
+        select(func.count()).select_from(Conversation)
+        .where(Conversation.batch_id == batch.id, Conversation.status == ConversationStatus.active)
+    ).one()
+    if remaining == 0:
+        batch.status = BatchStatus.completed
+        session.add(batch)
+        events.record(session, "batch_completed", "system", batch_id=batch.id)
+
+
+def committed_cents(session: Session, batch_id: int) -> int:
+    """Rewards of every HIT published or submitted in the batch (not expired ones) plus bonuses recorded."""
+    from turkflow.models import Bonus
+
+    batch = session.get(Batch, batch_id)
+    hits = session.exec(
+        select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == batch_id, Hit.status != HitStatus.expired)
+    ).one()
+    bonuses = session.exec(
+        select(func.coalesce(func.sum(Bonus.amount_cents), 0)).select_from(Bonus)
+        .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == batch_id)
+    ).one()
+    return hits * batch.reward_cents + bonuses
+
+
+def _within_budget(session: Session, batch: Batch) -> bool:
+    if batch.budget_cents is None:
+        return True
+    return committed_cents(session, batch.id) + batch.reward_cents <= batch.budget_cents
+
+
+# ---- the local queue: taking a turn -----------------------------------------------------------------
+
+
+def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = None, limit: int = 50) -> list[Hit]:
+    """HITs a worker may take now: their role, published, not leased by someone else, batch active."""
+    now = now or utcnow()
+    return list(session.exec(
+        select(Hit)
+        .join(Turn, Turn.id == Hit.turn_id)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .join(Batch, Batch.id == Conversation.batch_id)
+        .where(
+            Hit.status == HitStatus.open,
+            Hit.role == worker.role,
+            Batch.status == BatchStatus.active,
+            or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now),
+        )
+        .order_by(Hit.id)
+        .limit(limit)
+    ))
+
+
+def check_can_work(worker: Worker, role: str) -> None:
+    if worker.status != WorkerStatus.active:
+        raise Forbidden("you are blocked from taking turns; the requester reviews blocks daily")
+    if worker.role != role:
+        raise Forbidden(f"this turn is for a {role}; you are registered as a {worker.role}")
+
+
+def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
+              now: Optional[datetime] = None) -> Assignment:
+    """Lease a HIT to a worker. Taking a turn you already hold returns your lease (double clicks)."""
+    now = now or utcnow()
+    hit = session.get(Hit, hit_id)
+    if hit is None:
+        raise NotFound(f"turn {hit_id} does not exist")
+    check_can_work(worker, hit.role)
+    mine = session.exec(
+        select(Assignment).where(Assignment.hit_id == hit.id, Assignment.worker_id == worker.id,
+                                 Assignment.status == AssignmentStatus.accepted)
+    ).first()
+    if mine is not None and hit.lease_expires_at and hit.lease_expires_at >= now:
+        return mine
+    claimed = session.execute(
+        update(Hit)
+        .where(Hit.id == hit.id, Hit.status == HitStatus.open,
+               or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
+        .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+    ).rowcount
+    if claimed != 1:
+        raise Conflict("another worker has taken this turn; pick another one from the queue")
+    _abandon_assignments(session, hit, reason="lease_expired", now=now)
+    assignment = Assignment(hit_id=hit.id, worker_id=worker.id, external_id=f"L{secrets.token_hex(12)}",
+                            accepted_at=now)
+    session.add(assignment)
+    session.flush()
+    session.refresh(hit)
+    turn = session.get(Turn, hit.turn_id)
+    events.record(session, "turn_taken", f"worker:{worker.id}", conversation_id=turn.conversation_id,
+                  turn_id=turn.id, worker_id=worker.id, assignment_id=assignment.id,
+                  lease_expires_at=hit.lease_expires_at.isoformat())
+    return assignment
+
+
+def _abandon_assignments(session: Session, hit: Hit, reason: str, now: datetime) -> None:
+    stale = session.exec(
+        select(Assignment).where(Assignment.hit_id == hit.id, Assignment.status == AssignmentStatus.accepted)
+    ).all()
+    turn = session.get(Turn, hit.turn_id)
+    for assignment in stale:
+        assignment.status = AssignmentStatus.abandoned
+        session.add(assignment)
+        events.record(session, "assignment_abandoned", "system", conversation_id=turn.conversation_id,
+                      turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id,
+                      reason=reason)
+
+
+def release_expired_leases(session: Session, now: Optional[datetime] = None) -> int:
+    """Return abandoned turns to the pool: leases past their time lose their assignment."""
+    now = now or utcnow()
+    hits = session.exec(
+        select(Hit).where(Hit.status == HitStatus.open, col(Hit.lease_expires_at).is_not(None),
+                          col(Hit.lease_expires_at) < now)
+    ).all()
+    for hit in hits:
+        _abandon_assignments(session, hit, reason="lease_expired", now=now)
+        hit.lease_expires_at = None
+        session.add(hit)
+    return len(hits)
+
+
+# ---- submitting --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submission:
+    turn: Turn
+    rating: Optional[Rating]
+    created: bool  # False when this was a repeated submit of an already stored turn
+
+
+def turn_context(session: Session, turn: Turn, task: Task) -> TurnContext:
+    shared: list[str] = []
+    for earlier in session.exec(
+        select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index < turn.index,
+                           Turn.status == TurnStatus.submitted).order_by(Turn.index)
+    ):
+        for item in earlier.answers.get("shared", []):
+            if item not in shared:
+                shared.append(item)
+    return TurnContext(
+        index=turn.index,
+        role=turn.role,
+        shareable=tuple(item["id"] for item in document_items(task)),
+        shared_so_far=tuple(shared),
+        document_text=document_text(task),
+    )
+
+
+def submit_turn(session: Session, assignment_external_id: str, worker: Worker, raw: dict[str, Any],
+                now: Optional[datetime] = None) -> Submission:
+    """Store a worker's turn: answers, text, the rating of the previous turn, all in one transaction.
+
+    The assignment must be the worker's own. Submitting again returns the stored turn untouched, so a
+    double click or a retried request never creates a second turn.
+    """
+    now = now or utcnow()
+    assignment = session.exec(select(Assignment).where(Assignment.external_id == assignment_external_id)).first()
+    if assignment is None:
+        raise NotFound("this assignment does not exist")
+    if assignment.worker_id != worker.id:
+        raise Forbidden("this turn was assigned to another worker")
+    hit = session.get(Hit, assignment.hit_id)
+    turn = session.get(Turn, hit.turn_id)
+    if assignment.status in (AssignmentStatus.submitted, AssignmentStatus.approved, AssignmentStatus.rejected):
+        rating = session.exec(select(Rating).where(Rating.rater_turn_id == turn.id)).first()
+        return Submission(turn=turn, rating=rating, created=False)
+    if assignment.status == AssignmentStatus.abandoned:
+        raise Conflict("your time on this turn ran out and another worker took it")
+    if worker.status != WorkerStatus.active:
+        raise Forbidden("you are blocked from taking turns; the requester reviews blocks daily")
+
+    conversation = session.get(Conversation, turn.conversation_id)
+    batch = session.get(Batch, conversation.batch_id)
+    task = session.get(Task, conversation.task_id)
+    protocol = get_protocol(batch.protocol)
+    answers = validate_answers(protocol, turn_context(session, turn, task), raw)
+    form = protocol.form(turn.role)
+    label = answers[form.label_question().name]
+    text = next(answers[q.name] for q in form.questions if q.is_response)
+
+    won = session.execute(
+        update(Assignment).where(Assignment.id == assignment.id, Assignment.status == AssignmentStatus.accepted)
+        .values(status=AssignmentStatus.submitted, submitted_at=now)
+    ).rowcount
+    if won != 1:  # a concurrent submit of the same assignment got there first
+        session.rollback()
+        return submit_turn(session, assignment_external_id, worker, raw, now)
+    stored = session.execute(
+        update(Turn).where(Turn.id == turn.id, Turn.status == TurnStatus.open)
+        .values(status=TurnStatus.submitted, worker_id=worker.id, text=text, label=label, answers=answers,
+                submitted_at=now)
+    ).rowcount
+    if stored != 1:
+        raise Conflict("this turn has already been written by another worker")
+    hit.status = HitStatus.submitted
+    hit.lease_expires_at = None
+    session.add(hit)
+    rating = _store_rating(session, turn, worker, answers, now)
+    conversation.turn_count = turn.index + 1
+    conversation.updated_at = now
+    session.add(conversation)
+    session.flush()
+    session.refresh(turn)
+    events.record(session, "turn_submitted", f"worker:{worker.id}", batch_id=batch.id,
+                  conversation_id=conversation.id, turn_id=turn.id, worker_id=worker.id,
+                  assignment_id=assignment.id, label=label)
+    return Submission(turn=turn, rating=rating, created=True)
+
+
+def _store_rating(session: Session, turn: Turn, worker: Worker, answers: dict, now: datetime) -> Optional[Rating]:
+    if "relevant" not in answers or turn.index == 0:
+        return None
+    rated = session.exec(
+        select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index == turn.index - 1)
+    ).one()
+    rating = Rating(rated_turn_id=rated.id, rater_turn_id=turn.id, author_id=rated.worker_id,
+                    rater_id=worker.id, relevant=answers["relevant"], useful=answers["useful"], created_at=now)
+    session.add(rating)
+    session.flush()
+    return rating
+
+
+# ---- what a turn page shows -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnView:
+    turn: Turn
+    conversation: Conversation
+    batch: Batch
+    task: Task
+    protocol: Protocol
+    context: TurnContext
+    history: list[dict[str, Any]]
+    items: list[dict[str, Any]]
+
+
+def turn_view(session: Session, turn: Turn) -> TurnView:
+    """Everything the turn page renders: the history with each turn's shared items resolved."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    batch = session.get(Batch, conversation.batch_id)
+    task = session.get(Task, conversation.task_id)
+    items = document_items(task)
+    by_id = {item["id"]: item for item in items}
+    history = [
+        {
+            "index": t.index,
+            "role": t.role,
+            "text": t.text,
+            "label": t.label,
+            "shared": [by_id[i] for i in t.answers.get("shared", []) if i in by_id],
+        }
+        for t in session.exec(
+            select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index < turn.index,
+                               Turn.status == TurnStatus.submitted).order_by(Turn.index)
+        )
+    ]
+    return TurnView(turn=turn, conversation=conversation, batch=batch, task=task,
+                    protocol=get_protocol(batch.protocol), context=turn_context(session, turn, task),
+                    history=history, items=items)
+
+
+# ---- batches: pause, resume, cancel -----------------------------------------------------------------
+
+
+def set_batch_status(session: Session, batch: Batch, status: BatchStatus, actor: str) -> list[Hit]:
+    """Pause, resume or cancel a batch. Returns HITs the provider must expire (on cancel)."""
+    if batch.status in (BatchStatus.cancelled, BatchStatus.completed) and status != batch.status:
+        raise Conflict(f"batch {batch.id} is {batch.status}; it cannot become {status}")
+    batch.status = status
+    session.add(batch)
+    events.record(session, f"batch_{status}", actor, batch_id=batch.id)
+    if status != BatchStatus.cancelled:
+        return []
+    live_hits = list(session.exec(
+        select(Hit).join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == batch.id, col(Hit.status).in_([HitStatus.pending, HitStatus.open]))
+    ))
+    for hit in live_hits:
+        hit.status = HitStatus.expired
+        session.add(hit)
+    for conversation in session.exec(
+        select(Conversation).where(Conversation.batch_id == batch.id, Conversation.status == ConversationStatus.active)
+    ):
+        conversation.status = ConversationStatus.cancelled
+        conversation.end_reason = "cancelled"
+        session.add(conversation)
+    session.execute(
+        update(Turn).where(Turn.status == TurnStatus.open,
+                           col(Turn.conversation_id).in_(select(Conversation.id).where(Conversation.batch_id == batch.id)))
+        .values(status=TurnStatus.cancelled)
+    )
+    return live_hits
+
+
+# ---- repair -----------------------------------------------------------------------------------------
+
+
+def stalled_conversations(session: Session, older_than: datetime, limit: int = 500) -> list[int]:
+    """Active conversations in active batches with no open turn, untouched since ``older_than``.
+
+    These are the ones a lost Celery message or a crash left behind (or whose batch was just resumed).
+    """
+    open_turn = select(Turn.id).where(Turn.conversation_id == Conversation.id, Turn.status == TurnStatus.open)
+    return list(session.exec(
+        select(Conversation.id).join(Batch, Batch.id == Conversation.batch_id)
+        .where(Conversation.status == ConversationStatus.active, Batch.status == BatchStatus.active,
+               Conversation.updated_at < older_than, ~open_turn.exists())
+        .order_by(Conversation.updated_at).limit(limit)
+    ))
+
+
+def unpublished_hits(session: Session, older_than: datetime, limit: int = 500) -> list[int]:
+    """HITs whose row was written but whose publishing never finished."""
+    return list(session.exec(
+        select(Hit.id).where(Hit.status == HitStatus.pending, Hit.created_at < older_than).order_by(Hit.id).limit(limit)
+    ))
+
+
+def turn_for_assignment(session: Session, assignment: Assignment) -> Turn:
+    return session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
+
+
+__all__ = [
+    "AnswerError", "Conflict", "Forbidden", "NotFound", "Submission", "TurnError", "TurnView",
+    "advance_conversation", "check_can_work", "committed_cents", "launch_batch", "open_hits_for",
+    "publish_hit", "release_expired_leases", "set_batch_status", "stalled_conversations", "submit_turn",
+    "take_turn", "turn_context", "turn_for_assignment", "turn_view", "unpublished_hits",
+]

@@ -1,0 +1,262 @@
+"""What exists: tasks, batches, conversations, turns, HITs, assignments, workers, ratings, quality
+decisions, bonuses, requesters and the append-only event log.
+
+Invariants live in the schema, not in hope: one turn per (conversation, index), so a conversation can
+never have two open turns for the same position; one HIT per (turn, attempt); one rating per rating
+turn; one bonus per rated turn. Money is stored in integer cents.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any, Optional
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint, text
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    """Naive UTC: SQLite drops tzinfo, so every timestamp is naive UTC everywhere."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def json_column() -> Any:
+    return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Role(StrEnum):
+    student = "student"
+    teacher = "teacher"
+
+
+class BatchStatus(StrEnum):
+    active = "active"
+    paused = "paused"
+    cancelled = "cancelled"
+    completed = "completed"
+
+
+class ConversationStatus(StrEnum):
+    active = "active"
+    completed = "completed"
+    cancelled = "cancelled"
+
+
+class TurnStatus(StrEnum):
+    open = "open"  # waiting for a worker (its HIT is published or being published)
+    submitted = "submitted"
+    cancelled = "cancelled"
+
+
+class HitStatus(StrEnum):
+    pending = "pending"  # row written, provider not yet told
+    open = "open"
+    submitted = "submitted"
+    expired = "expired"
+
+
+class AssignmentStatus(StrEnum):
+    accepted = "accepted"
+    submitted = "submitted"
+    approved = "approved"
+    rejected = "rejected"
+    abandoned = "abandoned"  # lease ran out or the worker returned it
+
+
+class WorkerStatus(StrEnum):
+    active = "active"
+    temporarily_blocked = "temporarily_blocked"
+    blocked = "blocked"  # permanent
+
+
+class BonusStatus(StrEnum):
+    pending = "pending"
+    paid = "paid"
+
+
+class Task(SQLModel, table=True):
+    """A task document (recipe, how-to article) that conversations are about."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    key: str = Field(unique=True, index=True, description="The document's own id from the task file.")
+    title: str
+    domain: str = Field(index=True)
+    image_url: Optional[str] = None
+    summary: str = ""
+    items_label: str = "Ingredients"
+    items: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    steps: list[dict] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Batch(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str
+    protocol: str = "wizard_of_tasks"
+    provider: str = "local"
+    live: bool = False
+    status: str = Field(default=BatchStatus.active, index=True)
+    reward_cents: int = 20
+    max_turns: int = 40
+    budget_cents: Optional[int] = None
+    quality_window: int = 5
+    block_below: float = 0.5
+    bonus_above: float = 0.9
+    bonus_cents: int = 8
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Conversation(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id", index=True)
+    task_id: int = Field(foreign_key="task.id", index=True)
+    status: str = Field(default=ConversationStatus.active, index=True)
+    end_reason: Optional[str] = None
+    turn_count: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow, index=True)
+    completed_at: Optional[datetime] = None
+
+
+class Worker(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    external_id: str = Field(unique=True, index=True, description="MTurk WorkerId or local invite id.")
+    role: str = Field(index=True)
+    status: str = Field(default=WorkerStatus.active, index=True)
+    onboarded: bool = False
+    name: Optional[str] = None
+    window_after_rating_id: int = Field(
+        default=0, description="The quality window only counts ratings after this one (set on unblock)."
+    )
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Turn(SQLModel, table=True):
+    """One utterance of a conversation, and the answers its author gave on the turn page."""
+
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "index", name="uq_turn_position"),
+        Index(
+            "uq_turn_one_open_per_conversation", "conversation_id", unique=True,
+            sqlite_where=text("status = 'open'"), postgresql_where=text("status = 'open'"),
+        ),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    conversation_id: int = Field(foreign_key="conversation.id", index=True)
+    index: int
+    role: str
+    status: str = Field(default=TurnStatus.open, index=True)
+    worker_id: Optional[int] = Field(default=None, foreign_key="worker.id", index=True)
+    text: Optional[str] = None
+    label: Optional[str] = Field(default=None, description="The student's intent or the teacher's action.")
+    answers: dict = json_column()
+    flags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    opened_at: datetime = Field(default_factory=utcnow)
+    submitted_at: Optional[datetime] = None
+
+
+class Hit(SQLModel, table=True):
+    """A paid unit of work for one turn. A turn gets a new attempt when its HIT expires unanswered."""
+
+    __table_args__ = (
+        UniqueConstraint("turn_id", "attempt", name="uq_hit_attempt"),
+        Index(
+            "uq_hit_one_live_per_turn", "turn_id", unique=True,
+            sqlite_where=text("status IN ('pending', 'open')"),
+            postgresql_where=text("status IN ('pending', 'open')"),
+        ),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    turn_id: int = Field(foreign_key="turn.id", index=True)
+    attempt: int = 1
+    provider: str = "local"
+    external_id: Optional[str] = Field(default=None, index=True)
+    role: str = Field(index=True)
+    status: str = Field(default=HitStatus.pending, index=True)
+    lease_expires_at: Optional[datetime] = Field(default=None, index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: Optional[datetime] = None
+
+
+class Assignment(SQLModel, table=True):
+    """A worker holding a HIT: a local lease, or an MTurk assignment."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    hit_id: int = Field(foreign_key="hit.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    external_id: str = Field(unique=True, index=True)
+    status: str = Field(default=AssignmentStatus.accepted, index=True)
+    accepted_at: datetime = Field(default_factory=utcnow)
+    submitted_at: Optional[datetime] = None
+    reviewed_at: Optional[datetime] = None
+
+
+class Rating(SQLModel, table=True):
+    """A worker's judgement of the previous turn, given on their own turn page."""
+
+    __table_args__ = (Index("ix_rating_author_recent", "author_id", "id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    rated_turn_id: int = Field(foreign_key="turn.id", unique=True)
+    rater_turn_id: int = Field(foreign_key="turn.id", unique=True)
+    author_id: int = Field(foreign_key="worker.id")
+    rater_id: int = Field(foreign_key="worker.id", index=True)
+    relevant: bool
+    useful: bool
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class QualityDecision(SQLModel, table=True):
+    """What the monitor decided about a worker after a rating, and the numbers behind it."""
+
+    __table_args__ = (Index("ix_decision_worker_recent", "worker_id", "id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    worker_id: int = Field(foreign_key="worker.id")
+    rating_id: int = Field(foreign_key="rating.id", unique=True)
+    outcome: str = Field(index=True, description="block, bonus or none")
+    mean_relevance: float
+    mean_usefulness: float
+    window: list[dict] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Bonus(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    turn_id: int = Field(foreign_key="turn.id", unique=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    assignment_id: int = Field(foreign_key="assignment.id")
+    decision_id: Optional[int] = Field(default=None, foreign_key="qualitydecision.id")
+    amount_cents: int
+    status: str = Field(default=BonusStatus.pending, index=True)
+    request_token: str = Field(unique=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    paid_at: Optional[datetime] = None
+
+
+class Requester(SQLModel, table=True):
+    """A dashboard user."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    username: str = Field(unique=True, index=True)
+    password_hash: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Event(SQLModel, table=True):
+    """Append-only log of everything that happened; replaying it reconstructs any conversation."""
+
+    __table_args__ = (Index("ix_event_conversation", "conversation_id", "id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow, index=True)
+    kind: str = Field(index=True)
+    actor: str = Field(description="worker:<id>, requester:<name>, system or provider")
+    batch_id: Optional[int] = Field(default=None, index=True)
+    conversation_id: Optional[int] = None
+    turn_id: Optional[int] = None
+    worker_id: Optional[int] = Field(default=None, index=True)
+    data: dict = json_column()

@@ -1,0 +1,273 @@
+"""The protocol as data: what each role sees and which questions its turn page asks.
+
+Forms (templates), server-side validation and the dataset export all read the definitions here, so a
+question changes in one place. Wizard of Tasks (Choi et al., section 3 and appendix A) is built in; another
+protocol is another ``Protocol`` value registered in ``PROTOCOLS``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+from turkflow.models import Role, Task
+
+YES_NO = (("yes", "Yes"), ("no", "No"))
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What validation needs to know about the turn being answered."""
+
+    index: int
+    role: str
+    shareable: tuple[str, ...] = ()  # document item ids a teacher may share
+    shared_so_far: tuple[str, ...] = ()  # item ids teachers shared earlier in this conversation
+    document_text: str = ""
+
+
+@dataclass(frozen=True)
+class Question:
+    name: str
+    label: str
+    kind: str  # yes_no | choice | multi_items | text | urls
+    options: tuple[tuple[str, str], ...] = ()
+    help: str = ""
+    asked: Callable[[TurnContext], bool] = lambda ctx: True
+    required: Callable[[TurnContext, dict], bool] = lambda ctx, answers: True
+    items: str = ""  # for multi_items: "shareable" or "shared_so_far"
+    is_rating: bool = False
+    is_label: bool = False
+    is_response: bool = False
+
+
+@dataclass(frozen=True)
+class RoleForm:
+    role: str
+    title: str
+    guidelines: tuple[str, ...]
+    sees_document: bool
+    questions: tuple[Question, ...]
+    paste_blocked: bool = False
+
+    def questions_for(self, ctx: TurnContext) -> list[Question]:
+        return [q for q in self.questions if q.asked(ctx)]
+
+    def label_question(self) -> Question:
+        return next(q for q in self.questions if q.is_label)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    first_role: str
+    roles: dict[str, RoleForm]
+    closing_label: str  # the first role's label that asks the other role for a closing turn
+    min_response_chars: int = 2
+    max_response_chars: int = 2000
+
+    def form(self, role: str) -> RoleForm:
+        return self.roles[role]
+
+    def next_role(self, role: str) -> str:
+        others = [r for r in self.roles if r != role]
+        return others[0]
+
+
+class AnswerError(ValueError):
+    """An answer that breaks the protocol; ``field`` is the question's name, shown to the worker."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def _not_first(ctx: TurnContext) -> bool:
+    return ctx.index > 0
+
+
+def _urls_required(ctx: TurnContext, answers: dict) -> bool:
+    return answers.get("action") == "answer_external"
+
+
+TEACHER = RoleForm(
+    role=Role.teacher,
+    title="Teacher: help the student complete the task",
+    sees_document=True,
+    paste_blocked=True,
+    guidelines=(
+        "You are an expert who guides the student through the task described in the document.",
+        "Read the whole chat: other teachers may have written earlier turns. Continue naturally.",
+        "Answer the student's last message. Use the document; if it does not say, you may use "
+        "common sense or a web search, and then give the URL you used.",
+        "Tick document items (steps, ingredients/tools, images) to show them to the student.",
+        "Write your own words: pasting is disabled and copied document text is flagged.",
+    ),
+    questions=(
+        Question("relevant", "Is the last student message relevant and coherent to the conversation history?",
+                 "yes_no", YES_NO, is_rating=True),
+        Question("useful", "Is the last student message useful for proceeding to the next steps?",
+                 "yes_no", YES_NO, is_rating=True),
+        Question("action", "What is the action of your message?", "choice", (
+            ("return_items", "Return the ingredients/tools list"),
+            ("return_step", "Return the next (or previous) step"),
+            ("answer_document", "Answer a question from the task document"),
+            ("answer_external", "Answer a question using external knowledge"),
+            ("ask_question", "Ask the student a question"),
+            ("chit_chat", "Chit-chat"),
+            ("other", "Other"),
+        ), is_label=True),
+        Question("urls", "External URL(s) used, one per line", "urls",
+                 help="Required when you answer with external knowledge.", required=_urls_required),
+        Question("shared", "Content to share with the student", "multi_items", items="shareable",
+                 required=lambda ctx, answers: False),
+        Question("response", "Your response to the student", "text", is_response=True),
+    ),
+)
+
+STUDENT = RoleForm(
+    role=Role.student,
+    title="Student: learn how to do the task",
+    sees_document=False,
+    guidelines=(
+        "You are a curious learner who wants to complete the task named in the title.",
+        "Read the whole chat: other students may have written earlier turns. Continue naturally.",
+        "Ask about the ingredients/tools or the next step; ask at least one open question about the "
+        "current step before moving to the next one.",
+        "When the task is done, choose the intent Stop and say goodbye.",
+    ),
+    questions=(
+        Question("relevant", "Is the last teacher message relevant and coherent to the chat history?",
+                 "yes_no", YES_NO, asked=_not_first, is_rating=True),
+        Question("useful", "Is the last teacher message useful for proceeding to the next steps?",
+                 "yes_no", YES_NO, asked=_not_first, is_rating=True),
+        Question("danger", "Which shared content, if any, could cause harm to people or property damage?",
+                 "multi_items", items="shared_so_far", asked=_not_first,
+                 required=lambda ctx, answers: False, help="Leave all unticked for none."),
+        Question("real_life", "What would you do in real life if you were doing the task?", "text",
+                 asked=_not_first, help="For example: walk to the fridge, take a pear and start cutting it."),
+        Question("intent", "What is the intent of your response?", "choice", (
+            ("request_items", "Request the ingredients/tools"),
+            ("request_step", "Request the next (or previous) step"),
+            ("question_items", "Ask a question about the ingredients/tools"),
+            ("question_step", "Ask a question about a step"),
+            ("stop", "Stop: the task is done"),
+            ("chit_chat", "Chit-chat"),
+            ("other", "Other"),
+        ), is_label=True),
+        Question("response", "Your message to the teacher", "text", is_response=True),
+    ),
+)
+
+WIZARD_OF_TASKS = Protocol(
+    name="wizard_of_tasks",
+    first_role=Role.student,
+    roles={Role.student: STUDENT, Role.teacher: TEACHER},
+    closing_label="stop",
+)
+
+PROTOCOLS: dict[str, Protocol] = {WIZARD_OF_TASKS.name: WIZARD_OF_TASKS}
+
+
+def get_protocol(name: str) -> Protocol:
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown protocol {name!r}; known: {', '.join(PROTOCOLS)}") from None
+
+
+# ---- documents as shareable items -------------------------------------------------------------------
+
+
+def document_items(task: Task) -> list[dict[str, Any]]:
+    """Every piece of a task document a teacher can share, with a stable id the answers refer to."""
+    entries: list[dict[str, Any]] = []
+    if task.image_url:
+        entries.append({"id": "image", "kind": "image", "text": task.title, "image_url": task.image_url})
+    if task.summary:
+        entries.append({"id": "summary", "kind": "summary", "text": task.summary})
+    for i, item in enumerate(task.items):
+        entries.append({"id": f"item-{i + 1}", "kind": "item", "text": item})
+    for i, step in enumerate(task.steps):
+        entries.append({"id": f"step-{i + 1}", "kind": "step", "text": f"Step {i + 1}: {step['text']}"})
+        if step.get("image_url"):
+            entries.append({"id": f"step-{i + 1}-image", "kind": "image",
+                            "text": f"Image of step {i + 1}", "image_url": step["image_url"]})
+    return entries
+
+
+def document_text(task: Task) -> str:
+    return "\n".join([task.summary, *task.items, *(s["text"] for s in task.steps)])
+
+
+# ---- validation -------------------------------------------------------------------------------------
+
+_URL_SPLIT = re.compile(r"[\s,]+")
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value if str(v).strip()]
+    return [str(value)] if str(value).strip() else []
+
+
+def validate_answers(protocol: Protocol, ctx: TurnContext, raw: dict[str, Any]) -> dict[str, Any]:
+    """Check raw form answers against the role's questions and return the clean answers.
+
+    Raises ``AnswerError`` naming the first offending question. Questions not asked on this turn are
+    dropped, so the stored answers are exactly what the worker was shown.
+    """
+    form = protocol.form(ctx.role)
+    clean: dict[str, Any] = {}
+    for q in form.questions_for(ctx):
+        value = raw.get(q.name)
+        if q.kind == "yes_no":
+            value = _single(value)
+            if value not in ("yes", "no"):
+                raise AnswerError(q.name, "answer yes or no")
+            clean[q.name] = value == "yes"
+        elif q.kind == "choice":
+            value = _single(value)
+            allowed = [key for key, _ in q.options]
+            if value not in allowed:
+                raise AnswerError(q.name, f"choose one of: {', '.join(allowed)}")
+            clean[q.name] = value
+        elif q.kind == "multi_items":
+            chosen = _as_list(value)
+            allowed = set(ctx.shareable if q.items == "shareable" else ctx.shared_so_far)
+            unknown = [c for c in chosen if c not in allowed]
+            if unknown:
+                raise AnswerError(q.name, f"unknown item(s): {', '.join(unknown)}")
+            clean[q.name] = sorted(set(chosen), key=chosen.index)
+        elif q.kind == "urls":
+            urls = [u for u in _URL_SPLIT.split(" ".join(_as_list(value))) if u]
+            for url in urls:
+                parsed = urlparse(url)
+                if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                    raise AnswerError(q.name, f"not a web address: {url[:80]}")
+            clean[q.name] = urls
+        elif q.kind == "text":
+            text = (_single(value) or "").strip()
+            lower, upper = (protocol.min_response_chars, protocol.max_response_chars)
+            if len(text) > upper:
+                raise AnswerError(q.name, f"write at most {upper} characters")
+            if text and len(text) < lower:
+                raise AnswerError(q.name, f"write at least {lower} characters")
+            clean[q.name] = text
+        else:  # pragma: no cover - a protocol definition error, caught by the protocol tests
+            raise ValueError(f"unknown question kind {q.kind}")
+    for q in form.questions_for(ctx):
+        if q.required(ctx, clean) and clean.get(q.name) in (None, "", []):
+            raise AnswerError(q.name, "this answer is required")
+    return clean
+
+
+def _single(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return value[0] if value else None
+    return value

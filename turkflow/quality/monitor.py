@@ -1,0 +1,172 @@
+"""The quality monitor: every rating updates a judgement of the worker who wrote the rated turn.
+
+For that author take the k most recent ratings their turns received (since their last unblock). If the
+mean relevance or the mean usefulness is below p, block them temporarily; if both are above the bonus
+threshold, the rated turn earns a bonus, once. A window shorter than k decides nothing: one unlucky rating
+from a careless rater must not block an honest newcomer. The window is read through the
+``(author_id, id)`` index, so the cost per rating does not grow with history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Optional
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from turkflow import events
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    Bonus,
+    BonusStatus,
+    Conversation,
+    Hit,
+    HitStatus,
+    QualityDecision,
+    Rating,
+    Turn,
+    Worker,
+    WorkerStatus,
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    window: int = 5
+    block_below: float = 0.5
+    bonus_above: float = 0.9
+    bonus_cents: int = 8
+
+    @classmethod
+    def of(cls, batch: Batch) -> "Policy":
+        return cls(batch.quality_window, batch.block_below, batch.bonus_above, batch.bonus_cents)
+
+
+def decide(policy: Policy, relevance: list[bool], usefulness: list[bool]) -> tuple[str, float, float]:
+    """The pure rule: (outcome, mean relevance, mean usefulness) for a window of ratings."""
+    if not relevance:
+        return "none", 0.0, 0.0
+    mean_rel = sum(relevance) / len(relevance)
+    mean_use = sum(usefulness) / len(usefulness)
+    if len(relevance) < policy.window:
+        return "none", mean_rel, mean_use
+    if mean_rel < policy.block_below or mean_use < policy.block_below:
+        return "block", mean_rel, mean_use
+    if mean_rel > policy.bonus_above and mean_use > policy.bonus_above:
+        return "bonus", mean_rel, mean_use
+    return "none", mean_rel, mean_use
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    decision: QualityDecision
+    blocked: bool  # this evaluation newly blocked the author
+    bonus: Optional[Bonus]  # the bonus this evaluation recorded (pay it with the provider)
+
+
+def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
+    """Judge the author of the rated turn; running it twice for one rating changes nothing."""
+    if session.exec(select(QualityDecision).where(QualityDecision.rating_id == rating_id)).first():
+        return None
+    rating = session.get(Rating, rating_id)
+    author = session.get(Worker, rating.author_id)
+    rated = session.get(Turn, rating.rated_turn_id)
+    conversation = session.get(Conversation, rated.conversation_id)
+    batch = session.get(Batch, conversation.batch_id)
+    policy = Policy.of(batch)
+    window = list(session.exec(
+        select(Rating)
+        .where(Rating.author_id == author.id, Rating.id > author.window_after_rating_id, Rating.id <= rating.id)
+        .order_by(col(Rating.id).desc())
+        .limit(policy.window)
+    ))
+    outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in window], [r.useful for r in window])
+    decision = QualityDecision(
+        worker_id=author.id, rating_id=rating.id, outcome=outcome, mean_relevance=mean_rel,
+        mean_usefulness=mean_use,
+        window=[{"rating_id": r.id, "turn_id": r.rated_turn_id, "rater_id": r.rater_id,
+                 "relevant": r.relevant, "useful": r.useful} for r in window],
+    )
+    try:
+        with session.begin_nested():
+            session.add(decision)
+            session.flush()
+    except IntegrityError:
+        return None  # a concurrent evaluation of the same rating won
+    events.record(session, "quality_decision", "system", batch_id=batch.id, conversation_id=conversation.id,
+                  turn_id=rated.id, worker_id=author.id, outcome=outcome, mean_relevance=mean_rel,
+                  mean_usefulness=mean_use, window=len(window), policy=policy.__dict__)
+    blocked = False
+    if outcome == "block" and author.status == WorkerStatus.active:
+        block_worker(session, author, permanent=False, actor="system",
+                     reason=f"mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f} over the last "
+                            f"{len(window)} rated turns (threshold {policy.block_below})")
+        blocked = True
+    bonus = _record_bonus(session, policy, rated, author, decision) if outcome == "bonus" else None
+    return Evaluation(decision=decision, blocked=blocked, bonus=bonus)
+
+
+def _record_bonus(session: Session, policy: Policy, turn: Turn, author: Worker,
+                  decision: QualityDecision) -> Optional[Bonus]:
+    assignment = session.exec(
+        select(Assignment).join(Hit, Hit.id == Assignment.hit_id)
+        .where(Hit.turn_id == turn.id, Hit.status == HitStatus.submitted, Assignment.worker_id == author.id,
+               col(Assignment.status).in_([AssignmentStatus.submitted, AssignmentStatus.approved]))
+    ).first()
+    if assignment is None:
+        return None
+    bonus = Bonus(turn_id=turn.id, worker_id=author.id, assignment_id=assignment.id, decision_id=decision.id,
+                  amount_cents=policy.bonus_cents, request_token=f"turkflow-bonus-turn-{turn.id}")
+    try:
+        with session.begin_nested():
+            session.add(bonus)
+            session.flush()
+    except IntegrityError:
+        return None  # this turn already earned its bonus
+    events.record(session, "bonus_recorded", "system", conversation_id=turn.conversation_id, turn_id=turn.id,
+                  worker_id=author.id, amount_cents=bonus.amount_cents, bonus_id=bonus.id)
+    return bonus
+
+
+def block_worker(session: Session, worker: Worker, *, permanent: bool, actor: str, reason: str,
+                 note: str = "") -> None:
+    """Record a block in the worker's status; the caller tells the provider (it may call the network)."""
+    worker.status = WorkerStatus.blocked if permanent else WorkerStatus.temporarily_blocked
+    session.add(worker)
+    events.record(session, "worker_blocked", actor, worker_id=worker.id, permanent=permanent, reason=reason,
+                  note=note)
+
+
+def unblock_worker(session: Session, worker: Worker, *, actor: str, note: str = "") -> None:
+    """Let a worker work again with a fresh quality window, so the old ratings do not re-block them."""
+    latest = session.exec(
+        select(Rating.id).where(Rating.author_id == worker.id).order_by(col(Rating.id).desc()).limit(1)
+    ).first()
+    worker.status = WorkerStatus.active
+    worker.window_after_rating_id = latest or 0
+    session.add(worker)
+    events.record(session, "worker_unblocked", actor, worker_id=worker.id, note=note)
+
+
+def batch_of_rating(session: Session, rating_id: int) -> Batch:
+    rated = session.get(Turn, session.get(Rating, rating_id).rated_turn_id)
+    return session.get(Batch, session.get(Conversation, rated.conversation_id).batch_id)
+
+
+def unjudged_ratings(session: Session, older_than: datetime, limit: int = 500) -> list[int]:
+    """Ratings whose evaluation a crash or a lost message skipped."""
+    judged = select(QualityDecision.id).where(QualityDecision.rating_id == Rating.id)
+    return list(session.exec(
+        select(Rating.id).where(Rating.created_at < older_than, ~judged.exists()).order_by(Rating.id).limit(limit)
+    ))
+
+
+def unpaid_bonuses(session: Session, older_than: datetime, limit: int = 500) -> list[int]:
+    return list(session.exec(
+        select(Bonus.id).where(Bonus.status == BonusStatus.pending, Bonus.created_at < older_than)
+        .order_by(Bonus.id).limit(limit)
+    ))

@@ -1,0 +1,64 @@
+"""The Celery app. Its configuration comes from turkflow's ``Settings`` when first needed (never at import),
+or from ``configure(settings)`` when a process (a test, the simulator) brings its own.
+
+Run it with ``celery -A workers.app worker`` and ``celery -A workers.app beat``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from celery import Celery
+
+from turkflow.config import Settings
+from turkflow.hits.provider import Providers
+
+celery_app = Celery("turkflow", include=["workers.tasks"])
+
+_settings: Optional[Settings] = None
+_providers: Optional[Providers] = None
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    return {
+        "broker_url": settings.redis_url,
+        "task_ignore_result": True,
+        # A task is acknowledged only after it ran, and re-queued if its worker dies mid-way: every
+        # task is idempotent, so running twice is safe and losing one is not.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": {"visibility_timeout": 600},
+        "task_default_queue": "turkflow",
+        "beat_schedule": {
+            "reconcile": {"task": "workers.tasks.reconcile", "schedule": float(settings.reconcile_seconds)},
+        },
+    }
+
+
+def configure(settings: Settings, providers: Optional[Providers] = None) -> Celery:
+    global _settings, _providers
+    _settings = settings
+    _providers = providers or Providers(settings)
+    celery_app.conf.update(celery_config(settings))
+    return celery_app
+
+
+def settings() -> Settings:
+    global _settings
+    if _settings is None:
+        _settings = Settings()
+    return _settings
+
+
+def providers() -> Providers:
+    global _providers
+    if _providers is None:
+        _providers = Providers(settings())
+    return _providers
+
+
+@celery_app.on_configure.connect
+def _configure_from_environment(sender: Celery, **_: Any) -> None:
+    sender.conf.update(celery_config(settings()))

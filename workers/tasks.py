@@ -1,0 +1,43 @@
+"""Celery tasks. Each one parses its arguments, calls one domain function and enqueues follow-ups."""
+
+from __future__ import annotations
+
+import logging
+
+from turkflow import pipeline
+from workers.app import celery_app, providers, settings
+
+log = logging.getLogger("turkflow.tasks")
+
+RETRY = {"autoretry_for": (Exception,), "retry_backoff": 2, "retry_backoff_max": 300, "max_retries": 20,
+         "retry_jitter": True}
+
+
+@celery_app.task(**RETRY)
+def turn_submitted(turn_id: int) -> None:
+    """A turn is stored: open the next HIT, then judge the rated worker and queue any bonus."""
+    result = pipeline.after_submission(settings(), providers(), turn_id)
+    for bonus_id in result.bonus_ids:
+        pay_bonus.delay(bonus_id)
+    log.info("turn %s submitted: opened hit %s, blocked %s, bonuses %s", turn_id, result.opened_hit_id,
+             result.blocked_worker_id, result.bonus_ids)
+
+
+@celery_app.task(**RETRY)
+def publish_hit(hit_id: int, provider: str) -> None:
+    pipeline.publish(settings(), providers(), hit_id, provider)
+
+
+@celery_app.task(**RETRY)
+def pay_bonus(bonus_id: int) -> None:
+    """Retries with backoff until the provider accepts the payment (e.g. the assignment is payable)."""
+    pipeline.pay_bonus(settings(), providers(), bonus_id)
+
+
+@celery_app.task
+def reconcile() -> None:
+    repairs = pipeline.reconcile(settings(), providers())
+    for bonus_id in repairs.unpaid_bonuses:
+        pay_bonus.delay(bonus_id)
+    if repairs.conversations_advanced or repairs.hits_published or repairs.leases_released:
+        log.warning("reconciler repaired %s", repairs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from functools import lru_cache
 from importlib.resources import files
 from typing import Iterator
 
@@ -14,9 +13,25 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, create_engine
 
 
-@lru_cache(maxsize=None)
+_engines: dict[str, Engine] = {}
+
+
 def get_engine(database_url: str) -> Engine:
-    """One engine per URL per process; SQLite gets WAL and a busy timeout so web and Celery share it."""
+    """One engine per URL per process."""
+    if database_url not in _engines:
+        _engines[database_url] = _create(database_url)
+    return _engines[database_url]
+
+
+def dispose_engine(database_url: str) -> None:
+    """Close the pooled connections of a URL's engine (tests drop their databases afterwards)."""
+    engine = _engines.pop(database_url, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def _create(database_url: str) -> Engine:
+    """SQLite gets WAL and a busy timeout so the web server and Celery workers can share the file."""
     if database_url.startswith("sqlite"):
         engine = create_engine(database_url, connect_args={"check_same_thread": False, "timeout": 30})
 

@@ -17,8 +17,8 @@ from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
-    """Naive UTC: SQLite drops tzinfo, so every timestamp is naive UTC everywhere."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    """Aware UTC; SQLModel stores UTC on every backend and hands back aware datetimes."""
+    return datetime.now(timezone.utc)
 
 
 def json_column() -> Any:

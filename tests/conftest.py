@@ -1,0 +1,263 @@
+"""Real services for the tests: redis-server, a Celery worker, SQLite and PostgreSQL, headless Chromium.
+
+Database tests run once per backend (``database_url`` is parametrized); set
+``TURKFLOW_TEST_BACKENDS=sqlite`` to run one backend while iterating. Every test gets a fresh, migrated
+database cloned from a template, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from pytest_redis import factories
+from sqlalchemy import create_engine, text
+from werkzeug.serving import make_server
+
+from turkflow.config import Settings
+from turkflow.db import dispose_engine, upgrade
+from turkflow.hits.provider import Providers
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+redis_proc = factories.redis_proc(port=None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- PostgreSQL: a throwaway cluster owned by the postgres user (it refuses to run as root) -----------
+
+
+class PostgresCluster:
+    def __init__(self) -> None:
+        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+        if not bindirs:
+            raise RuntimeError("PostgreSQL is not installed; run `make test`, which installs it")
+        self.bin = Path(bindirs[-1])
+        self.root = Path(tempfile.mkdtemp(prefix="turkflow-pg-"))
+        self.data = self.root / "data"
+        self.port = free_port()
+        self.as_root = os.geteuid() == 0
+
+    def _run(self, *args: str) -> None:
+        cmd = list(args)
+        if self.as_root:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def start(self) -> None:
+        if self.as_root:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
+                  "-w", "start")
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    cluster = PostgresCluster()
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+_counter = itertools.count()
+
+
+def _backends() -> list[str]:
+    return [b for b in os.environ.get("TURKFLOW_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    dispose_engine(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres: PostgresCluster) -> str:
+    admin = create_engine(postgres.url("postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text("CREATE DATABASE turkflow_template"))
+    admin.dispose()
+    upgrade(postgres.url("turkflow_template"))
+    return "turkflow_template"
+
+
+def _new_database(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        path = tmp_path / "turkflow.db"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        url = f"sqlite:///{path}"
+        yield url
+        dispose_engine(url)
+        return
+    postgres: PostgresCluster = request.getfixturevalue("postgres")
+    template = request.getfixturevalue("postgres_template")
+    name = f"t{os.getpid()}_{next(_counter)}"
+    admin = create_engine(postgres.url("postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name} TEMPLATE {template}"))
+    url = postgres.url(name)
+    yield url
+    dispose_engine(url)
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+    admin.dispose()
+
+
+@pytest.fixture(params=_backends())
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh migrated database, once on SQLite and once on PostgreSQL."""
+    yield from _new_database(request, request.param, tmp_path)
+
+
+@pytest.fixture
+def sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh migrated SQLite database, for tests whose subject is not the storage backend."""
+    yield from _new_database(request, "sqlite", tmp_path)
+
+
+# ---- settings, Redis, Celery --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_proc) -> str:  # noqa: ANN001
+    return f"redis://{redis_proc.host}:{redis_proc.port}/0"
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str, redis_url: str) -> Settings:
+    return Settings(data_dir=tmp_path / "var", database_url=database_url, redis_url=redis_url,
+                    secret_key="test-secret", worker_hash_key="test-hash-key", public_url="http://127.0.0.1:5000",
+                    stuck_after_seconds=0)
+
+
+@pytest.fixture
+def providers(settings: Settings) -> Providers:
+    return Providers(settings)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_session(redis_url: str) -> Iterator[object]:
+    """One real Celery worker consuming from the real Redis for the whole session."""
+    from celery.contrib.testing.worker import start_worker
+
+    import workers.app
+
+    workers.app.configure(Settings(redis_url=redis_url, secret_key="x", worker_hash_key="x",
+                                   data_dir=Path(tempfile.mkdtemp())))
+    with start_worker(workers.app.celery_app, pool="threads", concurrency=2, perform_ping_check=False,
+                      shutdown_timeout=10, loglevel="WARNING") as worker:
+        yield worker
+
+
+@pytest.fixture
+def celery_worker(celery_worker_session: object, settings: Settings, providers: Providers) -> object:
+    """The session's Celery worker, pointed at this test's database."""
+    import workers.app
+
+    workers.app.configure(settings, providers)
+    return celery_worker_session
+
+
+# ---- the web app and a real browser -------------------------------------------------------------------
+
+
+class LiveServer:
+    def __init__(self, app) -> None:  # noqa: ANN001
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = make_server("127.0.0.1", self.port, app, threaded=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "LiveServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def app(settings: Settings):  # noqa: ANN201
+    from turkflow.web import create_app
+
+    application = create_app(settings)
+    application.config["TESTING"] = True
+    return application
+
+
+@pytest.fixture
+def client(app):  # noqa: ANN001, ANN201
+    return app.test_client()
+
+
+@pytest.fixture
+def live_server(app) -> Iterator[LiveServer]:  # noqa: ANN001
+    app.config["PUBLIC_URL"] = None
+    with LiveServer(app) as server:
+        app.config["PUBLIC_URL"] = server.url
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_context(chromium) -> Iterator[object]:  # noqa: ANN001
+    context = chromium.new_context()
+    yield context
+    context.close()
+
+
+def wait_until(predicate, timeout: float = 5.0, interval: float = 0.02):  # noqa: ANN001, ANN201
+    """Poll a condition that another process (Celery) makes true; fails the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

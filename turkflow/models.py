@@ -206,7 +206,7 @@ class Rating(SQLModel, table=True):
     rater_id: int = Field(foreign_key="worker.id", index=True)
     relevant: bool
     useful: bool
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, index=True)
 
 
 class QualityDecision(SQLModel, table=True):

@@ -10,7 +10,7 @@ from a careless rater must not block an honest newcomer. The window is read thro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Optional
 
 from sqlalchemy.exc import IntegrityError
@@ -157,11 +157,14 @@ def batch_of_rating(session: Session, rating_id: int) -> Batch:
     return session.get(Batch, session.get(Conversation, rated.conversation_id).batch_id)
 
 
-def unjudged_ratings(session: Session, older_than: datetime, limit: int = 500) -> list[int]:
-    """Ratings whose evaluation a crash or a lost message skipped."""
+def unjudged_ratings(session: Session, older_than: datetime, lookback: timedelta = timedelta(days=2),
+                     limit: int = 500) -> list[int]:
+    """Recent ratings whose evaluation a crash or a lost message skipped (an index range, not a full scan)."""
     judged = select(QualityDecision.id).where(QualityDecision.rating_id == Rating.id)
     return list(session.exec(
-        select(Rating.id).where(Rating.created_at < older_than, ~judged.exists()).order_by(Rating.id).limit(limit)
+        select(Rating.id)
+        .where(Rating.created_at < older_than, Rating.created_at >= older_than - lookback, ~judged.exists())
+        .order_by(Rating.id).limit(limit)
     ))
 
 

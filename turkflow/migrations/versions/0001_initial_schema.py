@@ -187,6 +187,7 @@ def upgrade() -> None:
     with op.batch_alter_table('rating', schema=None) as batch_op:
         batch_op.create_index('ix_rating_author_recent', ['author_id', 'id'], unique=False)
         batch_op.create_index(batch_op.f('ix_rating_rater_id'), ['rater_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_rating_created_at'), ['created_at'], unique=False)
 
     op.create_table('assignment',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -272,6 +273,7 @@ def downgrade() -> None:
     op.drop_table('assignment')
     with op.batch_alter_table('rating', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_rating_rater_id'))
+        batch_op.drop_index(batch_op.f('ix_rating_created_at'))
         batch_op.drop_index('ix_rating_author_recent')
 
     op.drop_table('rating')

@@ -126,3 +126,19 @@ def test_cancelling_a_batch_closes_its_open_turns(settings, providers):
     with session_scope(settings.database_url) as s:
         assert {c.status for c in s.exec(select(Conversation))} == {"cancelled"}
         assert lifecycle.open_hits_for(s, make_worker(settings, "student", "s")) == []
+
+
+def test_the_event_log_replays_a_conversation(settings, providers):
+    from turkflow.events import replay_conversation
+
+    launch(settings, providers, max_turns=20)
+    student, teacher = make_worker(settings, "student", "s"), make_worker(settings, "teacher", "t")
+    play(settings, providers, student, STUDENT_ANSWERS)
+    play(settings, providers, teacher, dict(TEACHER_ANSWERS, shared=["step-1"]))
+    with session_scope(settings.database_url) as s:
+        conv = s.exec(select(Conversation)).one()
+        stored = s.exec(select(Turn).where(Turn.status == TurnStatus.submitted).order_by(Turn.index)).all()
+        replayed = replay_conversation(s, conv.id)
+    assert [(r["role"], r["worker_id"], r["text"], r["label"], r["answers"]) for r in replayed] == [
+        (t.role, t.worker_id, t.text, t.label, t.answers) for t in stored]
+    assert replayed[1]["answers"]["shared"] == ["step-1"]

@@ -32,3 +32,16 @@ def conversation_events(session: Session, conversation_id: int) -> list[Event]:
     return list(session.exec(
         select(Event).where(Event.conversation_id == conversation_id).order_by(Event.id)
     ))
+
+
+def replay_conversation(session: Session, conversation_id: int) -> list[dict[str, Any]]:
+    """Rebuild a conversation's turns from the log alone: who wrote what, in which order, when."""
+    turns: dict[int, dict[str, Any]] = {}
+    for event in conversation_events(session, conversation_id):
+        if event.kind == "turn_submitted":
+            turns[event.data["index"]] = {
+                "index": event.data["index"], "role": event.data["role"], "worker_id": event.worker_id,
+                "text": event.data["text"], "label": event.data["label"], "answers": event.data["answers"],
+                "submitted_at": event.at,
+            }
+    return [turns[i] for i in sorted(turns)]

@@ -414,7 +414,8 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
     session.refresh(turn)
     events.record(session, "turn_submitted", f"worker:{worker.id}", batch_id=batch.id,
                   conversation_id=conversation.id, turn_id=turn.id, worker_id=worker.id,
-                  assignment_id=assignment.id, label=label)
+                  assignment_id=assignment.id, index=turn.index, role=turn.role, label=label, text=text,
+                  answers=answers)
     return Submission(turn=turn, rating=rating, created=True)
 
 

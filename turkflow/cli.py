@@ -1,0 +1,674 @@
+"""The ``turkflow`` command: load task documents, launch and watch batches, invite workers, migrate.
+
+Each command parses its options, calls domain functions in one transaction and prints what happened.
+Anything a user can fix ends as one line on stderr (``error: ...``) and exit status 1, never a traceback
+(``turkflow --debug ...`` shows it). Settings come from ``TURKFLOW_*`` variables, read once per run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import click
+from sqlalchemy import or_
+from sqlmodel import Session, col, select
+
+from turkflow.config import Settings
+from turkflow.hits.provider import Providers
+from turkflow.models import Batch, BatchStatus, Role, Task, Worker, WorkerStatus
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+# ---- plumbing: settings, the database, errors -----------------------------------------------------------
+
+
+class CommandError(click.ClickException):
+    """A failure the user can act on, printed as ``error: <message>``."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+@dataclass
+class App:
+    """What every command needs, built on first use so ``--help`` never touches the disk.
+
+    Tests and embedding programs may pass their own (``main(obj=App(settings, providers))``).
+    """
+
+    settings_: Optional[Settings] = None
+    providers_: Optional[Providers] = None
+    debug: bool = False
+    _schema_ready: bool = field(default=False, repr=False)
+
+    @property
+    def settings(self) -> Settings:
+        if self.settings_ is None:
+            self.settings_ = Settings()
+        return self.settings_
+
+    @property
+    def providers(self) -> Providers:
+        if self.providers_ is None:
+            self.providers_ = Providers(self.settings)
+        return self.providers_
+
+    def use_settings(self, settings: Settings) -> None:
+        """Switch this run to other settings (e.g. ``--live``), keeping an injected MTurk client."""
+        client = self.providers_.mturk_client if self.providers_ else None
+        self.settings_, self.providers_ = settings, Providers(settings, mturk_client=client)
+
+    def session(self):  # noqa: ANN201 - a context manager from turkflow.db
+        """A transaction on a database whose schema is current (checked once per run)."""
+        from turkflow.db import session_scope
+
+        if not self._schema_ready:
+            ensure_schema(self.settings.database_url)
+            self._schema_ready = True
+        return session_scope(self.settings.database_url)
+
+
+def ensure_schema(database_url: str) -> None:
+    """Migrate a SQLite database on first use (the zero-setup default); ask before touching a server's.
+
+    Several web and Celery processes share a PostgreSQL database in production, so its migration is an
+    explicit step (``turkflow db upgrade``) rather than a race between whichever process starts first.
+    """
+    from alembic.script import ScriptDirectory
+
+    from turkflow.db import alembic_config, upgrade
+
+    if schema_revisions(database_url) == set(ScriptDirectory.from_config(alembic_config(database_url)).get_heads()):
+        return
+    if database_url.startswith("sqlite"):
+        upgrade(database_url)
+        return
+    raise CommandError(f"the database schema of {shown_url(database_url)} is not current; "
+                       "run `turkflow db upgrade` first")
+
+
+def schema_revisions(database_url: str) -> set[str]:
+    """The Alembic revisions the database is at (empty for a new database)."""
+    from alembic.runtime.migration import MigrationContext
+
+    from turkflow.db import get_engine
+
+    if database_url.startswith("sqlite:///"):
+        Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    with get_engine(database_url).connect() as connection:
+        return set(MigrationContext.configure(connection).get_current_heads())
+
+
+def shown_url(database_url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(database_url).render_as_string(hide_password=True)
+
+
+def describe(exc: BaseException, app: Optional[App]) -> str:
+    """One line that says what went wrong in the user's terms."""
+    from alembic.util import CommandError as MigrationError
+    from pydantic import ValidationError
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    from turkflow.hits.lifecycle import TurnError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"invalid setting TURKFLOW_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+        )
+    if isinstance(exc, TurnError):
+        return exc.message
+    if isinstance(exc, DBAPIError):
+        where = shown_url(app.settings.database_url) if app and app.settings_ else "the database"
+        return f"database error at {where}: {first_line(str(exc.orig))}"
+    if isinstance(exc, SQLAlchemyError):
+        return f"database error: {first_line(str(exc))}"
+    if isinstance(exc, MigrationError):
+        return f"migration failed: {first_line(str(exc))}"
+    if isinstance(exc, (ValueError, OSError, LookupError)):
+        return first_line(str(exc)) or type(exc).__name__
+    return f"unexpected {type(exc).__name__}: {first_line(str(exc))} (run `turkflow --debug ...` for details)"
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+class TurkflowGroup(click.Group):
+    """The top-level group: turns every failure of any subcommand into ``error: ...`` and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            app = ctx.obj if isinstance(ctx.obj, App) else None
+            if app is not None and app.debug:
+                raise
+            raise CommandError(describe(exc, app)) from None
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def requester() -> str:
+    """Who is acting, for the event log."""
+    try:
+        return f"requester:{getpass.getuser()}"
+    except (OSError, KeyError):
+        return "requester:cli"
+
+
+# ---- money ----------------------------------------------------------------------------------------------
+
+
+def parse_cents(text: str) -> int:
+    """``"0.20"`` or ``"$0.20"`` → 20; refuses negative amounts and fractions of a cent."""
+    try:
+        amount = Decimal(str(text).strip().removeprefix("$"))
+    except InvalidOperation:
+        raise ValueError(f"{text!r} is not an amount in dollars such as 0.20") from None
+    if not amount.is_finite() or amount < 0:
+        raise ValueError(f"{text!r} is not an amount in dollars such as 0.20")
+    cents = amount * 100
+    if cents != cents.to_integral_value():
+        raise ValueError(f"{text!r} has fractions of a cent")
+    return int(cents)
+
+
+def dollars(cents: int) -> str:
+    return f"${cents / 100:,.2f}"
+
+
+class Dollars(click.ParamType):
+    """A USD amount on the command line, stored as integer cents."""
+
+    name = "USD"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_cents(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+# ---- output ---------------------------------------------------------------------------------------------
+
+
+def console(stderr: bool = False):  # noqa: ANN201
+    """A rich console on the current stdout/stderr (resolved per call, so CliRunner captures it).
+
+    Piped output gets a wide page, so a table row stays one line for grep and files.
+    """
+    from rich.console import Console
+
+    out = Console(stderr=stderr, highlight=False)
+    return out if out.is_terminal else Console(stderr=stderr, highlight=False, width=200)
+
+
+def table(title: Optional[str], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich.table import Table
+
+    out = Table(title=title, title_justify="left", header_style="bold")
+    for name in columns:
+        out.add_column(name, overflow="fold")
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row))
+    console().print(out)
+
+
+def when(moment: Optional[datetime]) -> str:
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def progress_bar(**columns: Any):  # noqa: ANN201
+    """A rich progress bar on stderr, so stdout stays clean for scripts."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console(stderr=True),
+                    **columns)
+
+
+# ---- the group ------------------------------------------------------------------------------------------
+
+
+@click.group(cls=TurkflowGroup, context_settings=CONTEXT)
+@click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
+@click.version_option(package_name="turkflow")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Collect task-oriented dialog datasets from crowd workers, one paid HIT per turn.
+
+    Settings come from TURKFLOW_* environment variables (the README lists them all). By default
+    everything lives in ./var: a SQLite database, created and migrated on first use, and the secrets
+    that sign invite links.
+
+    \b
+    A first session:
+      turkflow tasks load turkflow/samples/tasks.yaml
+      turkflow batch launch --all --conversations 3 --max-turns 8
+      turkflow worker invite --role student
+      turkflow worker invite --role teacher
+      turkflow batch status --watch
+    """
+    if not isinstance(ctx.obj, App):
+        ctx.obj = App()
+    ctx.obj.debug = debug
+
+
+# ---- tasks ----------------------------------------------------------------------------------------------
+
+
+@main.group(context_settings=CONTEXT)
+def tasks() -> None:
+    """Task documents: the recipes and how-to articles conversations are about."""
+
+
+@tasks.command("load", context_settings=CONTEXT)
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@pass_app
+def tasks_load(app: App, file: Path) -> None:
+    """Load the task documents in FILE (.yaml, .yml, .json or .jsonl).
+
+    Every document is checked before anything is written: one bad document loads none. A document
+    whose id is already loaded is updated in place. The README ("Task documents") shows the format.
+    """
+    from turkflow.documents import load_documents, read_documents
+
+    docs = read_documents(file)
+    with app.session() as session:
+        result = load_documents(session, docs)
+    click.echo(f"loaded {len(docs)} task documents from {file}: {result.created} created, {result.updated} updated")
+
+
+@tasks.command("list", context_settings=CONTEXT)
+@click.option("--domain", help="Only documents of this domain (e.g. cooking, diy).")
+@pass_app
+def tasks_list(app: App, domain: Optional[str]) -> None:
+    """List the loaded task documents and how many conversations each has."""
+    from turkflow.reports import task_usage
+
+    with app.session() as session:
+        usage = [u for u in task_usage(session) if domain is None or u.task.domain == domain]
+    if not usage:
+        click.echo("no task documents loaded; run `turkflow tasks load FILE`")
+        return
+    table(None, ["id", "title", "domain", "items", "steps", "conversations"],
+          [(u.task.key, u.task.title, u.task.domain, len(u.task.items), len(u.task.steps), u.conversations)
+           for u in usage])
+
+
+# ---- batches --------------------------------------------------------------------------------------------
+
+
+@main.group(context_settings=CONTEXT)
+def batch() -> None:
+    """Collection batches: launch, watch, pause, resume, cancel."""
+
+
+@batch.command("launch", context_settings=CONTEXT)
+@click.option("--tasks", "tasks_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Load this task file (updating documents already loaded) and launch over its documents.")
+@click.option("--all", "all_tasks", is_flag=True, help="Launch over every loaded task document.")
+@click.option("--conversations", "-n", type=click.IntRange(min=1), required=True, metavar="N",
+              help="Number of conversations; task documents are assigned round-robin.")
+@click.option("--reward", type=Dollars(), help="Reward per turn in USD.  [default: TURKFLOW_REWARD, 0.20]")
+@click.option("--max-turns", type=click.IntRange(min=2), metavar="M",
+              help="A conversation closes after this many turns.  [default: TURKFLOW_MAX_TURNS, 40]")
+@click.option("--name", help="A name for the batch.  [default: the task file's name or 'all tasks', and the date]")
+@click.option("--budget", type=Dollars(),
+              help="Spending cap in USD: the batch pauses instead of opening a turn that would exceed it.")
+@click.option("--provider", type=click.Choice(["local", "mturk"]),
+              help="Crowd provider.  [default: TURKFLOW_PROVIDER, local]")
+@click.option("--live", is_flag=True,
+              help="MTurk only: publish on the live marketplace (real money) instead of the sandbox; "
+                   "asks for confirmation.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (for --live in scripts).")
+@click.option("--skip-if-exists", is_flag=True,
+              help="Launch nothing if an active or paused batch with this --name exists (safe re-runs).")
+@click.option("--dry-run", is_flag=True, help="Print what would be launched and its maximum cost, then stop.")
+@pass_app
+def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: int, reward: Optional[int],
+                 max_turns: Optional[int], name: Optional[str], budget: Optional[int], provider: Optional[str],
+                 live: bool, yes: bool, skip_if_exists: bool, dry_run: bool) -> None:
+    """Launch a batch: N conversations, each opening its first (student) turn as a HIT.
+
+    Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
+    the student stops and the teacher closes, or --max-turns is reached.
+    """
+    from turkflow.documents import load_documents, read_documents
+    from turkflow.hits import lifecycle
+
+    if bool(tasks_file) == all_tasks:
+        raise CommandError("give either --tasks FILE or --all")
+    if skip_if_exists and not name:
+        raise CommandError("--skip-if-exists needs --name")
+    settings = app.settings
+    provider = provider or settings.provider
+    if live and provider != "mturk":
+        raise CommandError("--live applies to --provider mturk only")
+    live = provider == "mturk" and (live or settings.mturk_live)
+    if live and not settings.mturk_live:
+        app.use_settings(settings.model_copy(update={"mturk_live": True}))
+        settings = app.settings
+    reward = reward if reward is not None else parse_cents(str(settings.reward))
+    max_turns = max_turns or settings.max_turns
+    bonus = parse_cents(str(settings.bonus))
+    name = name or f"{tasks_file.stem if tasks_file else 'all tasks'} {datetime.now().strftime('%Y-%m-%d %H:%M')}"
+    docs = read_documents(tasks_file) if tasks_file else None
+
+    if skip_if_exists:
+        with app.session() as session:
+            existing = session.exec(
+                select(Batch).where(Batch.name == name,
+                                    col(Batch.status).in_([BatchStatus.active, BatchStatus.paused]))
+                .order_by(col(Batch.id).desc())
+            ).first()
+        if existing is not None:
+            click.echo(f"batch {existing.id} \"{name}\" is already {existing.status}; launched nothing")
+            return
+
+    where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
+    cap = f"; stops at a budget of {dollars(budget)}" if budget is not None else ""
+    click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
+               f"{dollars(reward)} a turn on {where}")
+    click.echo(f"at most {dollars(conversations * max_turns * reward)} in rewards and "
+               f"{dollars(conversations * max_turns * bonus)} in bonuses{cap}")
+    if dry_run:
+        return
+    if live and not yes:
+        click.confirm(f"Publish on the LIVE MTurk marketplace, paying real money (up to "
+                      f"{dollars(conversations * max_turns * (reward + bonus))} before fees)?", abort=True)
+
+    quality = {"quality_window": settings.quality_window, "block_below": settings.block_below,
+               "bonus_above": settings.bonus_above, "bonus_cents": bonus}
+    with app.session() as session:
+        if docs is not None:
+            load_documents(session, docs)
+            chosen = list(session.exec(select(Task).where(col(Task.key).in_([d["key"] for d in docs]))
+                                       .order_by(Task.id)))
+        else:
+            chosen = list(session.exec(select(Task).order_by(Task.id)))
+        new_batch, hits = lifecycle.launch_batch(
+            session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
+            max_turns=max_turns, budget_cents=budget, live=live, quality=quality,
+        )
+        batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
+
+    publish_all(app, batch_id, provider, hit_ids)
+    click.echo(f"launched batch {batch_id} \"{name}\": {conversations} conversations over {task_count} tasks, "
+               f"{len(hit_ids)} student turns open on {where}")
+    click.echo(f"watch it: turkflow batch status {batch_id} --watch")
+    if provider == "local":
+        click.echo("invite workers: turkflow worker invite --role student (and --role teacher)")
+
+
+def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> None:
+    """Publish the new HITs one by one; if the provider fails part-way, the reconciler finishes the job."""
+    from turkflow import pipeline
+
+    done = 0
+    with progress_bar(transient=True) as bar:
+        task = bar.add_task(f"publishing on {provider}", total=len(hit_ids), detail="")
+        try:
+            for hit_id in hit_ids:
+                pipeline.publish(app.settings, app.providers, hit_id, provider)
+                done += 1
+                bar.advance(task)
+        except Exception as exc:
+            if app.debug:
+                raise
+            raise CommandError(
+                f"batch {batch_id} was launched but only {done} of {len(hit_ids)} HITs were published "
+                f"({describe(exc, app)}); the reconciler (celery beat) publishes the rest"
+            ) from None
+
+
+def find_batch(session: Session, batch_id: Optional[int]) -> Batch:
+    if batch_id is None:
+        found = session.exec(select(Batch).order_by(col(Batch.id).desc())).first()
+        if found is None:
+            raise CommandError("no batches yet; launch one with `turkflow batch launch`")
+        return found
+    found = session.get(Batch, batch_id)
+    if found is None:
+        raise CommandError(f"batch {batch_id} does not exist; `turkflow batch status` lists them")
+    return found
+
+
+@batch.command("status", context_settings=CONTEXT)
+@click.argument("batch_id", type=int, required=False)
+@click.option("--watch", is_flag=True,
+              help="Show a live progress bar until the batch completes or is cancelled (the newest batch "
+                   "if no BATCH_ID). Ctrl-C stops watching, not the batch.")
+@click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+              help="Seconds between refreshes with --watch.")
+@pass_app
+def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float) -> None:
+    """Progress of one batch (BATCH_ID), or a table of the recent batches.
+
+    Shows conversations completed and active, turns submitted, open HITs (and how many a worker holds
+    right now) and money: rewards of submitted turns, bonuses, what is committed, and the budget.
+    """
+    from turkflow.reports import batch_progress, recent_batches
+
+    if batch_id is None and not watch:
+        with app.session() as session:
+            rows = [batch_progress(session, b.id) for b in recent_batches(session)]
+        if not rows:
+            click.echo("no batches yet; launch one with `turkflow batch launch`")
+            return
+        table("batches (newest first)",
+              ["id", "name", "provider", "status", "conversations done", "turns", "open HITs", "spent", "budget"],
+              [(p.batch.id, p.batch.name, p.batch.provider + (" live" if p.batch.live else ""), p.batch.status,
+                f"{p.completed}/{p.conversations}", p.turns_submitted, p.hits_open, dollars(p.spent_cents),
+                dollars(p.batch.budget_cents) if p.batch.budget_cents is not None else "")
+               for p in rows])
+        return
+    with app.session() as session:
+        batch_id = find_batch(session, batch_id).id
+        progress = batch_progress(session, batch_id)
+    if watch:
+        progress = watch_batch(app, progress, interval)
+    show_progress(progress)
+
+
+def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - reports.BatchProgress
+    from turkflow.reports import batch_progress
+
+    def detail(p) -> str:  # noqa: ANN001
+        return (f"{p.batch.status} · {p.turns_submitted} turns · {p.hits_open} open HITs "
+                f"({p.hits_taken} taken) · {dollars(p.spent_cents)} spent")
+
+    with progress_bar() as bar:
+        task = bar.add_task(f"batch {progress.batch.id} conversations", total=progress.conversations,
+                            completed=progress.completed + progress.cancelled, detail=detail(progress))
+        try:
+            while not progress.finished:
+                time.sleep(interval)
+                with app.session() as session:
+                    progress = batch_progress(session, progress.batch.id)
+                bar.update(task, completed=progress.completed + progress.cancelled, detail=detail(progress))
+        except KeyboardInterrupt:
+            pass
+    return progress
+
+
+def show_progress(p) -> None:  # noqa: ANN001 - reports.BatchProgress
+    b = p.batch
+    where = b.provider + ((" (live)" if b.live else " (sandbox)") if b.provider == "mturk" else "")
+    budget = f" of a {dollars(b.budget_cents)} budget" if b.budget_cents is not None else ""
+    lines = [
+        f"batch {b.id} \"{b.name}\": {b.status}, {where}, launched {when(b.created_at)}",
+        f"  conversations  {p.completed} completed, {p.active} active, {p.cancelled} cancelled "
+        f"({p.conversations} in all)",
+        f"  turns          {p.turns_submitted} submitted (up to {b.max_turns} per conversation, "
+        f"{dollars(b.reward_cents)} each)",
+        f"  open HITs      {p.hits_open} ({p.hits_taken} taken by a worker now), "
+        f"{p.hits_pending} waiting to be published",
+        f"  spend          {dollars(p.rewards_cents)} rewards + {dollars(p.bonuses_cents)} bonuses "
+        f"({dollars(p.bonuses_paid_cents)} paid) = {dollars(p.spent_cents)}; "
+        f"committed {dollars(p.committed_cents)}{budget}",
+    ]
+    click.echo("\n".join(lines))
+
+
+@batch.command("pause", context_settings=CONTEXT)
+@click.argument("batch_id", type=int)
+@pass_app
+def batch_pause(app: App, batch_id: int) -> None:
+    """Stop a batch from opening new turns; its open turns leave the local queue until resumed."""
+    from turkflow.hits import lifecycle
+
+    with app.session() as session:
+        lifecycle.set_batch_status(session, find_batch(session, batch_id), BatchStatus.paused, requester())
+    click.echo(f"batch {batch_id} paused; `turkflow batch resume {batch_id}` continues it")
+
+
+@batch.command("resume", context_settings=CONTEXT)
+@click.argument("batch_id", type=int)
+@pass_app
+def batch_resume(app: App, batch_id: int) -> None:
+    """Resume a paused batch and reopen the conversations that stalled while it was paused.
+
+    This runs the reconciler at once (without its usual grace period), so turns submitted during the
+    pause get their next HIT now rather than on the reconciler's next round.
+    """
+    from turkflow import pipeline
+    from turkflow.hits import lifecycle
+
+    with app.session() as session:
+        lifecycle.set_batch_status(session, find_batch(session, batch_id), BatchStatus.active, requester())
+    repairs = pipeline.reconcile(app.settings.model_copy(update={"stuck_after_seconds": 0}), app.providers)
+    click.echo(f"batch {batch_id} resumed: {len(repairs.conversations_advanced)} stalled conversations reopened, "
+               f"{len(repairs.hits_published)} waiting HITs published")
+
+
+@batch.command("cancel", context_settings=CONTEXT)
+@click.argument("batch_id", type=int)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def batch_cancel(app: App, batch_id: int, yes: bool) -> None:
+    """Cancel a batch for good: its open HITs expire at the provider and its conversations end.
+
+    Turns already submitted stay in the dataset. A cancelled batch cannot be resumed.
+    """
+    from turkflow.hits import lifecycle
+
+    if not yes:
+        click.confirm(f"Cancel batch {batch_id}? Its open HITs expire and it cannot be resumed", abort=True)
+    with app.session() as session:
+        expired = lifecycle.set_batch_status(session, find_batch(session, batch_id), BatchStatus.cancelled,
+                                             requester())
+        # Expire inside the transaction: if the provider fails, nothing is cancelled and a retry is clean.
+        with progress_bar(transient=True) as bar:
+            task = bar.add_task("expiring HITs", total=len(expired), detail="")
+            for hit in expired:
+                app.providers.get(hit.provider).expire(session, hit)
+                bar.advance(task)
+    click.echo(f"batch {batch_id} cancelled: {len(expired)} open HITs expired")
+
+
+# ---- workers --------------------------------------------------------------------------------------------
+
+
+@main.group(context_settings=CONTEXT)
+def worker() -> None:
+    """Workers: invite people to the local queue, list everyone and their status."""
+
+
+@worker.command("invite", context_settings=CONTEXT)
+@click.option("--role", type=click.Choice([r.value for r in Role]), required=True,
+              help="The worker's role for the whole study.")
+@click.option("--name", help="A name to recognise the worker by in lists and on the dashboard.")
+@pass_app
+def worker_invite(app: App, role: str, name: Optional[str]) -> None:
+    """Register a local worker and print their personal join link (on stdout, alone).
+
+    The link is the worker's only key to the local queue: send it to that person only. It points at
+    TURKFLOW_PUBLIC_URL, so set that to an address the worker can reach.
+    """
+    from turkflow.invites import invite_worker
+
+    with app.session() as session:
+        new, url = invite_worker(session, app.settings.secret_key, app.settings.public_url, role, name)
+    click.echo(f"invited worker {new.id} ({role}{', ' + name if name else ''}); their join link:", err=True)
+    click.echo(url)
+
+
+@worker.command("link", context_settings=CONTEXT)
+@click.argument("worker_ref")
+@pass_app
+def worker_link(app: App, worker_ref: str) -> None:
+    """Print the join link of an existing worker again (WORKER_REF: id, worker id or unique name)."""
+    from turkflow.invites import invite_url
+
+    with app.session() as session:
+        named = [Worker.external_id == worker_ref, Worker.name == worker_ref]
+        if worker_ref.isdigit():
+            named.append(Worker.id == int(worker_ref))
+        match = list(session.exec(select(Worker).where(or_(*named))))
+    if not match:
+        raise CommandError(f"no worker {worker_ref!r}; `turkflow worker list` shows them")
+    if len(match) > 1:
+        raise CommandError(f"{len(match)} workers match {worker_ref!r}; use the id from `turkflow worker list`")
+    click.echo(invite_url(app.settings.secret_key, app.settings.public_url, match[0]))
+
+
+@worker.command("list", context_settings=CONTEXT)
+@click.option("--role", type=click.Choice([r.value for r in Role]), help="Only workers of this role.")
+@click.option("--status", type=click.Choice([s.value for s in WorkerStatus]), help="Only workers with this status.")
+@pass_app
+def worker_list(app: App, role: Optional[str], status: Optional[str]) -> None:
+    """List workers with their role, status and the turns they wrote."""
+    from turkflow.reports import worker_activity
+
+    with app.session() as session:
+        rows = worker_activity(session, role=role, status=status)
+    if not rows:
+        click.echo("no workers" + (" match" if role or status else " yet; `turkflow worker invite` adds one"))
+        return
+    table(None, ["id", "worker", "name", "role", "status", "turns", "last turn"],
+          [(a.worker.id, a.worker.external_id, a.worker.name, a.worker.role, a.worker.status, a.turns_submitted,
+            when(a.last_turn_at)) for a in rows])
+
+
+# ---- database -------------------------------------------------------------------------------------------
+
+
+@main.group(context_settings=CONTEXT)
+def db() -> None:
+    """The database schema (Alembic migrations)."""
+
+
+@db.command("upgrade", context_settings=CONTEXT)
+@click.option("--revision", default="head", show_default=True, help="Migrate to this revision.")
+@pass_app
+def db_upgrade(app: App, revision: str) -> None:
+    """Create or migrate the database schema at TURKFLOW_DATABASE_URL. Safe to run again.
+
+    Run it once after installing or upgrading turkflow, before starting the web and Celery processes
+    (SQLite databases are also migrated automatically by the other commands).
+    """
+    from turkflow.db import upgrade
+
+    upgrade(app.settings.database_url, revision)
+    at = ", ".join(sorted(schema_revisions(app.settings.database_url))) or "base (empty)"
+    click.echo(f"database {shown_url(app.settings.database_url)} is at revision {at}")
+

@@ -1,0 +1,142 @@
+"""Read-only summaries for people: how far a batch has come, what each worker did, which tasks are used.
+
+One definition serves the CLI and anything else that reports progress, so every view of a batch agrees on
+what "spent" means: rewards of submitted turns plus bonuses recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Optional
+
+from sqlalchemy import func, or_
+from sqlmodel import Session, col, select
+
+from turkflow.hits.lifecycle import NotFound, committed_cents
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchStatus,
+    Bonus,
+    BonusStatus,
+    Conversation,
+    ConversationStatus,
+    Hit,
+    HitStatus,
+    Task,
+    Turn,
+    TurnStatus,
+    Worker,
+    utcnow,
+)
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    batch: Batch
+    conversations: int
+    completed: int
+    active: int
+    cancelled: int
+    turns_submitted: int
+    hits_open: int  # published and waiting for a worker, or held by one
+    hits_taken: int  # of those, held by a worker right now (an accepted assignment, lease not run out)
+    hits_pending: int  # written but not yet published (the reconciler publishes them)
+    rewards_cents: int  # rewards of submitted turns
+    bonuses_cents: int  # bonuses recorded (paid or about to be)
+    bonuses_paid_cents: int
+    committed_cents: int  # what the batch is bound to pay, the figure the budget is checked against
+
+    @property
+    def spent_cents(self) -> int:
+        return self.rewards_cents + self.bonuses_cents
+
+    @property
+    def finished(self) -> bool:
+        return self.batch.status in (BatchStatus.completed, BatchStatus.cancelled)
+
+
+def batch_progress(session: Session, batch_id: int, now: Optional[datetime] = None) -> BatchProgress:
+    now = now or utcnow()
+    batch = session.get(Batch, batch_id)
+    if batch is None:
+        raise NotFound(f"batch {batch_id} does not exist")
+    by_status = dict(session.exec(
+        select(Conversation.status, func.count()).where(Conversation.batch_id == batch_id)
+        .group_by(Conversation.status)
+    ).all())
+    in_batch = col(Turn.conversation_id).in_(select(Conversation.id).where(Conversation.batch_id == batch_id))
+    submitted = session.exec(
+        select(func.count()).select_from(Turn).where(in_batch, Turn.status == TurnStatus.submitted)
+    ).one()
+    hits = dict(session.exec(
+        select(Hit.status, func.count()).join(Turn, Turn.id == Hit.turn_id).where(in_batch).group_by(Hit.status)
+    ).all())
+    held = select(Assignment.id).where(Assignment.hit_id == Hit.id, Assignment.status == AssignmentStatus.accepted)
+    taken = session.exec(
+        select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
+        .where(in_batch, Hit.status == HitStatus.open, held.exists(),
+               or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) >= now))
+    ).one()
+    bonuses = dict(session.exec(
+        select(Bonus.status, func.coalesce(func.sum(Bonus.amount_cents), 0))
+        .join(Turn, Turn.id == Bonus.turn_id).where(in_batch).group_by(Bonus.status)
+    ).all())
+    return BatchProgress(
+        batch=batch,
+        conversations=sum(by_status.values()),
+        completed=by_status.get(ConversationStatus.completed, 0),
+        active=by_status.get(ConversationStatus.active, 0),
+        cancelled=by_status.get(ConversationStatus.cancelled, 0),
+        turns_submitted=submitted,
+        hits_open=hits.get(HitStatus.open, 0),
+        hits_taken=taken,
+        hits_pending=hits.get(HitStatus.pending, 0),
+        rewards_cents=hits.get(HitStatus.submitted, 0) * batch.reward_cents,
+        bonuses_cents=sum(bonuses.values()),
+        bonuses_paid_cents=bonuses.get(BonusStatus.paid, 0),
+        committed_cents=committed_cents(session, batch_id),
+    )
+
+
+def recent_batches(session: Session, limit: int = 20) -> list[Batch]:
+    """Newest first: the batches a requester is most likely asking about."""
+    return list(session.exec(select(Batch).order_by(col(Batch.id).desc()).limit(limit)))
+
+
+@dataclass(frozen=True)
+class WorkerActivity:
+    worker: Worker
+    turns_submitted: int
+    last_turn_at: Optional[datetime]
+
+
+def worker_activity(session: Session, role: Optional[str] = None, status: Optional[str] = None) -> list[WorkerActivity]:
+    """Workers (optionally of one role or status) with how many turns they wrote and when they last did."""
+    turns = (
+        select(Turn.worker_id, func.count().label("n"), func.max(Turn.submitted_at).label("last"))
+        .where(Turn.status == TurnStatus.submitted).group_by(Turn.worker_id).subquery()
+    )
+    query = select(Worker, turns.c.n, turns.c.last).outerjoin(turns, turns.c.worker_id == Worker.id)
+    if role:
+        query = query.where(Worker.role == role)
+    if status:
+        query = query.where(Worker.status == status)
+    return [WorkerActivity(worker, n or 0, last) for worker, n, last in session.exec(query.order_by(Worker.id))]
+
+
+@dataclass(frozen=True)
+class TaskUsage:
+    task: Task
+    conversations: int
+
+
+def task_usage(session: Session) -> list[TaskUsage]:
+    """Every loaded task document with the number of conversations about it."""
+    used = (
+        select(Conversation.task_id, func.count().label("n")).group_by(Conversation.task_id).subquery()
+    )
+    rows = session.exec(select(Task, used.c.n).outerjoin(used, used.c.task_id == Task.id).order_by(Task.key))
+    return [TaskUsage(task, n or 0) for task, n in rows]

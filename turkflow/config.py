@@ -58,9 +58,33 @@ class Settings(BaseSettings):
     mturk_auto_approve_seconds: int = Field(3 * 24 * 3600, description="MTurk AutoApprovalDelayInSeconds.")
     mturk_assignment_seconds: int = Field(1800, description="Time a worker has to finish one turn HIT.")
     mturk_lifetime_seconds: int = Field(3 * 24 * 3600, description="How long a turn HIT stays discoverable.")
-    mturk_min_approval_rate: int = Field(95, description="Required approval rate (percent); 0 disables.")
-    mturk_min_approved_hits: int = Field(100, description="Required number of approved HITs; 0 disables.")
-    mturk_locales: str = Field("US", description="Comma-separated worker countries; empty disables.")
+    mturk_min_approval_rate: int = Field(
+        95, description="Required approval rate (percent), live marketplace only; 0 disables.")
+    mturk_min_approved_hits: int = Field(
+        100, description="Required number of approved HITs, live marketplace only (sandbox workers have none); "
+                         "0 disables.")
+    mturk_locales: str = Field(
+        "US", description="Comma-separated worker countries, live marketplace only; empty disables.")
+    mturk_title: str = Field("Write the next message of a how-to chat (one turn)",
+                             description="MTurk HIT title; the role is added in front.")
+    mturk_description: str = Field(
+        "Read a short chat about a how-to task (a recipe or a repair), rate the last message and write the "
+        "next one. Each HIT is one turn; many are available.", description="MTurk HIT description.")
+    mturk_keywords: str = Field("chat, dialog, writing, conversation, recipe, how-to",
+                                description="MTurk HIT keywords (comma-separated).")
+    mturk_frame_height: int = Field(0, description="ExternalQuestion FrameHeight; 0 fits the worker's window.")
+    mturk_approve_after_seconds: int = Field(
+        3600, description="turkflow approves a submitted MTurk assignment this long after submission (MTurk's "
+                          "auto-approval is the backstop).")
+    mturk_reconcile_seconds: int = Field(
+        120, description="How often the MTurk reconciler reads open HITs' assignments from MTurk.")
+    mturk_retry_mode: Literal["standard", "adaptive"] = Field(
+        "adaptive", description="botocore retry mode for MTurk calls (adaptive also rate-limits the client).")
+    mturk_max_attempts: int = Field(8, description="botocore attempts per MTurk call before a task retries it.")
+    onboarding_pass_percent: int = Field(
+        80, description="Onboarding quiz score (percent) a worker needs for their role; on MTurk the role "
+                        "qualification's value must reach it.")
+    onboarding_test_seconds: int = Field(1200, description="Time a worker has for the MTurk onboarding test.")
 
     @model_validator(mode="after")
     def _defaults_from_data_dir(self) -> "Settings":

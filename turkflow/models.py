@@ -338,3 +338,21 @@ class BatchHour(SQLModel, table=True):
     rated: int = Field(default=0, description="Ratings this role's turns received from turns of this hour.")
     relevant: int = 0
     useful: int = 0
+
+
+class MTurkQualification(SQLModel, table=True):
+    """A qualification type turkflow created on MTurk (``turkflow mturk quals``): one per purpose and
+    marketplace, because the sandbox and the live marketplace have separate qualification types.
+
+    Purposes: ``role:student`` and ``role:teacher`` (the role's onboarding test; its value is the test
+    score) and ``blocked`` (the soft block, required with DoesNotExist).
+    """
+
+    __table_args__ = (UniqueConstraint("purpose", "live", name="uq_mturk_qualification_purpose"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    purpose: str
+    live: bool = False
+    type_id: str = Field(unique=True)
+    name: str
+    created_at: datetime = Field(default_factory=utcnow)

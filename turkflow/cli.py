@@ -672,3 +672,8 @@ def db_upgrade(app: App, revision: str) -> None:
     at = ", ".join(sorted(schema_revisions(app.settings.database_url))) or "base (empty)"
     click.echo(f"database {shown_url(app.settings.database_url)} is at revision {at}")
 
+
+from turkflow.cli_dataset import analyse, export  # noqa: E402 - it imports this module's plumbing
+
+main.add_command(export)
+main.add_command(analyse)

@@ -1,0 +1,114 @@
+"""``turkflow export`` (the dataset as files) and ``turkflow analyse`` (the paper's tables and figures).
+
+Registered on the main group by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors, the
+progress bar) is that module's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from turkflow.cli import CONTEXT, App, CommandError, pass_app, progress_bar
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="New (or empty) directory to write the dataset into.")
+@click.option("--batch", "batch_id", type=int, help="Only conversations of this batch.")
+@click.option("--domain", help="Only conversations about tasks of this domain (e.g. cooking, diy).")
+@click.option("--completed-only", is_flag=True, help="Only conversations that reached their end.")
+@click.option("--exclude-blocked", is_flag=True,
+              help="Leave out every turn (and so every rating) written by a worker who is blocked, "
+                   "temporarily or permanently.")
+@click.option("--scrub-pii", is_flag=True,
+              help="Replace person names, emails, phone numbers, street addresses and MTurk worker ids in "
+                   "free text with [NAME], [EMAIL], [PHONE], [ADDRESS], [WORKER_ID] (spaCy NER + patterns).")
+@pass_app
+def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[str], completed_only: bool,
+           exclude_blocked: bool, scrub_pii: bool) -> None:
+    """Export the dataset: one JSON document per conversation and a JSONL of all of them.
+
+    \b
+    DIR/conversations/<id>.json   one conversation (task document, every submitted turn)
+    DIR/conversations.jsonl       all of them, one per line
+    DIR/schema.json               the JSON Schema (draft 2020-12) every document is checked against
+
+    Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.
+    Conversations are read a page at a time, so memory stays flat however large the collection is.
+    The files appear in DIR only when the export is complete.
+    """
+    from turkflow.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
+    from turkflow.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
+
+    filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
+                            exclude_blocked=exclude_blocked)
+    try:
+        scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
+        with app.session() as session, progress_bar(transient=True) as bar:
+            total = count_conversations(session, filters)
+            if total == 0:
+                raise CommandError("no conversations match these filters; nothing exported")
+            task = bar.add_task("exporting conversations", total=total, detail="")
+            summary = export_dataset(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters,
+                                     scrubber=scrubber, on_document=lambda doc: bar.advance(task))
+    except (ExportError, ModelMissing) as exc:
+        raise CommandError(str(exc)) from None
+    click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) to {summary.out_dir}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--corpus", type=click.Choice(["turkflow", "sgd", "star"]), default="turkflow", show_default=True,
+              help="What PATHS hold: a turkflow export (conversations.jsonl or its directory), SGD "
+                   "dialogues_*.json[.gz] files or directories, or STAR dialogue files or directories.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Directory for stats.json, report.html and figures/.")
+@click.option("--limit", type=click.IntRange(min=1), help="Analyse only the first N dialogues.")
+@click.option("--title", help="Heading of the HTML report.  [default: the corpus and its inputs]")
+@click.option("--top-patterns", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many of the most frequent patterns to list, with examples.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Utterances per spaCy batch (nlp.pipe).")
+@click.option("--n-process", type=click.IntRange(min=1), default=1, show_default=True,
+              help="spaCy worker processes (nlp.pipe n_process).")
+@pass_app
+def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit: Optional[int],
+            title: Optional[str], top_patterns: int, batch_size: int, n_process: int) -> None:
+    """Compute the Wizard of Tasks statistics of a dataset.
+
+    Writes DIR/stats.json (dialogues, turns, turns_per_dialogue, tokens_per_turn, per-role quality,
+    labels, lengths, dependency patterns and workers), DIR/figures/*.png and one self-contained
+    DIR/report.html. The spaCy pipeline is TURKFLOW_SPACY_MODEL, run with only its parser.
+
+    \b
+    Compare a collection with a public corpus:
+      turkflow export --out dataset
+      turkflow analyse dataset --out analysis/ours
+      turkflow analyse --corpus sgd ../shared/data/sgd/dev --out analysis/sgd
+    """
+    from turkflow.analysis.corpora import CorpusError, read_corpus
+    from turkflow.analysis.nlp import SYNTAX, ModelMissing, load_pipeline
+    from turkflow.analysis.run import analyse as run_analysis
+    from turkflow.analysis.run import write_outputs
+
+    try:
+        dialogues, source = read_corpus(corpus, paths)
+        if limit is not None:
+            dialogues = itertools.islice(dialogues, limit)
+        nlp = load_pipeline(app.settings.spacy_model, SYNTAX)
+        with progress_bar(transient=True) as bar:
+            task = bar.add_task(f"parsing {corpus} utterances", total=None, detail="")
+            stats = run_analysis(dialogues, nlp, source, batch_size=batch_size, n_process=n_process,
+                                 top_patterns=top_patterns, on_utterance=lambda: bar.advance(task))
+    except (CorpusError, ModelMissing) as exc:
+        raise CommandError(str(exc)) from None
+    if stats["dialogues"] == 0:
+        raise CommandError(f"no dialogues found in {', '.join(map(str, paths))}")
+    write_outputs(stats, out_dir, title or f"{corpus}: {', '.join(map(str, paths))}")
+    click.echo(f"{stats['dialogues']} dialogues, {stats['turns']} turns, "
+               f"{stats['turns_per_dialogue']:.2f} turns per dialogue, "
+               f"{stats['tokens_per_turn'] or 0:.2f} tokens per turn; report: {out_dir / 'report.html'}")

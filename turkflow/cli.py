@@ -106,10 +106,14 @@ def schema_revisions(database_url: str) -> set[str]:
         return set(MigrationContext.configure(connection).get_current_heads())
 
 
-def shown_url(database_url: str) -> str:
+def shown_url(url: str) -> str:
+    """A database or Redis URL fit to print: the password masked."""
     from sqlalchemy.engine import make_url
 
-    return make_url(database_url).render_as_string(hide_password=True)
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: print it as the user wrote it
+        return url
 
 
 def describe(exc: BaseException, app: Optional[App]) -> str:
@@ -236,13 +240,15 @@ def when(moment: Optional[datetime]) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def progress_bar(**columns: Any):  # noqa: ANN201
-    """A rich progress bar on stderr, so stdout stays clean for scripts."""
+def progress_bar(**options: Any):  # noqa: ANN201
+    """A rich progress bar on stderr, so stdout stays clean for scripts; silent when stderr is no terminal."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    err = Console(stderr=True, highlight=False)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console(stderr=True),
-                    **columns)
+                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err,
+                    disable=not err.is_terminal, **options)
 
 
 # ---- the group ------------------------------------------------------------------------------------------
@@ -620,15 +626,21 @@ def worker_link(app: App, worker_ref: str) -> None:
     from turkflow.invites import invite_url
 
     with app.session() as session:
-        named = [Worker.external_id == worker_ref, Worker.name == worker_ref]
-        if worker_ref.isdigit():
-            named.append(Worker.id == int(worker_ref))
-        match = list(session.exec(select(Worker).where(or_(*named))))
+        found = find_worker(session, worker_ref)
+    click.echo(invite_url(app.settings.secret_key, app.settings.public_url, found))
+
+
+def find_worker(session: Session, worker_ref: str) -> Worker:
+    """The one worker WORKER_REF names: their id, worker id (MTurk or local) or unique name."""
+    named = [Worker.external_id == worker_ref, Worker.name == worker_ref]
+    if worker_ref.isdigit():
+        named.append(Worker.id == int(worker_ref))
+    match = list(session.exec(select(Worker).where(or_(*named))))
     if not match:
         raise CommandError(f"no worker {worker_ref!r}; `turkflow worker list` shows them")
     if len(match) > 1:
         raise CommandError(f"{len(match)} workers match {worker_ref!r}; use the id from `turkflow worker list`")
-    click.echo(invite_url(app.settings.secret_key, app.settings.public_url, match[0]))
+    return match[0]
 
 
 @worker.command("list", context_settings=CONTEXT)
@@ -673,7 +685,49 @@ def db_upgrade(app: App, revision: str) -> None:
     click.echo(f"database {shown_url(app.settings.database_url)} is at revision {at}")
 
 
+
+# ---- settings -------------------------------------------------------------------------------------------
+
+SECRETS = ("secret_key", "worker_hash_key")
+
+
+@main.command("settings", context_settings=CONTEXT)
+@click.option("--markdown", is_flag=True,
+              help="Print the reference table of every setting with its default (the README's table) instead.")
+@pass_app
+def show_settings(app: App, markdown: bool) -> None:
+    """Show every setting: its TURKFLOW_* variable, its value here, and what it means.
+
+    Secrets are never printed, only whether they are set.
+    """
+    fields = Settings.model_fields
+    if markdown:
+        click.echo("| Variable | Default | Meaning |\n|---|---|---|")
+        for name, info in fields.items():
+            default = info.default if info.default not in ("", None) else ""
+            click.echo(f"| `TURKFLOW_{name.upper()}` | {f'`{default}`' if default != '' else ''} | {info.description} |")
+        return
+    current = app.settings
+
+    def shown(name: str) -> Any:
+        if name in SECRETS:
+            return "(set)"
+        return shown_url(getattr(current, name)) if name.endswith("_url") else getattr(current, name)
+
+    table(None, ["variable", "value", "meaning"],
+          [(f"TURKFLOW_{name.upper()}", shown(name), info.description) for name, info in fields.items()])
+
+
+from turkflow.cli_review import admin, review  # noqa: E402 - they import this module's plumbing
+
+main.add_command(review)
+main.add_command(admin)
+
 from turkflow.cli_dataset import analyse, export  # noqa: E402 - it imports this module's plumbing
 
 main.add_command(export)
 main.add_command(analyse)
+
+from turkflow.simulator.cli import simulate  # noqa: E402 - it imports this module's plumbing
+
+main.add_command(simulate)

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# `make demo`: the whole stack on this machine, with a small batch to play.
+#
+# Starts redis-server (its own, in var/redis, unless something already answers on TURKFLOW_REDIS_URL),
+# migrates the database, loads the sample tasks, launches a 3-conversation batch on the local provider
+# (once: a second run reuses it), starts the Procfile's processes (Celery worker, Celery beat, gunicorn
+# on 127.0.0.1:${TURKFLOW_PORT:-5000}) and prints a student and a teacher join link. Ctrl-C stops
+# everything this script started; the database in var/ stays for the next run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export PATH="$PWD/.venv/bin:$PATH"
+export TURKFLOW_DATA_DIR=${TURKFLOW_DATA_DIR:-var}
+port=${TURKFLOW_PORT:-5000}
+export TURKFLOW_PUBLIC_URL=${TURKFLOW_PUBLIC_URL:-http://127.0.0.1:$port}
+export TURKFLOW_REDIS_URL=${TURKFLOW_REDIS_URL:-redis://127.0.0.1:6379/0}
+logs=$TURKFLOW_DATA_DIR/demo
+mkdir -p "$logs"
+
+say() { printf 'demo: %s\n' "$*"; }
+fail() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
+
+started=()  # "name:pid" of every process this script started, stopped in reverse order
+stop() {
+  trap - INT TERM EXIT
+  local i entry
+  for ((i = ${#started[@]} - 1; i >= 0; i--)); do
+    entry=${started[i]}
+    kill -TERM "${entry#*:}" 2>/dev/null || true
+  done
+  for entry in "${started[@]}"; do
+    wait "${entry#*:}" 2>/dev/null || true
+  done
+  [ ${#started[@]} -eq 0 ] || say "stopped ${started[*]%%:*}"
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
+
+redis_answers() {
+  python - "$TURKFLOW_REDIS_URL" <<'PY' >/dev/null 2>&1
+import sys, redis
+redis.Redis.from_url(sys.argv[1], socket_connect_timeout=1, socket_timeout=1).ping()
+PY
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# wait_for NAME CHECK...: poll CHECK for up to 30 s while the process NAME keeps running.
+wait_for() {
+  local name=$1 pid=${started[-1]#*:}; shift
+  for _ in $(seq 300); do
+    "$@" && return 0
+    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$logs/$name.log" >&2; fail "$name exited; log: $logs/$name.log"; }
+    sleep 0.1
+  done
+  tail -n 20 "$logs/$name.log" >&2
+  fail "$name did not come up within 30 s; log: $logs/$name.log"
+}
+
+# ---- Redis ----------------------------------------------------------------------------------------------
+if redis_answers; then
+  say "using the Redis already answering at $TURKFLOW_REDIS_URL"
+else
+  read -r redis_host redis_port < <(python -c 'import sys; from urllib.parse import urlsplit
+u = urlsplit(sys.argv[1]); print(u.hostname or "127.0.0.1", u.port or 6379)' "$TURKFLOW_REDIS_URL")
+  case $redis_host in
+    127.0.0.1|localhost) ;;
+    *) fail "nothing answers at $TURKFLOW_REDIS_URL, and it is not this machine: start that Redis first" ;;
+  esac
+  mkdir -p "$TURKFLOW_DATA_DIR/redis"
+  redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$TURKFLOW_DATA_DIR/redis" --appendonly yes \
+    --save "" --daemonize no >"$logs/redis.log" 2>&1 &
+  started+=("redis:$!")
+  wait_for redis redis_answers
+  say "started redis-server on 127.0.0.1:$redis_port (data in $TURKFLOW_DATA_DIR/redis)"
+fi
+
+port_in_use "$port" && fail "port $port is in use (is another demo running?); set TURKFLOW_PORT to another port"
+
+# ---- data: schema, tasks, a batch, two workers ----------------------------------------------------------
+turkflow db upgrade
+turkflow tasks load turkflow/samples/tasks.yaml
+launch=$(turkflow batch launch --all --provider local --conversations 3 --max-turns 8 --name demo --skip-if-exists)
+echo "$launch"
+batch_id=$(sed -n 's/^\(launched \)\{0,1\}batch \([0-9][0-9]*\).*/\2/p' <<<"$launch" | head -n 1)
+join_link() {  # the demo worker of a role, reused on later runs
+  turkflow worker link "demo-$1" 2>/dev/null || turkflow worker invite --role "$1" --name "demo-$1" 2>/dev/null
+}
+student_url=$(join_link student)
+teacher_url=$(join_link teacher)
+
+# ---- the Procfile's processes ---------------------------------------------------------------------------
+start() {
+  local command
+  command=$(sed -n "s/^$1: //p" Procfile)
+  [ -n "$command" ] || fail "Procfile has no '$1' process"
+  (eval "exec $command") >"$logs/$1.log" 2>&1 &
+  started+=("$1:$!")
+}
+export WEB_BIND=127.0.0.1:$port WEB_CONCURRENCY=${WEB_CONCURRENCY:-2} CELERY_CONCURRENCY=${CELERY_CONCURRENCY:-2}
+start worker
+wait_for worker grep -q "ready\." "$logs/worker.log"
+start beat
+start web
+wait_for web port_in_use "$port"
+say "started ${started[*]%%:*} (logs in $logs/)"
+
+cat <<EOF
+
+turkflow is running at $TURKFLOW_PUBLIC_URL: play both roles of a conversation.
+  student:  $student_url
+  teacher:  $teacher_url
+Open each link in its own browser window, one of them private (a link signs its window in as that
+worker). As the student, take a turn from the queue and submit it; the teacher's turn opens a moment
+later in the teacher's queue.
+
+EOF
+turkflow batch status ${batch_id:+"$batch_id"}
+echo
+say "Ctrl-C stops everything this script started"
+
+# Run until Ctrl-C, or until one of the processes dies (then stop the rest).
+pids=()
+for entry in "${started[@]}"; do pids+=("${entry#*:}"); done
+set +e
+wait -n "${pids[@]}"
+set -e
+for entry in "${started[@]}"; do
+  kill -0 "${entry#*:}" 2>/dev/null || fail "${entry%%:*} stopped unexpectedly; log: $logs/${entry%%:*}.log"
+done

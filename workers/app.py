@@ -13,7 +13,7 @@ from celery import Celery
 from turkflow.config import Settings
 from turkflow.hits.provider import Providers
 
-celery_app = Celery("turkflow", include=["workers.tasks"])
+celery_app = Celery("turkflow", include=["workers.tasks", "workers.mturk_tasks"])
 
 _settings: Optional[Settings] = None
 _providers: Optional[Providers] = None
@@ -33,6 +33,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": "turkflow",
         "beat_schedule": {
             "reconcile": {"task": "workers.tasks.reconcile", "schedule": float(settings.reconcile_seconds)},
+            "reconcile-mturk": {"task": "workers.mturk_tasks.reconcile_mturk",
+                                "schedule": float(settings.mturk_reconcile_seconds)},
         },
     }
 

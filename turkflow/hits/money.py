@@ -1,0 +1,166 @@
+"""Money: what a batch will cost before launch, and what turkflow actually spent, in integer cents.
+
+MTurk charges a fee on every reward and every bonus: 20% of the amount, another 20% on rewards of HITs
+with 10 or more assignments (turn HITs have one), at least $0.01 per assignment or bonus payment
+(mturk.com/pricing). The local provider has no fees. Fractions of a cent are rounded half up, which is
+an assumption: MTurk does not document its rounding.
+
+Spend comes from our own records, which the MTurk reconciler settles against MTurk's (an assignment
+approved or rejected on MTurk is approved or rejected here), so a reward counts once its assignment is
+approved and a bonus once it is paid; submitted work and recorded bonuses are shown as pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Optional
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    Bonus,
+    BonusStatus,
+    Conversation,
+    Hit,
+    Turn,
+)
+
+MTURK_FEE = Decimal("0.20")
+MTURK_LARGE_HIT_FEE = Decimal("0.20")  # extra, on rewards of HITs with this many assignments or more:
+MTURK_LARGE_HIT_ASSIGNMENTS = 10
+MTURK_MIN_FEE_CENTS = 1
+
+
+def fee_cents(provider: str, amount_cents: int, assignments: int = 1) -> int:
+    """The platform's fee on one reward (of a HIT with ``assignments`` assignments) or one bonus."""
+    if provider != "mturk" or amount_cents <= 0:
+        return 0
+    rate = MTURK_FEE + (MTURK_LARGE_HIT_FEE if assignments >= MTURK_LARGE_HIT_ASSIGNMENTS else 0)
+    fee = (Decimal(amount_cents) * rate).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    return max(int(fee), MTURK_MIN_FEE_CENTS)
+
+
+def usd(cents: int) -> str:
+    """Cents as MTurk's CurrencyAmount string: 20 → "0.20"."""
+    if cents < 0:
+        raise ValueError("an amount of money cannot be negative")
+    return f"{cents // 100}.{cents % 100:02d}"
+
+
+def cents_from_usd(amount: str) -> int:
+    """MTurk's CurrencyAmount string back to cents: "10000.00" → 1000000."""
+    return int((Decimal(amount) * 100).to_integral_value(rounding=ROUND_HALF_UP))
+
+
+# ---- before launch -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    provider: str
+    conversations: int
+    turns: int  # turn HITs paid for
+    bonuses: int  # bonuses paid
+    rewards_cents: int
+    bonuses_cents: int
+    fees_cents: int
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def total_cents(self) -> int:
+        return self.rewards_cents + self.bonuses_cents + self.fees_cents
+
+
+def estimate(provider: str, conversations: int, max_turns: int, reward_cents: int, bonus_cents: int, *,
+             turns_per_conversation: Optional[int] = None, bonus_share: float = 1.0,
+             budget_cents: Optional[int] = None) -> CostEstimate:
+    """The cost of a batch, by default the most it can cost: every conversation runs to ``max_turns`` and
+    every turn earns a bonus. A budget caps rewards plus bonuses (fees come on top)."""
+    if not 0.0 <= bonus_share <= 1.0:
+        raise ValueError("bonus share must be between 0 and 1")
+    per_conversation = min(turns_per_conversation or max_turns, max_turns)
+    turns = conversations * per_conversation
+    bonuses = int(Decimal(turns) * Decimal(str(bonus_share)))
+    assumptions = [
+        f"{per_conversation} turns per conversation"
+        + (" (the maximum; the student may stop earlier)" if per_conversation == max_turns else ""),
+        f"{bonus_share:.0%} of turns earn the {usd(bonus_cents)} bonus",
+    ]
+    if budget_cents is not None and turns * reward_cents + bonuses * bonus_cents > budget_cents:
+        per_turn = reward_cents + bonus_cents * bonus_share
+        turns = int(budget_cents // per_turn) if per_turn else turns
+        bonuses = int(Decimal(turns) * Decimal(str(bonus_share)))
+        assumptions.append(f"the budget of ${usd(budget_cents)} stops the batch after about {turns} turns")
+    if provider == "mturk":
+        assumptions.append("MTurk fee: 20% of each reward and bonus, at least $0.01 each (one-assignment HITs)")
+    else:
+        assumptions.append(f"the {provider} provider charges no fees")
+    fees = turns * fee_cents(provider, reward_cents) + bonuses * fee_cents(provider, bonus_cents)
+    return CostEstimate(provider=provider, conversations=conversations, turns=turns, bonuses=bonuses,
+                        rewards_cents=turns * reward_cents, bonuses_cents=bonuses * bonus_cents,
+                        fees_cents=fees, assumptions=assumptions)
+
+
+# ---- after the fact ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spend:
+    rewards_cents: int = 0  # rewards of approved assignments
+    bonuses_cents: int = 0  # bonuses paid
+    fees_cents: int = 0  # the platform's fees on both
+    pending_cents: int = 0  # submitted, not yet approved, and recorded bonuses not yet paid (with fees)
+
+    @property
+    def total_cents(self) -> int:
+        return self.rewards_cents + self.bonuses_cents + self.fees_cents
+
+
+def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Optional[int] = None,
+          turn_id: Optional[int] = None) -> Spend:
+    """Money spent (and pending) on a batch, a worker or a turn; no filter means everything."""
+    rewards = fees = pending = bonuses = 0
+    reward_rows = session.exec(
+        _scoped(select(Assignment.status, Batch.provider, Batch.reward_cents, func.count())
+                .select_from(Assignment).join(Hit, Hit.id == Assignment.hit_id)
+                .join(Turn, Turn.id == Hit.turn_id), batch_id, turn_id)
+        .where(col(Assignment.status).in_([AssignmentStatus.approved, AssignmentStatus.submitted]),
+               *([Assignment.worker_id == worker_id] if worker_id is not None else []))
+        .group_by(Assignment.status, Batch.provider, Batch.reward_cents)
+    ).all()
+    for status, provider, reward, count in reward_rows:
+        cost = count * (reward + fee_cents(provider, reward))
+        if status == AssignmentStatus.approved:
+            rewards += count * reward
+            fees += count * fee_cents(provider, reward)
+        else:
+            pending += cost
+    bonus_rows = session.exec(
+        _scoped(select(Bonus.status, Batch.provider, Bonus.amount_cents, func.count())
+                .select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id), batch_id, turn_id)
+        .where(*([Bonus.worker_id == worker_id] if worker_id is not None else []))
+        .group_by(Bonus.status, Batch.provider, Bonus.amount_cents)
+    ).all()
+    for status, provider, amount, count in bonus_rows:
+        if status == BonusStatus.paid:
+            bonuses += count * amount
+            fees += count * fee_cents(provider, amount)
+        else:
+            pending += count * (amount + fee_cents(provider, amount))
+    return Spend(rewards_cents=rewards, bonuses_cents=bonuses, fees_cents=fees, pending_cents=pending)
+
+
+def _scoped(query, batch_id: Optional[int], turn_id: Optional[int]):  # noqa: ANN001, ANN202 - a Select
+    """Join a query that already reaches ``Turn`` on to its batch and apply the batch/turn filters."""
+    query = (query.join(Conversation, Conversation.id == Turn.conversation_id)
+             .join(Batch, Batch.id == Conversation.batch_id))
+    if batch_id is not None:
+        query = query.where(Batch.id == batch_id)
+    if turn_id is not None:
+        query = query.where(Turn.id == turn_id)
+    return query

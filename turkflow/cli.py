@@ -722,3 +722,7 @@ from turkflow.cli_dataset import analyse, export  # noqa: E402 - it imports this
 
 main.add_command(export)
 main.add_command(analyse)
+
+from turkflow.simulator.cli import simulate  # noqa: E402 - it imports this module's plumbing
+
+main.add_command(simulate)

@@ -1,0 +1,170 @@
+"""``turkflow simulate``: a simulated crowd works a batch through the real stack and the report says how
+fast it went, what it cost and how well the quality monitor caught the bad workers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from turkflow.cli import CONTEXT, App, dollars, pass_app, progress_bar, table
+from turkflow.config import Settings
+from turkflow.simulator.policies import DEFAULT_POLICIES, EARLY_RATED_TURNS
+from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
+
+
+@click.command("simulate", context_settings=CONTEXT)
+@click.option("--students", default=10, show_default=True, help="Simulated students.")
+@click.option("--teachers", default=10, show_default=True, help="Simulated teachers.")
+@click.option("--conversations", default=10, show_default=True, help="Conversations in the simulated batch.")
+@click.option("--max-turns", default=40, show_default=True, help="Maximum turns per conversation.")
+@click.option("--mean-turns", type=int, default=None,
+              help="Draw conversation lengths around this mean (default: as long as each replayed dialog).")
+@click.option("--spammers", default=0.15, show_default=True, help="Share of each role writing random or repeated text.")
+@click.option("--lazy", default=0.0, show_default=True, help="Share of each role writing very short replies.")
+@click.option("--careless", default=0.10, show_default=True, help="Share of each role rating at random.")
+@click.option("--harsh", default=0.0, show_default=True, help="Share of each role rating every turn 'no'.")
+@click.option("--think-time", default=0.0, show_default=True,
+              help="Mean seconds a worker takes before submitting (drawn between 0 and twice this).")
+@click.option("--concurrency", default=16, show_default=True, help="Workers making requests at the same time.")
+@click.option("--seed", default=1, show_default=True, help="The same seed gives the same turns, blocks and money.")
+@click.option("--policy", default=None,
+              help="Block policy of the simulated batch, e.g. k=5,p=0.5 (default: TURKFLOW_QUALITY_WINDOW "
+                   "and TURKFLOW_BLOCK_BELOW).")
+@click.option("--compare", "compare_", multiple=True,
+              help=f"Policies to compare on the collected ratings (repeatable; default: {' '.join(DEFAULT_POLICIES)}).")
+@click.option("--dialogs", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory of SGD dialogues_*.json.gz to replay (default: ../shared/data/sgd/dev).")
+@click.option("--url", default=None,
+              help="Use the web server already running here (with its Celery worker and TURKFLOW_* settings) "
+                   "instead of starting one.")
+@click.option("--database-url", default=None,
+              help="Database of the stack started here (default: a fresh SQLite file in the run directory).")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the started stack's database and logs here (default: a temporary directory, removed).")
+@click.option("--web-workers", default=3, show_default=True, help="gunicorn worker processes of the started stack.")
+@click.option("--web-threads", default=1, show_default=True, help="Threads per gunicorn worker.")
+@click.option("--celery-concurrency", default=2, show_default=True, help="Celery worker processes of the started stack.")
+@click.option("--settle-timeout", default=60.0, show_default=True,
+              help="Give up when the pipeline has not opened the next turns for this many seconds.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Also write the whole report as JSON to this file ('-' for stdout, instead of the tables).")
+@pass_app
+def simulate(app: App, students: int, teachers: int, conversations: int, max_turns: int, mean_turns: Optional[int],
+             spammers: float, lazy: float, careless: float, harsh: float, think_time: float, concurrency: int,
+             seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path], url: Optional[str],
+             database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
+             celery_concurrency: int, settle_timeout: float, json_path: Optional[str]) -> None:
+    """Simulate a crowd working a batch through the real stack, and report.
+
+    Starts redis-server, gunicorn and a Celery worker on a fresh database (or uses --url), invites the
+    simulated workers, launches a batch on the local provider and has the crowd take, read and submit
+    turns over HTTP. Honest workers replay real dialogs (SGD: USER lines for students, SYSTEM lines for
+    teachers); the shares of spammers, lazy writers, careless and harsh raters are per role. Every
+    worker has a hidden true quality; the report judges the quality monitor against it and replays the
+    collected ratings under other policies.
+
+    The same seed gives the same turns, ratings, blocks, bonuses and money ("reproducible" in --json);
+    times, throughput and latency are measured and vary from run to run.
+
+    \b
+    Examples:
+      turkflow simulate --conversations 20
+      turkflow simulate --conversations 549 --students 200 --teachers 200 --mean-turns 33 --max-turns 60
+      turkflow simulate --policy k=6,p=0.4 --compare k=5,p=0.5 --compare k=8,p=0.4 --json report.json
+    """
+    settings = app.settings
+    config = SimulationConfig(
+        students=students, teachers=teachers, conversations=conversations, max_turns=max_turns,
+        mean_turns=mean_turns, mix={"spammer": spammers, "lazy": lazy, "careless": careless, "harsh": harsh},
+        think_time=think_time, concurrency=concurrency, seed=seed,
+        policy=policy or f"k={settings.quality_window},p={settings.block_below:g}",
+        compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
+        bonus_cents=round(settings.bonus * 100), reward_cents=round(settings.reward * 100),
+        settle_timeout=settle_timeout, dialogs=dialogs,
+    )
+    with progress_bar() as bar:
+        task = bar.add_task("simulating", total=None, detail="")
+
+        def progress(done: int, planned: int) -> None:
+            bar.update(task, completed=done, total=planned, detail="turns")
+
+        if url:
+            report = run_on(settings, url.rstrip("/"), config, progress)
+        else:
+            report = _with_own_stack(settings, config, database_url, run_dir, web_workers, web_threads,
+                                     celery_concurrency, progress)
+    if json_path:
+        text = json.dumps(report, indent=2, default=str)
+        if json_path == "-":
+            click.echo(text)
+            return
+        Path(json_path).write_text(text + "\n")
+    show(report)
+
+
+def _with_own_stack(settings: Settings, config: SimulationConfig, database_url: Optional[str],
+                    run_dir: Optional[Path], web_workers: int, web_threads: int, celery_concurrency: int,
+                    progress) -> dict[str, Any]:  # noqa: ANN001
+    directory = run_dir or Path(tempfile.mkdtemp(prefix="turkflow-simulate-"))
+    try:
+        own = Settings(**{**settings.model_dump(), "data_dir": directory, "database_url": database_url or
+                          f"sqlite:///{(directory / 'turkflow.db').resolve()}", "secret_key": "",
+                          "worker_hash_key": ""})
+        return run_with_stack(own, directory, config, web_workers=web_workers, web_threads=web_threads,
+                              celery_concurrency=celery_concurrency, progress=progress)
+    finally:
+        if run_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def show(report: dict[str, Any]) -> None:
+    """The report as tables: the crowd, money, the monitor against the truth, the policies, the timings."""
+    done = report["reproducible"]
+    measured = report["measured"]
+    turns = done["turns"]
+    conversations = done["conversations"]
+    click.echo(f"{turns['stored']} turns stored of {turns['planned']} planned in {conversations['completed']}/"
+               f"{conversations['launched']} completed conversations over {done['rounds']} rounds "
+               f"({done['stop_reason']}); lost {turns['lost']}, unexpected {turns['unexpected']}, "
+               f"history mismatches {turns['history_mismatches']}.")
+    click.echo(f"{measured['wall_seconds']} s wall time, {measured['turns_per_second']} turns/s.")
+    table("Crowd (hidden truth)", ["behaviour", "workers", "turns", "blocked", "earned"],
+          [(name, row["workers"], row["turns"], row["blocked"], dollars(row["earned_cents"]))
+           for name, row in done["crowd"].items()])
+    money = done["money"]
+    table("Money", ["rewards", "bonuses", "MTurk fees (20%)", "total", "paid to bad workers", "to bad writers"],
+          [(dollars(money["rewards_cents"]), dollars(money["bonuses_cents"]), dollars(money["mturk_fees_cents"]),
+            dollars(money["total_cents"]), _pct(money["share_paid_to_bad_workers"]),
+            _pct(money["share_paid_to_bad_writers"]))])
+    monitor = done["monitor"]
+    click.echo(f"Live monitor {monitor['policy']}: median {monitor['median_turns_written_before_block']} turns "
+               f"written by a bad writer before their block; replay agrees with the live monitor: "
+               f"{'yes' if monitor['replay_agrees_with_live_monitor'] else 'NO'}.")
+    table(f"Policies on the collected ratings (spammers blocked within {EARLY_RATED_TURNS} rated turns; "
+          "target ≥90% with ≤3% honest blocked)",
+          ["policy", "blocked", "precision", "recall", "honest blocked", "spammers early", "median rated turns",
+           "bonuses", "target"],
+          [(e["policy"], e["blocked"], _pct(e["precision"]), _pct(e["recall"]),
+            f"{e['honest_blocked']} ({_pct(e['honest_blocked_share'])})",
+            f"{e['spammers_blocked_early']} ({_pct(e['spammers_blocked_early_share'])})",
+            e["median_rated_turns_before_block"], dollars(e["bonus_cents"]),
+            "met" if e["meets_target"] else "missed") for e in done["policies"]])
+    latency = measured["submit_to_next_hit_open_ms"]
+    table("Submit to next HIT open (ms)", ["measured from", "n", "p50", "p95", "p99", "max"],
+          [(name, row["n"], row["p50"], row["p95"], row["p99"], row["max"]) for name, row in latency.items()])
+    http = measured["http"]
+    table(f"HTTP ({http['requests']} requests, errors: {http['errors'] or 'none'})",
+          ["route", "requests", "p50 ms", "p95 ms", "p99 ms"],
+          [(route, row["requests"], row["p50_ms"], row["p95_ms"], row["p99_ms"])
+           for route, row in http["routes"].items()])
+    if done["refused_requests"]:
+        click.echo(f"Refused requests: {done['refused_requests']}")
+
+
+def _pct(share: Optional[float]) -> str:
+    return "n/a" if share is None else f"{share:.0%}" if share in (0, 1) else f"{share:.1%}"

@@ -1,0 +1,181 @@
+"""Simulated workers: who they are, how well they really work, and what they answer on a turn page.
+
+Every simulated worker has a behaviour and a hidden true quality the quality monitor never sees: the
+chance that a turn they write is actually relevant and useful. Whether a turn is good is drawn once when
+it is written; the next worker rates it according to *their* behaviour (truthfully, at random, or always
+"no"). The monitor is then judged against this hidden truth.
+
+All randomness is drawn from generators seeded by (seed, what is being decided, which turn), never from
+shared state, so the answers do not depend on which thread or process got there first.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from turkflow.models import Role
+from turkflow.simulator.utterances import Script
+
+
+class Behaviour(StrEnum):
+    honest = "honest"
+    spammer = "spammer"  # random or repeated text, random ratings
+    lazy = "lazy"  # very short replies, truthful ratings
+    careless = "careless"  # writes well, rates at random
+    harsh = "harsh"  # writes well, rates every turn "no"
+
+
+@dataclass(frozen=True)
+class Profile:
+    writes: str  # replay | spam | short
+    rates: str  # truthful | random | no
+    quality: tuple[float, float]  # range of the hidden chance that a turn they write is good
+
+
+PROFILES: dict[Behaviour, Profile] = {
+    Behaviour.honest: Profile("replay", "truthful", (0.85, 0.99)),
+    Behaviour.spammer: Profile("spam", "random", (0.0, 0.10)),
+    Behaviour.lazy: Profile("short", "truthful", (0.30, 0.50)),
+    Behaviour.careless: Profile("replay", "random", (0.85, 0.99)),
+    Behaviour.harsh: Profile("replay", "no", (0.85, 0.99)),
+}
+
+# The monitor judges the turns a worker writes, so these are the workers it should block.
+BAD_WRITERS = frozenset({Behaviour.spammer, Behaviour.lazy})
+
+# How often an honest rater's yes/no disagrees with the truth (people misjudge too).
+RATER_ERROR = 0.05
+
+LAZY_REPLIES = ("ok", "yes", "no", "next", "ok thx", "sure", "fine", "go on")
+SPAM_PHRASES = ("good good good", "nice nice", "I like it very much", "yes yes yes yes", "ok ok ok ok")
+
+
+@dataclass(frozen=True)
+class SimWorker:
+    name: str
+    role: str
+    behaviour: Behaviour
+    quality: float
+
+    @property
+    def profile(self) -> Profile:
+        return PROFILES[self.behaviour]
+
+    @property
+    def bad_writer(self) -> bool:
+        return self.behaviour in BAD_WRITERS
+
+
+def build_crowd(students: int, teachers: int, mix: dict[Behaviour, float], seed: int) -> list[SimWorker]:
+    """Workers of both roles; each role gets ``round(share * size)`` workers of every bad behaviour.
+
+    Exact counts rather than coin flips, so a 15% spammer share is 15% in every run; which names get
+    which behaviour is shuffled by the seed.
+    """
+    unknown = set(mix) - set(Behaviour)
+    if unknown:
+        raise ValueError(f"unknown behaviour(s): {', '.join(sorted(map(str, unknown)))}")
+    if any(share < 0 for share in mix.values()) or sum(mix.values()) > 1:
+        raise ValueError("behaviour shares must be between 0 and 1 and sum to at most 1")
+    crowd = []
+    for role, size in ((Role.student, students), (Role.teacher, teachers)):
+        if size < 1:
+            raise ValueError(f"at least one {role} is needed")
+        behaviours: list[Behaviour] = []
+        for behaviour in Behaviour:
+            if behaviour != Behaviour.honest:
+                behaviours += [behaviour] * round(mix.get(behaviour, 0.0) * size)
+        behaviours = behaviours[:size]
+        behaviours += [Behaviour.honest] * (size - len(behaviours))
+        random.Random(f"{seed}:crowd:{role}").shuffle(behaviours)
+        for n, behaviour in enumerate(behaviours):
+            name = f"sim-{role}-{n:03d}"
+            low, high = PROFILES[behaviour].quality
+            quality = random.Random(f"{seed}:quality:{name}").uniform(low, high)
+            crowd.append(SimWorker(name=name, role=role, behaviour=behaviour, quality=round(quality, 4)))
+    return crowd
+
+
+@dataclass(frozen=True)
+class Written:
+    """A simulated turn: the form to post and the hidden truth about it."""
+
+    form: dict[str, Any]
+    good: bool
+    rated_relevant: bool | None
+    rated_useful: bool | None
+
+
+STUDENT_INTENTS = (("request_step", 40), ("question_step", 25), ("request_items", 10), ("question_items", 15),
+                   ("chit_chat", 5), ("other", 5))
+TEACHER_ACTIONS = (("return_step", 35), ("answer_document", 30), ("return_items", 10), ("answer_external", 10),
+                   ("ask_question", 10), ("chit_chat", 5))
+REAL_LIFE = ("I would get the things out and start.", "I would read the step again and do it.",
+             "I would check what I have at home first.", "I would try it and see how it goes.")
+
+
+def write_turn(worker: SimWorker, seed: int, conversation: int, script: Script, view: dict[str, Any],
+               previous_good: bool | None) -> Written:
+    """What ``worker`` submits on a turn page whose JSON is ``view``.
+
+    ``conversation`` is the conversation's position in the batch (not its database id, which differs from
+    one database to the next); ``previous_good`` is the hidden truth about the turn being rated.
+    """
+    index = view["turn_index"]
+    rng = random.Random(f"{seed}:turn:{conversation}:{index}")
+    good = rng.random() < worker.quality
+    asked = {q["name"]: q for q in view["questions"]}
+    form: dict[str, Any] = {}
+
+    rated_relevant = rated_useful = None
+    if "relevant" in asked and previous_good is not None:
+        rated_relevant, rated_useful = _rate(worker.profile.rates, previous_good, rng)
+        form["relevant"] = "yes" if rated_relevant else "no"
+        form["useful"] = "yes" if rated_useful else "no"
+
+    label_name = "intent" if worker.role == Role.student else "action"
+    choices = STUDENT_INTENTS if worker.role == Role.student else TEACHER_ACTIONS
+    if worker.role == Role.student and script.stops_at(index):
+        label = "stop"
+    elif worker.profile.writes == "replay":
+        label = rng.choices([c for c, _ in choices], weights=[w for _, w in choices])[0]
+    else:
+        label = rng.choice([c for c, _ in choices])
+    form[label_name] = label
+
+    form["response"] = _response(worker, script, index, rng)
+    if "real_life" in asked:
+        form["real_life"] = rng.choice(REAL_LIFE) if worker.profile.writes == "replay" else form["response"]
+    if "urls" in asked and label == "answer_external":
+        form["urls"] = "https://en.wikipedia.org/wiki/Cooking"
+    if "shared" in asked and worker.profile.writes == "replay":
+        step = f"step-{index // 2 + 1}"
+        form["shared"] = [step] if step in asked["shared"]["options"] else []
+    if "danger" in asked:
+        form["danger"] = []
+    return Written(form=form, good=good, rated_relevant=rated_relevant, rated_useful=rated_useful)
+
+
+def _rate(rates: str, truth: bool, rng: random.Random) -> tuple[bool, bool]:
+    if rates == "truthful":
+        return (truth if rng.random() >= RATER_ERROR else not truth,
+                truth if rng.random() >= RATER_ERROR else not truth)
+    if rates == "random":
+        return rng.random() < 0.5, rng.random() < 0.5
+    return False, False
+
+
+def _response(worker: SimWorker, script: Script, index: int, rng: random.Random) -> str:
+    writes = worker.profile.writes
+    if writes == "replay":
+        return script.utterance(worker.role, index)
+    if writes == "short":
+        return rng.choice(LAZY_REPLIES)
+    if rng.random() < 0.5:
+        return rng.choice(SPAM_PHRASES)
+    words = [''.join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 8))) for _ in range(rng.randint(2, 9))]
+    return " ".join(words)

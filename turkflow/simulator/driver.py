@@ -1,0 +1,421 @@
+"""The driver: a simulated crowd working a batch through the worker pages over HTTP, concurrently.
+
+Concurrency and reproducibility pull in opposite directions: who takes which turn, and in which order
+ratings reach the quality monitor, would depend on thread timing. The driver therefore works in *rounds*
+with a deterministic scheduler:
+
+- A round belongs to one role. The scheduler lists that role's open turns (oldest first), shuffles the
+  role's active workers with a generator seeded by (seed, round), and pairs them: every worker writes at
+  most one turn per round, and no author gets two ratings in one round.
+- The round's turns are then worked in parallel over HTTP (queue, take, turn page, submit), each worker
+  arriving after a random think time.
+- Before the next round the driver waits until the pipeline has caught up: every active conversation has
+  its next HIT open and every rating has its quality decision.
+
+Blocks only hit the authors being rated, who belong to the other role and do not act in this round; each
+author's ratings reach the monitor in round order. So the same seed gives the same turns, ratings,
+blocks and bonuses on any machine, while wall time, throughput and latency are measured, not reproduced.
+The driver reads the database (open turns, worker status) to schedule and to wait; every write goes
+through the worker pages, except launching the batch and inviting workers, which are the requester's.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import requests
+from sqlalchemy import func
+from sqlmodel import Session, col, or_, select
+
+from turkflow import invites
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.hits import lifecycle
+from turkflow.hits.provider import Providers
+from turkflow.models import (
+    Bonus,
+    BonusStatus,
+    Conversation,
+    ConversationStatus,
+    Hit,
+    HitStatus,
+    QualityDecision,
+    Rating,
+    Task,
+    Turn,
+    TurnStatus,
+    Worker,
+    WorkerStatus,
+    utcnow,
+)
+from turkflow.protocol import get_protocol
+from turkflow.quality.monitor import Policy
+from turkflow.simulator.crowd import SimWorker, write_turn
+from turkflow.simulator.utterances import Script
+
+HTTP_TIMEOUT = 60
+RETRIES = 3  # a 5xx or a dropped connection is retried; take and submit are idempotent on the server
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot go on (the stack is down or the pipeline stopped advancing)."""
+
+
+# ---- HTTP ---------------------------------------------------------------------------------------------
+
+
+class HttpLog:
+    """Every request the crowd made: counts and durations per route, and every unexpected status."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.durations: dict[str, list[float]] = defaultdict(list)
+        self.statuses: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+
+    def record(self, route: str, status: int | str, seconds: float, ok: bool) -> None:
+        with self._lock:
+            self.durations[route].append(seconds)
+            self.statuses[f"{route} {status}"] += 1
+            if not ok:
+                self.errors[f"{route} {status}"] += 1
+
+
+class WorkerClient:
+    """One simulated worker's browser: a ``requests.Session`` holding the cookie their invite link set."""
+
+    def __init__(self, base_url: str, join_url: str, log: HttpLog):
+        self.base_url = base_url.rstrip("/")
+        self.join_url = join_url
+        self.log = log
+        self.http = requests.Session()
+        self.http.headers["Accept"] = "application/json"
+
+    def _call(self, method: str, route: str, path: str, **kwargs: Any) -> requests.Response:
+        """One request, retried on server errors and dropped connections; other statuses are returned."""
+        for attempt in range(1, RETRIES + 1):
+            started = time.perf_counter()
+            try:
+                response = self.http.request(method, f"{self.base_url}{path}", timeout=HTTP_TIMEOUT, **kwargs)
+            except requests.RequestException as exc:
+                self.log.record(route, type(exc).__name__, time.perf_counter() - started, ok=False)
+                if attempt == RETRIES:
+                    raise SimulationError(f"{method} {path}: {exc}") from exc
+                continue
+            ok = response.status_code < 400
+            self.log.record(route, response.status_code, time.perf_counter() - started, ok)
+            if response.status_code < 500 or attempt == RETRIES:
+                return response
+        raise AssertionError("unreachable")
+
+    def join(self) -> dict[str, Any]:
+        path = self.join_url[len(self.base_url):] if self.join_url.startswith(self.base_url) else self.join_url
+        return _json(self._call("GET", "GET /join", path), "join")
+
+    def queue(self) -> dict[str, Any]:
+        return _json(self._call("GET", "GET /queue", "/queue"), "queue")
+
+    def take(self, hit_id: int) -> str:
+        return _json(self._call("POST", "POST /queue/take", f"/queue/take/{hit_id}"), "take")["assignment_id"]
+
+    def view(self, assignment_id: str) -> dict[str, Any]:
+        return _json(self._call("GET", "GET /turn", f"/turn/{assignment_id}"), "turn page")
+
+    def submit(self, assignment_id: str, form: dict[str, Any]) -> dict[str, Any]:
+        return _json(self._call("POST", "POST /turn", f"/turn/{assignment_id}", data=form), "submit")
+
+
+def _json(response: requests.Response, what: str) -> dict[str, Any]:
+    if response.status_code >= 400:
+        raise TurnRefused(f"{what}: HTTP {response.status_code} {response.text[:200]}")
+    return response.json()
+
+
+class TurnRefused(RuntimeError):
+    """The server refused a simulated worker's request (recorded; the turn goes back to the pool)."""
+
+
+# ---- the simulation -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """One turn a simulated worker works in a round."""
+
+    worker: SimWorker
+    hit_id: int
+    conversation: int  # position in the batch
+    index: int
+    arrive_after: float  # seconds after the round starts
+
+
+@dataclass
+class TurnRecord:
+    """What the crowd wrote for one turn, the hidden truth about it, and when the server confirmed it."""
+
+    conversation: int
+    index: int
+    writer: str
+    round: int
+    turn_id: int
+    text: str
+    good: bool
+    rated_relevant: Optional[bool]
+    rated_useful: Optional[bool]
+    confirmed_at: float  # wall clock (UTC epoch seconds) when the submit response arrived
+    created: bool
+
+
+@dataclass
+class Outcome:
+    """Everything the driver saw; the report turns it into numbers."""
+
+    batch_id: int
+    crowd: list[SimWorker]
+    scripts: list[Script]
+    policy: Policy
+    max_turns: int
+    worker_ids: dict[str, int]
+    conversation_ids: list[int]
+    turns: dict[tuple[int, int], TurnRecord] = field(default_factory=dict)
+    rounds: int = 0
+    wall_seconds: float = 0.0
+    refused: Counter[str] = field(default_factory=Counter)
+    history_mismatches: int = 0
+    stop_reason: str = "all conversations finished"
+    http: HttpLog = field(default_factory=HttpLog)
+
+
+def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
+           max_turns: int, policy: Policy, reward_cents: int, seed: int) -> tuple[int, dict[str, str], dict[str, int],
+                                                                                  list[int]]:
+    """The requester's part: task documents, one invite per simulated worker, the batch and its first HITs.
+
+    Returns the batch id, each worker's join URL and database id, and the conversation ids in batch order.
+    """
+    providers = Providers(settings)
+    with session_scope(settings.database_url) as session:
+        if session.exec(select(func.count()).select_from(Task)).one() == 0:
+            load_documents(session, read_documents(sample_tasks_path()))
+        tasks = list(session.exec(select(Task).order_by(Task.id)))
+        join_urls, worker_ids = {}, {}
+        for worker in crowd:
+            row, url = invites.invite_worker(session, settings.secret_key, base_url, worker.role, name=worker.name)
+            join_urls[worker.name], worker_ids[worker.name] = url, row.id
+        batch, hits = lifecycle.launch_batch(
+            session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
+            reward_cents=reward_cents,
+            quality={"quality_window": policy.window, "block_below": policy.block_below,
+                     "bonus_above": policy.bonus_above, "bonus_cents": policy.bonus_cents},
+        )
+        conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
+        for hit in hits:
+            lifecycle.publish_hit(session, providers.get("local"), hit.id)
+        return batch.id, join_urls, worker_ids, conversation_ids
+
+
+class Simulation:
+    def __init__(self, settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
+                 seed: int, max_turns: int, policy: Policy, reward_cents: int = 20, think_time: float = 0.0,
+                 concurrency: int = 16, settle_timeout: float = 60.0, progress=None):  # noqa: ANN001
+        self.settings = settings
+        self.base_url = base_url.rstrip("/")
+        self.crowd = crowd
+        self.by_name = {w.name: w for w in crowd}
+        self.scripts = scripts
+        self.seed = seed
+        self.max_turns = max_turns
+        self.policy = policy
+        self.reward_cents = reward_cents
+        self.think_time = think_time
+        self.concurrency = concurrency
+        self.settle_timeout = settle_timeout
+        self.progress = progress  # called with (turns written, turns planned) after each round
+        self.first_role = get_protocol("wizard_of_tasks").first_role
+        self._lock = threading.Lock()
+
+    def run(self) -> Outcome:
+        batch_id, join_urls, worker_ids, conversation_ids = launch(
+            self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
+            reward_cents=self.reward_cents, seed=self.seed)
+        out = Outcome(batch_id=batch_id, crowd=self.crowd, scripts=self.scripts, policy=self.policy,
+                      max_turns=self.max_turns, worker_ids=worker_ids, conversation_ids=conversation_ids)
+        self.out = out
+        self.position = {cid: n for n, cid in enumerate(conversation_ids)}
+        self.last_round: dict[int, int] = {}  # conversation position -> round of its latest turn
+        self.clients = {name: WorkerClient(self.base_url, url, out.http) for name, url in join_urls.items()}
+        planned = sum(s.turns(self.max_turns) for s in self.scripts)
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sim") as pool:
+            list(pool.map(lambda client: client.join(), self.clients.values()))
+            role, idle_rounds = self.first_role, 0
+            while True:
+                self._settle(batch_id)
+                jobs, open_total = self._plan(out.rounds, role)
+                if open_total == 0:
+                    break
+                if not jobs:
+                    idle_rounds += 1
+                    if idle_rounds == 2:  # neither role can move
+                        out.stop_reason = self._stuck_reason()
+                        break
+                else:
+                    idle_rounds = 0
+                    self._work_round(pool, jobs, out.rounds)
+                out.rounds += 1
+                role = get_protocol("wizard_of_tasks").next_role(role)
+                if self.progress:
+                    self.progress(len(out.turns), planned)
+            self._settle(batch_id, bonuses=True)
+        out.wall_seconds = time.monotonic() - started
+        return out
+
+    # -- scheduling --
+
+    def _plan(self, round_no: int, role: str) -> tuple[list[Job], int]:
+        """This round's pairs of (worker, open turn) for ``role``; also how many turns are open in all."""
+        now = utcnow()
+        with session_scope(self.settings.database_url) as session:
+            open_hits = session.exec(
+                select(Hit.id, Turn.conversation_id, Turn.index, Turn.role)
+                .join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+                .where(Conversation.batch_id == self.out.batch_id, Hit.status == HitStatus.open,
+                       or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
+            ).all()
+            active = set(session.exec(
+                select(Worker.name).where(col(Worker.id).in_(list(self.out.worker_ids.values())),
+                                          Worker.status == WorkerStatus.active)
+            ).all())
+        candidates = sorted(
+            ((self.last_round.get(self.position[cid], -1), self.position[cid], hit_id, index)
+             for hit_id, cid, index, hit_role in open_hits if hit_role == role),
+        )
+        workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active)
+        rng = random.Random(f"{self.seed}:round:{round_no}")
+        rng.shuffle(workers)
+        jobs, rated = [], set()
+        for _, conversation, hit_id, index in candidates:
+            if not workers:
+                break
+            author = self.out.turns[(conversation, index - 1)].writer if index > 0 else None
+            if author is not None:
+                if author in rated:
+                    continue  # the author's next rating waits a round, so the monitor sees ratings in order
+                rated.add(author)
+            name = workers.pop()
+            arrive = random.Random(f"{self.seed}:think:{round_no}:{name}").uniform(0, 2 * self.think_time)
+            jobs.append(Job(self.by_name[name], hit_id, conversation, index, arrive))
+        return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _stuck_reason(self) -> str:
+        with session_scope(self.settings.database_url) as session:
+            statuses = Counter(
+                (w.role, w.status) for w in session.exec(
+                    select(Worker).where(col(Worker.id).in_(list(self.out.worker_ids.values())))))
+        waiting = [role for role in ("student", "teacher") if statuses[(role, WorkerStatus.active)] == 0]
+        if waiting:
+            return f"every {' and every '.join(waiting)} is blocked; the open turns wait for a review"
+        return "the open turns are leased to workers whose requests failed; they return when the lease ends"
+
+    # -- working --
+
+    def _work_round(self, pool: ThreadPoolExecutor, jobs: list[Job], round_no: int) -> None:
+        start = time.monotonic()
+        futures = [pool.submit(self._work, job, round_no, start) for job in jobs]
+        for future in futures:
+            future.result()
+
+    def _work(self, job: Job, round_no: int, round_start: float) -> None:
+        """One simulated worker takes a turn, reads the page, writes and submits, as a person would."""
+        delay = round_start + job.arrive_after - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        client = self.clients[job.worker.name]
+        try:
+            client.queue()
+            assignment_id = client.take(job.hit_id)
+            view = client.view(assignment_id)
+            self._check_history(job, view)
+            previous = self.out.turns.get((job.conversation, job.index - 1))
+            written = write_turn(job.worker, self.seed, job.conversation, self.scripts[job.conversation], view,
+                                 previous.good if previous else None)
+            confirmed = client.submit(assignment_id, written.form)
+        except TurnRefused as refusal:
+            with self._lock:
+                self.out.refused[str(refusal).split(":")[0]] += 1
+            return
+        record = TurnRecord(
+            conversation=job.conversation, index=job.index, writer=job.worker.name, round=round_no,
+            turn_id=confirmed["turn_id"], text=written.form["response"], good=written.good,
+            rated_relevant=written.rated_relevant, rated_useful=written.rated_useful,
+            confirmed_at=time.time(), created=confirmed["created"],
+        )
+        with self._lock:
+            self.out.turns[(job.conversation, job.index)] = record
+            self.last_round[job.conversation] = round_no
+
+    def _check_history(self, job: Job, view: dict[str, Any]) -> None:
+        """The page must show exactly the turns the crowd wrote before this one, in order."""
+        shown = [(entry["index"], entry["text"]) for entry in view["history"]]
+        expected = [(i, self.out.turns[(job.conversation, i)].text) for i in range(job.index)
+                    if (job.conversation, i) in self.out.turns]
+        if shown != expected:
+            with self._lock:
+                self.out.history_mismatches += 1
+
+    # -- waiting for the pipeline --
+
+    def _settle(self, batch_id: int, bonuses: bool = False) -> None:
+        """Wait until Celery has opened every next turn and judged every rating (and paid every bonus)."""
+        deadline = time.monotonic() + self.settle_timeout
+        while True:
+            with session_scope(self.settings.database_url) as session:
+                waiting = pipeline_backlog(session, batch_id, bonuses=bonuses)
+            if not any(waiting.values()):
+                return
+            if time.monotonic() > deadline:
+                raise SimulationError(
+                    "the pipeline stopped advancing: " + ", ".join(f"{n} {what}" for what, n in waiting.items() if n)
+                    + f" after {self.settle_timeout:.0f}s (is the Celery worker running?)")
+            time.sleep(0.02)
+
+
+def pipeline_backlog(session: Session, batch_id: int, bonuses: bool = False) -> dict[str, int]:
+    """Work Celery still owes a batch: conversations without an open HIT, unjudged ratings, unpaid bonuses."""
+    open_hit = (select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
+                .where(Turn.conversation_id == Conversation.id, Turn.status == TurnStatus.open,
+                       Hit.status == HitStatus.open))
+    waiting_conversations = session.exec(
+        select(func.count()).select_from(Conversation)
+        .where(Conversation.batch_id == batch_id, Conversation.status == ConversationStatus.active,
+               ~open_hit.exists())
+    ).one()
+    batch_ratings = (select(Rating.id).join(Turn, Turn.id == Rating.rater_turn_id)
+                     .join(Conversation, Conversation.id == Turn.conversation_id)
+                     .where(Conversation.batch_id == batch_id))
+    judged = select(func.count()).select_from(QualityDecision).where(col(QualityDecision.rating_id).in_(batch_ratings))
+    ratings = session.exec(select(func.count()).select_from(batch_ratings.subquery())).one()
+    backlog = {"conversations without an open HIT": waiting_conversations,
+               "unjudged ratings": ratings - session.exec(judged).one()}
+    if bonuses:
+        backlog["unpaid bonuses"] = session.exec(
+            select(func.count()).select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id)
+            .join(Conversation, Conversation.id == Turn.conversation_id)
+            .where(Conversation.batch_id == batch_id, Bonus.status == BonusStatus.pending)
+        ).one()
+    return backlog
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Database datetimes come back naive on SQLite; they are UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+

@@ -1,0 +1,270 @@
+"""The simulation report: what the crowd did, what the database holds, what it cost, and how well the
+quality monitor caught the bad workers, judged against the hidden truth.
+
+The report has two parts. ``reproducible`` depends only on the seed and the parameters: the same seed
+gives the same numbers on any machine and backend. ``measured`` holds timings (wall time, throughput,
+latency per route and from submission to the next open HIT) and HTTP error counts, which are not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import asdict
+from typing import Any, Iterable, Optional
+
+from sqlmodel import Session, col, select
+
+from turkflow.hits.money import fee_cents
+from turkflow.models import Batch, Bonus, Conversation, Event, QualityDecision, Rating, Turn, TurnStatus, Worker, WorkerStatus
+from turkflow.quality.monitor import Policy
+from turkflow.simulator.crowd import Behaviour
+from turkflow.simulator.driver import Outcome, as_utc
+from turkflow.simulator.policies import Efficacy, RatingRecord, compare, judge, policy_name
+
+
+def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
+                 policies: Iterable[Policy]) -> dict[str, Any]:
+    names = {worker_id: name for name, worker_id in outcome.worker_ids.items()}
+    position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
+    stored = session.exec(
+        select(Turn.id, Turn.conversation_id, Turn.index, Turn.worker_id, Turn.text, Turn.submitted_at)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == outcome.batch_id, Turn.status == TurnStatus.submitted)
+    ).all()
+    ratings = session.exec(
+        select(Rating.id, Rating.author_id, Rating.relevant, Rating.useful, Rating.created_at)
+        .join(Turn, Turn.id == Rating.rater_turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == outcome.batch_id).order_by(Rating.id)
+    ).all()
+    records = [RatingRecord(names[author], relevant, useful) for _, author, relevant, useful, _ in ratings]
+
+    live_blocked = _live_blocks(session, outcome, names, ratings)
+    bonus_rows = session.exec(
+        select(Bonus.worker_id, Bonus.amount_cents).join(Turn, Turn.id == Bonus.turn_id)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == outcome.batch_id)
+    ).all()
+    bonus_by_name: Counter[str] = Counter()
+    bonus_turns: Counter[str] = Counter()
+    for worker_id, amount in bonus_rows:
+        bonus_by_name[names[worker_id]] += amount
+        bonus_turns[names[worker_id]] += 1
+    live = judge(outcome.crowd, {name: n for name, (n, _) in live_blocked.items()}, dict(bonus_turns),
+                 outcome.policy)
+    comparison = compare(outcome.crowd, records, policies)
+    replayed_live = next((e for e in comparison if e.policy == policy_name(outcome.policy)), None)
+
+    batch = session.get(Batch, outcome.batch_id)
+    reproducible = {
+        "turns": _turn_counts(outcome, stored, position, names),
+        "conversations": _conversations(session, outcome),
+        "rounds": outcome.rounds,
+        "stop_reason": outcome.stop_reason,
+        "ratings": len(ratings),
+        "crowd": _crowd_table(outcome, stored, names, live_blocked, bonus_by_name, batch.reward_cents),
+        "money": _money(outcome, stored, names, bonus_rows, batch.reward_cents),
+        "monitor": {
+            "policy": policy_name(outcome.policy),
+            **_efficacy(live),
+            "median_turns_written_before_block": _median(
+                [written for name, (_, written) in live_blocked.items() if _worker(outcome, name).bad_writer]),
+            "replay_agrees_with_live_monitor": replayed_live is not None and (
+                replayed_live.blocked_by_behaviour == live.blocked_by_behaviour
+                and replayed_live.median_rated_turns_before_block == live.median_rated_turns_before_block),
+        },
+        "policies": [_efficacy(e) for e in comparison],
+        "refused_requests": dict(sorted(outcome.refused.items())),
+    }
+    return {"parameters": parameters, "reproducible": reproducible, "measured": _measured(session, outcome, stored)}
+
+
+def _worker(outcome: Outcome, name: str):  # noqa: ANN202
+    return next(w for w in outcome.crowd if w.name == name)
+
+
+def _turn_counts(outcome: Outcome, stored, position, names) -> dict[str, Any]:  # noqa: ANN001
+    confirmed = {(r.conversation, r.index): r for r in outcome.turns.values()}
+    in_db = {(position[cid], index): (turn_id, worker_id, text) for turn_id, cid, index, worker_id, text, _ in stored}
+    lost = [key for key, r in confirmed.items()
+            if key not in in_db or in_db[key][0] != r.turn_id or in_db[key][2] != r.text
+            or names.get(in_db[key][1]) != r.writer]
+    unexpected = [key for key in in_db if key not in confirmed]
+    planned = sum(script.turns(outcome.max_turns) for script in outcome.scripts)
+    return {
+        "planned": planned,
+        "confirmed": len(confirmed),
+        "stored": len(in_db),
+        "lost": len(lost),
+        "unexpected": len(unexpected),
+        "repeated_submits": sum(1 for r in confirmed.values() if not r.created),
+        "history_mismatches": outcome.history_mismatches,
+        "by_behaviour": dict(sorted(Counter(_worker(outcome, r.writer).behaviour.value
+                                            for r in confirmed.values()).items())),
+    }
+
+
+def _conversations(session: Session, outcome: Outcome) -> dict[str, Any]:
+    rows = session.exec(
+        select(Conversation.status, Conversation.end_reason).where(Conversation.batch_id == outcome.batch_id)
+    ).all()
+    return {
+        "launched": len(rows),
+        "completed": sum(1 for status, _ in rows if status == "completed"),
+        "by_end_reason": dict(sorted(Counter(reason or status for status, reason in rows).items())),
+    }
+
+
+def _live_blocks(session: Session, outcome: Outcome, names: dict[int, str], ratings) -> dict[str, tuple[int, int]]:  # noqa: ANN001
+    """Workers the live monitor blocked: (rated turns when blocked, turns they had written by then)."""
+    ids = list(outcome.worker_ids.values())
+    blocked = session.exec(
+        select(Worker.id).where(col(Worker.id).in_(ids), Worker.status != WorkerStatus.active)
+    ).all()
+    found = {}
+    for worker_id in blocked:
+        event = session.exec(
+            select(Event.id, Event.at).where(Event.worker_id == worker_id, Event.kind == "worker_blocked")
+            .order_by(Event.id).limit(1)
+        ).first()
+        first_block = session.exec(
+            select(QualityDecision.rating_id).where(QualityDecision.worker_id == worker_id,
+                                                    QualityDecision.outcome == "block")
+            .order_by(QualityDecision.id).limit(1)
+        ).first()
+        own = [rating_id for rating_id, author, *_ in ratings if author == worker_id]
+        if first_block is not None and first_block in own:
+            rated = own.index(first_block) + 1
+        else:  # blocked by something other than the ratings monitor
+            rated = sum(1 for rating_id, author, _, _, at in ratings
+                        if author == worker_id and event is not None and as_utc(at) <= as_utc(event.at))
+        written = len(session.exec(
+            select(Turn.id).where(Turn.worker_id == worker_id, Turn.status == TurnStatus.submitted,
+                                  *([col(Turn.submitted_at) <= event.at] if event is not None else []))
+        ).all())
+        found[names[worker_id]] = (rated, written)
+    return found
+
+
+def _crowd_table(outcome: Outcome, stored, names, live_blocked, bonus_by_name, reward_cents) -> dict[str, Any]:  # noqa: ANN001
+    turns_by_name = Counter(names[worker_id] for _, _, _, worker_id, _, _ in stored)
+    table = {}
+    for behaviour in Behaviour:
+        members = [w for w in outcome.crowd if w.behaviour == behaviour]
+        if not members:
+            continue
+        table[behaviour.value] = {
+            "workers": len(members),
+            "turns": sum(turns_by_name[w.name] for w in members),
+            "blocked": sum(1 for w in members if w.name in live_blocked),
+            "earned_cents": sum(turns_by_name[w.name] * reward_cents + bonus_by_name[w.name] for w in members),
+        }
+    return table
+
+
+def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int) -> dict[str, Any]:  # noqa: ANN001
+    """Rewards and bonuses, with the fees the same work would cost on MTurk (20%, at least 1 cent each)."""
+    rewards = len(stored) * reward_cents
+    bonuses = sum(amount for _, amount in bonus_rows)
+    fees = len(stored) * fee_cents("mturk", reward_cents) + sum(fee_cents("mturk", a) for _, a in bonus_rows)
+    bad = {w.name for w in outcome.crowd if w.behaviour != Behaviour.honest}
+    bad_writers = {w.name for w in outcome.crowd if w.bad_writer}
+    paid: Counter[str] = Counter()
+    for _, _, _, worker_id, _, _ in stored:
+        paid[names[worker_id]] += reward_cents
+    for worker_id, amount in bonus_rows:
+        paid[names[worker_id]] += amount
+    total_paid = sum(paid.values())
+    return {
+        "rewards_cents": rewards,
+        "bonuses_cents": bonuses,
+        "mturk_fees_cents": fees,
+        "total_cents": rewards + bonuses + fees,
+        "paid_to_bad_workers_cents": sum(paid[n] for n in bad),
+        "share_paid_to_bad_workers": _ratio(sum(paid[n] for n in bad), total_paid),
+        "paid_to_bad_writers_cents": sum(paid[n] for n in bad_writers),
+        "share_paid_to_bad_writers": _ratio(sum(paid[n] for n in bad_writers), total_paid),
+    }
+
+
+def _efficacy(efficacy: Efficacy) -> dict[str, Any]:
+    return {**asdict(efficacy), "meets_target": efficacy.meets_target()}
+
+
+def _measured(session: Session, outcome: Outcome, stored) -> dict[str, Any]:  # noqa: ANN001
+    turns = len(outcome.turns)
+    return {
+        "wall_seconds": round(outcome.wall_seconds, 2),
+        "turns_per_second": round(turns / outcome.wall_seconds, 2) if outcome.wall_seconds else None,
+        "submit_to_next_hit_open_ms": _next_hit_latency(session, outcome, stored),
+        "http": {
+            "requests": sum(len(d) for d in outcome.http.durations.values()),
+            "errors": dict(sorted(outcome.http.errors.items())),
+            "routes": {route: {"requests": len(d), "p50_ms": _ms(_percentile(d, 50)),
+                               "p95_ms": _ms(_percentile(d, 95)), "p99_ms": _ms(_percentile(d, 99))}
+                       for route, d in sorted(outcome.http.durations.items())},
+        },
+    }
+
+
+def _next_hit_latency(session: Session, outcome: Outcome, stored) -> dict[str, Any]:  # noqa: ANN001
+    """From a submission to the moment the conversation's next HIT is open, two ways.
+
+    ``server``: the event log's ``turn_submitted`` to the next turn's ``hit_published``. ``worker``: from
+    the moment the submitting worker got the server's answer (a HIT that opened before counts as zero).
+    """
+    turn_ids = {turn_id for turn_id, *_ in stored}
+    submitted, published = {}, {}
+    for kind, turn_id, at in session.exec(
+        select(Event.kind, Event.turn_id, Event.at)
+        .where(Event.batch_id == outcome.batch_id, col(Event.kind).in_(["turn_submitted", "hit_published"]))
+    ):
+        (submitted if kind == "turn_submitted" else published)[turn_id] = as_utc(at).timestamp()
+    key_of = {turn_id: (cid, index) for turn_id, cid, index, *_ in stored}
+    opened_turn = {}
+    for turn_id, cid, index in session.exec(
+        select(Turn.id, Turn.conversation_id, Turn.index).join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == outcome.batch_id)
+    ):
+        opened_turn[(cid, index)] = turn_id
+    confirmed_at = {r.turn_id: r.confirmed_at for r in outcome.turns.values()}
+    server, worker = [], []
+    for turn_id in turn_ids:
+        cid, index = key_of[turn_id]
+        following = opened_turn.get((cid, index + 1))
+        if following is None or following not in published or turn_id not in submitted:
+            continue
+        server.append(published[following] - submitted[turn_id])
+        if turn_id in confirmed_at:
+            worker.append(max(0.0, published[following] - confirmed_at[turn_id]))
+    return {"server": _summary(server), "worker": _summary(worker)}
+
+
+def _summary(values: list[float]) -> dict[str, Any]:
+    return {"n": len(values), "p50": _ms(_percentile(values, 50)), "p95": _ms(_percentile(values, 95)),
+            "p99": _ms(_percentile(values, 99)), "max": _ms(max(values) if values else None)}
+
+
+def _percentile(values: list[float], pct: float) -> Optional[float]:
+    """Nearest-rank percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def _ms(seconds: Optional[float]) -> Optional[float]:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def _median(values: list[int]) -> Optional[float]:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _ratio(part: int, whole: int) -> Optional[float]:
+    return round(part / whole, 4) if whole else None
+

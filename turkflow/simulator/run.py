@@ -1,0 +1,114 @@
+"""One simulation from parameters to report: on a stack that is already running, or on one started here."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.quality.monitor import Policy
+from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
+from turkflow.simulator.driver import Simulation
+from turkflow.simulator.policies import DEFAULT_POLICIES, parse_policy
+from turkflow.simulator.report import build_report
+from turkflow.simulator.stack import Stack
+from turkflow.simulator.utterances import Script, default_dialogs_dir, read_dialogs, write_scripts
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    students: int = 10
+    teachers: int = 10
+    conversations: int = 10
+    max_turns: int = 40
+    mean_turns: Optional[int] = None  # None: each conversation lasts as long as the dialog it replays
+    mix: dict[str, float] = field(default_factory=lambda: {"spammer": 0.15, "careless": 0.10})
+    think_time: float = 0.0
+    concurrency: int = 16
+    seed: int = 1
+    policy: str = "k=5,p=0.5"
+    compare: tuple[str, ...] = DEFAULT_POLICIES
+    reward_cents: int = 20
+    bonus_above: float = 0.9
+    bonus_cents: int = 8
+    settle_timeout: float = 60.0
+    dialogs: Optional[Path] = None
+
+    def parameters(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["dialogs"] = str(self.dialogs or default_dialogs_dir())
+        values["compare"] = list(self.compare)
+        return values
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything decided before a single request: the crowd, the scripts, the policies."""
+
+    crowd: list[SimWorker]
+    scripts: list[Script]
+    policy: Policy
+    policies: list[Policy]
+
+
+def plan(config: SimulationConfig) -> Plan:
+    """Check the parameters and draw the crowd and the scripts; raises ValueError naming what is wrong."""
+    if config.conversations < 1:
+        raise ValueError("conversations must be at least 1")
+    if config.max_turns < 2:
+        raise ValueError("max-turns must be at least 2")
+    if config.concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    if config.think_time < 0:
+        raise ValueError("think-time cannot be negative")
+    try:
+        mix = {Behaviour(name): share for name, share in config.mix.items()}
+    except ValueError:
+        raise ValueError(f"unknown behaviour in {sorted(config.mix)}; known: "
+                         f"{', '.join(b.value for b in Behaviour)}") from None
+    crowd = build_crowd(config.students, config.teachers, mix, config.seed)
+    directory = config.dialogs or default_dialogs_dir()
+    if not directory.is_dir():
+        raise ValueError(f"dialogs directory {directory} does not exist; pass --dialogs DIR with SGD dialogues_*.json.gz")
+    scripts = write_scripts(read_dialogs(directory), config.conversations, config.seed, config.mean_turns)
+
+    def policy(text: str) -> Policy:
+        return parse_policy(text, bonus_above=config.bonus_above, bonus_cents=config.bonus_cents)
+
+    live = policy(config.policy)
+    compared = [policy(text) for text in config.compare]
+    if live not in compared:
+        compared.insert(0, live)
+    return Plan(crowd=crowd, scripts=scripts, policy=live, policies=compared)
+
+
+Progress = Callable[[int, int], None]
+
+
+def run_on(settings: Settings, url: str, config: SimulationConfig,
+           progress: Optional[Progress] = None) -> dict[str, Any]:
+    """Simulate against a running web server and Celery worker that share ``settings``' database."""
+    chosen = plan(config)
+    simulation = Simulation(
+        settings, url, chosen.crowd, chosen.scripts, seed=config.seed, max_turns=config.max_turns,
+        policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
+        concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress)
+    outcome = simulation.run()
+    with session_scope(settings.database_url) as session:
+        return build_report(session, outcome, config.parameters(), chosen.policies)
+
+
+def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, *, web_workers: int = 3,
+                   web_threads: int = 1, celery_concurrency: int = 2, own_redis: bool = True,
+                   progress: Optional[Progress] = None) -> dict[str, Any]:
+    """Start redis-server, gunicorn and a Celery worker on ``settings``, simulate, stop them."""
+    plan(config)  # refuse bad parameters before starting anything
+    with Stack(settings, run_dir / "logs", web_workers=web_workers, web_threads=web_threads,
+               celery_concurrency=celery_concurrency, own_redis=own_redis) as stack:
+        report = run_on(stack.settings, stack.url, config, progress)
+    report["stack"] = {"web_workers": web_workers, "web_threads": web_threads,
+                       "celery_concurrency": celery_concurrency,
+                       "database": settings.database_url.split(":", 1)[0]}
+    return report

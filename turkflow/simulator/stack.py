@@ -1,0 +1,186 @@
+"""The real stack as local processes: redis-server, gunicorn serving the Flask app, a Celery worker (with
+beat), and a throwaway PostgreSQL cluster when asked. The simulator, the benchmarks and the tests start
+the very programs a deployment runs (``Procfile``), configured only through ``TURKFLOW_*`` variables.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Optional
+
+import requests
+from celery import Celery
+from redis import Redis
+
+from turkflow.config import Settings
+from turkflow.db import upgrade
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes ``Settings()`` in a child process equal to ``settings``."""
+    env = dict(os.environ)
+    for name, value in settings.model_dump().items():
+        env[f"TURKFLOW_{name.upper()}"] = str(value)
+    return env
+
+
+def wait_for(check, what: str, timeout: float, process: Optional[subprocess.Popen] = None) -> None:  # noqa: ANN001
+    """Poll ``check`` until it is true; fail early if the process it waits for has died."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001, S110 - not up yet
+            pass
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode} while starting")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start within {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+class PostgresCluster:
+    """A throwaway cluster owned by the postgres user (PostgreSQL refuses to run as root), tuned for speed
+    over durability: tests and benchmarks do not need to survive a power cut."""
+
+    def __init__(self) -> None:
+        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+        if not bindirs:
+            raise RuntimeError("PostgreSQL is not installed; run `make bootstrap`, which installs it")
+        self.bin = Path(bindirs[-1])
+        self.root = Path(tempfile.mkdtemp(prefix="turkflow-pg-"))
+        self.data = self.root / "data"
+        self.port = free_port()
+        self.as_root = os.geteuid() == 0
+
+    def _run(self, *args: str) -> None:
+        cmd = list(args)
+        if self.as_root:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def start(self) -> None:
+        if self.as_root:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
+                  "-w", "start")
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str) -> str:
+        from sqlalchemy import create_engine, text
+
+        admin = create_engine(self.url("postgres"), isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        admin.dispose()
+        return self.url(name)
+
+    def __enter__(self) -> "PostgresCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Stack:
+    """redis-server (unless ``settings.redis_url`` is given to share), gunicorn and a Celery worker.
+
+    The database is migrated before the processes start. Logs go to ``log_dir``.
+    """
+
+    def __init__(self, settings: Settings, log_dir: Path, *, web_workers: int = 3, web_threads: int = 1,
+                 celery_concurrency: int = 2, own_redis: bool = True):
+        self.settings = settings
+        self.log_dir = log_dir
+        self.web_workers = web_workers
+        self.web_threads = web_threads
+        self.celery_concurrency = celery_concurrency
+        self.own_redis = own_redis
+        self.url = ""
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._logs: list[IO[bytes]] = []
+
+    def __enter__(self) -> "Stack":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.own_redis:
+            port = free_port()
+            self._spawn("redis", ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                  "--appendonly", "no", "--dir", str(self.log_dir)])
+            self.settings = self.settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{port}/0"})
+            wait_for(lambda: Redis.from_url(self.settings.redis_url).ping(), "redis-server", 10,
+                     self.processes["redis"])
+        upgrade(self.settings.database_url)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.settings = self.settings.model_copy(update={"public_url": self.url})
+        self._spawn("gunicorn", [sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers),
+                                 "--threads", str(self.web_threads), "--bind", f"127.0.0.1:{port}",
+                                 "--backlog", "2048", "turkflow.web:create_app()"])
+        self._spawn("celery", [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--beat",
+                               "--schedule", str(self.log_dir / "celerybeat-schedule"), "--pool", "prefork",
+                               "--concurrency", str(self.celery_concurrency), "--queues", "turkflow",
+                               "--loglevel", "WARNING", "--without-gossip", "--without-mingle"])
+        wait_for(lambda: requests.get(f"{self.url}/queue", timeout=2).status_code < 500, "gunicorn", 30,
+                 self.processes["gunicorn"])
+        probe = Celery(broker=self.settings.redis_url)
+        wait_for(lambda: probe.control.ping(timeout=0.5), "the Celery worker", 60, self.processes["celery"])
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
+        self._logs.append(log)
+        self.processes[name] = subprocess.Popen(command, env=settings_env(self.settings), stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        for name in ("gunicorn", "celery", "redis"):
+            process = self.processes.pop(name, None)
+            if process is None:
+                continue
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+

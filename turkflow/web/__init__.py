@@ -18,8 +18,11 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
         TURKFLOW_PROVIDERS=providers or Providers(settings),
         PUBLIC_URL=settings.public_url,
         MAX_CONTENT_LENGTH=256 * 1024,
+        SESSION_COOKIE_SAMESITE="Lax",  # other sites cannot post forms as a signed-in worker
     )
-    from turkflow.web.worker import bp as worker_bp
+    from turkflow.hits.lifecycle import TurnError
+    from turkflow.web.worker import bp as worker_bp, turn_error_response
 
     app.register_blueprint(worker_bp)
+    app.register_error_handler(TurnError, turn_error_response)
     return app

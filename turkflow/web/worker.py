@@ -1,0 +1,349 @@
+"""The worker blueprint: the local crowd's queue and the turn page every crowd worker fills in.
+
+Views parse the request, call ``turkflow.hits.lifecycle`` and render; the protocol validates every answer
+on the server. A submission is committed before its Celery task is queued, so a worker who sees
+"submitted" never loses the turn; if the broker is down the reconciler opens the next turn later.
+
+Routes (the crowd simulator relies on them; ``Accept: application/json`` gives the JSON variant):
+``GET /join/<token>``, ``GET /queue``, ``POST /queue/take/<hit_id>``, ``GET|POST /turn/<assignment_id>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from datetime import datetime
+from typing import Any, Optional
+
+from flask import (
+    Blueprint, Response, current_app, jsonify, make_response, redirect, render_template, request, url_for,
+)
+from flask import session as browser_session
+from sqlmodel import Session, col, select
+
+from turkflow import invites
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.hits import lifecycle
+from turkflow.hits.lifecycle import Conflict, Forbidden, NotFound, TurnError, TurnView
+from turkflow.models import (
+    Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
+    utcnow,
+)
+from turkflow.protocol import AnswerError, Question, TurnContext
+from workers import tasks
+
+bp = Blueprint("worker", __name__)
+log = logging.getLogger("turkflow.web.worker")
+
+# MTurk shows the turn page in an iframe on its worker sites; nobody else may frame it. Scripts only come
+# from our own static files, a second wall behind Jinja's escaping of worker text.
+CONTENT_SECURITY_POLICY = (
+    "frame-ancestors https://workersandbox.mturk.com https://worker.mturk.com 'self'; "
+    "script-src 'self'; object-src 'none'; base-uri 'self'"
+)
+
+
+@bp.after_request
+def worker_page_headers(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "same-origin"
+    return response
+
+
+def turn_error_response(error: TurnError) -> tuple[Any, int]:
+    """A refused request about a turn, as a page or JSON, with the status the error carries."""
+    if wants_json():
+        return jsonify(error=error.message), error.status
+    return render_template("error.html", message=error.message, status=error.status), error.status
+
+
+def wants_json() -> bool:
+    return request.accept_mimetypes.best_match(["text/html", "application/json"]) == "application/json"
+
+
+def _settings() -> Settings:
+    return current_app.config["TURKFLOW_SETTINGS"]
+
+
+def _current_worker(session: Session) -> Worker:
+    """The worker this browser joined as; the signed session cookie is the local worker's credential."""
+    external_id = browser_session.get("worker_external_id")
+    worker = None
+    if external_id:
+        worker = session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    if worker is None:
+        raise Forbidden("this browser has not joined yet: open the personal invite link you were given")
+    return worker
+
+
+# ---- joining and the queue --------------------------------------------------------------------------
+
+
+@bp.get("/join/<token>")
+def join(token: str) -> Response:
+    settings = _settings()
+    with session_scope(settings.database_url) as session:
+        worker = invites.worker_from_token(session, settings.secret_key, token)
+        if worker is None:
+            raise Forbidden("this invite link is not valid; ask the requester for a new one")
+        external_id = worker.external_id
+    browser_session.clear()
+    browser_session["worker_external_id"] = external_id
+    browser_session.permanent = True
+    return redirect(url_for("worker.queue"), 303)
+
+
+@bp.get("/queue")
+def queue() -> Any:
+    with session_scope(_settings().database_url) as session:
+        worker = _current_worker(session)
+        may_work = worker.status == WorkerStatus.active
+        hits = lifecycle.open_hits_for(session, worker) if may_work else []
+        entries = [_queue_entry(session, hit) for hit in hits]
+        held = _held_turns(session, worker) if may_work else []
+    if wants_json():
+        return jsonify(
+            worker={"external_id": worker.external_id, "name": worker.name, "role": worker.role,
+                    "status": worker.status},
+            open=[{key: entry[key] for key in ("hit_id", "conversation_id", "turn_index", "title")}
+                  for entry in entries],
+        )
+    return render_template("queue.html", worker=worker, entries=entries, held=held,
+                           submitted=request.args.get("submitted", type=int))
+
+
+def _queue_entry(session: Session, hit: Hit) -> dict[str, Any]:
+    """One open turn as the queue lists it, with the message it answers."""
+    turn = session.get(Turn, hit.turn_id)
+    previous = session.exec(
+        select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index == turn.index - 1)
+    ).first()
+    return {
+        "hit_id": hit.id,
+        "conversation_id": turn.conversation_id,
+        "turn_index": turn.index,
+        "title": _task_of(session, turn).title,
+        "last_message": previous.text if previous else None,
+        "last_role": previous.role if previous else None,
+    }
+
+
+def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:
+    """Turns the worker has taken and may still finish, so a closed tab does not strand a lease."""
+    rows = session.exec(
+        select(Assignment, Hit).join(Hit, Hit.id == Assignment.hit_id)
+        .where(Assignment.worker_id == worker.id, Assignment.status == AssignmentStatus.accepted,
+               Hit.status == HitStatus.open, col(Hit.lease_expires_at) >= utcnow())
+        .order_by(Assignment.id)
+    ).all()
+    held = []
+    for assignment, hit in rows:
+        turn = session.get(Turn, hit.turn_id)
+        held.append({"assignment_id": assignment.external_id, "conversation_id": turn.conversation_id,
+                     "turn_index": turn.index, "title": _task_of(session, turn).title,
+                     "lease_expires_at": hit.lease_expires_at})
+    return held
+
+
+def _task_of(session: Session, turn: Turn) -> Task:
+    return session.get(Task, session.get(Conversation, turn.conversation_id).task_id)
+
+
+@bp.post("/queue/take/<int:hit_id>")
+def take(hit_id: int) -> Any:
+    settings = _settings()
+    with session_scope(settings.database_url) as session:
+        worker = _current_worker(session)
+        assignment = lifecycle.take_turn(session, worker, hit_id, settings.lease_seconds)
+        assignment_id = assignment.external_id
+    turn_url = url_for("worker.turn", assignment_id=assignment_id)
+    if wants_json():
+        return jsonify(assignment_id=assignment_id, turn_url=turn_url)
+    return redirect(turn_url, 303)
+
+
+# ---- the turn page ----------------------------------------------------------------------------------
+
+
+@bp.get("/turn/<assignment_id>")
+def turn(assignment_id: str) -> Any:
+    with session_scope(_settings().database_url) as session:
+        worker = _current_worker(session)
+        assignment, hit, current = _own_assignment(session, worker, assignment_id)
+        view = lifecycle.turn_view(session, current)
+    if wants_json():
+        return jsonify(turn_json(view, assignment, hit))
+    if assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
+        return redirect(url_for("worker.queue", submitted=current.id), 303)
+    return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
+                       lease_expires_at=hit.lease_expires_at, worker=worker)
+
+
+@bp.post("/turn/<assignment_id>")
+def submit(assignment_id: str) -> Any:
+    raw = _raw_answers()
+    try:
+        with session_scope(_settings().database_url) as session:
+            worker = _current_worker(session)
+            submission = lifecycle.submit_turn(session, assignment_id, worker, raw)
+            turn_id, created = submission.turn.id, submission.created
+    except AnswerError as error:  # the transaction rolled back: nothing of this submission is stored
+        return _refused_answers(assignment_id, error, raw)
+    if created:
+        _queue_next_turn(turn_id, worker)
+    if wants_json():
+        return jsonify(turn_id=turn_id, created=created)
+    return redirect(url_for("worker.queue", submitted=turn_id), 303)
+
+
+def _own_assignment(session: Session, worker: Worker, assignment_id: str) -> tuple[Assignment, Hit, Turn]:
+    """The worker's own assignment and its turn; anybody else's is refused before anything is shown."""
+    assignment = session.exec(select(Assignment).where(Assignment.external_id == assignment_id)).first()
+    if assignment is None:
+        raise NotFound("this turn does not exist")
+    if assignment.worker_id != worker.id:
+        raise Forbidden("this turn was assigned to another worker")
+    if assignment.status == AssignmentStatus.abandoned:
+        raise Conflict("your time on this turn ran out and it went back to the queue; take another turn")
+    hit = session.get(Hit, assignment.hit_id)
+    turn = session.get(Turn, hit.turn_id)
+    if turn.status == TurnStatus.cancelled:
+        raise Conflict("the requester cancelled this conversation; take another turn")
+    return assignment, hit, turn
+
+
+def _raw_answers() -> dict[str, Any]:
+    """Form fields (repeated ones as lists) or a JSON object, exactly as sent: the protocol judges them."""
+    if request.is_json:
+        body = request.get_json(silent=True)
+        if isinstance(body, dict):
+            return body
+    return request.form.to_dict(flat=False)
+
+
+def _refused_answers(assignment_id: str, error: AnswerError, raw: dict[str, Any]) -> Any:
+    if wants_json():
+        return jsonify(error=str(error), field=error.field), 400
+    with session_scope(_settings().database_url) as session:
+        worker = _current_worker(session)
+        _, hit, current = _own_assignment(session, worker, assignment_id)
+        view = lifecycle.turn_view(session, current)
+    return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
+                       errors={error.field: error.reason}, answers=raw, lease_expires_at=hit.lease_expires_at,
+                       worker=worker, status=400)
+
+
+def _queue_next_turn(turn_id: int, worker: Worker) -> None:
+    """Ask Celery to open the next turn. The turn is already committed, so a broker outage only delays it:
+    the reconciler advances conversations whose task never ran."""
+    try:
+        tasks.turn_submitted.delay(turn_id)
+    except Exception as exc:  # noqa: BLE001 - any broker failure is repaired by the reconciler
+        log.warning("turn %s by worker %s stored but not queued (%s); the reconciler will advance it",
+                    turn_id, worker.id, exc)
+
+
+def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", errors: Optional[dict] = None,
+                answers: Optional[dict] = None, hidden: Optional[dict[str, str]] = None,
+                lease_expires_at: Optional[datetime] = None, worker: Optional[Worker] = None,
+                status: int = 200) -> Response:
+    """The turn page for one turn, reusable by every crowd provider's entry route.
+
+    ``mode`` is "work" (the form to fill in) or "preview" (read-only, e.g. an MTurk worker who has not
+    accepted the HIT). ``answers`` refills the form after a refused submission; ``hidden`` adds form fields
+    (an MTurk assignmentId); ``worker`` shows who is signed in and the way back to the local queue.
+    """
+    if mode not in ("work", "preview"):
+        raise ValueError(f"unknown turn page mode {mode!r}")
+    form = view.protocol.form(view.turn.role)
+    ctx = view.context
+    by_id = {item["id"]: item for item in view.items}
+    questions = form.questions_for(ctx)
+    label_question = form.label_question()
+    page = render_template(
+        "turn.html",
+        view=view,
+        form=form,
+        mode=mode,
+        form_action=form_action,
+        errors=errors or {},
+        chosen={name: _as_strings(value) for name, value in (answers or {}).items()},
+        hidden=hidden or {},
+        lease_expires_at=lease_expires_at,
+        worker=worker,
+        questions=questions,
+        required={q.name: q.required(ctx, {}) for q in questions},
+        revealed_by=_revealed_by(ctx, questions, label_question),
+        label_question=label_question,
+        choices={"shareable": view.items if form.sees_document else [],
+                 "shared_so_far": [by_id[i] for i in ctx.shared_so_far if i in by_id]},
+        sections=_document_sections(view) if form.sees_document else [],
+        label_text={role: dict(view.protocol.form(role).label_question().options)
+                    for role in view.protocol.roles},
+        max_chars=view.protocol.max_response_chars,
+    )
+    return worker_page_headers(make_response(page, status))
+
+
+def _revealed_by(ctx: TurnContext, questions: list[Question],
+                 label_question: Question) -> dict[str, list[str]]:
+    """Questions that only matter for some labels (URLs for external knowledge) and the labels that show
+    them; read off the protocol's own ``required`` rules so the page and the validation never disagree."""
+    revealed = {}
+    for q in questions:
+        if q is label_question or q.required(ctx, {}):
+            continue
+        values = [value for value, _ in label_question.options
+                  if q.required(ctx, {label_question.name: value})]
+        if values:
+            revealed[q.name] = values
+    return revealed
+
+
+def _as_strings(value: Any) -> list[str]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [str(v) for v in values if v is not None]
+
+
+def _document_sections(view: TurnView) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The teacher's document panel: the shareable items grouped under headings, in document order."""
+
+    def heading(item: dict[str, Any]) -> str:
+        if item["id"].startswith("step-"):
+            return "Steps"
+        return {"summary": "Summary", "item": view.task.items_label}.get(item["kind"], "Picture")
+
+    return [(name, list(group)) for name, group in itertools.groupby(view.items, key=heading)]
+
+
+def turn_json(view: TurnView, assignment: Assignment, hit: Hit) -> dict[str, Any]:
+    """What the turn page shows, for programs (the crowd simulator). Students never get the document."""
+    form = view.protocol.form(view.turn.role)
+    ctx = view.context
+    task: dict[str, Any] = {"title": view.task.title, "image_url": view.task.image_url}
+    if form.sees_document:
+        task["items"] = view.items
+    choices = {"shareable": list(ctx.shareable) if form.sees_document else [],
+               "shared_so_far": list(ctx.shared_so_far)}
+    return {
+        "assignment_id": assignment.external_id,
+        "status": assignment.status,
+        "turn_id": view.turn.id,
+        "conversation_id": view.conversation.id,
+        "turn_index": view.turn.index,
+        "role": view.turn.role,
+        "lease_expires_at": hit.lease_expires_at.isoformat() if hit.lease_expires_at else None,
+        "guidelines": list(form.guidelines),
+        "task": task,
+        "history": view.history,
+        "questions": [
+            {"name": q.name, "label": q.label, "kind": q.kind, "help": q.help,
+             "required": q.required(ctx, {}),
+             "options": choices[q.items] if q.kind == "multi_items" else [value for value, _ in q.options]}
+            for q in form.questions_for(ctx)
+        ],
+        "shareable": choices["shareable"],
+        "shared": choices["shared_so_far"],
+    }

@@ -98,6 +98,10 @@ def launch_batch(
         raise ValueError("max-turns must be at least 2")
     if reward_cents < 1:
         raise ValueError("reward must be at least $0.01")
+    if budget_cents is not None and conversations * reward_cents > budget_cents:
+        raise ValueError(f"a budget of {budget_cents / 100:.2f} USD cannot pay the first turns of {conversations} "
+                         f"conversations at {reward_cents / 100:.2f} USD; launch at most "
+                         f"{budget_cents // reward_cents} or raise the budget")
     get_protocol(protocol)
     batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
                   budget_cents=budget_cents, live=live, protocol=protocol, **(quality or {}))

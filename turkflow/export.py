@@ -105,14 +105,17 @@ PII_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("WORKER_ID", re.compile(r"\bA(?=[A-Z0-9]*\d)[A-Z0-9]{11,20}\b")),  # MTurk worker ids
 )
 NER_LABELS = {"PERSON": "NAME"}
+PROPER_NOUN_TAGS = {"NNP", "NNPS"}
 
 
 class PiiScrubber:
     """Replaces personal data in free text with typed placeholders ([NAME], [EMAIL], [PHONE], [ADDRESS],
     [WORKER_ID]).
 
-    Names come from spaCy's entity recognizer; emails, phone numbers, street addresses and MTurk worker ids
-    from patterns, because these strings have a fixed shape the small English model tags as plain numbers.
+    Names come from spaCy's entity recognizer, kept only when the tagger calls a word of them a proper
+    noun: the small model takes sentence-initial imperatives ("Cook it the Italian way") for names, and
+    instructions are most of what teachers write. Emails, phone numbers, street addresses and MTurk worker
+    ids come from patterns, because these strings have a fixed shape the model tags as plain numbers.
     Place names alone (GPE) are kept: in recipes and how-tos they are cuisines and origins, not addresses.
     """
 
@@ -124,7 +127,8 @@ class PiiScrubber:
         clean = []
         for text, doc in zip(texts, self.nlp.pipe(texts, batch_size=self.batch_size)):
             spans = [(m.start(), m.end(), label) for label, pattern in PII_PATTERNS for m in pattern.finditer(text)]
-            spans += [(e.start_char, e.end_char, NER_LABELS[e.label_]) for e in doc.ents if e.label_ in NER_LABELS]
+            spans += [(e.start_char, e.end_char, NER_LABELS[e.label_]) for e in doc.ents
+                      if e.label_ in NER_LABELS and any(t.tag_ in PROPER_NOUN_TAGS for t in e)]
             clean.append(_replace_spans(text, spans))
         return clean
 

@@ -48,7 +48,7 @@ class Source:
 
     corpus: str
     inputs: list[str]
-    files: int = 0
+    files: int
     skipped: dict[str, int] = field(default_factory=dict)
 
 
@@ -92,11 +92,14 @@ def expand(paths: Sequence[Path], pattern: str) -> list[Path]:
 SGD_ROLES = {"USER": Role.student, "SYSTEM": Role.teacher}
 
 
-def read_sgd(paths: Sequence[Path], source: Source) -> Iterator[Dialogue]:
+def sgd_files(paths: Sequence[Path]) -> list[Path]:
+    return expand(paths, "dialogues_*.json*")
+
+
+def read_sgd(files: Sequence[Path], source: Source) -> Iterator[Dialogue]:
     """SGD ``dialogues_NNN.json[.gz]``: a list of ``{dialogue_id, services, turns: [{speaker, utterance,
     frames}]}``. A turn's label is its dialogue acts (``INFORM+REQUEST``); the task is its services."""
-    for path in expand(paths, "dialogues_*.json*"):
-        source.files += 1
+    for path in files:
         data = read_json(path)
         if not isinstance(data, list):
             raise CorpusError(f"{path}: not an SGD dialogues file (expected a list of dialogues)")
@@ -123,16 +126,19 @@ def _sgd_acts(turn: dict[str, Any]) -> Optional[str]:
 STAR_TURNS = {("User", "utter"), ("Wizard", "utter"), ("Wizard", "pick_suggestion"), ("Wizard", "query")}
 
 
-def read_star(paths: Sequence[Path], source: Source) -> Iterator[Dialogue]:
+def star_files(paths: Sequence[Path]) -> list[Path]:
+    """A STAR root directory is read through its ``dialogues/`` folder."""
+    return expand([p / "dialogues" if (p / "dialogues").is_dir() else p for p in paths], "*.json")
+
+
+def read_star(files: Sequence[Path], source: Source) -> Iterator[Dialogue]:
     """STAR ``dialogues/N.json`` event logs, counted the way STAR's Table 1 counts: a turn is a User utter,
     a Wizard utter, a Wizard pick_suggestion or a Wizard query, in dialogues whose CompletionLevel is
-    Complete. A STAR root directory is read through its ``dialogues/`` folder."""
-    roots = [p / "dialogues" if (p / "dialogues").is_dir() else p for p in paths]
-    for path in expand(roots, "*.json"):
+    Complete."""
+    for path in files:
         raw = read_json(path)
         if not isinstance(raw, dict) or "Events" not in raw:
             raise CorpusError(f"{path}: not a STAR dialogue (no Events)")
-        source.files += 1
         if raw.get("CompletionLevel") != "Complete":
             source.skipped["incomplete"] = source.skipped.get("incomplete", 0) + 1
             continue
@@ -157,13 +163,18 @@ def read_star(paths: Sequence[Path], source: Source) -> Iterator[Dialogue]:
 # ---- turkflow exports --------------------------------------------------------------------------------
 
 
-def read_turkflow(paths: Sequence[Path], source: Source) -> Iterator[Dialogue]:
-    """A ``turkflow export``: its ``conversations.jsonl`` (or the export directory holding it)."""
+def turkflow_files(paths: Sequence[Path]) -> list[Path]:
+    """An export's ``conversations.jsonl``, or the export directory holding it."""
     files = [p / "conversations.jsonl" if p.is_dir() else p for p in paths]
     for path in files:
         if not path.is_file():
             raise CorpusError(f"{path}: no such export file (expected conversations.jsonl of `turkflow export`)")
-        source.files += 1
+    return files
+
+
+def read_turkflow(files: Sequence[Path], source: Source) -> Iterator[Dialogue]:
+    """A ``turkflow export``, one conversation per line."""
+    for path in files:
         opener: Callable[..., Any] = gzip.open if path.name.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as lines:
             for line_no, line in enumerate(lines, 1):
@@ -192,20 +203,24 @@ def _turkflow_dialogue(doc: dict[str, Any]) -> Dialogue:
                     task=doc["task"]["key"])
 
 
-READERS: dict[str, Callable[[Sequence[Path], Source], Iterable[Dialogue]]] = {
-    "turkflow": read_turkflow,
-    "sgd": read_sgd,
-    "star": read_star,
+Locate = Callable[[Sequence[Path]], list[Path]]
+Reader = Callable[[Sequence[Path], Source], Iterable[Dialogue]]
+CORPORA: dict[str, tuple[Locate, Reader]] = {
+    "turkflow": (turkflow_files, read_turkflow),
+    "sgd": (sgd_files, read_sgd),
+    "star": (star_files, read_star),
 }
 
 
 def read_corpus(corpus: str, paths: Sequence[Path]) -> tuple[Iterable[Dialogue], Source]:
-    """The corpus's dialogues (read lazily) and the record of what was read, filled in as they are."""
+    """The corpus's dialogues, read lazily, and the record of what was read (``skipped`` fills in as the
+    dialogues go by). Missing inputs are reported at once, before anything slow starts."""
     try:
-        reader = READERS[corpus]
+        locate, reader = CORPORA[corpus]
     except KeyError:
-        raise CorpusError(f"unknown corpus {corpus!r}; known: {', '.join(READERS)}") from None
+        raise CorpusError(f"unknown corpus {corpus!r}; known: {', '.join(CORPORA)}") from None
     if not paths:
         raise CorpusError(f"no {corpus} files given")
-    source = Source(corpus=corpus, inputs=[str(p) for p in paths])
-    return reader([Path(p) for p in paths], source), source
+    files = locate([Path(p) for p in paths])
+    source = Source(corpus=corpus, inputs=[str(p) for p in paths], files=len(files))
+    return reader(files, source), source

@@ -18,7 +18,7 @@ class ModelMissing(RuntimeError):
 
 
 SYNTAX = ("parser",)  # sentence boundaries and dependency patterns
-ENTITIES = ("ner",)  # person names for the PII scrub
+ENTITIES = ("ner", "tagger")  # person names for the PII scrub; tags weed out verbs taken for names
 
 
 def load_pipeline(name: str, needs: Iterable[str]) -> Language:

@@ -718,6 +718,11 @@ def show_settings(app: App, markdown: bool) -> None:
           [(f"TURKFLOW_{name.upper()}", shown(name), info.description) for name, info in fields.items()])
 
 
+from turkflow.cli_review import admin, review  # noqa: E402 - they import this module's plumbing
+
+main.add_command(review)
+main.add_command(admin)
+
 from turkflow.cli_dataset import analyse, export  # noqa: E402 - it imports this module's plumbing
 
 main.add_command(export)

@@ -18,7 +18,7 @@ from turkflow.hits.provider import Providers
 from sqlmodel import select
 
 from turkflow.models import Assignment, Batch, Bonus, BonusStatus, Conversation, Hit, Rating, Turn, Worker, utcnow
-from turkflow.quality import monitor
+from turkflow.quality import checks, monitor
 
 
 @dataclass
@@ -26,6 +26,7 @@ class AfterSubmission:
     opened_hit_id: Optional[int] = None
     blocked_worker_id: Optional[int] = None
     bonus_ids: list[int] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
 
 
 def open_next_turn(settings: Settings, providers: Providers, conversation_id: int) -> Optional[int]:
@@ -45,7 +46,8 @@ def publish(settings: Settings, providers: Providers, hit_id: int, provider_name
 
 
 def after_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:
-    """Open the next turn first (workers are waiting for it), then let the quality monitor judge."""
+    """Open the next turn first (workers are waiting for it), then let the quality monitor judge, then
+    flag the turn's content for review."""
     with session_scope(settings.database_url) as session:
         conversation_id = session.get(Turn, turn_id).conversation_id
     result = AfterSubmission(opened_hit_id=open_next_turn(settings, providers, conversation_id))
@@ -54,7 +56,14 @@ def after_submission(settings: Settings, providers: Providers, turn_id: int) -> 
         rating_id = rating.id if rating else None
     if rating_id is not None:
         judge(settings, providers, rating_id, result)
+    result.flags = check_content(settings, turn_id)
     return result
+
+
+def check_content(settings: Settings, turn_id: int) -> list[str]:
+    """Flag the submitted turn for review (near-empty, repeated, copied, not English); returns new flags."""
+    with session_scope(settings.database_url) as session:
+        return checks.check_turn(session, turn_id, checks.CheckPolicy.of(settings))
 
 
 def judge(settings: Settings, providers: Providers, rating_id: int, result: AfterSubmission) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from celery import Celery
+from celery.schedules import crontab
 
 from turkflow.config import Settings
 from turkflow.hits.provider import Providers
@@ -35,6 +36,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "reconcile": {"task": "workers.tasks.reconcile", "schedule": float(settings.reconcile_seconds)},
             "reconcile-mturk": {"task": "workers.mturk_tasks.reconcile_mturk",
                                 "schedule": float(settings.mturk_reconcile_seconds)},
+            "daily-review": {"task": "workers.tasks.daily_review",
+                             "schedule": crontab(minute=0, hour=settings.review_hour)},
+            "refresh-activity": {"task": "workers.tasks.refresh_activity", "schedule": float(settings.stats_seconds)},
         },
     }
 

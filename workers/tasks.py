@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from turkflow import pipeline
+from turkflow.db import session_scope
+from turkflow.quality import activity, review
 from workers.app import celery_app, providers, settings
 
 log = logging.getLogger("turkflow.tasks")
@@ -19,8 +21,8 @@ def turn_submitted(turn_id: int) -> None:
     result = pipeline.after_submission(settings(), providers(), turn_id)
     for bonus_id in result.bonus_ids:
         pay_bonus.delay(bonus_id)
-    log.info("turn %s submitted: opened hit %s, blocked %s, bonuses %s", turn_id, result.opened_hit_id,
-             result.blocked_worker_id, result.bonus_ids)
+    log.info("turn %s submitted: opened hit %s, blocked %s, bonuses %s, flags %s", turn_id, result.opened_hit_id,
+             result.blocked_worker_id, result.bonus_ids, result.flags)
 
 
 @celery_app.task(**RETRY)
@@ -41,3 +43,19 @@ def reconcile() -> None:
         pay_bonus.delay(bonus_id)
     if repairs.conversations_advanced or repairs.hits_published or repairs.leases_released:
         log.warning("reconciler repaired %s", repairs)
+
+
+@celery_app.task(**RETRY)
+def daily_review() -> None:
+    """Build today's review queue of temporarily blocked workers and the raters' agreement (beat, daily)."""
+    with session_scope(settings().database_url) as session:
+        built = review.daily_review(session, review.ReviewPolicy.of(settings()))
+    log.info("review queue for %s: %s workers; %s raters judged, %s outliers", built.day, len(built.entries),
+             built.raters_judged, built.rater_outliers)
+
+
+@celery_app.task
+def refresh_activity() -> None:
+    """Roll up the latest hours of work for the dashboard's charts (beat, every few minutes)."""
+    with session_scope(settings().database_url) as session:
+        activity.refresh(session)

@@ -106,11 +106,11 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
                      reason=f"mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f} over the last "
                             f"{len(window)} rated turns (threshold {policy.block_below})")
         blocked = True
-    bonus = _record_bonus(session, policy, rated, author, decision) if outcome == "bonus" else None
+    bonus = _record_bonus(session, policy, batch, rated, author, decision) if outcome == "bonus" else None
     return Evaluation(decision=decision, blocked=blocked, bonus=bonus)
 
 
-def _record_bonus(session: Session, policy: Policy, turn: Turn, author: Worker,
+def _record_bonus(session: Session, policy: Policy, batch: Batch, turn: Turn, author: Worker,
                   decision: QualityDecision) -> Optional[Bonus]:
     assignment = session.exec(
         select(Assignment).join(Hit, Hit.id == Assignment.hit_id)
@@ -127,8 +127,8 @@ def _record_bonus(session: Session, policy: Policy, turn: Turn, author: Worker,
             session.flush()
     except IntegrityError:
         return None  # this turn already earned its bonus
-    events.record(session, "bonus_recorded", "system", conversation_id=turn.conversation_id, turn_id=turn.id,
-                  worker_id=author.id, amount_cents=bonus.amount_cents, bonus_id=bonus.id)
+    events.record(session, "bonus_recorded", "system", batch_id=batch.id, conversation_id=turn.conversation_id,
+                  turn_id=turn.id, worker_id=author.id, amount_cents=bonus.amount_cents, bonus_id=bonus.id)
     return bonus
 
 

@@ -24,5 +24,8 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.worker import bp as worker_bp, turn_error_response
 
     app.register_blueprint(worker_bp)
+    from turkflow.web.admin import init_admin
+
+    init_admin(app)
     app.register_error_handler(TurnError, turn_error_response)
     return app

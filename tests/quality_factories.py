@@ -1,0 +1,105 @@
+"""A small crowd for quality tests: real launches, real leases and real submissions through the lifecycle,
+with the after-submission pipeline run the way the Celery task runs it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from sqlmodel import select
+
+from turkflow import pipeline
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.hits import lifecycle
+from turkflow.hits.provider import Providers
+from turkflow.models import Hit, Task, Turn, Worker
+
+
+class Crowd:
+    def __init__(self, settings: Settings, providers: Providers):
+        self.settings = settings
+        self.providers = providers
+        self.batch_id: Optional[int] = None
+
+    def launch(self, conversations: int, max_turns: int = 40, **options) -> int:
+        with session_scope(self.settings.database_url) as s:
+            load_documents(s, read_documents(sample_tasks_path()))
+            batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task).order_by(Task.id))), conversations,
+                                                 name="quality", max_turns=max_turns, **options)
+            for hit in hits:
+                lifecycle.publish_hit(s, self.providers.get("local"), hit.id)
+            self.batch_id = batch.id
+        return self.batch_id
+
+    def conversations(self) -> list[int]:
+        from turkflow.models import Conversation
+
+        with session_scope(self.settings.database_url) as s:
+            return list(s.exec(select(Conversation.id).where(Conversation.batch_id == self.batch_id)
+                               .order_by(Conversation.id)))
+
+    def worker(self, role: str, external_id: str, name: Optional[str] = None) -> Worker:
+        with session_scope(self.settings.database_url) as s:
+            worker = Worker(external_id=external_id, role=role, name=name, onboarded=True)
+            s.add(worker)
+            s.flush()
+            return worker
+
+    def submit(self, worker: Worker, conversation_id: int, text: str, *, relevant: bool = True,
+               useful: bool = True, label: Optional[str] = None, run: bool = True) -> int:
+        """Take the open turn of ``conversation_id`` as ``worker`` and submit it; returns the turn id."""
+        with session_scope(self.settings.database_url) as s:
+            fresh = s.get(Worker, worker.id)
+            hit = next(h for h in lifecycle.open_hits_for(s, fresh, limit=1000)
+                       if s.get(Turn, h.turn_id).conversation_id == conversation_id)
+            assignment = lifecycle.take_turn(s, fresh, hit.id, lease_seconds=600)
+            turn = s.get(Turn, hit.turn_id)
+            answers = {"relevant": "yes" if relevant else "no", "useful": "yes" if useful else "no",
+                       "response": text}
+            if worker.role == "student":
+                answers.update(intent=label or "request_step", real_life="I would start cooking")
+            else:
+                answers.update(action=label or "return_step")
+            submission = lifecycle.submit_turn(s, assignment.external_id, fresh, answers)
+            turn_id = submission.turn.id
+            assert turn.id == turn_id
+        if run:
+            pipeline.after_submission(self.settings, self.providers, turn_id)
+        return turn_id
+
+    def hit_for(self, conversation_id: int) -> Hit:
+        with session_scope(self.settings.database_url) as s:
+            return s.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id)
+                          .where(Turn.conversation_id == conversation_id, Hit.status == "open")).one()
+
+
+TEACHER_LINES = [
+    "Start by whisking the dry things together in your biggest bowl.",
+    "Now beat the eggs into the buttermilk and add the melted butter.",
+    "Pour the wet mix into the dry one and fold it gently, lumps are fine.",
+    "Warm a pan on medium heat and brush a little butter on it.",
+    "Ladle some batter in and wait for bubbles before you flip it.",
+    "Flip once the edges look set, then give it another minute.",
+    "Keep the finished ones warm in a low oven while you cook the rest.",
+]
+STUDENT_LINES = [
+    "Hi, I would like to make this today. What do I need?",
+    "Okay, I have everything ready. What should I do first?",
+    "Done with that part. What comes next?",
+    "How hot should the pan be exactly?",
+    "Great, and how do I know when it is ready to flip?",
+    "Thanks, that was really helpful, I think I am done now.",
+]
+
+
+def low_rated_teacher(crowd: Crowd, teacher: Worker, students: list[Worker], turns: int) -> list[int]:
+    """The teacher writes the first answer of ``turns`` conversations; each is rated useless. Returns the
+    rating students' turn ids."""
+    rater_turns = []
+    for i, conversation_id in enumerate(crowd.conversations()[:turns]):
+        crowd.submit(students[i % len(students)], conversation_id, STUDENT_LINES[0])
+        crowd.submit(teacher, conversation_id, TEACHER_LINES[i % len(TEACHER_LINES)])
+        rater_turns.append(crowd.submit(students[(i + 1) % len(students)], conversation_id, STUDENT_LINES[1],
+                                        relevant=False, useful=False))
+    return rater_turns

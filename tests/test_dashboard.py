@@ -1,0 +1,185 @@
+"""The review dashboard over HTTP: login, CSRF, one-click decisions with their audit trail, every page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlmodel import select
+
+from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd, low_rated_teacher
+from turkflow.db import session_scope
+from turkflow.hits import lifecycle
+from turkflow.invites import invite_url
+from turkflow.models import Event, ReviewEntry, ReviewStatus, Worker, WorkerStatus
+from turkflow.quality import activity, review
+from turkflow.requesters import create_requester
+
+PAYLOAD = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b id="pwned">bold</b>'
+
+
+@pytest.fixture
+def seeded(settings, providers):
+    """A batch with one teacher blocked for low ratings whose answers carry markup, a review queue, rollups
+    and a dashboard user."""
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=7)
+    teacher = crowd.worker("teacher", "T-low", name="Terry")
+    students = [crowd.worker("student", f"S{i}") for i in range(3)]
+    crowd.submit(students[0], crowd.conversations()[6], f"Hello teacher {PAYLOAD}")
+    low_rated_teacher(crowd, teacher, students, turns=4)
+    fifth = crowd.conversations()[4]
+    crowd.submit(students[0], fifth, STUDENT_LINES[0])
+    crowd.submit(teacher, fifth, f"Fold it gently {PAYLOAD}")
+    crowd.submit(students[1], fifth, STUDENT_LINES[2], relevant=False, useful=False)
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, teacher.id).status == WorkerStatus.temporarily_blocked
+        review.daily_review(s, review.ReviewPolicy.of(settings))
+        activity.refresh(s)
+        create_requester(s, "ada", "correct horse")
+    return {"crowd": crowd, "teacher": teacher, "students": students, "conversation": fifth}
+
+
+def csrf_token(client, path="/admin/login") -> str:
+    page = client.get(path).get_data(as_text=True)
+    return re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', page).group(1)
+
+
+def sign_in(client, username="ada", password="correct horse"):
+    return client.post("/admin/login", data={"csrf_token": csrf_token(client), "username": username,
+                                             "password": password})
+
+
+def test_dashboard_redirects_anonymous_users_to_the_login_page(client, seeded):
+    for path in ["/admin/", "/admin/review", f"/admin/workers/{seeded['teacher'].id}", "/admin/batches",
+                 f"/admin/conversations/{seeded['conversation']}"]:
+        response = client.get(path)
+        assert response.status_code == 302, path
+        assert response.headers["Location"].startswith("/admin/login?next=")
+
+
+def test_anonymous_post_cannot_unblock_a_worker(client, seeded):
+    token = csrf_token(client)
+    response = client.post(f"/admin/workers/{seeded['teacher'].id}/unblock", data={"csrf_token": token})
+    assert response.status_code == 302 and "/admin/login" in response.headers["Location"]
+    with session_scope(client.application.config["TURKFLOW_SETTINGS"].database_url) as s:
+        assert s.get(Worker, seeded["teacher"].id).status == WorkerStatus.temporarily_blocked
+
+
+def test_wrong_password_is_refused(client, seeded):
+    response = sign_in(client, password="not the password")
+    assert response.status_code == 401
+    assert "Wrong username or password" in response.get_data(as_text=True)
+    assert client.get("/admin/review").status_code == 302
+
+
+def test_post_without_csrf_token_is_refused_with_400(client, seeded, settings):
+    assert sign_in(client).status_code == 302
+    response = client.post(f"/admin/workers/{seeded['teacher'].id}/unblock", data={"note": "looks fine"})
+    assert response.status_code == 400
+    assert "CSRF" in response.get_data(as_text=True)
+    forged = client.post(f"/admin/workers/{seeded['teacher'].id}/block", data={"csrf_token": "forged"})
+    assert forged.status_code == 400
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, seeded["teacher"].id).status == WorkerStatus.temporarily_blocked
+
+
+def test_worker_pages_still_accept_posts_without_a_csrf_token(client, seeded, settings):
+    """CSRF protection is scoped to /admin: the turn page posts from MTurk's iframe without one."""
+    student = seeded["students"][2]
+    hit = seeded["crowd"].hit_for(seeded["crowd"].conversations()[5])
+    token_url = invite_url(settings.secret_key, settings.public_url, student)
+    client.get(token_url.removeprefix(settings.public_url))
+    response = client.post(f"/queue/take/{hit.id}")
+    assert response.status_code in (302, 303)
+
+
+def test_blocked_worker_unblocked_from_the_dashboard_can_work_again(client, seeded, settings):
+    teacher = seeded["teacher"]
+    sign_in(client)
+    queue = client.get("/admin/review").get_data(as_text=True)
+    assert "Terry" in queue and "Block permanently" in queue
+
+    response = client.post(f"/admin/workers/{teacher.id}/unblock",
+                           data={"csrf_token": csrf_token(client, "/admin/review"), "note": "honest mistakes",
+                                 "next": "/admin/review"})
+    assert response.status_code == 302 and response.headers["Location"] == "/admin/review"
+
+    crowd = seeded["crowd"]
+    conversation = crowd.conversations()[5]
+    crowd.submit(seeded["students"][2], conversation, STUDENT_LINES[0])
+    crowd.submit(teacher, conversation, TEACHER_LINES[0])  # takes and submits a turn again
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, teacher.id).status == WorkerStatus.active
+        entry = s.exec(select(ReviewEntry).where(ReviewEntry.worker_id == teacher.id)).one()
+        assert (entry.status, entry.resolved_by, entry.note) == (ReviewStatus.unblocked, "requester:ada",
+                                                                 "honest mistakes")
+        audit = s.exec(select(Event).where(Event.worker_id == teacher.id, Event.kind == "worker_unblocked")).one()
+        assert audit.actor == "requester:ada" and audit.data["note"] == "honest mistakes"
+    assert "nobody is waiting" in client.get("/admin/review").get_data(as_text=True).lower()
+
+
+def test_permanent_block_from_the_dashboard_is_recorded_and_keeps_the_worker_out(client, seeded, settings):
+    teacher = seeded["teacher"]
+    sign_in(client)
+    token = csrf_token(client, "/admin/review")
+    client.post(f"/admin/workers/{teacher.id}/block", data={"csrf_token": token, "note": "copies the document"})
+    again = client.post(f"/admin/workers/{teacher.id}/block", data={"csrf_token": token})
+    assert "already blocked permanently" in client.get(again.headers["Location"]).get_data(as_text=True)
+    with session_scope(settings.database_url) as s:
+        worker = s.get(Worker, teacher.id)
+        assert worker.status == WorkerStatus.blocked
+        blocks = s.exec(select(Event).where(Event.worker_id == teacher.id, Event.kind == "worker_blocked")
+                        .order_by(Event.id)).all()
+        assert [(e.actor, e.data["permanent"]) for e in blocks] == [("system", False), ("requester:ada", True)]
+        hit = seeded["crowd"].hit_for(seeded["crowd"].conversations()[5])
+        with pytest.raises(lifecycle.Forbidden):
+            lifecycle.take_turn(s, worker, hit.id, lease_seconds=60)
+
+
+def test_a_note_longer_than_500_characters_is_a_400_naming_the_field(client, seeded):
+    sign_in(client)
+    response = client.post(f"/admin/workers/{seeded['teacher'].id}/unblock",
+                           data={"csrf_token": csrf_token(client, "/admin/review"), "note": "x" * 501})
+    assert response.status_code == 400
+    assert "note:" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("path, field", [("/admin/review?day=yesterday", "day"),
+                                         ("/admin/workers?before=abc", "before"),
+                                         ("/admin/workers?status=sleepy", "status")])
+def test_bad_query_values_are_a_400_naming_the_field(client, seeded, path, field):
+    sign_in(client)
+    response = client.get(path)
+    assert response.status_code == 400
+    assert f"{field}:" in response.get_data(as_text=True)
+
+
+def test_unknown_worker_is_a_404(client, seeded):
+    sign_in(client)
+    assert client.get("/admin/workers/99999").status_code == 404
+
+
+def test_every_page_escapes_worker_text(client, seeded, settings):
+    sign_in(client)
+    teacher = seeded["teacher"]
+    pages = ["/admin/review", f"/admin/workers/{teacher.id}", f"/admin/workers/{teacher.id}/turns",
+             f"/admin/workers/{seeded['students'][1].id}/given", f"/admin/workers/{teacher.id}/received",
+             f"/admin/conversations/{seeded['conversation']}",
+             f"/admin/conversations/{seeded['crowd'].conversations()[6]}"]
+    for path in pages:
+        html = client.get(path).get_data(as_text=True)
+        assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html, path
+        assert "<script>window.__pwned" not in html and '<b id="pwned">' not in html, path
+
+
+def test_batch_pages_show_progress_charts_and_conversations(client, seeded):
+    sign_in(client)
+    batch_id = seeded["crowd"].batch_id
+    html = client.get(f"/admin/batches/{batch_id}").get_data(as_text=True)
+    assert "Turns per hour" in html and "<svg" in html
+    assert 'aria-label="student labels"' in html and 'aria-label="Quality over time"' in html
+    assert "Stuck conversations" in html
+    listing = client.get(f"/admin/batches/{batch_id}/conversations?status=active").get_data(as_text=True)
+    assert listing.count("/admin/conversations/") == 7
+    assert client.get("/admin/batches").status_code == 200

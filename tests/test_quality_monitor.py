@@ -1,0 +1,118 @@
+"""The quality monitor on real submissions: blocks after k low-rated turns, one bonus per qualifying turn."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func
+from sqlmodel import select
+
+from tests.conftest import wait_until
+from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd, low_rated_teacher
+from turkflow import pipeline
+from turkflow.db import session_scope
+from turkflow.hits import lifecycle
+from turkflow.models import Bonus, BonusStatus, Event, QualityDecision, Worker, WorkerStatus
+from workers import tasks
+
+
+def test_low_rated_worker_is_blocked_on_the_fifth_low_rating_and_cannot_take_a_turn(settings, providers):
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=6)
+    teacher = crowd.worker("teacher", "T-low")
+    students = [crowd.worker("student", f"S{i}") for i in range(3)]
+
+    low_rated_teacher(crowd, teacher, students, turns=4)
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, teacher.id).status == WorkerStatus.active  # four ratings decide nothing
+
+    fifth = crowd.conversations()[4]
+    crowd.submit(students[0], fifth, STUDENT_LINES[0])
+    crowd.submit(teacher, fifth, TEACHER_LINES[4])
+    crowd.submit(students[1], fifth, STUDENT_LINES[1], relevant=False, useful=False)
+
+    with session_scope(settings.database_url) as s:
+        blocked = s.get(Worker, teacher.id)
+        assert blocked.status == WorkerStatus.temporarily_blocked
+        decision = s.exec(select(QualityDecision).where(QualityDecision.worker_id == teacher.id,
+                                                        QualityDecision.outcome == "block")).one()
+        assert len(decision.window) == 5 and decision.mean_relevance == 0.0
+        last = crowd.conversations()[5]
+        crowd.submit(students[2], last, STUDENT_LINES[0])
+        hit = crowd.hit_for(last)
+        with pytest.raises(lifecycle.Forbidden):
+            lifecycle.take_turn(s, blocked, hit.id, lease_seconds=60)
+        assert lifecycle.open_hits_for(s, blocked) != []  # the turn is there; the block is what refuses it
+
+
+def _high_rated_turns(crowd: Crowd, teacher: Worker, students: list[Worker], turns: int) -> list[int]:
+    """The teacher answers ``turns`` times in one conversation; every answer is rated relevant and useful."""
+    conversation_id = crowd.conversations()[0]
+    crowd.submit(students[0], conversation_id, STUDENT_LINES[0])
+    rater_turns = []
+    for i in range(turns):
+        crowd.submit(teacher, conversation_id, TEACHER_LINES[i])
+        rater_turns.append(crowd.submit(students[(i + 1) % 2], conversation_id, STUDENT_LINES[1 + i % 5]))
+    return rater_turns
+
+
+def _celery_idle(worker) -> bool:
+    """Both deliveries have finished: nothing active or reserved on the worker."""
+    inspect = worker.app.control.inspect(timeout=1)
+    active, reserved = inspect.active() or {}, inspect.reserved() or {}
+    return bool(active) and not any(active.values()) and not any(reserved.values())
+
+
+def _bonuses(settings, worker_id):
+    with session_scope(settings.database_url) as s:
+        return list(s.exec(select(Bonus).where(Bonus.worker_id == worker_id).order_by(Bonus.turn_id)))
+
+
+def test_high_rated_worker_gets_exactly_one_bonus_per_qualifying_turn_when_the_pipeline_runs_twice(
+        settings, providers):
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=1)
+    teacher = crowd.worker("teacher", "T-good")
+    students = [crowd.worker("student", f"S{i}") for i in range(2)]
+    rater_turns = _high_rated_turns(crowd, teacher, students, turns=7)
+
+    for turn_id in rater_turns:  # the Celery task retried or delivered twice
+        again = pipeline.after_submission(settings, providers, turn_id)
+        assert again.bonus_ids == [] and again.blocked_worker_id is None
+
+    bonuses = _bonuses(settings, teacher.id)
+    assert len(bonuses) == 3  # the 5th, 6th and 7th rated turns: the window is full from the 5th on
+    assert len({b.turn_id for b in bonuses}) == 3
+    assert all(b.amount_cents == 8 for b in bonuses)
+    with session_scope(settings.database_url) as s:
+        recorded = s.exec(select(func.count()).select_from(Event).where(Event.kind == "bonus_recorded")).one()
+        assert recorded == 3
+
+
+def test_bonus_is_paid_once_when_the_celery_task_runs_twice(settings, providers, celery_worker):
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=1)
+    teacher = crowd.worker("teacher", "T-good")
+    students = [crowd.worker("student", f"S{i}") for i in range(2)]
+    conversation_id = crowd.conversations()[0]
+    crowd.submit(students[0], conversation_id, STUDENT_LINES[0])
+    rater_turns = []
+    for i in range(5):
+        crowd.submit(teacher, conversation_id, TEACHER_LINES[i])
+        rater_turns.append(crowd.submit(students[(i + 1) % 2], conversation_id, STUDENT_LINES[1 + i], run=False))
+        if i < 4:  # the teacher needs the next turn opened; the last one goes through Celery only
+            pipeline.after_submission(settings, providers, rater_turns[-1])
+
+    tasks.turn_submitted.delay(rater_turns[-1])
+    tasks.turn_submitted.delay(rater_turns[-1])
+
+    def paid():
+        bonuses = _bonuses(settings, teacher.id)
+        return bonuses if bonuses and all(b.status == BonusStatus.paid for b in bonuses) else None
+
+    wait_until(paid, timeout=15)
+    wait_until(lambda: _celery_idle(celery_worker), timeout=15)
+    bonuses = _bonuses(settings, teacher.id)
+    assert len(bonuses) == 1 and bonuses[0].status == BonusStatus.paid
+    with session_scope(settings.database_url) as s:
+        paid_events = s.exec(select(func.count()).select_from(Event).where(Event.kind == "bonus_paid")).one()
+        assert paid_events == 1

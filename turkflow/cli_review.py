@@ -1,0 +1,131 @@
+"""``turkflow review`` (the daily review from a terminal) and ``turkflow admin`` (dashboard users).
+
+Registered on the main group by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors)
+is that module's.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import date
+from typing import Optional
+
+import click
+from sqlmodel import col, select
+
+from turkflow.cli import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
+from turkflow.models import ReviewStatus, Worker
+from turkflow.quality import review as reviewing
+
+
+@click.group(context_settings=CONTEXT)
+def review() -> None:
+    """The daily review of temporarily blocked workers (the dashboard's review queue)."""
+
+
+def _day(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[date]:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date such as 2025-01-31") from None
+
+
+@review.command("list", context_settings=CONTEXT)
+@click.option("--day", callback=_day, metavar="YYYY-MM-DD", help="The queue of this day.  [default: today, UTC]")
+@click.option("--all", "show_all", is_flag=True, help="Also show entries already resolved.")
+@click.option("--build", is_flag=True, help="Build (or refresh) the day's queue first, as the daily job does.")
+@pass_app
+def review_list(app: App, day: Optional[date], show_all: bool, build: bool) -> None:
+    """List the review queue: each temporarily blocked worker, why, and their recent ratings and flags."""
+    with app.session() as session:
+        if build:
+            built = reviewing.daily_review(session, reviewing.ReviewPolicy.of(app.settings), day, actor=requester())
+            day = built.day
+        day = day or (reviewing.queue_days(session, limit=1) or [None])[0]
+        if day is None:
+            click.echo("The review queue has not been built yet; run `turkflow review list --build`.")
+            return
+        rows = []
+        after = 0
+        while page := reviewing.entries(session, day, status=None if show_all else ReviewStatus.pending,
+                                        after_id=after, limit=200):
+            workers = {w.id: w for w in session.exec(
+                select(Worker).where(col(Worker.id).in_([e.worker_id for e in page]))
+            )}
+            for entry in page:
+                worker = workers[entry.worker_id]
+                ratings = entry.ratings
+                rows.append((worker.id, worker.external_id, worker.role, entry.status, _means(ratings),
+                             ", ".join(f"{k} {v}" for k, v in sorted(entry.flags.items())), entry.reason,
+                             when(entry.resolved_at)))
+            after = page[-1].id
+    if not rows:
+        click.echo(f"Nobody is waiting for review on {day}.")
+        return
+    table(f"Review queue {day}", ["id", "worker", "role", "status", "recent ratings", "flags", "blocked because",
+                                  "resolved"], rows)
+
+
+def _means(ratings: dict) -> str:
+    if not ratings.get("count"):
+        return "none"
+    return (f"relevant {ratings['mean_relevance']:.0%}, useful {ratings['mean_usefulness']:.0%} "
+            f"of {ratings['count']}")
+
+
+def _decide(app: App, worker_ref: str, note: str, permanent: bool) -> None:
+    with app.session() as session:
+        worker = find_worker(session, worker_ref)
+        provider = app.providers.get(reviewing.provider_name(session, worker, app.settings.provider))
+        act = reviewing.block_permanently if permanent else reviewing.unblock
+        changed = act(session, provider, worker, actor=requester(), note=note)
+        label = f"worker {worker.id} ({worker.external_id})"
+    if not changed:
+        click.echo(f"{label} was already {'blocked permanently' if permanent else 'active'}; nothing changed.")
+    else:
+        click.echo(f"{label} {'blocked permanently' if permanent else 'unblocked: they can take turns again'}.")
+
+
+@review.command("block", context_settings=CONTEXT)
+@click.argument("worker_ref", metavar="WORKER")
+@click.option("--note", default="", help="Why, for the audit log.")
+@pass_app
+def review_block(app: App, worker_ref: str, note: str) -> None:
+    """Block WORKER (id, worker id or unique name) permanently, on the crowd platform too."""
+    _decide(app, worker_ref, note, permanent=True)
+
+
+@review.command("unblock", context_settings=CONTEXT)
+@click.argument("worker_ref", metavar="WORKER")
+@click.option("--note", default="", help="Why, for the audit log.")
+@pass_app
+def review_unblock(app: App, worker_ref: str, note: str) -> None:
+    """Let WORKER take turns again; their quality window starts afresh."""
+    _decide(app, worker_ref, note, permanent=False)
+
+
+@click.group(context_settings=CONTEXT)
+def admin() -> None:
+    """Users of the review dashboard (/admin)."""
+
+
+@admin.command("create", context_settings=CONTEXT)
+@click.argument("username")
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@pass_app
+def admin_create(app: App, username: str, password_stdin: bool) -> None:
+    """Create a dashboard user USERNAME; asks for the password twice unless --password-stdin."""
+    from turkflow.requesters import create_requester
+
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    with app.session() as session:
+        try:
+            create_requester(session, username, password)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+    click.echo(f"Created dashboard user {username}; sign in at {app.settings.public_url.rstrip('/')}/admin/")

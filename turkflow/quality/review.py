@@ -1,0 +1,241 @@
+"""The daily review: a human looks at every temporarily blocked worker and blocks them for good or lets
+them back in.
+
+The monitor blocks on numbers; a person decides on evidence. Once a day (Celery beat) the queue is built
+and stored: one ``ReviewEntry`` per temporarily blocked worker with a sample of their turns (the
+low-rated ones from the blocking window first, then flagged, then recent ones, each with the turn before
+and after it), their rating history and their flags. Building costs a few indexed reads per blocked
+worker, never a scan of all turns, so the dashboard reads a handful of rows however big the data grows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Iterable, Optional
+
+from sqlalchemy import update
+from sqlmodel import Session, col, select
+
+from turkflow import events
+from turkflow.config import Settings
+from turkflow.hits.provider import CrowdProvider
+from turkflow.models import (
+    Batch,
+    Conversation,
+    Event,
+    QualityDecision,
+    Rating,
+    ReviewEntry,
+    ReviewStatus,
+    Turn,
+    TurnStatus,
+    Worker,
+    WorkerStatus,
+    utcnow,
+)
+from turkflow.quality import monitor, reliability
+
+RATING_HISTORY = 20  # ratings received shown with each entry
+FLAG_HISTORY = 50  # recent turns whose flags are counted
+
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    sample_turns: int = 5
+    reliability_ratings: int = 50_000
+    reliability_min_ratings: int = 10
+    reliability_floor: float = 0.6
+
+    @classmethod
+    def of(cls, settings: Settings) -> "ReviewPolicy":
+        return cls(settings.review_sample_turns, settings.reliability_ratings, settings.reliability_min_ratings,
+                   settings.reliability_floor)
+
+
+@dataclass(frozen=True)
+class DailyReview:
+    day: date
+    entries: list[ReviewEntry]
+    raters_judged: int
+    rater_outliers: int
+
+
+def daily_review(session: Session, policy: ReviewPolicy, day: Optional[date] = None,
+                 actor: str = "system") -> DailyReview:
+    """Build (or refresh) the day's review queue and the raters' agreement; safe to run any number of times."""
+    day = day or utcnow().date()
+    entries = build_queue(session, day, sample_turns=policy.sample_turns)
+    agreements = reliability.record_agreements(session, day, ratings=policy.reliability_ratings,
+                                               min_ratings=policy.reliability_min_ratings,
+                                               floor=policy.reliability_floor)
+    built = DailyReview(day=day, entries=entries, raters_judged=len(agreements),
+                        rater_outliers=sum(1 for a in agreements if a.outlier))
+    events.record(session, "review_built", actor, day=day.isoformat(), workers=len(entries),
+                  raters_judged=built.raters_judged, rater_outliers=built.rater_outliers)
+    return built
+
+
+def build_queue(session: Session, day: date, *, sample_turns: int) -> list[ReviewEntry]:
+    """One pending entry per temporarily blocked worker for ``day``, with fresh evidence.
+
+    Entries already resolved today stay resolved unless the worker was blocked again since.
+    """
+    existing = {e.worker_id: e for e in session.exec(select(ReviewEntry).where(ReviewEntry.day == day))}
+    entries = []
+    for worker in session.exec(
+        select(Worker).where(Worker.status == WorkerStatus.temporarily_blocked).order_by(Worker.id)
+    ):
+        entry = existing.get(worker.id) or ReviewEntry(day=day, worker_id=worker.id)
+        decision = _blocking_decision(session, worker.id)
+        entry.status = ReviewStatus.pending
+        entry.resolved_by = entry.resolved_at = None
+        entry.note = ""
+        entry.decision_id = decision.id if decision else None
+        entry.reason = _block_reason(session, worker.id)
+        entry.sample = _sample(session, worker.id, decision, sample_turns)
+        entry.ratings = _rating_history(session, worker.id)
+        entry.flags = _flag_counts(session, worker.id)
+        session.add(entry)
+        entries.append(entry)
+    session.flush()
+    return entries
+
+
+def _blocking_decision(session: Session, worker_id: int) -> Optional[QualityDecision]:
+    return session.exec(
+        select(QualityDecision).where(QualityDecision.worker_id == worker_id, QualityDecision.outcome == "block")
+        .order_by(col(QualityDecision.id).desc()).limit(1)
+    ).first()
+
+
+def _block_reason(session: Session, worker_id: int) -> str:
+    event = session.exec(
+        select(Event).where(Event.worker_id == worker_id, Event.kind == "worker_blocked")
+        .order_by(col(Event.id).desc()).limit(1)
+    ).first()
+    return event.data.get("reason", "") if event else ""
+
+
+def _recent_turns(session: Session, worker_id: int, limit: int) -> list[Turn]:
+    return list(session.exec(
+        select(Turn).where(Turn.worker_id == worker_id, Turn.status == TurnStatus.submitted)
+        .order_by(col(Turn.id).desc()).limit(limit)
+    ))
+
+
+def _sample(session: Session, worker_id: int, decision: Optional[QualityDecision], size: int) -> list[dict]:
+    recent = _recent_turns(session, worker_id, FLAG_HISTORY)
+    chosen: list[int] = [w["turn_id"] for w in (decision.window if decision else []) if not (w["relevant"] and w["useful"])]
+    chosen += [t.id for t in recent if t.flags]
+    chosen += [t.id for t in recent]
+    picked = list(dict.fromkeys(chosen))[:size]
+    return [{"turn_id": turn_id, **_neighbours(session, turn_id)} for turn_id in picked]
+
+
+def _neighbours(session: Session, turn_id: int) -> dict[str, Optional[int]]:
+    """The turns before and after, found through the ``(conversation_id, index)`` unique index."""
+    turn = session.get(Turn, turn_id)
+
+    def at(index: int) -> Optional[int]:
+        return session.exec(
+            select(Turn.id).where(Turn.conversation_id == turn.conversation_id, Turn.index == index,
+                                  Turn.status == TurnStatus.submitted)
+        ).first()
+
+    return {"before_id": at(turn.index - 1), "after_id": at(turn.index + 1)}
+
+
+def _rating_history(session: Session, worker_id: int) -> dict[str, Any]:
+    ratings = list(session.exec(
+        select(Rating).where(Rating.author_id == worker_id).order_by(col(Rating.id).desc()).limit(RATING_HISTORY)
+    ))
+    count = len(ratings)
+    return {
+        "count": count,
+        "mean_relevance": sum(r.relevant for r in ratings) / count if count else None,
+        "mean_usefulness": sum(r.useful for r in ratings) / count if count else None,
+        "recent": [{"rating_id": r.id, "turn_id": r.rated_turn_id, "rater_id": r.rater_id,
+                    "relevant": r.relevant, "useful": r.useful, "at": r.created_at.isoformat()} for r in ratings],
+    }
+
+
+def _flag_counts(session: Session, worker_id: int) -> dict[str, int]:
+    return dict(Counter(flag for turn in _recent_turns(session, worker_id, FLAG_HISTORY) for flag in turn.flags))
+
+
+# ---- reading the queue --------------------------------------------------------------------------------
+
+
+def queue_days(session: Session, limit: int = 14) -> list[date]:
+    return list(session.exec(
+        select(ReviewEntry.day).distinct().order_by(col(ReviewEntry.day).desc()).limit(limit)
+    ))
+
+
+def entries(session: Session, day: date, *, status: Optional[str] = ReviewStatus.pending,
+            after_id: int = 0, limit: int = 20) -> list[ReviewEntry]:
+    """A page of the day's queue in id order (keyset pagination on the ``(day, status, id)`` index)."""
+    query = select(ReviewEntry).where(ReviewEntry.day == day, ReviewEntry.id > after_id)
+    if status:
+        query = query.where(ReviewEntry.status == status)
+    return list(session.exec(query.order_by(ReviewEntry.id).limit(limit)))
+
+
+def turns_by_id(session: Session, ids: Iterable[Optional[int]]) -> dict[int, Turn]:
+    wanted = {i for i in ids if i is not None}
+    if not wanted:
+        return {}
+    return {t.id: t for t in session.exec(select(Turn).where(col(Turn.id).in_(wanted)))}
+
+
+def ratings_received(session: Session, turn_ids: Iterable[int]) -> dict[int, Rating]:
+    """The rating each turn received (from the next turn), keyed by the rated turn."""
+    wanted = set(turn_ids)
+    if not wanted:
+        return {}
+    return {r.rated_turn_id: r for r in session.exec(select(Rating).where(col(Rating.rated_turn_id).in_(wanted)))}
+
+
+# ---- deciding -----------------------------------------------------------------------------------------
+
+
+def provider_name(session: Session, worker: Worker, default: str) -> str:
+    """The crowd provider a worker works through: that of the batch of their latest turn."""
+    name = session.exec(
+        select(Batch.provider).join(Conversation, Conversation.batch_id == Batch.id)
+        .join(Turn, Turn.conversation_id == Conversation.id)
+        .where(Turn.worker_id == worker.id).order_by(col(Turn.id).desc()).limit(1)
+    ).first()
+    return name or default
+
+
+def block_permanently(session: Session, provider: CrowdProvider, worker: Worker, *, actor: str,
+                      note: str = "") -> bool:
+    """Block a worker for good, on the platform too; False if they already were (a double click)."""
+    if worker.status == WorkerStatus.blocked:
+        return False
+    reason = "blocked permanently after review"
+    monitor.block_worker(session, worker, permanent=True, actor=actor, reason=reason, note=note)
+    provider.block(session, worker, reason=reason, permanent=True)
+    _resolve(session, worker, ReviewStatus.blocked, actor, note)
+    return True
+
+
+def unblock(session: Session, provider: CrowdProvider, worker: Worker, *, actor: str, note: str = "") -> bool:
+    """Let a worker take turns again with a fresh quality window; False if they were not blocked."""
+    if worker.status == WorkerStatus.active:
+        return False
+    monitor.unblock_worker(session, worker, actor=actor, note=note)
+    provider.unblock(session, worker)
+    _resolve(session, worker, ReviewStatus.unblocked, actor, note)
+    return True
+
+
+def _resolve(session: Session, worker: Worker, status: ReviewStatus, actor: str, note: str) -> None:
+    """Close every open entry of the worker, whichever day's queue it sits in."""
+    session.execute(
+        update(ReviewEntry).where(ReviewEntry.worker_id == worker.id, ReviewEntry.status == ReviewStatus.pending)
+        .values(status=status, resolved_by=actor, resolved_at=utcnow(), note=note)
+    )

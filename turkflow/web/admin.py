@@ -1,0 +1,350 @@
+"""The admin blueprint: the requester's daily review dashboard under ``/admin``.
+
+Every page needs a signed-in requester (Flask-Login; users come from ``turkflow admin create``) and every
+POST a CSRF token (Flask-WTF). CSRF is checked for this blueprint only: worker pages post from inside
+MTurk's iframe and carry their own credentials. Views parse the request, call ``turkflow.quality`` and
+render; every block and unblock goes through ``turkflow.quality.review``, which writes the audit event.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
+from flask_wtf import FlaskForm
+from flask_wtf.csrf import CSRFProtect
+from werkzeug.exceptions import BadRequest
+from wtforms import PasswordField, StringField, TextAreaField
+from wtforms.validators import DataRequired, Length
+
+from turkflow import events
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.hits.lifecycle import TurnError
+from turkflow.hits.provider import Providers
+from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
+from turkflow.quality import dashboard, review
+from turkflow.requesters import authenticate
+from turkflow.web import charts
+
+bp = Blueprint("admin", __name__, url_prefix="/admin")
+login_manager = LoginManager()
+csrf = CSRFProtect()
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; img-src 'self' data: https:; script-src 'self'; style-src 'self'; "
+    "frame-ancestors 'none'; form-action 'self'; object-src 'none'; base-uri 'self'"
+)
+
+
+def init_admin(app: Flask) -> None:
+    """Register the dashboard with its login manager and CSRF protection scoped to ``/admin``."""
+    app.config["WTF_CSRF_CHECK_DEFAULT"] = False  # checked in ``guard`` below, for this blueprint only
+    csrf.init_app(app)
+    login_manager.init_app(app)
+    login_manager.login_view = "admin.login"
+    login_manager.login_message = "Sign in to see the review dashboard."
+    app.register_blueprint(bp)
+
+
+class Reviewer(UserMixin):
+    """The signed-in requester, detached from any database session."""
+
+    def __init__(self, requester: Requester):
+        self.id = requester.id
+        self.username = requester.username
+
+    @property
+    def actor(self) -> str:
+        return f"requester:{self.username}"
+
+
+@login_manager.user_loader
+def load_reviewer(user_id: str) -> Optional[Reviewer]:
+    if not user_id.isdigit():
+        return None
+    with _db() as session:
+        requester = session.get(Requester, int(user_id))
+        return Reviewer(requester) if requester else None
+
+
+def _settings() -> Settings:
+    return current_app.config["TURKFLOW_SETTINGS"]
+
+
+def _providers() -> Providers:
+    return current_app.config["TURKFLOW_PROVIDERS"]
+
+
+def _db():  # noqa: ANN202 - a session_scope context manager
+    return session_scope(_settings().database_url)
+
+
+@bp.before_request
+def guard() -> Optional[Response]:
+    csrf.protect()
+    if request.endpoint != "admin.login" and not current_user.is_authenticated:
+        return login_manager.unauthorized()
+    return None
+
+
+@bp.after_request
+def dashboard_headers(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.errorhandler(TurnError)
+def refused(error: TurnError) -> tuple[str, int]:
+    return render_template("admin/error.html", message=error.message), error.status
+
+
+@bp.errorhandler(BadRequest)
+def bad_request(error: BadRequest) -> tuple[str, int]:
+    return render_template("admin/error.html", message=error.description), 400
+
+
+@bp.context_processor
+def helpers() -> dict[str, Any]:
+    return {"when": when, "dollars": dollars, "pct": pct, "WorkerStatus": WorkerStatus, "charts": charts}
+
+
+def when(moment: Optional[datetime]) -> str:
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def dollars(cents: Optional[int]) -> str:
+    return "—" if cents is None else f"${cents / 100:,.2f}"
+
+
+def pct(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+# ---- request parsing: a bad value is a 400 that names the field --------------------------------------
+
+
+def _int_arg(name: str) -> Optional[int]:
+    raw = request.args.get(name, "")
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise BadRequest(f"{name}: expected a positive whole number, got {raw[:40]!r}")
+    return int(raw)
+
+
+def _choice_arg(name: str, allowed: list[str]) -> Optional[str]:
+    raw = request.args.get(name, "")
+    if raw and raw not in allowed:
+        raise BadRequest(f"{name}: choose one of {', '.join(allowed)}")
+    return raw or None
+
+
+def _day_arg() -> Optional[date]:
+    raw = request.args.get("day", "")
+    if not raw:
+        return None
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:
+        raise BadRequest(f"day: expected a date such as 2025-01-31, got {raw[:40]!r}") from None
+
+
+def _safe_next(default: str) -> str:
+    """Only redirect back into the dashboard, never to another site."""
+    target = request.values.get("next", "")
+    parts = urlsplit(target)
+    if target.startswith("/admin") and not parts.scheme and not parts.netloc and "\\" not in target:
+        return target
+    return default
+
+
+# ---- signing in -----------------------------------------------------------------------------------------
+
+
+class LoginForm(FlaskForm):
+    username = StringField("Username", validators=[DataRequired(), Length(max=64)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=256)])
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    form = LoginForm()
+    if request.method == "GET":
+        return render_template("admin/login.html", form=form)
+    if not form.validate():
+        field, problems = next(iter(form.errors.items()))
+        return render_template("admin/login.html", form=form, error=f"{field}: {problems[0]}"), 400
+    with _db() as session:
+        requester = authenticate(session, form.username.data, form.password.data)
+        if requester is None:
+            return render_template("admin/login.html", form=form, error="Wrong username or password."), 401
+        login_user(Reviewer(requester))
+        events.record(session, "requester_signed_in", f"requester:{requester.username}")
+    return redirect(_safe_next(url_for("admin.review_queue")))
+
+
+@bp.post("/logout")
+def logout() -> Response:
+    logout_user()
+    return redirect(url_for("admin.login"))
+
+
+@bp.get("/")
+def index() -> Response:
+    return redirect(url_for("admin.review_queue"))
+
+
+# ---- the review queue -----------------------------------------------------------------------------------
+
+
+@bp.get("/review")
+def review_queue() -> str:
+    statuses = [s.value for s in ReviewStatus]
+    status = _choice_arg("status", [*statuses, "all"]) or ReviewStatus.pending
+    with _db() as session:
+        queue = dashboard.review_queue(session, _day_arg(), None if status == "all" else status,
+                                       after_id=_int_arg("after") or 0)
+    return render_template("admin/review.html", queue=queue, status=status, statuses=[*statuses, "all"])
+
+
+@bp.post("/review/build")
+def build_review() -> Response:
+    with _db() as session:
+        built = review.daily_review(session, review.ReviewPolicy.of(_settings()), actor=current_user.actor)
+    flash(f"Review queue for {built.day} built: {len(built.entries)} blocked worker(s), "
+          f"{built.rater_outliers} rater outlier(s).")
+    return redirect(url_for("admin.review_queue", day=built.day.isoformat()))
+
+
+class DecisionForm(FlaskForm):
+    note = TextAreaField("Note", validators=[Length(max=500)])
+
+
+def _decide(worker_id: int, permanent: bool) -> Response:
+    form = DecisionForm()
+    if not form.validate():
+        field, problems = next(iter(form.errors.items()))
+        raise BadRequest(f"{field}: {problems[0]}")
+    note = (form.note.data or "").strip()
+    with _db() as session:
+        worker = dashboard.get_worker(session, worker_id)
+        provider = _providers().get(review.provider_name(session, worker, _settings().provider))
+        act = review.block_permanently if permanent else review.unblock
+        changed = act(session, provider, worker, actor=current_user.actor, note=note)
+        name = worker.name or worker.external_id
+    if not changed:
+        flash(f"{name} was already {'blocked permanently' if permanent else 'active'}; nothing changed.")
+    else:
+        flash(f"{name} {'is blocked permanently' if permanent else 'is unblocked and can take turns again'}.")
+    return redirect(_safe_next(url_for("admin.worker", worker_id=worker_id)))
+
+
+@bp.post("/workers/<int:worker_id>/block")
+def block(worker_id: int) -> Response:
+    return _decide(worker_id, permanent=True)
+
+
+@bp.post("/workers/<int:worker_id>/unblock")
+def unblock(worker_id: int) -> Response:
+    return _decide(worker_id, permanent=False)
+
+
+# ---- workers --------------------------------------------------------------------------------------------
+
+
+@bp.get("/workers")
+def workers() -> str:
+    status = _choice_arg("status", [s.value for s in WorkerStatus])
+    with _db() as session:
+        rows = dashboard.workers(session, status, _int_arg("before"), limit=51)
+    return render_template("admin/workers.html", workers=rows[:50], more=len(rows) > 50, status=status,
+                           statuses=[s.value for s in WorkerStatus])
+
+
+@bp.get("/workers/<int:worker_id>")
+def worker(worker_id: int) -> str:
+    settings = _settings()
+    with _db() as session:
+        page = dashboard.worker_page(session, worker_id)
+    quality_chart = charts.lines(
+        {"relevant": [(f"#{i}", rel) for i, rel, _ in page.quality],
+         "useful": [(f"#{i}", use) for i, _, use in page.quality]},
+        "Quality over time", marks=[(settings.block_below, "block below"), (settings.bonus_above, "bonus above")],
+    )
+    return render_template("admin/worker.html", page=page, sections=dashboard.SECTIONS, quality_chart=quality_chart)
+
+
+@bp.get("/workers/<int:worker_id>/<section>")
+def worker_section(worker_id: int, section: str) -> str:
+    with _db() as session:
+        found = dashboard.get_worker(session, worker_id)
+        rows = dashboard.worker_section(session, worker_id, section, _int_arg("before"), limit=51)
+        turns = review.turns_by_id(session, [getattr(r, "rated_turn_id", None) for r in rows])
+    return render_template("admin/worker_section.html", worker=found, section=section,
+                           title=dashboard.SECTIONS[section], items=rows[:50], more=len(rows) > 50, turns=turns)
+
+
+# ---- batches and conversations -------------------------------------------------------------------------
+
+
+@bp.get("/batches")
+def batches() -> str:
+    with _db() as session:
+        rows = dashboard.batches(session, _int_arg("before"), limit=51)
+    return render_template("admin/batches.html", batches=rows[:50], more=len(rows) > 50)
+
+
+@bp.get("/batches/<int:batch_id>")
+def batch(batch_id: int) -> str:
+    settings = _settings()
+    with _db() as session:
+        page = dashboard.batch_page(session, batch_id, utcnow(), timedelta(seconds=settings.stuck_after_seconds))
+    batch = page.progress.batch
+    series = {}
+    for role, days in sorted(page.activity.quality.items()):
+        series[f"{role} turns relevant"] = [(d.isoformat(), rel) for d, rel, _, _ in days]
+        series[f"{role} turns useful"] = [(d.isoformat(), use) for d, _, use, _ in days]
+    quality_chart = charts.lines(series, "Quality over time", marks=[(batch.block_below, "block below"),
+                                                                       (batch.bonus_above, "bonus above")])
+    return render_template(
+        "admin/batch.html", page=page, progress=page.progress, batch=batch, block_below=batch.block_below,
+        bonus_above=batch.bonus_above, quality_chart=quality_chart,
+        turns_per_hour=[(hour.strftime("%d %Hh"), n) for hour, n in page.activity.hours],
+    )
+
+
+@bp.get("/batches/<int:batch_id>/conversations")
+def conversations(batch_id: int) -> str:
+    statuses = [s.value for s in ConversationStatus]
+    status = _choice_arg("status", statuses)
+    with _db() as session:
+        listing = dashboard.batch_conversations(session, batch_id, status, _int_arg("before"))
+    return render_template("admin/conversations.html", listing=listing, status=status, statuses=statuses)
+
+
+@bp.get("/conversations/<int:conversation_id>")
+def conversation(conversation_id: int) -> str:
+    with _db() as session:
+        page = dashboard.conversation_page(session, conversation_id)
+    return render_template("admin/conversation.html", page=page)

@@ -60,11 +60,6 @@ class App:
             self.providers_ = Providers(self.settings)
         return self.providers_
 
-    def use_settings(self, settings: Settings) -> None:
-        """Switch this run to other settings (e.g. ``--live``), keeping an injected MTurk client."""
-        client = self.providers_.mturk_client if self.providers_ else None
-        self.settings_, self.providers_ = settings, Providers(settings, mturk_client=client)
-
     def session(self):  # noqa: ANN201 - a context manager from turkflow.db
         """A transaction on a database whose schema is current (checked once per run)."""
         from turkflow.db import session_scope
@@ -359,7 +354,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     the student stops and the teacher closes, or --max-turns is reached.
     """
     from turkflow.documents import load_documents, read_documents
-    from turkflow.hits import lifecycle
+    from turkflow.hits import lifecycle, money
 
     if bool(tasks_file) == all_tasks:
         raise CommandError("give either --tasks FILE or --all")
@@ -370,9 +365,6 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if live and provider != "mturk":
         raise CommandError("--live applies to --provider mturk only")
     live = provider == "mturk" and (live or settings.mturk_live)
-    if live and not settings.mturk_live:
-        app.use_settings(settings.model_copy(update={"mturk_live": True}))
-        settings = app.settings
     reward = reward if reward is not None else parse_cents(str(settings.reward))
     max_turns = max_turns or settings.max_turns
     bonus = parse_cents(str(settings.bonus))
@@ -391,16 +383,17 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             return
 
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
-    cap = f"; stops at a budget of {dollars(budget)}" if budget is not None else ""
+    cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget)
     click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
                f"{dollars(reward)} a turn on {where}")
-    click.echo(f"at most {dollars(conversations * max_turns * reward)} in rewards and "
-               f"{dollars(conversations * max_turns * bonus)} in bonuses{cap}")
+    click.echo(f"at most {dollars(cost.total_cents)}: {dollars(cost.rewards_cents)} rewards + "
+               f"{dollars(cost.bonuses_cents)} bonuses + {dollars(cost.fees_cents)} fees, assuming")
+    click.echo("".join(f"  - {assumption}\n" for assumption in cost.assumptions), nl=False)
     if dry_run:
         return
     if live and not yes:
-        click.confirm(f"Publish on the LIVE MTurk marketplace, paying real money (up to "
-                      f"{dollars(conversations * max_turns * (reward + bonus))} before fees)?", abort=True)
+        click.confirm(f"Publish on the LIVE MTurk marketplace, paying up to {dollars(cost.total_cents)} "
+                      "of real money?", abort=True)
 
     quality = {"quality_window": settings.quality_window, "block_below": settings.block_below,
                "bonus_above": settings.bonus_above, "bonus_cents": bonus}
@@ -470,7 +463,7 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
     """Progress of one batch (BATCH_ID), or a table of the recent batches.
 
     Shows conversations completed and active, turns submitted, open HITs (and how many a worker holds
-    right now) and money: rewards of submitted turns, bonuses, what is committed, and the budget.
+    right now) and money: spent (approved rewards, paid bonuses, fees), pending, committed, the budget.
     """
     from turkflow.reports import batch_progress, recent_batches
 
@@ -483,7 +476,7 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
         table("batches (newest first)",
               ["id", "name", "provider", "status", "conversations done", "turns", "open HITs", "spent", "budget"],
               [(p.batch.id, p.batch.name, p.batch.provider + (" live" if p.batch.live else ""), p.batch.status,
-                f"{p.completed}/{p.conversations}", p.turns_submitted, p.hits_open, dollars(p.spent_cents),
+                f"{p.completed}/{p.conversations}", p.turns_submitted, p.hits_open, dollars(p.spend.total_cents),
                 dollars(p.batch.budget_cents) if p.batch.budget_cents is not None else "")
                for p in rows])
         return
@@ -500,7 +493,7 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
 
     def detail(p) -> str:  # noqa: ANN001
         return (f"{p.batch.status} · {p.turns_submitted} turns · {p.hits_open} open HITs "
-                f"({p.hits_taken} taken) · {dollars(p.spent_cents)} spent")
+                f"({p.hits_taken} taken) · {dollars(p.spend.total_cents)} spent")
 
     with progress_bar() as bar:
         task = bar.add_task(f"batch {progress.batch.id} conversations", total=progress.conversations,
@@ -528,9 +521,10 @@ def show_progress(p) -> None:  # noqa: ANN001 - reports.BatchProgress
         f"{dollars(b.reward_cents)} each)",
         f"  open HITs      {p.hits_open} ({p.hits_taken} taken by a worker now), "
         f"{p.hits_pending} waiting to be published",
-        f"  spend          {dollars(p.rewards_cents)} rewards + {dollars(p.bonuses_cents)} bonuses "
-        f"({dollars(p.bonuses_paid_cents)} paid) = {dollars(p.spent_cents)}; "
-        f"committed {dollars(p.committed_cents)}{budget}",
+        f"  spent          {dollars(p.spend.total_cents)} = {dollars(p.spend.rewards_cents)} rewards approved + "
+        f"{dollars(p.spend.bonuses_cents)} bonuses paid + {dollars(p.spend.fees_cents)} fees; "
+        f"{dollars(p.spend.pending_cents)} pending (submitted, not yet approved or paid)",
+        f"  committed      {dollars(p.committed_cents)}{budget} (every published turn's reward and every bonus)",
     ]
     click.echo("\n".join(lines))
 

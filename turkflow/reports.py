@@ -1,7 +1,6 @@
 """Read-only summaries for people: how far a batch has come, what each worker did, which tasks are used.
 
-One definition serves the CLI and anything else that reports progress, so every view of a batch agrees on
-what "spent" means: rewards of submitted turns plus bonuses recorded.
+Money comes from ``turkflow.hits.money`` so every view of a batch agrees on what "spent" means.
 """
 
 from __future__ import annotations
@@ -14,13 +13,12 @@ from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
 from turkflow.hits.lifecycle import NotFound, committed_cents
+from turkflow.hits.money import Spend, spend
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
     Batch,
     BatchStatus,
-    Bonus,
-    BonusStatus,
     Conversation,
     ConversationStatus,
     Hit,
@@ -44,14 +42,8 @@ class BatchProgress:
     hits_open: int  # published and waiting for a worker, or held by one
     hits_taken: int  # of those, held by a worker right now (an accepted assignment, lease not run out)
     hits_pending: int  # written but not yet published (the reconciler publishes them)
-    rewards_cents: int  # rewards of submitted turns
-    bonuses_cents: int  # bonuses recorded (paid or about to be)
-    bonuses_paid_cents: int
+    spend: Spend
     committed_cents: int  # what the batch is bound to pay, the figure the budget is checked against
-
-    @property
-    def spent_cents(self) -> int:
-        return self.rewards_cents + self.bonuses_cents
 
     @property
     def finished(self) -> bool:
@@ -80,10 +72,6 @@ def batch_progress(session: Session, batch_id: int, now: Optional[datetime] = No
         .where(in_batch, Hit.status == HitStatus.open, held.exists(),
                or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) >= now))
     ).one()
-    bonuses = dict(session.exec(
-        select(Bonus.status, func.coalesce(func.sum(Bonus.amount_cents), 0))
-        .join(Turn, Turn.id == Bonus.turn_id).where(in_batch).group_by(Bonus.status)
-    ).all())
     return BatchProgress(
         batch=batch,
         conversations=sum(by_status.values()),
@@ -94,9 +82,7 @@ def batch_progress(session: Session, batch_id: int, now: Optional[datetime] = No
         hits_open=hits.get(HitStatus.open, 0),
         hits_taken=taken,
         hits_pending=hits.get(HitStatus.pending, 0),
-        rewards_cents=hits.get(HitStatus.submitted, 0) * batch.reward_cents,
-        bonuses_cents=sum(bonuses.values()),
-        bonuses_paid_cents=bonuses.get(BonusStatus.paid, 0),
+        spend=spend(session, batch_id=batch_id),
         committed_cents=committed_cents(session, batch_id),
     )
 

@@ -725,3 +725,8 @@ main.add_command(analyse)
 from turkflow.simulator.cli import simulate  # noqa: E402 - it imports this module's plumbing
 
 main.add_command(simulate)
+
+from turkflow.cli_mturk import batch_expire, mturk  # noqa: E402 - it imports this module's plumbing
+
+main.add_command(mturk)
+batch.add_command(batch_expire)

@@ -272,12 +272,12 @@ def open_mturk_hits(session: Session, limit: int = 500) -> list[int]:
     ))
 
 
-def due_for_approval(session: Session, submitted_before: datetime, limit: int = 500) -> list[int]:
-    """MTurk assignments submitted long enough ago that turkflow approves them now."""
+def due_for_approval(session: Session, now: datetime, delay_seconds: int, limit: int = 500) -> list[int]:
+    """MTurk assignments submitted at least ``delay_seconds`` before ``now``: turkflow approves them now."""
     return list(session.exec(
         select(Assignment.id).join(Hit, Hit.id == Assignment.hit_id)
         .where(Hit.provider == "mturk", Assignment.status == AssignmentStatus.submitted,
-               col(Assignment.submitted_at) < submitted_before)
+               col(Assignment.submitted_at) <= now - timedelta(seconds=delay_seconds))
         .order_by(Assignment.id).limit(limit)
     ))
 
@@ -305,8 +305,7 @@ def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] 
     repairs = MTurkRepairs()
     with session_scope(settings.database_url) as session:
         hit_ids = open_mturk_hits(session)
-        repairs.approvals_due = due_for_approval(
-            session, now - timedelta(seconds=settings.mturk_approve_after_seconds))
+        repairs.approvals_due = due_for_approval(session, now, settings.mturk_approve_after_seconds)
     provider = providers.get("mturk")
     for hit_id in hit_ids:
         stored_turn, reopened = _reconcile_hit(settings, provider, hit_id, now, repairs)

@@ -24,6 +24,11 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.worker import bp as worker_bp, turn_error_response
 
     app.register_blueprint(worker_bp)
+    from turkflow.web.mturk import bp as mturk_bp
+    from turkflow.web.onboarding import bp as onboarding_bp
+
+    app.register_blueprint(mturk_bp)
+    app.register_blueprint(onboarding_bp)
     from turkflow.web.admin import init_admin
 
     init_admin(app)

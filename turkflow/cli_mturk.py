@@ -1,0 +1,148 @@
+"""``turkflow mturk`` (the requester's MTurk account: check, qualification types, spend) and
+``turkflow batch expire``.
+
+Registered by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors) is that module's. The
+marketplace is the sandbox unless ``--live`` (or TURKFLOW_MTURK_LIVE) says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import click
+from sqlmodel import col, select
+
+from turkflow.cli import CONTEXT, App, CommandError, dollars, find_batch, pass_app, progress_bar, table
+from turkflow.models import Conversation, Hit, HitStatus, Turn, Worker
+
+LIVE = click.option("--live", is_flag=True, help="The live marketplace instead of the sandbox.")
+
+
+def _provider(app: App):  # noqa: ANN202 - turkflow.hits.mturk.MTurkProvider
+    return app.providers.get("mturk")
+
+
+@click.group(context_settings=CONTEXT)
+def mturk() -> None:
+    """Your Mechanical Turk requester account: credentials, balance, qualification types, spend.
+
+    \b
+    Credentials come from the usual AWS places: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
+    AWS_PROFILE, ~/.aws/credentials, or an instance role. First steps:
+      turkflow mturk check
+      turkflow mturk quals
+      turkflow batch launch --provider mturk --all -n 2 --max-turns 6
+    """
+
+
+@mturk.command("check", context_settings=CONTEXT)
+@LIVE
+@pass_app
+def mturk_check(app: App, live: bool) -> None:
+    """Check the credentials, show the balance and whether turkflow is ready to publish HITs."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from turkflow.hits.mturk import QualificationsMissing, endpoint, qualification_ids
+
+    live = live or app.settings.mturk_live
+    marketplace = "LIVE marketplace (real money)" if live else "sandbox (no real money)"
+    try:
+        balance = _provider(app).balance_cents(live)
+    except (BotoCoreError, ClientError) as exc:
+        raise CommandError(f"MTurk {marketplace} at {endpoint(app.settings.mturk_region, live)} refused the "
+                           f"credentials or could not be reached: {exc}") from None
+    click.echo(f"MTurk {marketplace}: credentials work, available balance {dollars(balance)}")
+    problems = []
+    with app.session() as session:
+        try:
+            qualification_ids(session, live)
+            click.echo("qualification types: ready (`turkflow mturk quals` lists them)")
+        except QualificationsMissing as exc:
+            problems.append(str(exc))
+    if not app.settings.public_url.startswith("https://"):
+        problems.append(f"TURKFLOW_PUBLIC_URL must be an HTTPS address MTurk workers can reach "
+                        f"(it is {app.settings.public_url})")
+    else:
+        click.echo(f"turn pages: {app.settings.public_url.rstrip('/')}/mturk/turn")
+    if problems:
+        raise CommandError("; ".join(problems))
+
+
+@mturk.command("quals", context_settings=CONTEXT)
+@LIVE
+@click.option("--study", default="turkflow", show_default=True,
+              help="Name prefix of the qualification types; a new study name starts with new workers.")
+@pass_app
+def mturk_quals(app: App, live: bool, study: str) -> None:
+    """Create the qualification types turkflow needs (once per marketplace) and list them.
+
+    One per role, whose qualification test is the role's onboarding quiz (the value is the score in
+    percent; turn HITs require TURKFLOW_ONBOARDING_PASS_PERCENT), and "paused", the soft block: HITs
+    require it not to exist, so a temporarily blocked worker does not even see them. Safe to run again.
+    """
+    live = live or app.settings.mturk_live
+    with app.session() as session:
+        quals = _provider(app).ensure_qualification_types(session, live, study)
+        rows = [(q.purpose, q.type_id, q.name, "live" if q.live else "sandbox") for q in quals]
+    table("MTurk qualification types", ["purpose", "type id", "name", "marketplace"], rows)
+
+
+@mturk.command("spend", context_settings=CONTEXT)
+@click.argument("batch_id", type=int, required=False)
+@click.option("--workers", "by_worker", is_flag=True, help="Also show the spend per worker.")
+@pass_app
+def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
+    """What a batch (the newest if no BATCH_ID) actually cost: approved rewards, paid bonuses and fees.
+
+    "Pending" is work submitted but not approved yet and bonuses recorded but not paid yet, with fees.
+    """
+    from turkflow.hits import money
+
+    with app.session() as session:
+        batch = find_batch(session, batch_id)
+        total = money.spend(session, batch_id=batch.id)
+        workers = []
+        if by_worker:
+            ids = session.exec(
+                select(Worker.id).distinct().join(Turn, Turn.worker_id == Worker.id)
+                .join(Conversation, Conversation.id == Turn.conversation_id).where(Conversation.batch_id == batch.id)
+            ).all()
+            workers = [(session.get(Worker, wid), money.spend(session, batch_id=batch.id, worker_id=wid))
+                       for wid in ids]
+    click.echo(f"batch {batch.id} \"{batch.name}\" ({batch.provider}{' live' if batch.live else ''}): "
+               f"{dollars(total.total_cents)} spent = {dollars(total.rewards_cents)} rewards + "
+               f"{dollars(total.bonuses_cents)} bonuses + {dollars(total.fees_cents)} fees; "
+               f"{dollars(total.pending_cents)} pending")
+    if workers:
+        table(None, ["worker", "role", "rewards", "bonuses", "fees", "spent", "pending"],
+              [(w.external_id, w.role, dollars(s.rewards_cents), dollars(s.bonuses_cents), dollars(s.fees_cents),
+                dollars(s.total_cents), dollars(s.pending_cents))
+               for w, s in sorted(workers, key=lambda pair: -pair[1].total_cents)])
+
+
+@click.command("expire", context_settings=CONTEXT)
+@click.argument("batch_id", type=int)
+@pass_app
+def batch_expire(app: App, batch_id: int) -> None:
+    """End the MTurk HITs of a cancelled batch now (again), e.g. after `batch cancel` failed part-way.
+
+    Workers already holding one of them may still submit it. Only cancelled batches: cancel first.
+    """
+    from turkflow.hits.mturk_sync import expire
+
+    with app.session() as session:
+        batch = find_batch(session, batch_id)
+        if batch.status != "cancelled":
+            raise CommandError(f"batch {batch_id} is {batch.status}; `turkflow batch cancel {batch_id}` first")
+        hit_ids = list(session.exec(
+            select(Hit.id).join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+            .where(Conversation.batch_id == batch_id, Hit.provider == "mturk", col(Hit.external_id).is_not(None),
+                   Hit.status == HitStatus.expired)
+        ))
+    with progress_bar(transient=True) as bar:
+        task = bar.add_task("expiring HITs on MTurk", total=len(hit_ids), detail="")
+        for hit_id in hit_ids:
+            expire(app.settings, app.providers, hit_id)
+            bar.advance(task)
+    click.echo(f"batch {batch_id}: {len(hit_ids)} MTurk HITs expired")
+

@@ -160,6 +160,14 @@ def test_batch_launch_without_tasks_says_to_load_them(turkflow, settings):
     assert rows(settings, Batch) == []
 
 
+def test_a_provider_that_cannot_publish_leaves_no_live_batch(turkflow, settings):
+    ok(turkflow("tasks", "load", SAMPLES))
+    message = one_line_error(turkflow("batch", "launch", "--all", "-n", "2", "--provider", "mturk"))
+    assert message.startswith("error: nothing was published (") and message.endswith("batch 1 is cancelled")
+    assert [b.status for b in rows(settings, Batch)] == ["cancelled"]
+    assert {h.status for h in rows(settings, Hit)} == {HitStatus.expired}
+
+
 def test_dry_run_prints_the_maximum_cost_and_launches_nothing(turkflow, settings):
     ok(turkflow("tasks", "load", SAMPLES))
     out = ok(turkflow("batch", "launch", "--all", "-n", "3", "--max-turns", "8", "--reward", "0.20", "--dry-run"))

@@ -132,6 +132,10 @@ def describe(exc: BaseException, app: Optional[App]) -> str:
         return f"database error: {first_line(str(exc))}"
     if isinstance(exc, MigrationError):
         return f"migration failed: {first_line(str(exc))}"
+    if type(exc).__module__.startswith("turkflow."):  # our own errors are written for the user
+        return first_line(str(exc)) or type(exc).__name__
+    if type(exc).__module__.startswith("botocore."):
+        return f"AWS: {first_line(str(exc))}"
     if isinstance(exc, (ValueError, OSError, LookupError)):
         return first_line(str(exc)) or type(exc).__name__
     return f"unexpected {type(exc).__name__}: {first_line(str(exc))} (run `turkflow --debug ...` for details)"
@@ -241,7 +245,7 @@ def progress_bar(**options: Any):  # noqa: ANN201
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True, highlight=False)
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
                     TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err,
                     disable=not err.is_terminal, **options)
 
@@ -419,8 +423,14 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
 
 
 def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> None:
-    """Publish the new HITs one by one; if the provider fails part-way, the reconciler finishes the job."""
+    """Publish the new HITs one by one.
+
+    If the very first one fails, the provider cannot publish at all (credentials, settings): the batch
+    is cancelled at once, so no batch sits waiting for HITs that will never appear. If it fails part-way
+    (a throttle, a network blip), the batch stands and the reconciler publishes the rest.
+    """
     from turkflow import pipeline
+    from turkflow.hits import lifecycle
 
     done = 0
     with progress_bar(transient=True) as bar:
@@ -433,9 +443,15 @@ def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> N
         except Exception as exc:
             if app.debug:
                 raise
+            reason = describe(exc, app)
+            if done == 0:
+                with app.session() as session:
+                    lifecycle.set_batch_status(session, session.get(Batch, batch_id), BatchStatus.cancelled,
+                                               requester())
+                raise CommandError(f"nothing was published ({reason}); batch {batch_id} is cancelled") from None
             raise CommandError(
                 f"batch {batch_id} was launched but only {done} of {len(hit_ids)} HITs were published "
-                f"({describe(exc, app)}); the reconciler (celery beat) publishes the rest"
+                f"({reason}); the reconciler (celery beat) publishes the rest"
             ) from None
 
 
@@ -492,11 +508,11 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
     from turkflow.reports import batch_progress
 
     def detail(p) -> str:  # noqa: ANN001
-        return (f"{p.batch.status} · {p.turns_submitted} turns · {p.hits_open} open HITs "
-                f"({p.hits_taken} taken) · {dollars(p.spend.total_cents)} spent")
+        return (f"done · {p.batch.status} · {p.turns_submitted} turns · {p.hits_open} open HITs · "
+                f"{dollars(p.spend.total_cents)} spent")
 
     with progress_bar() as bar:
-        task = bar.add_task(f"batch {progress.batch.id} conversations", total=progress.conversations,
+        task = bar.add_task(f"batch {progress.batch.id}", total=progress.conversations,
                             completed=progress.completed + progress.cancelled, detail=detail(progress))
         try:
             while not progress.finished:

@@ -168,6 +168,13 @@ def test_a_provider_that_cannot_publish_leaves_no_live_batch(turkflow, settings)
     assert {h.status for h in rows(settings, Hit)} == {HitStatus.expired}
 
 
+def test_live_launch_asks_before_spending_real_money(turkflow, settings):
+    ok(turkflow("tasks", "load", SAMPLES))
+    declined = turkflow("batch", "launch", "--all", "-n", "2", "--provider", "mturk", "--live", input="n\n")
+    assert declined.exit_code == 1 and "LIVE MTurk marketplace, paying up to $" in declined.output
+    assert rows(settings, Batch) == []
+
+
 def test_dry_run_prints_the_maximum_cost_and_launches_nothing(turkflow, settings):
     ok(turkflow("tasks", "load", SAMPLES))
     out = ok(turkflow("batch", "launch", "--all", "-n", "3", "--max-turns", "8", "--reward", "0.20", "--dry-run"))

@@ -137,7 +137,8 @@ def requirements(role: str) -> list[dict]:
 
 
 def token_of(hit_id: int) -> Matches:
-    return Matches(lambda t: isinstance(t, str) and len(t) <= 64 and re.fullmatch(rf"turkflow-[0-9a-f]{{10}}-hit-{hit_id}", t),
+    pattern = rf"turkflow-[0-9a-f]{{10}}-hit-{hit_id}"
+    return Matches(lambda t: isinstance(t, str) and len(t) <= 64 and re.fullmatch(pattern, t),
                    f"deterministic token of HIT {hit_id}")
 
 
@@ -191,7 +192,8 @@ def accepted(settings, hit_id: int, assignment_id: str, worker_id: str) -> None:
         mturk_sync.accept_assignment(s, s.get(Hit, hit_id), assignment_id, worker_id)
 
 
-def submitted(settings, hit_id: int, assignment_id: str, worker_id: str, answers=STUDENT_ANSWERS) -> int:  # noqa: ANN001
+def submitted(settings, hit_id: int, assignment_id: str, worker_id: str,  # noqa: ANN001
+              answers=STUDENT_ANSWERS) -> int:  # noqa: ANN001
     accepted(settings, hit_id, assignment_id, worker_id)
     with session_scope(settings.database_url) as s:
         worker = s.exec(select(Worker).where(Worker.external_id == worker_id)).one()
@@ -627,4 +629,19 @@ def test_a_throttle_that_outlasts_botocores_retries_raises_for_the_task_to_retry
         hit = s.get(Hit, hit_id)
         assert (hit.status, hit.external_id) == (HitStatus.pending, None)  # the reconciler publishes it later
         assert lifecycle.unpublished_hits(s, datetime.now(timezone.utc) + timedelta(seconds=1)) == [hit_id]
+    stubber.assert_no_pending_responses()
+
+
+def test_a_throttled_hit_does_not_stop_the_reconcilers_round(mturk_settings, mturk_providers, stubber):
+    _, hit_ids = launch(mturk_settings, conversations=2)
+    for n, hit_id in enumerate(hit_ids, 1):
+        expect_create_hit(stubber, hit_id, "student", mturk_id("3HIT", n))
+        publish(mturk_settings, mturk_providers, hit_id)
+    stubber.add_client_error("get_hit", service_error_code="ThrottlingException", service_message="Rate exceeded",
+                             http_status_code=400, expected_params={"HITId": mturk_id("3HIT", 1)})
+    hit_state(stubber, mturk_id("3HIT", 2), pending=0, expires_in=-timedelta(minutes=1))
+    stubber.add_response("list_assignments_for_hit", {"Assignments": [], "NumResults": 0}, None)
+    expect_create_hit(stubber, hit_ids[1] + 1, "student", mturk_id("3HIT", 3))
+    repairs = mturk_sync.reconcile(mturk_settings, mturk_providers)
+    assert (repairs.failed, repairs.hits_reopened) == ([hit_ids[0]], [hit_ids[1] + 1])
     stubber.assert_no_pending_responses()

@@ -166,13 +166,15 @@ def test_a_form_issued_to_one_worker_cannot_submit_as_another(mturk_settings, mt
     hit_state(stubber, HIT1, pending=1)
     token = form_token(mturk_web.get(page_url(mturk_settings, published, **accept_ids())).get_data(as_text=True))
     for ids in (accept_ids(worker="AOTHERWORKER"), accept_ids(assignment=mturk_id("3ASG", 9))):
-        post = mturk_web.post(page_url(mturk_settings, published, **ids), data={**STUDENT_ANSWERS, "turkflow_form": token})
+        post = mturk_web.post(page_url(mturk_settings, published, **ids),
+                              data={**STUDENT_ANSWERS, "turkflow_form": token})
         assert post.status_code == 403 and "another assignment or worker" in post.get_data(as_text=True)
     tampered = dict(accept_ids(), hitId=mturk_id("3HIT", 5))
     assert mturk_web.post(page_url(mturk_settings, published, **tampered),
                           data={**STUDENT_ANSWERS, "turkflow_form": token}).status_code == 403
     assignments, turns, workers = stored(mturk_settings)
-    assert [a.external_id for a in assignments] == [ASG1] and turns == [] and [w.external_id for w in workers] == [WORKER1]
+    assert [a.external_id for a in assignments] == [ASG1] and turns == []
+    assert [w.external_id for w in workers] == [WORKER1]
     stubber.assert_no_pending_responses()
 
 
@@ -201,4 +203,16 @@ def test_a_refused_answer_names_the_field_and_stores_nothing(mturk_settings, mtu
 
 def test_a_forged_page_link_is_refused(mturk_web, published, stubber):
     assert mturk_web.get("/mturk/turn?h=forged&assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE").status_code == 403
+    stubber.assert_no_pending_responses()
+
+
+def test_a_returned_assignment_cannot_come_back_to_the_turn(mturk_settings, mturk_web, published, stubber):
+    url = page_url(mturk_settings, published, **accept_ids())
+    not_submitted(stubber, ASG1)
+    hit_state(stubber, HIT1, pending=1)
+    assert mturk_web.get(url).status_code == 200
+    with session_scope(mturk_settings.database_url) as s:
+        mturk_sync.abandon_assignment(s, s.exec(select(Assignment)).one(), "returned on MTurk")
+    page = mturk_web.get(url)  # known and closed: refused without asking MTurk
+    assert page.status_code == 409 and "return the HIT" in page.get_data(as_text=True)
     stubber.assert_no_pending_responses()

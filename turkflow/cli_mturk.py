@@ -135,7 +135,8 @@ def batch_expire(app: App, batch_id: int) -> None:
         if batch.status != "cancelled":
             raise CommandError(f"batch {batch_id} is {batch.status}; `turkflow batch cancel {batch_id}` first")
         hit_ids = list(session.exec(
-            select(Hit.id).join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+            select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
+            .join(Conversation, Conversation.id == Turn.conversation_id)
             .where(Conversation.batch_id == batch_id, Hit.provider == "mturk", col(Hit.external_id).is_not(None),
                    Hit.status == HitStatus.expired)
         ))

@@ -47,10 +47,12 @@ from turkflow.models import (
 
 log = logging.getLogger("turkflow.mturk")
 
-EXTERNAL_QUESTION_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/ExternalQuestion.xsd"
+EXTERNAL_QUESTION_NS = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2006-07-14/"
+                        "ExternalQuestion.xsd")
 # The worker sites that show our turn page in their iframe, and where the page posts the finished assignment.
 WORKER_SITES = ("https://worker.mturk.com", "https://workersandbox.mturk.com", "https://www.mturk.com")
-SUBMIT_SITES = {False: ("https://workersandbox.mturk.com",), True: ("https://www.mturk.com", "https://worker.mturk.com")}
+SUBMIT_SITES = {False: ("https://workersandbox.mturk.com",),
+                True: ("https://www.mturk.com", "https://worker.mturk.com")}
 # MTurk's system qualification types (the same ids on the sandbox and the live marketplace).
 PERCENT_APPROVED = "000000000000000000L0"
 NUMBER_APPROVED = "00000000000000000040"
@@ -219,7 +221,8 @@ def get_account_balance(client: Any) -> int:
 
 def notify_workers(client: Any, subject: str, message: str, worker_ids: list[str]) -> None:
     for start in range(0, len(worker_ids), 100):  # NotifyWorkers takes at most 100 workers a call
-        client.notify_workers(Subject=subject[:200], MessageText=message[:4096], WorkerIds=worker_ids[start:start + 100])
+        client.notify_workers(Subject=subject[:200], MessageText=message[:4096],
+                              WorkerIds=worker_ids[start:start + 100])
 
 
 # ---- what a turn HIT looks like -----------------------------------------------------------------------
@@ -258,7 +261,8 @@ def qualification_requirements(settings: Settings, quals: dict[str, str], role: 
 
 def qualification_ids(session: Session, live: bool) -> dict[str, str]:
     """Our qualification type ids on one marketplace; publishing needs all of them."""
-    found = {q.purpose: q.type_id for q in session.exec(select(MTurkQualification).where(MTurkQualification.live == live))}
+    ours = session.exec(select(MTurkQualification).where(MTurkQualification.live == live))
+    found = {q.purpose: q.type_id for q in ours}
     missing = [p for p in PURPOSES if p not in found]
     if missing:
         marketplace = "live marketplace" if live else "sandbox"

@@ -289,12 +289,13 @@ class MTurkRepairs:
     assignments_abandoned: list[int] = field(default_factory=list)
     hits_reopened: list[int] = field(default_factory=list)  # ids of the new HIT attempts, published
     unreadable: list[int] = field(default_factory=list)  # HITs whose MTurk submission could not be stored
+    failed: list[int] = field(default_factory=list)  # HITs MTurk could not be asked about this round
     approvals_due: list[int] = field(default_factory=list)  # assignment ids for the approve task
     bonus_ids: list[int] = field(default_factory=list)  # bonuses the stored submissions earned, to pay
 
     def __bool__(self) -> bool:
         return any((self.submissions_stored, self.assignments_settled, self.assignments_abandoned,
-                    self.hits_reopened, self.unreadable))
+                    self.hits_reopened, self.unreadable, self.failed))
 
 
 def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] = None) -> MTurkRepairs:
@@ -308,7 +309,12 @@ def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] 
         repairs.approvals_due = due_for_approval(session, now, settings.mturk_approve_after_seconds)
     provider = providers.get("mturk")
     for hit_id in hit_ids:
-        stored_turn, reopened = _reconcile_hit(settings, provider, hit_id, now, repairs)
+        try:
+            stored_turn, reopened = _reconcile_hit(settings, provider, hit_id, now, repairs)
+        except Exception as exc:  # noqa: BLE001 - one HIT's trouble (a throttle) must not stop the round
+            log.warning("MTurk reconciler: HIT %s skipped this round (%s)", hit_id, exc)
+            repairs.failed.append(hit_id)
+            continue
         if stored_turn is not None:
             repairs.submissions_stored.append(stored_turn)
             repairs.bonus_ids.extend(pipeline.after_submission(settings, providers, stored_turn).bonus_ids)

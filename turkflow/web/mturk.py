@@ -21,7 +21,7 @@ from sqlmodel import select
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle, mturk_sync
-from turkflow.hits.lifecycle import Forbidden
+from turkflow.hits.lifecycle import Conflict, Forbidden
 from turkflow.hits.mturk import SUBMIT_SITES
 from turkflow.models import Assignment, AssignmentStatus, Batch, Conversation, Turn, Worker
 from turkflow.protocol import AnswerError
@@ -76,6 +76,8 @@ def turn() -> Any:
         if known is None or known.status == AssignmentStatus.accepted:
             _provider().verify_assignment(session, hit, assignment_id, worker_id)
         assignment = mturk_sync.accept_assignment(session, hit, assignment_id, worker_id)
+        if assignment.status == AssignmentStatus.abandoned:
+            raise Conflict("this assignment was returned or ran out of time; please return the HIT")
         if assignment.status != AssignmentStatus.accepted:  # stored already: finish the MTurk side again
             return _external_submit(submit_site, assignment_id, view.turn.answers)
         hit_id = hit.id

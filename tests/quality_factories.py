@@ -39,6 +39,12 @@ class Crowd:
             return list(s.exec(select(Conversation.id).where(Conversation.batch_id == self.batch_id)
                                .order_by(Conversation.id)))
 
+    def task_of(self, conversation_id: int) -> Task:
+        from turkflow.models import Conversation
+
+        with session_scope(self.settings.database_url) as s:
+            return s.get(Task, s.get(Conversation, conversation_id).task_id)
+
     def worker(self, role: str, external_id: str, name: Optional[str] = None) -> Worker:
         with session_scope(self.settings.database_url) as s:
             worker = Worker(external_id=external_id, role=role, name=name, onboarded=True)
@@ -103,3 +109,34 @@ def low_rated_teacher(crowd: Crowd, teacher: Worker, students: list[Worker], tur
         rater_turns.append(crowd.submit(students[(i + 1) % len(students)], conversation_id, STUDENT_LINES[1],
                                         relevant=False, useful=False))
     return rater_turns
+
+
+PAYLOAD = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b id="pwned">bold</b>'
+
+
+def seed_dashboard(settings: Settings, providers: Providers) -> dict:
+    """A batch with one teacher blocked for low ratings whose answers carry markup (one also copies the
+    task document), the day's review queue, the hourly rollups and a dashboard user ``ada``."""
+    from turkflow.models import WorkerStatus
+    from turkflow.quality import activity, review
+    from turkflow.requesters import create_requester
+
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=7)
+    teacher = crowd.worker("teacher", "T-low", name="Terry")
+    students = [crowd.worker("student", f"S{i}", name=f"Sam {i}") for i in range(3)]
+    crowd.submit(students[0], crowd.conversations()[6], f"Hello teacher {PAYLOAD}")
+    low_rated_teacher(crowd, teacher, students, turns=3)
+    fourth, fifth = crowd.conversations()[3:5]
+    crowd.submit(students[0], fourth, STUDENT_LINES[0])
+    crowd.submit(teacher, fourth, f"Sure: {crowd.task_of(fourth).steps[0]['text']}")
+    crowd.submit(students[2], fourth, STUDENT_LINES[1], relevant=True, useful=False)
+    crowd.submit(students[0], fifth, STUDENT_LINES[0])
+    crowd.submit(teacher, fifth, f"Fold it gently {PAYLOAD}")
+    crowd.submit(students[1], fifth, STUDENT_LINES[2], relevant=False, useful=False)
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, teacher.id).status == WorkerStatus.temporarily_blocked
+        review.daily_review(s, review.ReviewPolicy.of(settings))
+        activity.refresh(s)
+        create_requester(s, "ada", "correct horse")
+    return {"crowd": crowd, "teacher": teacher, "students": students, "conversation": fifth}

@@ -7,37 +7,15 @@ import re
 import pytest
 from sqlmodel import select
 
-from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd, low_rated_teacher
+from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, seed_dashboard
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
 from turkflow.invites import invite_url
 from turkflow.models import Event, ReviewEntry, ReviewStatus, Worker, WorkerStatus
-from turkflow.quality import activity, review
-from turkflow.requesters import create_requester
-
-PAYLOAD = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b id="pwned">bold</b>'
-
 
 @pytest.fixture
 def seeded(settings, providers):
-    """A batch with one teacher blocked for low ratings whose answers carry markup, a review queue, rollups
-    and a dashboard user."""
-    crowd = Crowd(settings, providers)
-    crowd.launch(conversations=7)
-    teacher = crowd.worker("teacher", "T-low", name="Terry")
-    students = [crowd.worker("student", f"S{i}") for i in range(3)]
-    crowd.submit(students[0], crowd.conversations()[6], f"Hello teacher {PAYLOAD}")
-    low_rated_teacher(crowd, teacher, students, turns=4)
-    fifth = crowd.conversations()[4]
-    crowd.submit(students[0], fifth, STUDENT_LINES[0])
-    crowd.submit(teacher, fifth, f"Fold it gently {PAYLOAD}")
-    crowd.submit(students[1], fifth, STUDENT_LINES[2], relevant=False, useful=False)
-    with session_scope(settings.database_url) as s:
-        assert s.get(Worker, teacher.id).status == WorkerStatus.temporarily_blocked
-        review.daily_review(s, review.ReviewPolicy.of(settings))
-        activity.refresh(s)
-        create_requester(s, "ada", "correct horse")
-    return {"crowd": crowd, "teacher": teacher, "students": students, "conversation": fifth}
+    return seed_dashboard(settings, providers)
 
 
 def csrf_token(client, path="/admin/login") -> str:

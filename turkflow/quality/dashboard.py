@@ -207,8 +207,9 @@ def worker_page(session: Session, worker_id: int, per_section: int = 10) -> Work
 class BatchPage:
     progress: BatchProgress
     activity: activity.BatchActivity
-    stuck: list[Conversation]
+    stuck: list[Conversation]  # active and idle the longest, oldest first
     stuck_after: timedelta
+    waiting: set[int]  # of those, conversations whose next turn is open (waiting for a worker)
     tasks: dict[int, Task] = field(default_factory=dict)
 
 
@@ -226,8 +227,12 @@ def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: time
                                    Conversation.updated_at < now - stuck_after)
         .order_by(Conversation.updated_at).limit(PAGE)
     ))
+    waiting = set(session.exec(
+        select(Turn.conversation_id).where(col(Turn.conversation_id).in_([c.id for c in stuck]),
+                                           Turn.status == TurnStatus.open)
+    )) if stuck else set()
     return BatchPage(progress=progress, activity=activity.batch_activity(session, batch_id, now), stuck=stuck,
-                     stuck_after=stuck_after, tasks=_tasks(session, [c.task_id for c in stuck]))
+                     stuck_after=stuck_after, waiting=waiting, tasks=_tasks(session, [c.task_id for c in stuck]))
 
 
 def _tasks(session: Session, ids: list[int]) -> dict[int, Task]:

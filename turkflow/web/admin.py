@@ -122,7 +122,8 @@ def bad_request(error: BadRequest) -> tuple[str, int]:
 
 @bp.context_processor
 def helpers() -> dict[str, Any]:
-    return {"when": when, "dollars": dollars, "pct": pct, "WorkerStatus": WorkerStatus, "charts": charts}
+    return {"when": when, "idle": idle, "span": span, "dollars": dollars, "pct": pct, "WorkerStatus": WorkerStatus,
+            "charts": charts}
 
 
 def when(moment: Optional[datetime]) -> str:
@@ -131,6 +132,25 @@ def when(moment: Optional[datetime]) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def idle(moment: Optional[datetime]) -> str:
+    """How long ago, in the largest units that matter."""
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return span(utcnow() - moment)
+
+
+def span(length: timedelta) -> str:
+    """A duration people read at a glance: "3 min", "2 h 5 min", "4 days"."""
+    minutes = int(length.total_seconds() // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    if minutes < 48 * 60:
+        return f"{minutes // 60} h {minutes % 60} min"
+    return f"{minutes // (24 * 60)} days"
 
 
 def dollars(cents: Optional[int]) -> str:
@@ -291,6 +311,7 @@ def worker(worker_id: int) -> str:
         {"relevant": [(f"#{i}", rel) for i, rel, _ in page.quality],
          "useful": [(f"#{i}", use) for i, _, use in page.quality]},
         "Quality over time", marks=[(settings.block_below, "block below"), (settings.bonus_above, "bonus above")],
+        order=[f"#{i}" for i, _, _ in page.quality],
     )
     return render_template("admin/worker.html", page=page, sections=dashboard.SECTIONS, quality_chart=quality_chart)
 
@@ -327,9 +348,14 @@ def batch(batch_id: int) -> str:
         series[f"{role} turns useful"] = [(d.isoformat(), use) for d, _, use, _ in days]
     quality_chart = charts.lines(series, "Quality over time", marks=[(batch.block_below, "block below"),
                                                                        (batch.bonus_above, "bonus above")])
+    label_charts = [
+        (role, charts.bars([(label.replace("_", " "), n) for label, n in counts.items()], f"{role} labels",
+                           css=f"bar {role}"))
+        for role, counts in sorted(page.activity.labels.items())
+    ]
     return render_template(
         "admin/batch.html", page=page, progress=page.progress, batch=batch, block_below=batch.block_below,
-        bonus_above=batch.bonus_above, quality_chart=quality_chart,
+        bonus_above=batch.bonus_above, quality_chart=quality_chart, label_charts=label_charts,
         turns_per_hour=[(hour.strftime("%d %Hh"), n) for hour, n in page.activity.hours],
     )
 

@@ -6,48 +6,48 @@ from CSS classes in ``static/admin/admin.css``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from markupsafe import Markup, escape
 
-WIDTH = 640
 BAR = 18
 
 
-def _svg(height: int, body: list[str], label: str) -> Markup:
+def _svg(width: int, height: int, body: list[str], label: str) -> Markup:
+    """Drawn at its natural size (so text stays readable) and shrunk by CSS only on narrow screens."""
     return Markup(
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">{"".join(body)}</svg>'
     )
 
 
-def bars(rows: Sequence[tuple[str, int]], label: str, css: str = "bar") -> Markup:
+def bars(rows: Sequence[tuple[str, int]], label: str, css: str = "bar", width: int = 520) -> Markup:
     """Horizontal bars with their counts and shares, largest first: a distribution at a glance."""
     rows = sorted(rows, key=lambda r: (-r[1], r[0]))
     total = sum(v for _, v in rows) or 1
     top = max((v for _, v in rows), default=0) or 1
-    left, right = 170, 90
+    left, right = 130, 90
     body = []
     for i, (name, value) in enumerate(rows):
         y = 4 + i * (BAR + 6)
-        length = (WIDTH - left - right) * value / top
+        length = (width - left - right) * value / top
         body.append(
             f'<text x="{left - 8}" y="{y + BAR - 5}" class="axis" text-anchor="end">{escape(name)}</text>'
             f'<rect x="{left}" y="{y}" width="{length:.1f}" height="{BAR}" class="{css}">'
             f'<title>{escape(name)}: {value}</title></rect>'
             f'<text x="{left + length + 6:.1f}" y="{y + BAR - 5}" class="value">{value} ({value / total:.0%})</text>'
         )
-    return _svg(max(8 + len(rows) * (BAR + 6), 30), body, label)
+    return _svg(width, max(8 + len(rows) * (BAR + 6), 30), body, label)
 
 
-def columns(points: Sequence[tuple[str, int]], label: str, every: int = 6) -> Markup:
+def columns(points: Sequence[tuple[str, int]], label: str, every: int = 6, width: int = 1080) -> Markup:
     """Vertical columns over time (e.g. turns per hour); every ``every``-th point is labelled."""
     height, bottom, left = 180, 24, 36
     top = max((v for _, v in points), default=0) or 1
-    step = (WIDTH - left) / max(len(points), 1)
+    step = (width - left) / max(len(points), 1)
     plot = height - bottom - 8
     body = [f'<text x="{left - 6}" y="14" class="axis" text-anchor="end">{top}</text>',
-            f'<line x1="{left}" y1="{height - bottom}" x2="{WIDTH}" y2="{height - bottom}" class="grid"/>']
+            f'<line x1="{left}" y1="{height - bottom}" x2="{width}" y2="{height - bottom}" class="grid"/>']
     for i, (name, value) in enumerate(points):
         h = plot * value / top
         x = left + i * step
@@ -55,15 +55,18 @@ def columns(points: Sequence[tuple[str, int]], label: str, every: int = 6) -> Ma
                      f'height="{h:.1f}" class="bar"><title>{escape(name)}: {value}</title></rect>')
         if i % every == 0:
             body.append(f'<text x="{x:.1f}" y="{height - 6}" class="axis">{escape(name)}</text>')
-    return _svg(height, body, label)
+    return _svg(width, height, body, label)
 
 
-def lines(series: dict[str, Sequence[tuple[str, float]]], label: str,
-          marks: Sequence[tuple[float, str]] = ()) -> Markup:
-    """Rates between 0 and 1 over time, one line per series, with dashed threshold marks."""
+def lines(series: dict[str, Sequence[tuple[str, float]]], label: str, marks: Sequence[tuple[float, str]] = (),
+          order: Optional[Sequence[str]] = None, width: int = 520) -> Markup:
+    """Rates between 0 and 1 over time, one line per series, with dashed threshold marks.
+
+    The x axis runs in ``order`` (default: the x values sorted, right for ISO dates).
+    """
     height, bottom, left, legend = 200, 24, 36, 150
-    plot_w, plot_h = WIDTH - left - legend, height - bottom - 10
-    xs = sorted({x for points in series.values() for x, _ in points})
+    plot_w, plot_h = width - left - legend, height - bottom - 10
+    xs = list(order) if order is not None else sorted({x for points in series.values() for x, _ in points})
     where = {x: left + (plot_w * i / max(len(xs) - 1, 1)) for i, x in enumerate(xs)}
 
     def y(value: float) -> float:
@@ -81,9 +84,10 @@ def lines(series: dict[str, Sequence[tuple[str, float]]], label: str,
         body.append(f'<polyline points="{coords}" class="line s{i % 4}"/>')
         body.extend(f'<circle cx="{where[x]:.1f}" cy="{y(v):.1f}" r="3" class="dot s{i % 4}">'
                     f'<title>{escape(name)} {escape(x)}: {v:.0%}</title></circle>' for x, v in points)
-        body.append(f'<rect x="{WIDTH - legend + 8}" y="{12 + i * 18}" width="10" height="10" class="dot s{i % 4}"/>'
-                    f'<text x="{WIDTH - legend + 24}" y="{21 + i * 18}" class="axis">{escape(name)}</text>')
+        body.append(f'<rect x="{width - legend + 8}" y="{12 + i * 18}" width="10" height="10" class="dot s{i % 4}"/>'
+                    f'<text x="{width - legend + 24}" y="{21 + i * 18}" class="axis">{escape(name)}</text>')
     if xs:
-        body.append(f'<text x="{left}" y="{height - 6}" class="axis">{escape(xs[0])}</text>'
-                    f'<text x="{left + plot_w}" y="{height - 6}" class="axis" text-anchor="end">{escape(xs[-1])}</text>')
-    return _svg(height, body, label)
+        body.append(f'<text x="{left}" y="{height - 6}" class="axis">{escape(xs[0])}</text>')
+    if len(xs) > 1:
+        body.append(f'<text x="{left + plot_w}" y="{height - 6}" class="axis" text-anchor="end">{escape(xs[-1])}</text>')
+    return _svg(width, height, body, label)

@@ -1,0 +1,123 @@
+"""Content checks: which responses get flagged for review, and that flagging never touches the data."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import event, func
+from sqlmodel import select
+
+from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd
+from turkflow.db import get_engine, session_scope
+from turkflow.models import Event, Turn
+from turkflow.quality import checks
+from turkflow.quality.checks import CheckPolicy, content_flags
+
+POLICY = CheckPolicy()
+DOCUMENT = ("Soft, thick pancakes for a weekend breakfast.\n250 g plain flour\n"
+            "Whisk the flour, baking powder, baking soda, sugar and salt together in a large bowl.")
+
+
+def flags(text, role="teacher", previous=None, document=DOCUMENT, recent=()):
+    return set(content_flags(POLICY, text, role, previous, document, recent))
+
+
+def test_ordinary_answers_are_not_flagged():
+    assert flags("Mix all the dry ingredients in your biggest bowl first, then set it aside.") == set()
+    assert flags("What should I do after that?", role="student",
+                 previous="Mix the dry ingredients in a bowl.") == set()
+    assert flags("Use a Phillips screwdriver from IKEA for the hinges.") == set()
+
+
+@pytest.mark.parametrize("text", ["ok", "?!", "   .  ", "x"])
+def test_near_empty_response_is_flagged(text):
+    assert checks.NEAR_EMPTY in flags(text, role="student")
+
+
+def test_response_repeated_from_the_workers_recent_turns_is_flagged():
+    canned = "Please follow the instructions in the document carefully and you will be fine."
+    assert checks.REPEATED in flags(canned, recent=["Something else entirely.", canned.upper()])
+    assert checks.REPEATED not in flags("What comes next?", role="student", recent=["What comes next?"])
+
+
+def test_response_copied_from_the_previous_turn_is_flagged():
+    previous = "Pour about 60 ml of batter per pancake and cook until bubbles pop on the surface."
+    assert checks.COPIED_PREVIOUS in flags("Cook until bubbles pop on the surface?", role="student",
+                                           previous=previous)
+    assert checks.COPIED_PREVIOUS not in flags("Thank you!", role="student", previous="Thank you!")
+
+
+def test_teacher_copying_a_long_span_of_the_document_is_flagged_and_a_paraphrase_is_not():
+    copied = "Okay: whisk the flour, baking powder, baking soda, sugar and salt together now."
+    assert checks.COPIED_DOCUMENT in flags(copied)
+    assert checks.COPIED_DOCUMENT not in flags("Whisk the flour with the powders, sugar and a little salt.")
+    assert checks.COPIED_DOCUMENT not in flags(copied, role="student")  # students never see the document
+
+
+@pytest.mark.parametrize("text", ["asdf qwer zxcv hjkl", "sdfkjh sdkfjh weoiru",
+                                  "Hola, como estas? Quiero hacer panqueques con harina.",
+                                  "Ich möchte Pfannkuchen backen, was brauche ich?"])
+def test_gibberish_and_other_languages_are_flagged_not_english(text):
+    assert checks.NOT_ENGLISH in flags(text, role="student")
+
+
+def test_a_missing_spacy_model_is_one_clear_line():
+    with pytest.raises(checks.ModelMissing) as error:
+        checks.english("no_such_spacy_model_xyz")
+    message = str(error.value)
+    assert "\n" not in message and "'no_such_spacy_model_xyz' is not installed" in message
+
+
+def test_flags_are_added_to_the_turn_and_logged_without_changing_its_text(settings, providers):
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=1)
+    student, teacher = crowd.worker("student", "S1"), crowd.worker("teacher", "T1")
+    conversation = crowd.conversations()[0]
+    crowd.submit(student, conversation, STUDENT_LINES[0])
+    copied = "Whisk the flour, baking powder, baking soda, sugar and salt together in a large bowl."
+    turn_id = crowd.submit(teacher, conversation, copied)  # runs the pipeline, checks included
+
+    with session_scope(settings.database_url) as s:
+        turn = s.get(Turn, turn_id)
+        assert turn.flags == [checks.COPIED_DOCUMENT] and turn.text == copied
+        logged = s.exec(select(Event).where(Event.kind == "turn_flagged", Event.turn_id == turn_id)).one()
+        assert list(logged.data["flags"]) == [checks.COPIED_DOCUMENT]
+        assert checks.check_turn(s, turn_id, CheckPolicy.of(settings)) == []  # a second run adds nothing
+    with session_scope(settings.database_url) as s:
+        assert s.get(Turn, turn_id).flags == [checks.COPIED_DOCUMENT]
+        assert s.exec(select(func.count()).select_from(Event).where(Event.kind == "turn_flagged")).one() == 1
+
+
+def test_checks_cost_the_same_number_of_queries_however_long_the_workers_history(settings, providers):
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=1)
+    student, teacher = crowd.worker("student", "S1"), crowd.worker("teacher", "T1")
+    conversation = crowd.conversations()[0]
+    crowd.submit(student, conversation, STUDENT_LINES[0])
+    teacher_turns = []
+    for i in range(6):
+        teacher_turns.append(crowd.submit(teacher, conversation, TEACHER_LINES[i]))
+        crowd.submit(student, conversation, STUDENT_LINES[1 + i % 5])
+
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):  # noqa: ANN001
+        statements.append(statement)
+
+    engine = get_engine(settings.database_url)
+    policy = CheckPolicy.of(settings)
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        per_turn = []
+        for turn_id in (teacher_turns[0], teacher_turns[-1]):
+            statements.clear()
+            with session_scope(settings.database_url) as s:
+                s.get(Turn, turn_id).flags = []
+                s.flush()
+                statements.clear()
+                checks.check_turn(s, turn_id, policy)
+            per_turn.append([st for st in statements if st.lstrip().upper().startswith("SELECT")])
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(per_turn[0]) == len(per_turn[1]) <= 6
+    recent = next(st for st in per_turn[1] if "worker_id" in st and "LIMIT" in st.upper())
+    assert "ORDER BY turn.id DESC" in recent

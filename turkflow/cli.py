@@ -198,8 +198,6 @@ class Dollars(click.ParamType):
     name = "USD"
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
-        if isinstance(value, int):
-            return value
         try:
             return parse_cents(value)
         except ValueError as exc:

@@ -142,3 +142,16 @@ def test_the_event_log_replays_a_conversation(settings, providers):
     assert [(r["role"], r["worker_id"], r["text"], r["label"], r["answers"]) for r in replayed] == [
         (t.role, t.worker_id, t.text, t.label, t.answers) for t in stored]
     assert replayed[1]["answers"]["shared"] == ["step-1"]
+
+
+def test_the_local_queue_never_offers_another_providers_hits(settings, providers):
+    launch(settings, providers)
+    student = make_worker(settings, "student", "s")
+    with session_scope(settings.database_url) as s:
+        hit = s.exec(select(Hit)).one()
+        hit.provider = "mturk"
+        s.add(hit)
+    with session_scope(settings.database_url) as s:
+        assert lifecycle.open_hits_for(s, student) == []
+        with pytest.raises(lifecycle.NotFound):
+            lifecycle.take_turn(s, student, hit.id, lease_seconds=60)

@@ -47,6 +47,9 @@ from turkflow.protocol import (
 )
 
 
+LOCAL = "local"  # the provider whose HITs are leased from /queue
+
+
 class TurnError(Exception):
     """A request about a turn that cannot be honoured; ``status`` is the HTTP status that fits it."""
 
@@ -246,7 +249,10 @@ def _within_budget(session: Session, batch: Batch) -> bool:
 
 
 def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = None, limit: int = 50) -> list[Hit]:
-    """HITs a worker may take now: their role, published, not leased by someone else, batch active."""
+    """Local HITs a worker may take now: their role, published, not leased by someone else, batch active.
+
+    HITs of other providers are taken on their own platform, never from the local queue.
+    """
     now = now or utcnow()
     return list(session.exec(
         select(Hit)
@@ -256,6 +262,7 @@ def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = No
         .where(
             Hit.status == HitStatus.open,
             Hit.role == worker.role,
+            Hit.provider == LOCAL,
             Batch.status == BatchStatus.active,
             or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now),
         )
@@ -276,7 +283,7 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
     """Lease a HIT to a worker. Taking a turn you already hold returns your lease (double clicks)."""
     now = now or utcnow()
     hit = session.get(Hit, hit_id)
-    if hit is None:
+    if hit is None or hit.provider != LOCAL:
         raise NotFound(f"turn {hit_id} does not exist")
     check_can_work(worker, hit.role)
     mine = session.exec(

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Optional, Sequence
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import and_, func, or_, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from turkflow import events
@@ -253,10 +254,33 @@ def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = No
 
     HITs of other providers are taken on their own platform, never from the local queue.
     """
-    now = now or utcnow()
-    return list(session.exec(
-        select(Hit)
-        .join(Turn, Turn.id == Hit.turn_id)
+    return list(session.exec(_takeable(select(Hit), worker, now or utcnow()).order_by(Hit.id).limit(limit)))
+
+
+def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = None,
+                  limit: int = 50) -> list[dict[str, Any]]:
+    """The queue's rows: each HIT ``open_hits_for`` offers, with its task title and the message it answers.
+
+    One query for the whole list: workers reload the queue after every submission, so a query per listed
+    turn would make the busiest page the slowest.
+    """
+    previous = aliased(Turn)
+    rows = session.exec(
+        _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text, previous.role),
+                  worker, now or utcnow())
+        .join(Task, Task.id == Conversation.task_id)
+        .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id, previous.index == Turn.index - 1))
+        .order_by(Hit.id).limit(limit)
+    ).all()
+    return [{"hit_id": hit_id, "conversation_id": conversation_id, "turn_index": index, "title": title,
+             "last_message": last_message, "last_role": last_role}
+            for hit_id, conversation_id, index, title, last_message, last_role in rows]
+
+
+def _takeable(query: Any, worker: Worker, now: datetime) -> Any:
+    """Narrow a query over ``Hit`` to the local HITs ``worker`` may take at ``now``."""
+    return (
+        query.join(Turn, Turn.id == Hit.turn_id)
         .join(Conversation, Conversation.id == Turn.conversation_id)
         .join(Batch, Batch.id == Conversation.batch_id)
         .where(
@@ -266,9 +290,7 @@ def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = No
             Batch.status == BatchStatus.active,
             or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now),
         )
-        .order_by(Hit.id)
-        .limit(limit)
-    ))
+    )
 
 
 def check_can_work(worker: Worker, role: str) -> None:
@@ -546,7 +568,7 @@ def turn_for_assignment(session: Session, assignment: Assignment) -> Turn:
 
 __all__ = [
     "AnswerError", "Conflict", "Forbidden", "NotFound", "Submission", "TurnError", "TurnView",
-    "advance_conversation", "check_can_work", "committed_cents", "launch_batch", "open_hits_for",
+    "advance_conversation", "check_can_work", "committed_cents", "launch_batch", "open_hits_for", "queue_entries",
     "publish_hit", "release_expired_leases", "set_batch_status", "stalled_conversations", "submit_turn",
     "take_turn", "turn_context", "turn_for_assignment", "turn_view", "unpublished_hits",
 ]

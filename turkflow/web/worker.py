@@ -100,8 +100,7 @@ def queue() -> Any:
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
         may_work = worker.status == WorkerStatus.active
-        hits = lifecycle.open_hits_for(session, worker) if may_work else []
-        entries = [_queue_entry(session, hit) for hit in hits]
+        entries = lifecycle.queue_entries(session, worker) if may_work else []
         held = _held_turns(session, worker) if may_work else []
     if wants_json():
         return jsonify(
@@ -112,22 +111,6 @@ def queue() -> Any:
         )
     return render_template("queue.html", worker=worker, entries=entries, held=held,
                            submitted=request.args.get("submitted", type=int))
-
-
-def _queue_entry(session: Session, hit: Hit) -> dict[str, Any]:
-    """One open turn as the queue lists it, with the message it answers."""
-    turn = session.get(Turn, hit.turn_id)
-    previous = session.exec(
-        select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index == turn.index - 1)
-    ).first()
-    return {
-        "hit_id": hit.id,
-        "conversation_id": turn.conversation_id,
-        "turn_index": turn.index,
-        "title": _task_of(session, turn).title,
-        "last_message": previous.text if previous else None,
-        "last_role": previous.role if previous else None,
-    }
 
 
 def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:

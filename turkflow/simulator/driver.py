@@ -256,9 +256,9 @@ class Simulation:
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sim") as pool:
             list(pool.map(lambda client: client.join(), self.clients.values()))
-            role, idle_rounds = self.first_role, 0
+            role, idle_rounds, written = self.first_role, 0, None
             while True:
-                self._settle(batch_id)
+                self._settle(batch_id, written)
                 jobs, open_total = self._plan(out.rounds, role)
                 if open_total == 0:
                     break
@@ -269,12 +269,12 @@ class Simulation:
                         break
                 else:
                     idle_rounds = 0
-                    self._work_round(pool, jobs, out.rounds)
+                    written = self._work_round(pool, jobs, out.rounds)
                 out.rounds += 1
                 role = get_protocol("wizard_of_tasks").next_role(role)
                 if self.progress:
                     self.progress(len(out.turns), planned)
-            self._settle(batch_id, bonuses=True)
+            self._settle(batch_id, bonuses=True)  # the whole batch: nothing left behind, every bonus paid
         out.wall_seconds = time.monotonic() - started
         return out
 
@@ -327,13 +327,13 @@ class Simulation:
 
     # -- working --
 
-    def _work_round(self, pool: ThreadPoolExecutor, jobs: list[Job], round_no: int) -> None:
+    def _work_round(self, pool: ThreadPoolExecutor, jobs: list[Job], round_no: int) -> list[int]:
+        """Work the round's turns in parallel; returns the ids of the turns the server confirmed."""
         start = time.monotonic()
         futures = [pool.submit(self._work, job, round_no, start) for job in jobs]
-        for future in futures:
-            future.result()
+        return [turn_id for future in futures if (turn_id := future.result()) is not None]
 
-    def _work(self, job: Job, round_no: int, round_start: float) -> None:
+    def _work(self, job: Job, round_no: int, round_start: float) -> Optional[int]:
         """One simulated worker takes a turn, reads the page, writes and submits, as a person would."""
         delay = round_start + job.arrive_after - time.monotonic()
         if delay > 0:
@@ -351,7 +351,7 @@ class Simulation:
         except TurnRefused as refusal:
             with self._lock:
                 self.out.refused[str(refusal).split(":")[0]] += 1
-            return
+            return None
         record = TurnRecord(
             conversation=job.conversation, index=job.index, writer=job.worker.name, round=round_no,
             turn_id=confirmed["turn_id"], text=written.form["response"], good=written.good,
@@ -361,6 +361,7 @@ class Simulation:
         with self._lock:
             self.out.turns[(job.conversation, job.index)] = record
             self.last_round[job.conversation] = round_no
+        return record.turn_id
 
     def _check_history(self, job: Job, view: dict[str, Any]) -> None:
         """The page must show exactly the turns the crowd wrote before this one, in order."""
@@ -373,12 +374,13 @@ class Simulation:
 
     # -- waiting for the pipeline --
 
-    def _settle(self, batch_id: int, bonuses: bool = False) -> None:
-        """Wait until Celery has opened every next turn and judged every rating (and paid every bonus)."""
+    def _settle(self, batch_id: int, turn_ids: Optional[list[int]] = None, bonuses: bool = False) -> None:
+        """Wait until Celery has opened the next turns and judged the ratings of ``turn_ids`` (default: of
+        the whole batch), and paid every bonus if asked."""
         deadline = time.monotonic() + self.settle_timeout
         while True:
             with session_scope(self.settings.database_url) as session:
-                waiting = pipeline_backlog(session, batch_id, bonuses=bonuses)
+                waiting = pipeline_backlog(session, batch_id, turn_ids, bonuses=bonuses)
             if not any(waiting.values()):
                 return
             if time.monotonic() > deadline:
@@ -388,23 +390,34 @@ class Simulation:
             time.sleep(0.02)
 
 
-def pipeline_backlog(session: Session, batch_id: int, bonuses: bool = False) -> dict[str, int]:
-    """Work Celery still owes a batch: conversations without an open HIT, unjudged ratings, unpaid bonuses."""
+def pipeline_backlog(session: Session, batch_id: int, turn_ids: Optional[list[int]] = None,
+                     bonuses: bool = False) -> dict[str, int]:
+    """Work Celery still owes a batch: conversations without an open HIT, unjudged ratings, unpaid bonuses.
+
+    ``turn_ids`` narrows the look to the conversations and ratings of those submitted turns (one round's),
+    so waiting costs the same at the end of a large batch as at its start.
+    """
+    conversations = select(Conversation.id).where(Conversation.batch_id == batch_id)
+    ratings = (select(Rating.id).join(Turn, Turn.id == Rating.rater_turn_id)
+               .join(Conversation, Conversation.id == Turn.conversation_id).where(Conversation.batch_id == batch_id))
+    if turn_ids is not None:
+        conversations = select(Turn.conversation_id).where(col(Turn.id).in_(turn_ids))
+        ratings = select(Rating.id).where(col(Rating.rater_turn_id).in_(turn_ids))
     open_hit = (select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
                 .where(Turn.conversation_id == Conversation.id, Turn.status == TurnStatus.open,
                        Hit.status == HitStatus.open))
-    waiting_conversations = session.exec(
-        select(func.count()).select_from(Conversation)
-        .where(Conversation.batch_id == batch_id, Conversation.status == ConversationStatus.active,
-               ~open_hit.exists())
-    ).one()
-    batch_ratings = (select(Rating.id).join(Turn, Turn.id == Rating.rater_turn_id)
-                     .join(Conversation, Conversation.id == Turn.conversation_id)
-                     .where(Conversation.batch_id == batch_id))
-    judged = select(func.count()).select_from(QualityDecision).where(col(QualityDecision.rating_id).in_(batch_ratings))
-    ratings = session.exec(select(func.count()).select_from(batch_ratings.subquery())).one()
-    backlog = {"conversations without an open HIT": waiting_conversations,
-               "unjudged ratings": ratings - session.exec(judged).one()}
+    backlog = {
+        "conversations without an open HIT": session.exec(
+            select(func.count()).select_from(Conversation)
+            .where(col(Conversation.id).in_(conversations), Conversation.status == ConversationStatus.active,
+                   ~open_hit.exists())
+        ).one(),
+        "unjudged ratings": session.exec(
+            select(func.count()).select_from(Rating)
+            .where(col(Rating.id).in_(ratings),
+                   ~select(QualityDecision.id).where(QualityDecision.rating_id == Rating.id).exists())
+        ).one(),
+    }
     if bonuses:
         backlog["unpaid bonuses"] = session.exec(
             select(func.count()).select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id)

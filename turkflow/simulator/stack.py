@@ -8,10 +8,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import IO, Optional
@@ -52,6 +54,10 @@ def wait_for(check, what: str, timeout: float, process: Optional[subprocess.Pope
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} did not start within {timeout:.0f}s")
         time.sleep(0.05)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 class PostgresCluster:
@@ -128,15 +134,23 @@ class Stack:
         self._logs: list[IO[bytes]] = []
 
     def __enter__(self) -> "Stack":
+        self._previous_sigterm = None
+        if threading.current_thread() is threading.main_thread():
+            # The services run in their own sessions (a Ctrl-C reaches only us, and we stop them in
+            # order), so a SIGTERM must unwind this process too rather than leave them running.
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             self.start()
         except BaseException:
-            self.stop()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from turkflow.db import session_scope
 from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus, Worker, WorkerStatus
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, build_crowd
-from turkflow.simulator.policies import RatingRecord, parse_policy, replay
+from turkflow.simulator.policies import RatingRecord, Staged, parse_policy, replay
 from turkflow.simulator.run import SimulationConfig, run_on
 from turkflow.simulator.utterances import read_dialogs, write_scripts
 
@@ -63,7 +63,7 @@ def test_scripts_with_a_mean_length_chain_dialogs_around_that_mean(dialogs):
 
 
 def test_replay_blocks_after_a_full_window_of_low_ratings_and_not_before():
-    policy = Policy(window=5, block_below=0.5)
+    policy = Staged(Policy(window=5, block_below=0.5))
     bad = [RatingRecord("a", False, False)] * 5
     assert replay(policy, bad[:4]).blocked_after == {}
     assert replay(policy, bad).blocked_after == {"a": 5}
@@ -71,8 +71,19 @@ def test_replay_blocks_after_a_full_window_of_low_ratings_and_not_before():
     assert replay(policy, mostly_good).blocked_after == {}
 
 
+def test_staged_policy_switches_to_its_long_window_after_probation():
+    policy = parse_policy("k=5,p=0.4 for 6, then k=20,p=0.4")
+    spam = [RatingRecord("spammer", False, False)] * 5
+    assert replay(policy, spam).blocked_after == {"spammer": 5}
+    unlucky = [RatingRecord("honest", True, True)] * 6 + [RatingRecord("honest", False, False)] * 5
+    assert replay(policy, unlucky).blocked_after == {}  # k=5,p=0.4 alone would block at the 11th
+    assert replay(parse_policy("k=5,p=0.4"), unlucky).blocked_after == {"honest": 10}
+    assert replay(parse_policy("none"), spam * 3).blocked_after == {}
+
+
 def test_policy_text_is_parsed_and_bad_text_names_the_form():
-    assert parse_policy("k=6,p=0.4") == Policy(window=6, block_below=0.4)
+    assert parse_policy("k=6,p=0.4") == Staged(Policy(window=6, block_below=0.4))
+    assert parse_policy("k=5,p=0.4 for 6, then k=20,p=0.4").name == "k=5,p=0.4 for 6, then k=20,p=0.4"
     with pytest.raises(ValueError, match="k=5,p=0.5"):
         parse_policy("window 5")
     with pytest.raises(ValueError, match="k must be"):

@@ -33,10 +33,12 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 @click.option("--concurrency", default=16, show_default=True, help="Workers making requests at the same time.")
 @click.option("--seed", default=1, show_default=True, help="The same seed gives the same turns, blocks and money.")
 @click.option("--policy", default=None,
-              help="Block policy of the simulated batch, e.g. k=5,p=0.5 (default: TURKFLOW_QUALITY_WINDOW "
-                   "and TURKFLOW_BLOCK_BELOW).")
+              help="Block policy of the simulated batch: k=5,p=0.5 (block when the mean relevance or usefulness "
+                   "of the last k rated turns is below p) or none, to collect every worker's full ratings "
+                   "(default: TURKFLOW_QUALITY_WINDOW and TURKFLOW_BLOCK_BELOW).")
 @click.option("--compare", "compare_", multiple=True,
-              help=f"Policies to compare on the collected ratings (repeatable; default: {' '.join(DEFAULT_POLICIES)}).")
+              help="A policy to replay on the collected ratings (repeatable); also staged ones such as "
+                   f"'k=5,p=0.4 for 6, then k=20,p=0.4'. Default: {'; '.join(DEFAULT_POLICIES)}.")
 @click.option("--dialogs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of SGD dialogues_*.json.gz to replay (default: ../shared/data/sgd/dev).")
 @click.option("--url", default=None,
@@ -148,12 +150,15 @@ def show(report: dict[str, Any]) -> None:
     table(f"Policies on the collected ratings (spammers blocked within {EARLY_RATED_TURNS} rated turns; "
           "target ≥90% with ≤3% honest blocked)",
           ["policy", "blocked", "precision", "recall", "honest blocked", "spammers early", "median rated turns",
-           "bonuses", "target"],
+           "bonuses", "undetermined", "target"],
           [(e["policy"], e["blocked"], _pct(e["precision"]), _pct(e["recall"]),
             f"{e['honest_blocked']} ({_pct(e['honest_blocked_share'])})",
             f"{e['spammers_blocked_early']} ({_pct(e['spammers_blocked_early_share'])})",
-            e["median_rated_turns_before_block"], dollars(e["bonus_cents"]),
+            e["median_rated_turns_before_block"], dollars(e["bonus_cents"]), e["undetermined"],
             "met" if e["meets_target"] else "missed") for e in done["policies"]])
+    if any(e["undetermined"] for e in done["policies"]):
+        click.echo("Undetermined: workers the live policy blocked before that policy decided about them; "
+                   "simulate with --policy none to compare every policy on complete ratings.")
     latency = measured["submit_to_next_hit_open_ms"]
     table("Submit to next HIT open (ms)", ["measured from", "n", "p50", "p95", "p99", "max"],
           [(name, row["n"], row["p50"], row["p95"], row["p99"], row["max"]) for name, row in latency.items()])

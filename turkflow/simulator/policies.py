@@ -1,13 +1,17 @@
 """Quality policies compared on the same ratings: the collected ratings replayed through the monitor's rule.
 
 One simulation collects the ratings every author received, in order. Replaying them through
-``turkflow.quality.monitor.decide`` under another (window, threshold) says which workers that policy would
-have blocked and after how many rated turns, so one run compares many policies.
+``turkflow.quality.monitor.decide`` under another policy says which workers that policy would have
+blocked and after how many rated turns, so one run compares many.
+
+A policy is the monitor's (window k, threshold p), written ``k=5,p=0.5``; ``none`` never blocks (run a
+simulation live with it to collect every worker's full stream of ratings). The comparison also takes
+*staged* policies the live monitor does not offer yet, ``k=5,p=0.4 for 6, then k=20,p=0.4``: a strict
+short window while a worker has at most 6 rated turns (probation), a long one afterwards.
 
 The replay is exact up to the last rating an author actually received. A worker the live policy blocked
-wrote nothing afterwards, so a looser policy that would have blocked them later cannot be seen doing so:
-it counts as not blocking them (a lower bound on its recall); run the simulation live with that policy to
-see the rest.
+wrote nothing afterwards, so a policy that would have blocked them only later cannot be seen doing so:
+the report counts such workers as *undetermined* for that policy.
 """
 
 from __future__ import annotations
@@ -21,27 +25,64 @@ from turkflow.quality.monitor import Policy, decide
 from turkflow.simulator.crowd import Behaviour, SimWorker
 
 # The paper's policy first, then the alternatives a lab would consider.
-DEFAULT_POLICIES = ("k=5,p=0.5", "k=5,p=0.4", "k=6,p=0.4", "k=6,p=0.5", "k=8,p=0.4", "k=10,p=0.4", "k=10,p=0.5")
+DEFAULT_POLICIES = ("k=5,p=0.5", "k=5,p=0.4", "k=6,p=0.4", "k=10,p=0.4", "k=5,p=0.5 for 6, then k=20,p=0.5",
+                    "k=5,p=0.4 for 6, then k=20,p=0.4")
 
 # The target's horizon: a spammer should be blocked within this many rated turns.
 EARLY_RATED_TURNS = 6
 
-_SPEC = re.compile(r"^\s*k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)\s*$")
+_WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
+_SPEC = re.compile(rf"^\s*{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?$")
 
 
-def parse_policy(text: str, bonus_above: float = 0.9, bonus_cents: int = 8) -> Policy:
-    """``"k=5,p=0.5"``: block when the mean of the last k ratings is below p."""
+@dataclass(frozen=True)
+class Staged:
+    """A block policy that may change once an author has more than ``until`` rated turns."""
+
+    early: Policy
+    until: Optional[int] = None
+    later: Optional[Policy] = None
+
+    def at(self, rated_turns: int) -> Policy:
+        """The policy that judges an author who has received ``rated_turns`` ratings."""
+        if self.until is not None and self.later is not None and rated_turns > self.until:
+            return self.later
+        return self.early
+
+    @property
+    def name(self) -> str:
+        if self.early.block_below == 0:
+            return "none"
+        text = f"k={self.early.window},p={self.early.block_below:g}"
+        if self.later is not None:
+            text += f" for {self.until}, then k={self.later.window},p={self.later.block_below:g}"
+        return text
+
+    @property
+    def live(self) -> Optional[Policy]:
+        """The monitor's own policy, when the live monitor can run this one (it has no stages yet)."""
+        return self.early if self.later is None else None
+
+
+def parse_policy(text: str, bonus_above: float = 0.9, bonus_cents: int = 8) -> Staged:
+    """``k=5,p=0.5`` (block when a mean of the last k ratings is below p), ``none``, or a staged policy
+    ``k=5,p=0.4 for 6, then k=20,p=0.4``."""
+    if text.strip() == "none":
+        return Staged(Policy(block_below=0.0, bonus_above=bonus_above, bonus_cents=bonus_cents))
     match = _SPEC.match(text)
     if not match:
-        raise ValueError(f"policy {text!r} is not of the form k=5,p=0.5")
-    window, threshold = int(match.group(1)), float(match.group(2))
-    if window < 1 or not 0 < threshold <= 1:
-        raise ValueError(f"policy {text!r}: k must be at least 1 and p in (0, 1]")
-    return Policy(window=window, block_below=threshold, bonus_above=bonus_above, bonus_cents=bonus_cents)
+        raise ValueError(f"policy {text!r} is not of the form k=5,p=0.5 (or none, or "
+                         "k=5,p=0.4 for 6, then k=20,p=0.4)")
+    k1, p1, until, k2, p2 = match.groups()
 
+    def window(k: str, p: str) -> Policy:
+        if int(k) < 1 or not 0 < float(p) <= 1:
+            raise ValueError(f"policy {text!r}: k must be at least 1 and p in (0, 1]")
+        return Policy(window=int(k), block_below=float(p), bonus_above=bonus_above, bonus_cents=bonus_cents)
 
-def policy_name(policy: Policy) -> str:
-    return f"k={policy.window},p={policy.block_below:g}"
+    if until is None:
+        return Staged(window(k1, p1))
+    return Staged(window(k1, p1), int(until), window(k2, p2))
 
 
 @dataclass(frozen=True)
@@ -57,12 +98,12 @@ class RatingRecord:
 class Replay:
     """What one policy does to every author: after how many rated turns it blocks them, and bonuses paid."""
 
-    policy: Policy
+    policy: Staged
     blocked_after: dict[str, int]  # author -> number of rated turns when first blocked
     bonus_turns: dict[str, int]  # author -> rated turns that earn a bonus
 
 
-def replay(policy: Policy, ratings: Iterable[RatingRecord]) -> Replay:
+def replay(policy: Staged, ratings: Iterable[RatingRecord]) -> Replay:
     """Run the monitor's rule over each author's ratings in order, as ``evaluate_rating`` does live."""
     relevance: dict[str, list[bool]] = {}
     usefulness: dict[str, list[bool]] = {}
@@ -73,7 +114,8 @@ def replay(policy: Policy, ratings: Iterable[RatingRecord]) -> Replay:
         use = usefulness.setdefault(rating.author, [])
         rel.append(rating.relevant)
         use.append(rating.useful)
-        outcome, _, _ = decide(policy, rel[-policy.window:], use[-policy.window:])
+        now = policy.at(len(rel))
+        outcome, _, _ = decide(now, rel[-now.window:], use[-now.window:])
         if outcome == "block":
             blocked_after.setdefault(rating.author, len(rel))
         elif outcome == "bonus":
@@ -101,6 +143,7 @@ class Efficacy:
     blocked_by_behaviour: dict[str, int]
     bonus_cents: int
     bonus_cents_to_bad: int
+    undetermined: int  # workers the live policy stopped before this one decided about them
 
     def meets_target(self, early_share: float = 0.9, honest_share: float = 0.03) -> bool:
         """The issue's target: at least 90% of spammers blocked early, at most 3% of honest workers blocked."""
@@ -109,8 +152,9 @@ class Efficacy:
 
 
 def judge(crowd: Iterable[SimWorker], blocked_after: dict[str, int], bonus_turns: dict[str, int],
-          policy: Policy) -> Efficacy:
-    """Compare who a policy blocked with who really writes badly."""
+          policy: Staged, stopped: frozenset[str] = frozenset()) -> Efficacy:
+    """Compare who a policy blocked with who really writes badly. ``stopped``: workers whose ratings end
+    early because the live policy blocked them."""
     workers = list(crowd)
     bad = [w for w in workers if w.bad_writer]
     honest = [w for w in workers if w.behaviour == Behaviour.honest]
@@ -119,10 +163,10 @@ def judge(crowd: Iterable[SimWorker], blocked_after: dict[str, int], bonus_turns
     true_blocks = [w for w in blocked if w.bad_writer]
     honest_blocked = [w for w in honest if w.name in blocked_after]
     early = [w for w in spammers if blocked_after.get(w.name, EARLY_RATED_TURNS + 1) <= EARLY_RATED_TURNS]
-    by_behaviour = {b.value: sum(1 for w in blocked if w.behaviour == b) for b in Behaviour}
     bad_names = {w.name for w in bad}
+    bonus_cents = policy.early.bonus_cents
     return Efficacy(
-        policy=policy_name(policy),
+        policy=policy.name,
         bad_workers=len(bad),
         blocked=len(blocked),
         true_blocks=len(true_blocks),
@@ -136,17 +180,19 @@ def judge(crowd: Iterable[SimWorker], blocked_after: dict[str, int], bonus_turns
         spammers_blocked_early_share=_share(len(early), len(spammers)),
         median_rated_turns_before_block=(
             statistics.median(blocked_after[w.name] for w in true_blocks) if true_blocks else None),
-        blocked_by_behaviour=by_behaviour,
-        bonus_cents=sum(bonus_turns.values()) * policy.bonus_cents,
-        bonus_cents_to_bad=sum(n for name, n in bonus_turns.items() if name in bad_names) * policy.bonus_cents,
+        blocked_by_behaviour={b.value: sum(1 for w in blocked if w.behaviour == b) for b in Behaviour},
+        bonus_cents=sum(bonus_turns.values()) * bonus_cents,
+        bonus_cents_to_bad=sum(n for name, n in bonus_turns.items() if name in bad_names) * bonus_cents,
+        undetermined=len(stopped - set(blocked_after)),
     )
 
 
-def compare(crowd: list[SimWorker], ratings: list[RatingRecord], policies: Iterable[Policy]) -> list[Efficacy]:
+def compare(crowd: list[SimWorker], ratings: list[RatingRecord], policies: Iterable[Staged],
+            stopped: frozenset[str] = frozenset()) -> list[Efficacy]:
     results = []
     for policy in policies:
         outcome = replay(policy, ratings)
-        results.append(judge(crowd, outcome.blocked_after, outcome.bonus_turns, policy))
+        results.append(judge(crowd, outcome.blocked_after, outcome.bonus_turns, policy, stopped))
     return results
 
 

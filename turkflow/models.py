@@ -340,6 +340,16 @@ class BatchHour(SQLModel, table=True):
     useful: int = 0
 
 
+class BatchSnapshot(SQLModel, table=True):
+    """A batch's progress and money as of ``at``: counting them takes seconds at a million turns, so the
+    dashboard reads the copy Celery beat refreshes instead of counting on every page view."""
+
+    batch_id: int = Field(foreign_key="batch.id", primary_key=True)
+    at: datetime = Field(default_factory=utcnow)
+    status: str = Field(description="The batch's status when counted; finished batches are counted once more.")
+    progress: dict = json_column()
+
+
 class MTurkQualification(SQLModel, table=True):
     """A qualification type turkflow created on MTurk (``turkflow mturk quals``): one per purpose and
     marketplace, because the sandbox and the live marketplace have separate qualification types.

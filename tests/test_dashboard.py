@@ -12,6 +12,7 @@ from turkflow.db import session_scope
 from turkflow.hits import lifecycle
 from turkflow.invites import invite_url
 from turkflow.models import Event, ReviewEntry, ReviewStatus, Worker, WorkerStatus
+from turkflow.quality import activity
 
 @pytest.fixture
 def seeded(settings, providers):
@@ -151,10 +152,15 @@ def test_every_page_escapes_worker_text(client, seeded, settings):
         assert "<script>window.__pwned" not in html and '<b id="pwned">' not in html, path
 
 
-def test_batch_pages_show_progress_charts_and_conversations(client, seeded):
+def test_batch_pages_show_progress_charts_and_conversations(client, seeded, settings):
     sign_in(client)
     batch_id = seeded["crowd"].batch_id
     html = client.get(f"/admin/batches/{batch_id}").get_data(as_text=True)
+    assert "Progress and money counted just now" in html and "16 <span class=\"muted\">submitted" in html
+    with session_scope(settings.database_url) as s:
+        activity.snapshot_batches(s)
+    html = client.get(f"/admin/batches/{batch_id}").get_data(as_text=True)
+    assert "Progress and money as of" in html and "16 <span class=\"muted\">submitted" in html
     assert "Turns per hour" in html and "<svg" in html
     assert 'aria-label="student labels"' in html and 'aria-label="Quality over time"' in html
     assert "Stuck conversations" in html

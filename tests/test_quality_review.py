@@ -10,7 +10,9 @@ from sqlmodel import select
 from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd, low_rated_teacher
 from turkflow.db import session_scope
 from turkflow.hits.local import LocalProvider
-from turkflow.models import BatchHour, Event, ReviewEntry, ReviewStatus, Turn, Worker, WorkerStatus, utcnow
+from turkflow.hits import lifecycle
+from turkflow.models import (Batch, BatchHour, BatchSnapshot, BatchStatus, Event, ReviewEntry, ReviewStatus, Turn,
+                             Worker, WorkerStatus, utcnow)
 from turkflow.quality import activity, reliability, review
 from turkflow.quality.reliability import Tally, agreement_scores
 from workers import tasks
@@ -143,3 +145,31 @@ def test_activity_rollup_counts_turns_labels_and_ratings_once_however_often_it_r
         assert sum(n for _, n in charts.hours) == 15 and len(charts.hours) == 48
         assert charts.quality["teacher"][0][1:] == (0.0, 0.0, 5)
         assert charts.labels["teacher"] == {"return_step": 5}
+
+
+def test_batch_snapshots_recount_running_batches_and_finished_ones_once_more(settings, providers):
+    crowd, _, _, _ = blocked_teacher(settings, providers)
+    with session_scope(settings.database_url) as s:
+        assert activity.snapshot_batches(s) == [crowd.batch_id]
+        snapshot = s.get(BatchSnapshot, crowd.batch_id)
+        assert snapshot.progress["turns_submitted"] == 15 and snapshot.progress["conversations"] == 6
+        assert snapshot.progress["committed_cents"] == 21 * 20  # 15 submitted + 6 open turns at $0.20
+        assert activity.snapshot_batches(s) == [crowd.batch_id]  # still running: counted every time
+        lifecycle.set_batch_status(s, s.get(Batch, crowd.batch_id), BatchStatus.cancelled, actor="requester:ada")
+    with session_scope(settings.database_url) as s:
+        assert activity.snapshot_batches(s) == [crowd.batch_id]  # once more, to count the cancellation
+        assert s.get(BatchSnapshot, crowd.batch_id).progress["cancelled"] == 6
+        assert activity.snapshot_batches(s) == []
+
+
+def test_celery_beat_task_refreshes_rollups_and_snapshots(settings, providers, celery_worker):
+    from tests.conftest import wait_until
+
+    crowd, _, _, _ = blocked_teacher(settings, providers)
+    tasks.refresh_activity.delay()
+
+    def refreshed():
+        with session_scope(settings.database_url) as s:
+            return s.get(BatchSnapshot, crowd.batch_id) and s.exec(select(func.count()).select_from(BatchHour)).one()
+
+    assert wait_until(refreshed, timeout=10)

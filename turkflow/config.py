@@ -51,7 +51,8 @@ class Settings(BaseSettings):
     reliability_min_ratings: int = Field(10, description="Raters with fewer comparable ratings are not judged.")
     reliability_floor: float = Field(
         0.6, description="Raters whose agreement with other raters is below this are shown as outliers.")
-    stats_seconds: int = Field(300, description="How often the dashboard's hourly batch statistics refresh.")
+    stats_seconds: int = Field(
+        300, description="How often the dashboard's hourly batch statistics and batch progress snapshots refresh.")
 
     mturk_live: bool = Field(False, description="Use the live MTurk marketplace (default: sandbox).")
     mturk_region: str = Field("us-east-1", description="AWS region of the MTurk requester API.")

@@ -56,6 +56,8 @@ def daily_review() -> None:
 
 @celery_app.task
 def refresh_activity() -> None:
-    """Roll up the latest hours of work for the dashboard's charts (beat, every few minutes)."""
+    """Roll up the latest hours of work and recount running batches for the dashboard (beat, every few minutes)."""
     with session_scope(settings().database_url) as session:
         activity.refresh(session)
+    with session_scope(settings().database_url) as session:
+        activity.snapshot_batches(session)

@@ -1,10 +1,11 @@
-"""Hourly activity and quality per batch: turns, labels and the ratings each role's turns received.
+"""Hourly activity and quality per batch, and snapshots of each batch's progress and money.
 
 The dashboard's charts (turns per hour, quality over time, intent distribution) read these rollups, a
 few rows per batch-hour, instead of counting a million turns on every page view. A refresh recomputes
 the hours since the last rolled-up hour (one hour back, for transactions that committed late) from the
 ``submitted_at`` index and replaces them, so running it twice, or concurrently with itself, never counts
-a turn twice.
+a turn twice. Progress and money (``turkflow.reports.batch_progress``, seconds at a million turns) are
+counted by the same periodic task and stored as a ``BatchSnapshot``.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Optional
+from typing import Any, Optional
 
 from sqlalchemy import delete, func
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
-from turkflow.models import BatchHour, Conversation, Rating, Turn
+from turkflow.models import Batch, BatchHour, BatchSnapshot, BatchStatus, Conversation, Rating, Turn, utcnow
+from turkflow.reports import BatchProgress, batch_progress
 
 
 def _hour(at: datetime) -> datetime:
@@ -105,3 +107,46 @@ def batch_activity(session: Session, batch_id: int, now: datetime, hours: int = 
     for role, days in per_day.items():
         activity.quality[role] = [(d, rel / n, use / n, n) for d, (n, rel, use) in sorted(days.items()) if n]
     return activity
+
+
+FINISHED = (BatchStatus.completed, BatchStatus.cancelled)
+
+
+def progress_record(progress: BatchProgress) -> dict[str, Any]:
+    """A batch's progress as plain values (what a snapshot stores and the batch page shows)."""
+    spend = progress.spend
+    return {
+        "conversations": progress.conversations, "completed": progress.completed, "active": progress.active,
+        "cancelled": progress.cancelled, "turns_submitted": progress.turns_submitted,
+        "hits_open": progress.hits_open, "hits_taken": progress.hits_taken, "hits_pending": progress.hits_pending,
+        "committed_cents": progress.committed_cents,
+        "spend": {"rewards_cents": spend.rewards_cents, "bonuses_cents": spend.bonuses_cents,
+                  "fees_cents": spend.fees_cents, "pending_cents": spend.pending_cents,
+                  "total_cents": spend.total_cents},
+    }
+
+
+def snapshot_batches(session: Session, now: Optional[datetime] = None) -> list[int]:
+    """Count every batch still running, and each finished one once more; returns the batches counted."""
+    now = now or utcnow()
+    known = {s.batch_id: s for s in session.exec(select(BatchSnapshot))}
+    counted = []
+    for batch in session.exec(select(Batch).order_by(Batch.id)):
+        snapshot = known.get(batch.id)
+        if snapshot is not None and batch.status in FINISHED and snapshot.status == batch.status:
+            continue
+        snapshot = snapshot or BatchSnapshot(batch_id=batch.id, status=batch.status)
+        snapshot.at, snapshot.status = now, batch.status
+        snapshot.progress = progress_record(batch_progress(session, batch.id, now))
+        session.add(snapshot)
+        counted.append(batch.id)
+    session.flush()
+    return counted
+
+
+def batch_numbers(session: Session, batch_id: int, now: datetime) -> tuple[dict[str, Any], Optional[datetime]]:
+    """The batch's progress and when it was counted: the snapshot, or counted now if there is none yet."""
+    snapshot = session.get(BatchSnapshot, batch_id)
+    if snapshot is not None:
+        return snapshot.progress, snapshot.at
+    return progress_record(batch_progress(session, batch_id, now)), None

@@ -33,7 +33,6 @@ from turkflow.models import (
 )
 from turkflow.protocol import document_items
 from turkflow.quality import activity, reliability, review
-from turkflow.reports import BatchProgress, batch_progress
 
 PAGE = 20
 BLOCK_EVENTS = ("worker_blocked", "worker_unblocked")
@@ -205,7 +204,9 @@ def worker_page(session: Session, worker_id: int, per_section: int = 10) -> Work
 
 @dataclass(frozen=True)
 class BatchPage:
-    progress: BatchProgress
+    batch: Batch
+    progress: dict[str, Any]  # see ``activity.progress_record``
+    counted_at: Optional[datetime]  # when the progress was counted (None: just now)
     activity: activity.BatchActivity
     stuck: list[Conversation]  # active and idle the longest, oldest first
     stuck_after: timedelta
@@ -221,7 +222,8 @@ def batches(session: Session, before_id: Optional[int], limit: int = PAGE) -> li
 
 
 def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: timedelta) -> BatchPage:
-    progress = batch_progress(session, batch_id, now)
+    batch = _get(session, Batch, batch_id, "batch")
+    progress, counted_at = activity.batch_numbers(session, batch_id, now)
     stuck = list(session.exec(
         select(Conversation).where(Conversation.batch_id == batch_id, Conversation.status == ConversationStatus.active,
                                    Conversation.updated_at < now - stuck_after)
@@ -231,7 +233,8 @@ def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: time
         select(Turn.conversation_id).where(col(Turn.conversation_id).in_([c.id for c in stuck]),
                                            Turn.status == TurnStatus.open)
     )) if stuck else set()
-    return BatchPage(progress=progress, activity=activity.batch_activity(session, batch_id, now), stuck=stuck,
+    return BatchPage(batch=batch, progress=progress, counted_at=counted_at,
+                     activity=activity.batch_activity(session, batch_id, now), stuck=stuck,
                      stuck_after=stuck_after, waiting=waiting, tasks=_tasks(session, [c.task_id for c in stuck]))
 
 

@@ -341,7 +341,7 @@ def batch(batch_id: int) -> str:
     settings = _settings()
     with _db() as session:
         page = dashboard.batch_page(session, batch_id, utcnow(), timedelta(seconds=settings.stuck_after_seconds))
-    batch = page.progress.batch
+    batch = page.batch
     series = {}
     for role, days in sorted(page.activity.quality.items()):
         series[f"{role} turns relevant"] = [(d.isoformat(), rel) for d, rel, _, _ in days]

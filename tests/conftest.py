@@ -7,12 +7,9 @@ database cloned from a template, so tests never see each other's rows.
 
 from __future__ import annotations
 
-import glob
 import itertools
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -27,6 +24,7 @@ from werkzeug.serving import make_server
 from turkflow.config import Settings
 from turkflow.db import dispose_engine, upgrade
 from turkflow.hits.provider import Providers
+from turkflow.simulator.stack import PostgresCluster, free_port
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -34,57 +32,11 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 redis_proc = factories.redis_proc(port=None)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# ---- PostgreSQL: a throwaway cluster owned by the postgres user (it refuses to run as root) -----------
-
-
-class PostgresCluster:
-    def __init__(self) -> None:
-        bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-        if not bindirs:
-            raise RuntimeError("PostgreSQL is not installed; run `make test`, which installs it")
-        self.bin = Path(bindirs[-1])
-        self.root = Path(tempfile.mkdtemp(prefix="turkflow-pg-"))
-        self.data = self.root / "data"
-        self.port = free_port()
-        self.as_root = os.geteuid() == 0
-
-    def _run(self, *args: str) -> None:
-        cmd = list(args)
-        if self.as_root:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-    def start(self) -> None:
-        if self.as_root:
-            shutil.chown(self.root, "postgres", "postgres")
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                  "-w", "start")
-
-    def stop(self) -> None:
-        try:
-            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-    def url(self, database: str) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
-
-
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresCluster]:
-    cluster = PostgresCluster()
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    """A throwaway PostgreSQL cluster, the same one the simulator and benchmarks start."""
+    with PostgresCluster() as cluster:
+        yield cluster
 
 
 _counter = itertools.count()

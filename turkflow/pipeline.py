@@ -48,9 +48,23 @@ def publish(settings: Settings, providers: Providers, hit_id: int, provider_name
 def after_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:
     """Open the next turn first (workers are waiting for it), then let the quality monitor judge, then
     flag the turn's content for review."""
+    opened = open_after(settings, providers, turn_id)
+    result = review_submission(settings, providers, turn_id)
+    result.opened_hit_id = opened
+    return result
+
+
+def open_after(settings: Settings, providers: Providers, turn_id: int) -> Optional[int]:
+    """Open the turn that follows a submitted one; the Celery task does only this before queueing the
+    review, so in a burst of submissions every next turn opens before any judging starts."""
     with session_scope(settings.database_url) as session:
         conversation_id = session.get(Turn, turn_id).conversation_id
-    result = AfterSubmission(opened_hit_id=open_next_turn(settings, providers, conversation_id))
+    return open_next_turn(settings, providers, conversation_id)
+
+
+def review_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:
+    """Judge the author of the turn a submission rated, then flag the submission's content for review."""
+    result = AfterSubmission()
     with session_scope(settings.database_url) as session:
         rating = session.exec(select(Rating).where(Rating.rater_turn_id == turn_id)).first()
         rating_id = rating.id if rating else None

@@ -6,10 +6,12 @@ Run it with ``celery -A workers.app worker`` and ``celery -A workers.app beat``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 from celery import Celery
 from celery.schedules import crontab
+from celery.signals import worker_process_init
 
 from turkflow.config import Settings
 from turkflow.hits.provider import Providers
@@ -68,3 +70,16 @@ def providers() -> Providers:
 @celery_app.on_configure.connect
 def _configure_from_environment(sender: Celery, **_: Any) -> None:
     sender.conf.update(celery_config(settings()))
+
+
+@worker_process_init.connect
+def load_language_model(**_: Any) -> None:
+    """Load the content checks' spaCy pipeline as a worker process starts rather than in its first task:
+    loading takes seconds, and the first submissions after every restart would wait that long for their
+    next turn to open."""
+    from turkflow.quality import checks
+
+    try:
+        checks.english(settings().spacy_model)
+    except checks.ModelMissing as missing:
+        logging.getLogger("turkflow.tasks").warning("%s; content checks will fail until it is installed", missing)

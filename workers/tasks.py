@@ -17,12 +17,21 @@ RETRY = {"autoretry_for": (Exception,), "retry_backoff": 2, "retry_backoff_max":
 
 @celery_app.task(**RETRY)
 def turn_submitted(turn_id: int) -> None:
-    """A turn is stored: open the next HIT, then judge the rated worker and queue any bonus."""
-    result = pipeline.after_submission(settings(), providers(), turn_id)
+    """A turn is stored: open the next HIT, then queue the review of the submission. Judging waits in the
+    queue behind the HITs other submissions are opening, so workers never wait for the monitor."""
+    opened = pipeline.open_after(settings(), providers(), turn_id)
+    review_submission.delay(turn_id)
+    log.info("turn %s submitted: opened hit %s", turn_id, opened)
+
+
+@celery_app.task(**RETRY)
+def review_submission(turn_id: int) -> None:
+    """Judge the worker the submission rated, queue any bonus, and flag the submission's content."""
+    result = pipeline.review_submission(settings(), providers(), turn_id)
     for bonus_id in result.bonus_ids:
         pay_bonus.delay(bonus_id)
-    log.info("turn %s submitted: opened hit %s, blocked %s, bonuses %s, flags %s", turn_id, result.opened_hit_id,
-             result.blocked_worker_id, result.bonus_ids, result.flags)
+    log.info("turn %s reviewed: blocked %s, bonuses %s, flags %s", turn_id, result.blocked_worker_id,
+             result.bonus_ids, result.flags)
 
 
 @celery_app.task(**RETRY)

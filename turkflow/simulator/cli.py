@@ -49,7 +49,8 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the started stack's database and logs here (default: a temporary directory, removed).")
 @click.option("--web-workers", default=3, show_default=True, help="gunicorn worker processes of the started stack.")
-@click.option("--web-threads", default=1, show_default=True, help="Threads per gunicorn worker.")
+@click.option("--web-threads", default=4, show_default=True,
+              help="Threads per gunicorn worker (more than 1: gthread workers, which keep connections alive).")
 @click.option("--celery-concurrency", default=2, show_default=True, help="Celery worker processes of the started stack.")
 @click.option("--settle-timeout", default=60.0, show_default=True,
               help="Give up when the pipeline has not opened the next turns for this many seconds.")

@@ -104,7 +104,7 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
 
 
 def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, *, web_workers: int = 3,
-                   web_threads: int = 1, celery_concurrency: int = 2, own_redis: bool = True,
+                   web_threads: int = 4, celery_concurrency: int = 2, own_redis: bool = True,
                    progress: Optional[Progress] = None) -> dict[str, Any]:
     """Start redis-server, gunicorn and a Celery worker on ``settings``, simulate, stop them."""
     plan(config)  # refuse bad parameters before starting anything

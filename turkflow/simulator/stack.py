@@ -121,7 +121,7 @@ class Stack:
     The database is migrated before the processes start. Logs go to ``log_dir``.
     """
 
-    def __init__(self, settings: Settings, log_dir: Path, *, web_workers: int = 3, web_threads: int = 1,
+    def __init__(self, settings: Settings, log_dir: Path, *, web_workers: int = 3, web_threads: int = 4,
                  celery_concurrency: int = 2, own_redis: bool = True):
         self.settings = settings
         self.log_dir = log_dir

@@ -71,3 +71,8 @@ def test_celery_worker_processes_load_the_language_model_as_they_start(tmp_path)
     checks.english.cache_clear()
     load_language_model()
     assert checks.english.cache_info().currsize == 1
+
+
+def test_reviews_wait_behind_openings_in_the_queue():
+    assert tasks.turn_submitted.priority is None  # Redis: no priority is the highest, 0
+    assert tasks.review_submission.priority == tasks.REVIEW_PRIORITY > 0

@@ -13,7 +13,7 @@ from tests.conftest import SHARED_DATA
 from turkflow.db import session_scope
 from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus, Worker, WorkerStatus
 from turkflow.quality.monitor import Policy
-from turkflow.simulator.crowd import Behaviour, build_crowd
+from turkflow.simulator.crowd import Behaviour, Written, build_crowd, revise
 from turkflow.simulator.policies import RatingRecord, Staged, parse_policy, replay
 from turkflow.simulator.run import SimulationConfig, run_on
 from turkflow.simulator.utterances import read_dialogs, write_scripts
@@ -60,6 +60,15 @@ def test_scripts_with_a_mean_length_chain_dialogs_around_that_mean(dialogs):
     assert 30 <= sum(lengths) / len(lengths) <= 36
     assert any(len(s.dialogue_ids) > 1 for s in scripts)
     assert all(len(s.student) == s.length // 2 for s in scripts)
+
+
+def test_a_refused_text_answer_is_written_out_in_full_and_other_refusals_are_left_alone():
+    written = Written(form={"response": "2", "intent": "request_step", "danger": []}, good=True,
+                      rated_relevant=None, rated_useful=None)
+    revised = revise(written, "response")
+    assert revised.form["response"].startswith("2") and len(revised.form["response"]) > 2
+    assert revised.form["intent"] == "request_step" and written.form["response"] == "2"
+    assert revise(written, "danger") is None and revise(written, None) is None
 
 
 def test_replay_blocks_after_a_full_window_of_low_ratings_and_not_before():

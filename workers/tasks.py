@@ -17,14 +17,19 @@ RETRY = {"autoretry_for": (Exception,), "retry_backoff": 2, "retry_backoff_max":
 
 @celery_app.task(**RETRY)
 def turn_submitted(turn_id: int) -> None:
-    """A turn is stored: open the next HIT, then queue the review of the submission. Judging waits in the
-    queue behind the HITs other submissions are opening, so workers never wait for the monitor."""
+    """A turn is stored: open the next HIT, then queue the review of the submission at a lower priority,
+    so workers waiting for their next turn never wait for the monitor."""
     opened = pipeline.open_after(settings(), providers(), turn_id)
     review_submission.delay(turn_id)
     log.info("turn %s submitted: opened hit %s", turn_id, opened)
 
 
-@celery_app.task(**RETRY)
+# Redis delivers a queue's lower priority numbers first; tasks without one go first (priority 0). A burst
+# of submissions thus opens every next turn before any review runs, instead of one review per opening.
+REVIEW_PRIORITY = 9
+
+
+@celery_app.task(priority=REVIEW_PRIORITY, **RETRY)
 def review_submission(turn_id: int) -> None:
     """Judge the worker the submission rated, queue any bonus, and flag the submission's content."""
     result = pipeline.review_submission(settings(), providers(), turn_id)

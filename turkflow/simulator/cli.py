@@ -168,8 +168,10 @@ def show(report: dict[str, Any]) -> None:
           ["route", "requests", "p50 ms", "p95 ms", "p99 ms"],
           [(route, row["requests"], row["p50_ms"], row["p95_ms"], row["p99_ms"])
            for route, row in http["routes"].items()])
+    if done["revised_answers"]:
+        click.echo(f"Answers the turn page refused and the worker rewrote (by field): {done['revised_answers']}")
     if done["refused_requests"]:
-        click.echo(f"Refused requests: {done['refused_requests']}")
+        click.echo(f"Refused requests (their turns went back to the pool): {done['refused_requests']}")
 
 
 def _pct(share: Optional[float]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -158,6 +158,15 @@ def write_turn(worker: SimWorker, seed: int, conversation: int, script: Script, 
     if "danger" in asked:
         form["danger"] = []
     return Written(form=form, good=good, rated_relevant=rated_relevant, rated_useful=rated_useful)
+
+
+def revise(written: Written, field: str | None) -> Written | None:
+    """What a worker does when the page refuses a text answer (too short, say): write it out in full.
+    Other refusals are left alone (None): a person could not fix them by rewording either."""
+    value = written.form.get(field) if field else None
+    if not isinstance(value, str):
+        return None
+    return replace(written, form={**written.form, field: f"{value}, that is my answer"})
 
 
 def _rate(rates: str, truth: bool, rng: random.Random) -> tuple[bool, bool]:

@@ -27,6 +27,7 @@ import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -58,7 +59,7 @@ from turkflow.models import (
 )
 from turkflow.protocol import get_protocol
 from turkflow.quality.monitor import Policy
-from turkflow.simulator.crowd import SimWorker, write_turn
+from turkflow.simulator.crowd import SimWorker, revise, write_turn
 from turkflow.simulator.utterances import Script
 
 HTTP_TIMEOUT = 60
@@ -135,12 +136,20 @@ class WorkerClient:
 
 def _json(response: requests.Response, what: str) -> dict[str, Any]:
     if response.status_code >= 400:
-        raise TurnRefused(f"{what}: HTTP {response.status_code} {response.text[:200]}")
+        try:
+            field_name = response.json().get("field")
+        except ValueError:
+            field_name = None
+        raise TurnRefused(what, response.status_code, field_name, response.text[:200])
     return response.json()
 
 
 class TurnRefused(RuntimeError):
-    """The server refused a simulated worker's request (recorded; the turn goes back to the pool)."""
+    """The server refused a simulated worker's request; ``field`` is the answer a 400 names."""
+
+    def __init__(self, what: str, status: int, field: Optional[str], detail: str):
+        super().__init__(f"{what}: HTTP {status} {detail}")
+        self.what, self.status, self.field = what, status, field
 
 
 # ---- the simulation -----------------------------------------------------------------------------------
@@ -189,9 +198,14 @@ class Outcome:
     rounds: int = 0
     wall_seconds: float = 0.0
     refused: Counter[str] = field(default_factory=Counter)
+    revised: Counter[str] = field(default_factory=Counter)  # answers the server refused and the worker rewrote
     history_mismatches: int = 0
     stop_reason: str = "all conversations finished"
     http: HttpLog = field(default_factory=HttpLog)
+
+    @cached_property
+    def by_name(self) -> dict[str, SimWorker]:
+        return {w.name: w for w in self.crowd}
 
 
 def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
@@ -261,6 +275,8 @@ class Simulation:
                 self._settle(batch_id, written)
                 jobs, open_total = self._plan(out.rounds, role)
                 if open_total == 0:
+                    if self._unfinished():
+                        out.stop_reason = self._stuck_reason()
                     break
                 if not jobs:
                     idle_rounds += 1
@@ -315,6 +331,13 @@ class Simulation:
             jobs.append(Job(self.by_name[name], hit_id, conversation, index, arrive))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
 
+    def _unfinished(self) -> int:
+        with session_scope(self.settings.database_url) as session:
+            return session.exec(
+                select(func.count()).select_from(Conversation)
+                .where(Conversation.batch_id == self.out.batch_id, Conversation.status == ConversationStatus.active)
+            ).one()
+
     def _stuck_reason(self) -> str:
         with session_scope(self.settings.database_url) as session:
             statuses = Counter(
@@ -347,10 +370,19 @@ class Simulation:
             previous = self.out.turns.get((job.conversation, job.index - 1))
             written = write_turn(job.worker, self.seed, job.conversation, self.scripts[job.conversation], view,
                                  previous.good if previous else None)
-            confirmed = client.submit(assignment_id, written.form)
+            try:
+                confirmed = client.submit(assignment_id, written.form)
+            except TurnRefused as refusal:
+                revised = revise(written, refusal.field) if refusal.status == 400 else None
+                if revised is None:
+                    raise
+                with self._lock:
+                    self.out.revised[refusal.field] += 1
+                written = revised
+                confirmed = client.submit(assignment_id, written.form)
         except TurnRefused as refusal:
             with self._lock:
-                self.out.refused[str(refusal).split(":")[0]] += 1
+                self.out.refused[f"{refusal.what} {refusal.status}"] += 1
             return None
         record = TurnRecord(
             conversation=job.conversation, index=job.index, writer=job.worker.name, round=round_no,

@@ -17,7 +17,7 @@ from sqlmodel import Session, col, select
 
 from turkflow.hits.money import fee_cents
 from turkflow.models import Batch, Bonus, Conversation, Event, QualityDecision, Rating, Turn, TurnStatus, Worker, WorkerStatus
-from turkflow.simulator.crowd import Behaviour
+from turkflow.simulator.crowd import Behaviour, SimWorker
 from turkflow.simulator.driver import Outcome, as_utc
 from turkflow.simulator.policies import Efficacy, RatingRecord, Staged, compare, judge
 
@@ -74,12 +74,13 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         },
         "policies": [_efficacy(e) for e in comparison],
         "refused_requests": dict(sorted(outcome.refused.items())),
+        "revised_answers": dict(sorted(outcome.revised.items())),
     }
     return {"parameters": parameters, "reproducible": reproducible, "measured": _measured(session, outcome, stored)}
 
 
-def _worker(outcome: Outcome, name: str):  # noqa: ANN202
-    return next(w for w in outcome.crowd if w.name == name)
+def _worker(outcome: Outcome, name: str) -> SimWorker:
+    return outcome.by_name[name]
 
 
 def _turn_counts(outcome: Outcome, stored, position, names) -> dict[str, Any]:  # noqa: ANN001

@@ -4,8 +4,9 @@ Conversations are read in pages by id (keyset pagination), so memory stays flat 
 collection: a page's conversations, turns and ratings are read, written out and dropped before the next
 page. Raw crowd worker ids never leave: every worker appears as a keyed hash (HMAC-SHA256 with
 ``Settings.worker_hash_key``), and a worker's raw id typed into a text field is replaced by that hash
-too. Every document is checked against ``export_schema.json`` before it is written, and the export is
-assembled in a staging directory that only takes the target's name when complete.
+too. Documents follow ``export_schema.json`` (a sample is validated as they are written, see
+``write_export``), and the export is assembled in a staging directory that only takes the target's name
+when complete.
 """
 
 from __future__ import annotations

@@ -115,6 +115,11 @@ class PostgresCluster:
         self.stop()
 
 
+# Longer than a simulated worker waits between its requests (a round of the other role), so gunicorn never
+# closes a connection the worker is about to reuse; its 2 s default made such requests fail now and then.
+KEEP_ALIVE_SECONDS = 75
+
+
 class Stack:
     """redis-server (unless ``settings.redis_url`` is given to share), gunicorn and a Celery worker.
 
@@ -167,7 +172,8 @@ class Stack:
         self.settings = self.settings.model_copy(update={"public_url": self.url})
         self._spawn("gunicorn", [sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers),
                                  "--threads", str(self.web_threads), "--bind", f"127.0.0.1:{port}",
-                                 "--backlog", "2048", "turkflow.web:create_app()"])
+                                 "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS),
+                                 "turkflow.web:create_app()"])
         self._spawn("celery", [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--beat",
                                "--schedule", str(self.log_dir / "celerybeat-schedule"), "--pool", "prefork",
                                "--concurrency", str(self.celery_concurrency), "--queues", "turkflow",

@@ -107,8 +107,9 @@ def main(argv: list[str] | None = None) -> None:
     for backend in args.backends.split(","):
         results, background = {}, {}
         for turns in sizes:
-            with fresh_database(backend) as url:
-                work = Path(tempfile.mkdtemp(prefix="turkflow-bench-dashboard-"))
+            with (fresh_database(backend) as url,
+                  tempfile.TemporaryDirectory(prefix="turkflow-bench-dashboard-") as scratch):
+                work = Path(scratch)
                 build(url, turns)
                 background[turns] = prepare(url, work)
                 results[turns] = time_pages(url, work)

@@ -35,26 +35,27 @@ def simulate(backend: str, conversations: int, workers: int, mean_turns: int, se
     from turkflow.simulator.run import SimulationConfig, run_on
     from turkflow.simulator.stack import PostgresCluster, Stack
 
-    work = Path(tempfile.mkdtemp(prefix=f"turkflow-bench-e2e-{backend}-"))
-    cluster = None
-    if backend == "postgresql":
-        cluster = PostgresCluster()
-        cluster.start()
-        url = cluster.create_database("e2e")
-    else:
-        url = f"sqlite:///{work / 'turkflow.db'}"
     config = SimulationConfig(students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
                               max_turns=2 * mean_turns, mean_turns=mean_turns, seed=seed, policy="none",
                               concurrency=concurrency, think_time=think_time, settle_timeout=120)
-    try:
-        with Stack(Settings(data_dir=work, database_url=url), work / "logs", web_workers=web_workers,
-                   web_threads=web_threads, celery_concurrency=celery_concurrency) as stack:
-            before = cpu_seconds(stack.processes)
-            report = run_on(stack.settings, stack.url, config)
-            after = cpu_seconds(stack.processes)
-    finally:
-        if cluster is not None:
-            cluster.stop()
+    with tempfile.TemporaryDirectory(prefix=f"turkflow-bench-e2e-{backend}-") as scratch:
+        work = Path(scratch)
+        cluster = None
+        if backend == "postgresql":
+            cluster = PostgresCluster()
+            cluster.start()
+            url = cluster.create_database("e2e")
+        else:
+            url = f"sqlite:///{work / 'turkflow.db'}"
+        try:
+            with Stack(Settings(data_dir=work, database_url=url), work / "logs", web_workers=web_workers,
+                       web_threads=web_threads, celery_concurrency=celery_concurrency) as stack:
+                before = cpu_seconds(stack.processes)
+                report = run_on(stack.settings, stack.url, config)
+                after = cpu_seconds(stack.processes)
+        finally:
+            if cluster is not None:
+                cluster.stop()
     report["cpu_seconds"] = {name: round(after[name] - before[name], 2) for name in after}
     return report
 

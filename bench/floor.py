@@ -60,7 +60,8 @@ def create_floor_app():  # noqa: ANN201 - a Flask app, imported by gunicorn in i
 def floor(inserts: int, concurrency: int, web_workers: int, web_threads: int) -> dict[str, float]:
     from turkflow.simulator.stack import free_port, wait_for
 
-    work = Path(tempfile.mkdtemp(prefix="turkflow-bench-floor-"))
+    scratch = tempfile.TemporaryDirectory(prefix="turkflow-bench-floor-")
+    work = Path(scratch.name)
     port = free_port()
     env = {**os.environ, DATABASE_ENV: f"sqlite:///{work / 'floor.db'}"}
     log = open(work / "gunicorn.log", "ab")  # noqa: SIM115 - closed below
@@ -91,6 +92,7 @@ def floor(inserts: int, concurrency: int, web_workers: int, web_threads: int) ->
         server.terminate()
         server.wait(timeout=20)
         log.close()
+        scratch.cleanup()
     return {"inserts": done, "per_second": done / seconds, "web_cpu_ms": 1000 * used / done}
 
 

@@ -31,10 +31,12 @@ def simulate(policy: str, conversations: int, workers: int, seed: int) -> dict[s
     from turkflow.config import Settings
     from turkflow.simulator.run import SimulationConfig, run_with_stack
 
-    work = Path(tempfile.mkdtemp(prefix="turkflow-bench-quality-"))
     config = SimulationConfig(students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
                               max_turns=66, mean_turns=33, seed=seed, policy=policy, settle_timeout=120)
-    return run_with_stack(Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}"), work, config)
+    with tempfile.TemporaryDirectory(prefix="turkflow-bench-quality-") as scratch:
+        work = Path(scratch)
+        return run_with_stack(Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}"), work,
+                              config)
 
 
 def row(e: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from sqlmodel import col, select
 from tests.conftest import SHARED_DATA
 from turkflow.db import session_scope
 from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus, Worker, WorkerStatus
-from turkflow.quality.monitor import Policy
+from turkflow.quality.monitor import POOLED, Policy
 from turkflow.simulator.crowd import Behaviour, Written, build_crowd, revise
 from turkflow.simulator.policies import RatingRecord, Staged, parse_policy, replay
 from turkflow.simulator.run import SimulationConfig, run_on
@@ -88,6 +88,19 @@ def test_staged_policy_switches_to_its_long_window_after_probation():
     assert replay(policy, unlucky).blocked_after == {}  # k=5,p=0.4 alone would block at the 11th
     assert replay(parse_policy("k=5,p=0.4"), unlucky).blocked_after == {"honest": 10}
     assert replay(parse_policy("none"), spam * 3).blocked_after == {}
+
+
+def test_pooled_policy_blocks_on_the_mean_of_both_ratings_where_the_papers_rule_blocks_on_either():
+    # Relevant but rarely useful: usefulness alone is below 0.5, relevance and usefulness together are not.
+    relevant_not_useful = [RatingRecord("r", True, u) for u in (False, False, True, False, True, False)]
+    assert replay(parse_policy("k=6,p=0.5"), relevant_not_useful).blocked_after == {"r": 6}
+    assert replay(parse_policy("pooled k=6,p=0.5"), relevant_not_useful).blocked_after == {}
+    spam = [RatingRecord("s", r, u) for r, u in ((False, True), (False, False), (True, False), (False, False),
+                                                 (False, False), (False, True))]
+    assert replay(parse_policy("pooled k=6,p=0.5"), spam).blocked_after == {"s": 6}
+    staged = parse_policy("pooled k=6,p=0.5 for 6, then k=20,p=0.4")
+    assert staged.name == "pooled k=6,p=0.5 for 6, then k=20,p=0.4" and staged.live is None
+    assert staged.later.rule == staged.early.rule == POOLED
 
 
 def test_policy_text_is_parsed_and_bad_text_names_the_form():

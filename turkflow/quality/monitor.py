@@ -34,12 +34,21 @@ from turkflow.models import (
 )
 
 
+# How a window's ratings are compared with p. EITHER is the paper's rule (block when the mean relevance or
+# the mean usefulness is below p). POOLED blocks when the mean of both together is below p: twice the
+# evidence per window, so a few noisy raters block far fewer honest workers (see bench/RESULTS.md). The
+# live monitor runs EITHER; the simulator replays both.
+EITHER = "either"
+POOLED = "pooled"
+
+
 @dataclass(frozen=True)
 class Policy:
     window: int = 5
     block_below: float = 0.5
     bonus_above: float = 0.9
     bonus_cents: int = 8
+    rule: str = EITHER
 
     @classmethod
     def of(cls, batch: Batch) -> "Policy":
@@ -54,7 +63,11 @@ def decide(policy: Policy, relevance: list[bool], usefulness: list[bool]) -> tup
     mean_use = sum(usefulness) / len(usefulness)
     if len(relevance) < policy.window:
         return "none", mean_rel, mean_use
-    if mean_rel < policy.block_below or mean_use < policy.block_below:
+    if policy.rule == POOLED:
+        low = (mean_rel + mean_use) / 2 < policy.block_below
+    else:
+        low = mean_rel < policy.block_below or mean_use < policy.block_below
+    if low:
         return "block", mean_rel, mean_use
     if mean_rel > policy.bonus_above and mean_use > policy.bonus_above:
         return "bonus", mean_rel, mean_use

@@ -38,7 +38,8 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
                    "(default: TURKFLOW_QUALITY_WINDOW and TURKFLOW_BLOCK_BELOW).")
 @click.option("--compare", "compare_", multiple=True,
               help="A policy to replay on the collected ratings (repeatable); also staged ones such as "
-                   f"'k=5,p=0.4 for 6, then k=20,p=0.4'. Default: {'; '.join(DEFAULT_POLICIES)}.")
+                   "'k=5,p=0.4 for 6, then k=20,p=0.4' and pooled ones (the mean of relevance and usefulness "
+                   f"together against p) such as 'pooled k=6,p=0.5'. Default: {'; '.join(DEFAULT_POLICIES)}.")
 @click.option("--dialogs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of SGD dialogues_*.json.gz to replay (default: ../shared/data/sgd/dev).")
 @click.option("--url", default=None,

@@ -6,8 +6,10 @@ blocked and after how many rated turns, so one run compares many.
 
 A policy is the monitor's (window k, threshold p), written ``k=5,p=0.5``; ``none`` never blocks (run a
 simulation live with it to collect every worker's full stream of ratings). The comparison also takes
-*staged* policies the live monitor does not offer yet, ``k=5,p=0.4 for 6, then k=20,p=0.4``: a strict
-short window while a worker has at most 6 rated turns (probation), a long one afterwards.
+policies the live monitor does not offer yet: *staged* ones, ``k=5,p=0.4 for 6, then k=20,p=0.4``, a strict
+short window while a worker has at most 6 rated turns (probation) and a long one afterwards; and *pooled*
+ones, ``pooled k=6,p=0.5``, which compare the mean of relevance and usefulness together with p instead of
+each on its own (``turkflow.quality.monitor.POOLED``).
 
 The replay is exact up to the last rating an author actually received. A worker the live policy blocked
 wrote nothing afterwards, so a policy that would have blocked them only later cannot be seen doing so:
@@ -21,18 +23,18 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from turkflow.quality.monitor import Policy, decide
+from turkflow.quality.monitor import EITHER, POOLED, Policy, decide
 from turkflow.simulator.crowd import Behaviour, SimWorker
 
 # The paper's policy first, then the alternatives a lab would consider.
 DEFAULT_POLICIES = ("k=5,p=0.5", "k=5,p=0.4", "k=6,p=0.4", "k=10,p=0.4", "k=5,p=0.5 for 6, then k=20,p=0.5",
-                    "k=5,p=0.4 for 6, then k=20,p=0.4")
+                    "k=5,p=0.4 for 6, then k=20,p=0.4", "pooled k=5,p=0.5", "pooled k=6,p=0.5 for 6, then k=20,p=0.4")
 
 # The target's horizon: a spammer should be blocked within this many rated turns.
 EARLY_RATED_TURNS = 6
 
 _WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
-_SPEC = re.compile(rf"^\s*{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?$")
+_SPEC = re.compile(rf"^\s*(pooled\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?$")
 
 
 @dataclass(frozen=True)
@@ -53,32 +55,35 @@ class Staged:
     def name(self) -> str:
         if self.early.block_below == 0:
             return "none"
-        text = f"k={self.early.window},p={self.early.block_below:g}"
+        text = "pooled " if self.early.rule == POOLED else ""
+        text += f"k={self.early.window},p={self.early.block_below:g}"
         if self.later is not None:
             text += f" for {self.until}, then k={self.later.window},p={self.later.block_below:g}"
         return text
 
     @property
     def live(self) -> Optional[Policy]:
-        """The monitor's own policy, when the live monitor can run this one (it has no stages yet)."""
-        return self.early if self.later is None else None
+        """The monitor's own policy, when the live monitor can run this one (no stages, no pooling yet)."""
+        return self.early if self.later is None and self.early.rule == EITHER else None
 
 
 def parse_policy(text: str, bonus_above: float = 0.9, bonus_cents: int = 8) -> Staged:
-    """``k=5,p=0.5`` (block when a mean of the last k ratings is below p), ``none``, or a staged policy
-    ``k=5,p=0.4 for 6, then k=20,p=0.4``."""
+    """``k=5,p=0.5`` (block when a mean of the last k ratings is below p), ``none``, a staged policy
+    ``k=5,p=0.4 for 6, then k=20,p=0.4``, any of them ``pooled`` (``pooled k=6,p=0.5``)."""
     if text.strip() == "none":
         return Staged(Policy(block_below=0.0, bonus_above=bonus_above, bonus_cents=bonus_cents))
     match = _SPEC.match(text)
     if not match:
         raise ValueError(f"policy {text!r} is not of the form k=5,p=0.5 (or none, or "
-                         "k=5,p=0.4 for 6, then k=20,p=0.4)")
-    k1, p1, until, k2, p2 = match.groups()
+                         "k=5,p=0.4 for 6, then k=20,p=0.4, or pooled k=5,p=0.5)")
+    pooled, k1, p1, until, k2, p2 = match.groups()
+    rule = POOLED if pooled else EITHER
 
     def window(k: str, p: str) -> Policy:
         if int(k) < 1 or not 0 < float(p) <= 1:
             raise ValueError(f"policy {text!r}: k must be at least 1 and p in (0, 1]")
-        return Policy(window=int(k), block_below=float(p), bonus_above=bonus_above, bonus_cents=bonus_cents)
+        return Policy(window=int(k), block_below=float(p), bonus_above=bonus_above, bonus_cents=bonus_cents,
+                      rule=rule)
 
     if until is None:
         return Staged(window(k1, p1))

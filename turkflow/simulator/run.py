@@ -79,8 +79,8 @@ def plan(config: SimulationConfig) -> Plan:
 
     live = policy(config.policy)
     if live.live is None:
-        raise ValueError(f"the live monitor runs k=..,p=.. or none, not the staged policy {config.policy!r}; "
-                         "compare staged policies with --compare")
+        raise ValueError(f"the live monitor runs k=..,p=.. or none, not {config.policy!r}; "
+                         "compare staged and pooled policies with --compare")
     compared = [policy(text) for text in config.compare]
     if live not in compared:
         compared.insert(0, live)

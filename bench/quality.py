@@ -2,13 +2,14 @@
 honest crowd? Target: with 15% spammers and 10% careless raters, at least 90% of spammers blocked within
 their first 6 rated turns and at most 3% of honest workers blocked.
 
-Two simulations of the same seeded crowd through the real stack (SQLite), each worker writing about 45
+Three simulations of the same seeded crowd through the real stack (SQLite), each worker writing about 45
 turns as in the Wizard of Tasks collection (18,000 turns over 400 workers):
 
 1. the batch runs with the policy ``none``: the monitor judges every rating but blocks nobody, so every
-   worker's complete stream of ratings is collected, and every policy (the default, alternatives, and
-   staged "probation" policies the live monitor does not offer) is replayed on it exactly;
-2. the batch runs live with the default policy: what its blocks actually do to the crowd and the batch.
+   worker's complete stream of ratings is collected, and every policy (the default, alternatives, staged
+   "probation" and pooled policies) is replayed on it exactly;
+2. the batch runs live with the default policy: what its blocks actually do to the crowd and the batch;
+3. the same with the recommended policy (``turkflow.simulator.policies.RECOMMENDED``).
 
     python -m bench.quality
     python -m bench.quality --workers 400 --conversations 549     # the full Wizard of Tasks size
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._cpu import load
+from turkflow.simulator.policies import RECOMMENDED
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -73,20 +75,22 @@ def main(argv: list[str] | None = None) -> None:
     for efficacy in done["policies"]:
         print(row(efficacy))
 
-    live = simulate("k=5,p=0.5", args.conversations, args.workers, args.seed)
-    (OUT / "quality-default.json").write_text(json.dumps(live, indent=2, default=str))
-    done = live["reproducible"]
-    monitor = done["monitor"]
-    print(f"  2. live with the default policy: {done['turns']['stored']} of {done['turns']['planned']} turns, "
-          f"{done['conversations']['completed']}/{done['conversations']['launched']} conversations completed "
-          f"({done['stop_reason']}); replay agrees with the live monitor: {monitor['replay_agrees_with_live_monitor']}")
-    print(HEADER)
-    print(row(monitor))
-    money = done["money"]
-    print(f"    share of pay to bad workers {100 * money['share_paid_to_bad_workers']:.1f}% "
-          f"(to spammers and lazy writers {100 * money['share_paid_to_bad_writers']:.1f}%); median turns a bad writer "
-          f"wrote before the block: {monitor['median_turns_written_before_block']}; {load()}", flush=True)
-
+    for step, (what, policy) in enumerate((("the default policy", "k=5,p=0.5"),
+                                           ("the recommended policy", RECOMMENDED)), start=2):
+        live = simulate(policy, args.conversations, args.workers, args.seed)
+        (OUT / f"quality-live-{step}.json").write_text(json.dumps(live, indent=2, default=str))
+        done = live["reproducible"]
+        monitor = done["monitor"]
+        print(f"  {step}. live with {what}: {done['turns']['stored']} of {done['turns']['planned']} turns, "
+              f"{done['conversations']['completed']}/{done['conversations']['launched']} conversations completed "
+              f"({done['stop_reason']}); replay agrees with the live monitor: "
+              f"{monitor['replay_agrees_with_live_monitor']}")
+        print(HEADER)
+        print(row(monitor))
+        money = done["money"]
+        print(f"    share of pay to bad workers {100 * money['share_paid_to_bad_workers']:.1f}% "
+              f"(to spammers and lazy writers {100 * money['share_paid_to_bad_writers']:.1f}%); median turns a bad "
+              f"writer wrote before the block: {monitor['median_turns_written_before_block']}; {load()}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,7 @@ from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
 from turkflow.models import Bonus, BonusStatus, Event, QualityDecision, Worker, WorkerStatus
+from turkflow.quality.monitor import Policy, PolicyError
 from workers import tasks
 
 
@@ -116,3 +117,38 @@ def test_bonus_is_paid_once_when_the_celery_task_runs_twice(settings, providers,
     with session_scope(settings.database_url) as s:
         paid_events = s.exec(select(func.count()).select_from(Event).where(Event.kind == "bonus_paid")).one()
         assert paid_events == 1
+
+
+def test_a_batch_with_a_pooled_probation_policy_is_judged_by_it_live(settings, providers):
+    policy = Policy.parse("pooled k=3,p=0.5 for 3, then k=4,p=0.4")
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=5, quality=policy.batch_fields())
+    teacher = crowd.worker("teacher", "T-mixed")
+    students = [crowd.worker("student", f"S{i}") for i in range(2)]
+
+    def rated(conversation_id: int, relevant: bool, useful: bool) -> str:
+        crowd.submit(students[0], conversation_id, STUDENT_LINES[0])
+        crowd.submit(teacher, conversation_id, TEACHER_LINES[0])
+        crowd.submit(students[1], conversation_id, STUDENT_LINES[1], relevant=relevant, useful=useful)
+        with session_scope(settings.database_url) as s:
+            return s.get(Worker, teacher.id).status
+
+    conversations = crowd.conversations()
+    # Relevant but not useful, three times: the paper's rule would block (usefulness 0 < 0.5); pooled, the
+    # mean of both is 0.5, which is not below p.
+    assert [rated(c, True, False) for c in conversations[:3]] == [WorkerStatus.active] * 3
+    # Past probation the settled window judges: relevance 3/4, usefulness 0/4, pooled 0.375 < 0.4.
+    assert rated(conversations[3], False, False) == WorkerStatus.temporarily_blocked
+    with session_scope(settings.database_url) as s:
+        decision = s.exec(select(QualityDecision).where(QualityDecision.worker_id == teacher.id,
+                                                        QualityDecision.outcome == "block")).one()
+        assert len(decision.window) == 4
+
+
+def test_a_policy_that_makes_no_sense_is_refused_with_its_form():
+    with pytest.raises(PolicyError, match="k=5,p=0.5"):
+        Policy.parse("pooled window 5")
+    with pytest.raises(PolicyError, match="p in"):
+        Policy.parse("k=5,p=0")
+    with pytest.raises(PolicyError, match="either, pooled"):
+        Policy(rule="mean").check()

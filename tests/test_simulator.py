@@ -12,9 +12,9 @@ from sqlmodel import col, select
 from tests.conftest import SHARED_DATA
 from turkflow.db import session_scope
 from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus, Worker, WorkerStatus
-from turkflow.quality.monitor import POOLED, Policy
+from turkflow.quality.monitor import POOLED, Policy, PolicyError
 from turkflow.simulator.crowd import Behaviour, Written, build_crowd, revise
-from turkflow.simulator.policies import RatingRecord, Staged, parse_policy, replay
+from turkflow.simulator.policies import RatingRecord, parse_policy, replay
 from turkflow.simulator.run import SimulationConfig, run_on
 from turkflow.simulator.utterances import read_dialogs, write_scripts
 
@@ -72,7 +72,7 @@ def test_a_refused_text_answer_is_written_out_in_full_and_other_refusals_are_lef
 
 
 def test_replay_blocks_after_a_full_window_of_low_ratings_and_not_before():
-    policy = Staged(Policy(window=5, block_below=0.5))
+    policy = Policy(window=5, block_below=0.5)
     bad = [RatingRecord("a", False, False)] * 5
     assert replay(policy, bad[:4]).blocked_after == {}
     assert replay(policy, bad).blocked_after == {"a": 5}
@@ -99,17 +99,19 @@ def test_pooled_policy_blocks_on_the_mean_of_both_ratings_where_the_papers_rule_
                                                  (False, False), (False, True))]
     assert replay(parse_policy("pooled k=6,p=0.5"), spam).blocked_after == {"s": 6}
     staged = parse_policy("pooled k=6,p=0.5 for 6, then k=20,p=0.4")
-    assert staged.name == "pooled k=6,p=0.5 for 6, then k=20,p=0.4" and staged.live is None
-    assert staged.later.rule == staged.early.rule == POOLED
+    assert staged.text == "pooled k=6,p=0.5 for 6, then k=20,p=0.4"
+    assert staged.stage(6).window == 6 and staged.stage(7).window == 20 and staged.stage(7).rule == POOLED
 
 
 def test_policy_text_is_parsed_and_bad_text_names_the_form():
-    assert parse_policy("k=6,p=0.4") == Staged(Policy(window=6, block_below=0.4))
-    assert parse_policy("k=5,p=0.4 for 6, then k=20,p=0.4").name == "k=5,p=0.4 for 6, then k=20,p=0.4"
+    assert parse_policy("k=6,p=0.4") == Policy(window=6, block_below=0.4)
+    assert parse_policy("k=5,p=0.4 for 6, then k=20,p=0.4").text == "k=5,p=0.4 for 6, then k=20,p=0.4"
     with pytest.raises(ValueError, match="k=5,p=0.5"):
         parse_policy("window 5")
-    with pytest.raises(ValueError, match="k must be"):
+    with pytest.raises(PolicyError, match="k must be"):
         parse_policy("k=0,p=0.5")
+    with pytest.raises(PolicyError, match="k must be"):
+        parse_policy("k=5,p=0.5 for 6, then k=20,p=1.5")
 
 
 SMALL = SimulationConfig(students=3, teachers=3, conversations=4, max_turns=12, mean_turns=12,

@@ -357,6 +357,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     """
     from turkflow.documents import load_documents, read_documents
     from turkflow.hits import lifecycle, money
+    from turkflow.quality import monitor
 
     if bool(tasks_file) == all_tasks:
         raise CommandError("give either --tasks FILE or --all")
@@ -397,8 +398,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         click.confirm(f"Publish on the LIVE MTurk marketplace, paying up to {dollars(cost.total_cents)} "
                       "of real money?", abort=True)
 
-    quality = {"quality_window": settings.quality_window, "block_below": settings.block_below,
-               "bonus_above": settings.bonus_above, "bonus_cents": bonus}
+    quality = monitor.Policy.of_settings(settings, bonus).batch_fields()
     with app.session() as session:
         if docs is not None:
             load_documents(session, docs)

@@ -33,6 +33,14 @@ class Settings(BaseSettings):
     max_turns: int = Field(40, description="Default maximum turns per conversation.")
     quality_window: int = Field(5, description="k: how many recent rated turns the monitor averages.")
     block_below: float = Field(0.5, description="p: mean relevance or usefulness below this blocks the worker.")
+    block_rule: Literal["either", "pooled"] = Field(
+        "either", description="either: block when the mean relevance or the mean usefulness is below p (the "
+                              "paper); pooled: when the mean of both together is.")
+    probation_turns: int = Field(
+        0, ge=0, description="Judge a worker's first N rated turns with k and p, the rest with the settled window "
+                             "(0: k and p judge all). Try 6 with pooled, k=6, settled 20 and 0.4.")
+    settled_window: int = Field(20, ge=1, description="k after probation.")
+    settled_block_below: float = Field(0.4, gt=0, le=1, description="p after probation.")
     bonus_above: float = Field(0.9, description="Both means above this pay a bonus for the rated turn.")
     bonus: float = Field(0.08, description="Bonus per qualifying turn (USD).")
 

@@ -104,6 +104,10 @@ class Batch(SQLModel, table=True):
     block_below: float = 0.5
     bonus_above: float = 0.9
     bonus_cents: int = 8
+    block_rule: str = "either"  # see turkflow.quality.monitor.Policy
+    probation_rated_turns: int = 0
+    settled_window: int = 0
+    settled_block_below: float = 0.0
     created_at: datetime = Field(default_factory=utcnow)
 
 

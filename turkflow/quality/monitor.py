@@ -5,18 +5,25 @@ mean relevance or the mean usefulness is below p, block them temporarily; if bot
 threshold, the rated turn earns a bonus, once. A window shorter than k decides nothing: one unlucky rating
 from a careless rater must not block an honest newcomer. The window is read through the
 ``(author_id, id)`` index, so the cost per rating does not grow with history.
+
+That is the paper's rule and the default. A batch may also pool the two means (block when their average
+is below p) and put workers on probation: (k, p) judge a worker's first N rated turns, a longer settled
+window (k2, p2) judges the rest. Written as text: ``pooled k=6,p=0.5 for 6, then k=20,p=0.4``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Optional
 
+from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.config import Settings
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -36,10 +43,17 @@ from turkflow.models import (
 
 # How a window's ratings are compared with p. EITHER is the paper's rule (block when the mean relevance or
 # the mean usefulness is below p). POOLED blocks when the mean of both together is below p: twice the
-# evidence per window, so a few noisy raters block far fewer honest workers (see bench/RESULTS.md). The
-# live monitor runs EITHER; the simulator replays both.
+# evidence per window, so a few noisy raters block far fewer honest workers (see bench/RESULTS.md).
 EITHER = "either"
 POOLED = "pooled"
+RULES = (EITHER, POOLED)
+
+_WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
+_POLICY_TEXT = re.compile(rf"^\s*(pooled\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?$")
+
+
+class PolicyError(ValueError):
+    """A block policy's text or numbers make no sense."""
 
 
 @dataclass(frozen=True)
@@ -49,10 +63,71 @@ class Policy:
     bonus_above: float = 0.9
     bonus_cents: int = 8
     rule: str = EITHER
+    probation: int = 0  # rated turns judged by (window, block_below); 0: all of them
+    settled_window: int = 0  # judges the rated turns after probation
+    settled_block_below: float = 0.0
 
     @classmethod
     def of(cls, batch: Batch) -> "Policy":
-        return cls(batch.quality_window, batch.block_below, batch.bonus_above, batch.bonus_cents)
+        return cls(batch.quality_window, batch.block_below, batch.bonus_above, batch.bonus_cents, batch.block_rule,
+                   batch.probation_rated_turns, batch.settled_window, batch.settled_block_below)
+
+    @classmethod
+    def of_settings(cls, settings: Settings, bonus_cents: int) -> "Policy":
+        """The policy a batch launched with these settings gets."""
+        staged = {} if not settings.probation_turns else {
+            "probation": settings.probation_turns, "settled_window": settings.settled_window,
+            "settled_block_below": settings.settled_block_below}
+        return cls(settings.quality_window, settings.block_below, settings.bonus_above, bonus_cents,
+                   settings.block_rule, **staged)
+
+    @classmethod
+    def parse(cls, text: str, bonus_above: float = 0.9, bonus_cents: int = 8) -> "Policy":
+        """``k=5,p=0.5``, ``none`` (never blocks), ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any
+        of them ``pooled``."""
+        if text.strip() == "none":
+            return cls(block_below=0.0, bonus_above=bonus_above, bonus_cents=bonus_cents)
+        match = _POLICY_TEXT.match(text)
+        if not match:
+            raise PolicyError(f"policy {text!r} is not of the form k=5,p=0.5 (or none, or "
+                              "k=5,p=0.4 for 6, then k=20,p=0.4, or pooled k=5,p=0.5)")
+        pooled, k1, p1, until, k2, p2 = match.groups()
+        staged = {} if until is None else {"probation": int(until), "settled_window": int(k2),
+                                           "settled_block_below": float(p2)}
+        policy = cls(window=int(k1), block_below=float(p1), bonus_above=bonus_above, bonus_cents=bonus_cents,
+                     rule=POOLED if pooled else EITHER, **staged)
+        policy.check()
+        return policy
+
+    def check(self) -> None:
+        windows = [(self.window, self.block_below)]
+        if self.probation:
+            windows.append((self.settled_window, self.settled_block_below))
+        if self.rule not in RULES:
+            raise PolicyError(f"block rule {self.rule!r} is not one of {', '.join(RULES)}")
+        if self.probation < 0 or any(k < 1 or not 0 < p <= 1 for k, p in windows):
+            raise PolicyError(f"policy {self.text!r}: k must be at least 1, p in (0, 1] and probation not negative")
+
+    @property
+    def text(self) -> str:
+        if self.block_below == 0:
+            return "none"
+        text = ("pooled " if self.rule == POOLED else "") + f"k={self.window},p={self.block_below:g}"
+        if self.probation:
+            text += f" for {self.probation}, then k={self.settled_window},p={self.settled_block_below:g}"
+        return text
+
+    def stage(self, rated_turns: int) -> "Policy":
+        """The single-window policy that judges an author who has received ``rated_turns`` ratings."""
+        if self.probation and rated_turns > self.probation:
+            return replace(self, window=self.settled_window, block_below=self.settled_block_below, probation=0)
+        return replace(self, probation=0)
+
+    def batch_fields(self) -> dict[str, object]:
+        """The batch columns that hold this policy (``Policy.of`` reads them back)."""
+        return {"quality_window": self.window, "block_below": self.block_below, "bonus_above": self.bonus_above,
+                "bonus_cents": self.bonus_cents, "block_rule": self.rule, "probation_rated_turns": self.probation,
+                "settled_window": self.settled_window, "settled_block_below": self.settled_block_below}
 
 
 def decide(policy: Policy, relevance: list[bool], usefulness: list[bool]) -> tuple[str, float, float]:
@@ -91,11 +166,12 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
     conversation = session.get(Conversation, rated.conversation_id)
     batch = session.get(Batch, conversation.batch_id)
     policy = Policy.of(batch)
+    received = (Rating.author_id == author.id, Rating.id > author.window_after_rating_id, Rating.id <= rating.id)
+    if policy.probation:  # still on probation? count no further than needed to know (cost stays flat)
+        counted = select(Rating.id).where(*received).limit(policy.probation + 1).subquery()
+        policy = policy.stage(session.exec(select(func.count()).select_from(counted)).one())
     window = list(session.exec(
-        select(Rating)
-        .where(Rating.author_id == author.id, Rating.id > author.window_after_rating_id, Rating.id <= rating.id)
-        .order_by(col(Rating.id).desc())
-        .limit(policy.window)
+        select(Rating).where(*received).order_by(col(Rating.id).desc()).limit(policy.window)
     ))
     outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in window], [r.useful for r in window])
     decision = QualityDecision(
@@ -112,7 +188,7 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
         return None  # a concurrent evaluation of the same rating won
     events.record(session, "quality_decision", "system", batch_id=batch.id, conversation_id=conversation.id,
                   turn_id=rated.id, worker_id=author.id, outcome=outcome, mean_relevance=mean_rel,
-                  mean_usefulness=mean_use, window=len(window), policy=policy.__dict__)
+                  mean_usefulness=mean_use, window=len(window), policy=asdict(policy))
     blocked = False
     if outcome == "block" and author.status == WorkerStatus.active:
         block_worker(session, author, permanent=False, actor="system",

@@ -13,6 +13,7 @@ import click
 
 from turkflow.cli import CONTEXT, App, dollars, pass_app, progress_bar, table
 from turkflow.config import Settings
+from turkflow.quality.monitor import Policy
 from turkflow.simulator.policies import DEFAULT_POLICIES, EARLY_RATED_TURNS
 from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 
@@ -34,8 +35,8 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 @click.option("--seed", default=1, show_default=True, help="The same seed gives the same turns, blocks and money.")
 @click.option("--policy", default=None,
               help="Block policy of the simulated batch: k=5,p=0.5 (block when the mean relevance or usefulness "
-                   "of the last k rated turns is below p) or none, to collect every worker's full ratings "
-                   "(default: TURKFLOW_QUALITY_WINDOW and TURKFLOW_BLOCK_BELOW).")
+                   "of the last k rated turns is below p), a staged or pooled one as for --compare, or none, to "
+                   "collect every worker's full ratings (default: the TURKFLOW_* quality settings).")
 @click.option("--compare", "compare_", multiple=True,
               help="A policy to replay on the collected ratings (repeatable); also staged ones such as "
                    "'k=5,p=0.4 for 6, then k=20,p=0.4' and pooled ones (the mean of relevance and usefulness "
@@ -86,7 +87,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         students=students, teachers=teachers, conversations=conversations, max_turns=max_turns,
         mean_turns=mean_turns, mix={"spammer": spammers, "lazy": lazy, "careless": careless, "harsh": harsh},
         think_time=think_time, concurrency=concurrency, seed=seed,
-        policy=policy or f"k={settings.quality_window},p={settings.block_below:g}",
+        policy=policy or Policy.of_settings(settings, round(settings.bonus * 100)).text,
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
         bonus_cents=round(settings.bonus * 100), reward_cents=round(settings.reward * 100),
         settle_timeout=settle_timeout, dialogs=dialogs,

@@ -227,8 +227,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
         batch, hits = lifecycle.launch_batch(
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
             reward_cents=reward_cents,
-            quality={"quality_window": policy.window, "block_below": policy.block_below,
-                     "bonus_above": policy.bonus_above, "bonus_cents": policy.bonus_cents},
+            quality=policy.batch_fields(),
         )
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
         for hit in hits:

@@ -17,13 +17,14 @@ from sqlmodel import Session, col, select
 
 from turkflow.hits.money import fee_cents
 from turkflow.models import Batch, Bonus, Conversation, Event, QualityDecision, Rating, Turn, TurnStatus, Worker, WorkerStatus
+from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker
 from turkflow.simulator.driver import Outcome, as_utc
-from turkflow.simulator.policies import Efficacy, RatingRecord, Staged, compare, judge
+from turkflow.simulator.policies import Efficacy, RatingRecord, compare, judge
 
 
 def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
-                 policies: Iterable[Staged]) -> dict[str, Any]:
+                 policies: Iterable[Policy]) -> dict[str, Any]:
     names = {worker_id: name for name, worker_id in outcome.worker_ids.items()}
     position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
     stored = session.exec(
@@ -49,10 +50,10 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
     for worker_id, amount in bonus_rows:
         bonus_by_name[names[worker_id]] += amount
         bonus_turns[names[worker_id]] += 1
-    live_policy = Staged(outcome.policy)
+    live_policy = outcome.policy
     live = judge(outcome.crowd, {name: n for name, (n, _) in live_blocked.items()}, dict(bonus_turns), live_policy)
     comparison = compare(outcome.crowd, records, policies, stopped=frozenset(live_blocked))
-    replayed_live = next((e for e in comparison if e.policy == live_policy.name), None)
+    replayed_live = next((e for e in comparison if e.policy == live_policy.text), None)
 
     batch = session.get(Batch, outcome.batch_id)
     reproducible = {
@@ -64,7 +65,7 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         "crowd": _crowd_table(outcome, stored, names, live_blocked, bonus_by_name, batch.reward_cents),
         "money": _money(outcome, stored, names, bonus_rows, batch.reward_cents),
         "monitor": {
-            "policy": live_policy.name,
+            "policy": live_policy.text,
             **_efficacy(live),
             "median_turns_written_before_block": _median(
                 [written for name, (_, written) in live_blocked.items() if _worker(outcome, name).bad_writer]),

@@ -11,7 +11,7 @@ from turkflow.db import session_scope
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
 from turkflow.simulator.driver import Simulation
-from turkflow.simulator.policies import DEFAULT_POLICIES, Staged, parse_policy
+from turkflow.simulator.policies import DEFAULT_POLICIES, parse_policy
 from turkflow.simulator.report import build_report
 from turkflow.simulator.stack import Stack
 from turkflow.simulator.utterances import Script, default_dialogs_dir, read_dialogs, write_scripts
@@ -50,7 +50,7 @@ class Plan:
     crowd: list[SimWorker]
     scripts: list[Script]
     policy: Policy  # what the live monitor runs
-    policies: list[Staged]  # what the report compares on the collected ratings
+    policies: list[Policy]  # what the report compares on the collected ratings
 
 
 def plan(config: SimulationConfig) -> Plan:
@@ -74,17 +74,14 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError(f"dialogs directory {directory} does not exist; pass --dialogs DIR with SGD dialogues_*.json.gz")
     scripts = write_scripts(read_dialogs(directory), config.conversations, config.seed, config.mean_turns)
 
-    def policy(text: str) -> Staged:
+    def policy(text: str) -> Policy:
         return parse_policy(text, bonus_above=config.bonus_above, bonus_cents=config.bonus_cents)
 
     live = policy(config.policy)
-    if live.live is None:
-        raise ValueError(f"the live monitor runs k=..,p=.. or none, not {config.policy!r}; "
-                         "compare staged and pooled policies with --compare")
     compared = [policy(text) for text in config.compare]
     if live not in compared:
         compared.insert(0, live)
-    return Plan(crowd=crowd, scripts=scripts, policy=live.live, policies=compared)
+    return Plan(crowd=crowd, scripts=scripts, policy=live, policies=compared)
 
 
 Progress = Callable[[int, int], None]

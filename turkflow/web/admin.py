@@ -36,7 +36,7 @@ from turkflow.db import session_scope
 from turkflow.hits.lifecycle import TurnError
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
-from turkflow.quality import dashboard, review
+from turkflow.quality import dashboard, monitor, review
 from turkflow.requesters import authenticate
 from turkflow.web import charts
 
@@ -355,7 +355,8 @@ def batch(batch_id: int) -> str:
     ]
     return render_template(
         "admin/batch.html", page=page, progress=page.progress, batch=batch, block_below=batch.block_below,
-        bonus_above=batch.bonus_above, quality_chart=quality_chart, label_charts=label_charts,
+        bonus_above=batch.bonus_above, block_policy=monitor.Policy.of(batch).text, quality_chart=quality_chart,
+        label_charts=label_charts,
         turns_per_hour=[(hour.strftime("%d %Hh"), n) for hour, n in page.activity.hours],
     )
 

@@ -33,18 +33,23 @@ ROOT = Path(__file__).resolve().parents[1]
 DATABASE_ENV = "BENCH_FLOOR_DATABASE_URL"
 
 
+def floor_table():  # noqa: ANN201 - a SQLAlchemy Table
+    from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, func
+
+    return Table("floor_turn", MetaData(), Column("id", Integer, primary_key=True), Column("conversation_id", Integer),
+                 Column("index", Integer), Column("text", String), Column("created_at", DateTime, default=func.now()))
+
+
 def create_floor_app():  # noqa: ANN201 - a Flask app, imported by gunicorn in its own process
-    """The floor: parse a form, insert one row, answer."""
+    """The floor: parse a form, insert one row, answer. The table exists already: gunicorn's workers start
+    at once, and each creating it would race the others."""
     from flask import Flask, request
-    from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, func, insert
+    from sqlalchemy import insert
 
     from turkflow.db import get_engine
 
     engine = get_engine(os.environ[DATABASE_ENV])
-    metadata = MetaData()
-    table = Table("floor_turn", metadata, Column("id", Integer, primary_key=True), Column("conversation_id", Integer),
-                  Column("index", Integer), Column("text", String), Column("created_at", DateTime, default=func.now()))
-    metadata.create_all(engine)
+    table = floor_table()
     app = Flask(__name__)
 
     @app.post("/insert")
@@ -58,16 +63,22 @@ def create_floor_app():  # noqa: ANN201 - a Flask app, imported by gunicorn in i
 
 
 def floor(inserts: int, concurrency: int, web_workers: int, web_threads: int) -> dict[str, float]:
-    from turkflow.simulator.stack import free_port, wait_for
+    from turkflow.db import dispose_engine, get_engine
+    from turkflow.simulator.stack import KEEP_ALIVE_SECONDS, free_port, wait_for
 
     scratch = tempfile.TemporaryDirectory(prefix="turkflow-bench-floor-")
     work = Path(scratch.name)
     port = free_port()
-    env = {**os.environ, DATABASE_ENV: f"sqlite:///{work / 'floor.db'}"}
+
+    database_url = f"sqlite:///{work / 'floor.db'}"
+    floor_table().metadata.create_all(get_engine(database_url))
+    dispose_engine(database_url)
+    env = {**os.environ, DATABASE_ENV: database_url}
     log = open(work / "gunicorn.log", "ab")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "--workers", str(web_workers), "--threads", str(web_threads),
-         "--bind", f"127.0.0.1:{port}", "bench.floor:create_floor_app()"],
+         "--bind", f"127.0.0.1:{port}", "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS),
+         "bench.floor:create_floor_app()"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/insert"
     try:

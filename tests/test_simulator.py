@@ -100,6 +100,9 @@ def test_pooled_policy_blocks_on_the_mean_of_both_ratings_where_the_papers_rule_
     assert replay(parse_policy("pooled k=6,p=0.5"), spam).blocked_after == {"s": 6}
     staged = parse_policy("pooled k=6,p=0.5 for 6, then k=20,p=0.4")
     assert staged.text == "pooled k=6,p=0.5 for 6, then k=20,p=0.4"
+    # After probation the long window blocks, but bonuses are still judged over the last 6 ratings.
+    good = [RatingRecord("g", True, True)] * 8
+    assert replay(staged, good).bonus_turns == {"g": 3}  # the 6th, 7th and 8th rated turns
     assert staged.stage(6).window == 6 and staged.stage(7).window == 20 and staged.stage(7).rule == POOLED
 
 

@@ -66,6 +66,7 @@ class Policy:
     probation: int = 0  # rated turns judged by (window, block_below); 0: all of them
     settled_window: int = 0  # judges the rated turns after probation
     settled_block_below: float = 0.0
+    bonus_window: int = 0  # ratings a bonus is judged over; 0: the window's (after probation: k, not k2)
 
     @classmethod
     def of(cls, batch: Batch) -> "Policy":
@@ -120,8 +121,14 @@ class Policy:
     def stage(self, rated_turns: int) -> "Policy":
         """The single-window policy that judges an author who has received ``rated_turns`` ratings."""
         if self.probation and rated_turns > self.probation:
-            return replace(self, window=self.settled_window, block_below=self.settled_block_below, probation=0)
+            return replace(self, window=self.settled_window, block_below=self.settled_block_below, probation=0,
+                           bonus_window=self.bonus_window or self.window)
         return replace(self, probation=0)
+
+    @property
+    def reads(self) -> int:
+        """How many of an author's most recent ratings a decision reads."""
+        return max(self.window, self.bonus_window)
 
     def batch_fields(self) -> dict[str, object]:
         """The batch columns that hold this policy (``Policy.of`` reads them back)."""
@@ -131,22 +138,28 @@ class Policy:
 
 
 def decide(policy: Policy, relevance: list[bool], usefulness: list[bool]) -> tuple[str, float, float]:
-    """The pure rule: (outcome, mean relevance, mean usefulness) for a window of ratings."""
-    if not relevance:
+    """The pure rule: (outcome, mean relevance, mean usefulness over the window) for an author's ratings,
+    oldest first; only the last ``policy.reads`` matter."""
+    rel, use = relevance[-policy.window:], usefulness[-policy.window:]
+    if not rel:
         return "none", 0.0, 0.0
-    mean_rel = sum(relevance) / len(relevance)
-    mean_use = sum(usefulness) / len(usefulness)
-    if len(relevance) < policy.window:
-        return "none", mean_rel, mean_use
-    if policy.rule == POOLED:
-        low = (mean_rel + mean_use) / 2 < policy.block_below
-    else:
-        low = mean_rel < policy.block_below or mean_use < policy.block_below
-    if low:
-        return "block", mean_rel, mean_use
-    if mean_rel > policy.bonus_above and mean_use > policy.bonus_above:
+    mean_rel, mean_use = _mean(rel), _mean(use)
+    if len(rel) == policy.window:
+        if policy.rule == POOLED:
+            low = (mean_rel + mean_use) / 2 < policy.block_below
+        else:
+            low = mean_rel < policy.block_below or mean_use < policy.block_below
+        if low:
+            return "block", mean_rel, mean_use
+    k = policy.bonus_window or policy.window
+    if (len(relevance) >= k and _mean(relevance[-k:]) > policy.bonus_above
+            and _mean(usefulness[-k:]) > policy.bonus_above):
         return "bonus", mean_rel, mean_use
     return "none", mean_rel, mean_use
+
+
+def _mean(values: list[bool]) -> float:
+    return sum(values) / len(values)
 
 
 @dataclass(frozen=True)
@@ -171,9 +184,11 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
         counted = select(Rating.id).where(*received).limit(policy.probation + 1).subquery()
         policy = policy.stage(session.exec(select(func.count()).select_from(counted)).one())
     window = list(session.exec(
-        select(Rating).where(*received).order_by(col(Rating.id).desc()).limit(policy.window)
+        select(Rating).where(*received).order_by(col(Rating.id).desc()).limit(policy.reads)
     ))
-    outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in window], [r.useful for r in window])
+    oldest_first = window[::-1]
+    outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in oldest_first],
+                                         [r.useful for r in oldest_first])
     decision = QualityDecision(
         worker_id=author.id, rating_id=rating.id, outcome=outcome, mean_relevance=mean_rel,
         mean_usefulness=mean_use,
@@ -188,12 +203,12 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
         return None  # a concurrent evaluation of the same rating won
     events.record(session, "quality_decision", "system", batch_id=batch.id, conversation_id=conversation.id,
                   turn_id=rated.id, worker_id=author.id, outcome=outcome, mean_relevance=mean_rel,
-                  mean_usefulness=mean_use, window=len(window), policy=asdict(policy))
+                  mean_usefulness=mean_use, window=policy.window, policy=asdict(policy))
     blocked = False
     if outcome == "block" and author.status == WorkerStatus.active:
         block_worker(session, author, permanent=False, actor="system",
                      reason=f"mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f} over the last "
-                            f"{len(window)} rated turns (threshold {policy.block_below})")
+                            f"{policy.window} rated turns (threshold {policy.block_below})")
         blocked = True
     bonus = _record_bonus(session, policy, batch, rated, author, decision) if outcome == "bonus" else None
     return Evaluation(decision=decision, blocked=blocked, bonus=bonus)

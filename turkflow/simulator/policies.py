@@ -71,7 +71,7 @@ def replay(policy: Policy, ratings: Iterable[RatingRecord]) -> Replay:
         rel.append(rating.relevant)
         use.append(rating.useful)
         now = policy.stage(len(rel))
-        outcome, _, _ = decide(now, rel[-now.window:], use[-now.window:])
+        outcome, _, _ = decide(now, rel[-now.reads:], use[-now.reads:])
         if outcome == "block":
             blocked_after.setdefault(rating.author, len(rel))
         elif outcome == "bonus":

@@ -139,15 +139,11 @@ def celery_worker(celery_worker_session: object, settings: Settings, providers: 
     import workers.app
 
     app = workers.app.celery_app
-    # A fresh connection: a test that took the broker away leaves the pooled ones dead.
-    with app.connection_for_write() as connection:
-        connection.ensure_connection(max_retries=3)
-        app.control.purge(connection=connection)
-        inspect = app.control.inspect(destination=[celery_worker_session.hostname], limit=1, timeout=2,
-                                      connection=connection)
-        for entries in (inspect.scheduled() or {}).values():
-            for entry in entries:
-                app.control.revoke(entry["request"]["id"], connection=connection)
+    app.control.purge()
+    inspect = app.control.inspect(destination=[celery_worker_session.hostname], limit=1, timeout=2)
+    for entries in (inspect.scheduled() or {}).values():
+        for entry in entries:
+            app.control.revoke(entry["request"]["id"])
     workers.app.configure(settings, providers)
     return celery_worker_session
 

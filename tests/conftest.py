@@ -134,16 +134,9 @@ def celery_worker_session(redis_url: str) -> Iterator[object]:
 
 @pytest.fixture
 def celery_worker(celery_worker_session: object, settings: Settings, providers: Providers) -> object:
-    """The session's Celery worker, pointed at this test's database, with nothing left from earlier tests:
-    their queued tasks and pending retries name rows of another database and must not run against this one."""
+    """The session's Celery worker, pointed at this test's database."""
     import workers.app
 
-    app = workers.app.celery_app
-    app.control.purge()
-    inspect = app.control.inspect(destination=[celery_worker_session.hostname], limit=1, timeout=2)
-    for entries in (inspect.scheduled() or {}).values():
-        for entry in entries:
-            app.control.revoke(entry["request"]["id"])
     workers.app.configure(settings, providers)
     return celery_worker_session
 

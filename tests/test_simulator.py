@@ -10,12 +10,13 @@ from sqlalchemy import func
 from sqlmodel import col, select
 
 from tests.conftest import SHARED_DATA
+from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus, Worker, WorkerStatus
 from turkflow.quality.monitor import POOLED, Policy, PolicyError
 from turkflow.simulator.crowd import Behaviour, Written, build_crowd, revise
 from turkflow.simulator.policies import RatingRecord, parse_policy, replay
-from turkflow.simulator.run import SimulationConfig, run_on
+from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 from turkflow.simulator.utterances import read_dialogs, write_scripts
 
 DIALOGS = SHARED_DATA / "sgd" / "dev"
@@ -151,9 +152,16 @@ def test_simulation_report_counts_equal_the_database(settings, live_server, cele
     assert report["measured"]["submit_to_next_hit_open_ms"]["server"]["n"] == len(turns) - 4
 
 
-def test_same_seed_gives_the_same_report(settings, live_server, celery_worker):
-    first = run_on(settings, live_server.url, SMALL)
-    second = run_on(settings, live_server.url, SMALL)
+def test_same_seed_gives_the_same_report(tmp_path):
+    # Each run on its own stack as `turkflow simulate` starts it (redis-server, gunicorn, a Celery worker,
+    # a fresh SQLite database): nothing the session's shared test worker still holds can reach them.
+    def simulate(name: str) -> dict:
+        work = tmp_path / name
+        settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}", secret_key="test",
+                            worker_hash_key="test")
+        return run_with_stack(settings, work, SMALL, web_workers=2, web_threads=2)
+
+    first, second = simulate("first"), simulate("second")
     assert first["reproducible"]["monitor"]["blocked"] >= 1  # the spammers give the monitor work to do
     assert first["reproducible"] == second["reproducible"]
     assert first["parameters"] == second["parameters"]

@@ -4,6 +4,7 @@ real stack (a live web server, the real Celery worker, Redis, SQLite and Postgre
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func
@@ -16,7 +17,7 @@ from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus
 from turkflow.quality.monitor import POOLED, Policy, PolicyError
 from turkflow.simulator.crowd import Behaviour, Written, build_crowd, revise
 from turkflow.simulator.policies import RatingRecord, parse_policy, replay
-from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
+from turkflow.simulator.run import SimulationConfig, run_with_stack
 from turkflow.simulator.utterances import read_dialogs, write_scripts
 
 DIALOGS = SHARED_DATA / "sgd" / "dev"
@@ -122,8 +123,17 @@ SMALL = SimulationConfig(students=3, teachers=3, conversations=4, max_turns=12, 
                          mix={"spammer": 0.34}, seed=11, concurrency=4, dialogs=DIALOGS, settle_timeout=30)
 
 
-def test_simulation_report_counts_equal_the_database(settings, live_server, celery_worker):
-    report = run_on(settings, live_server.url, SMALL)
+def simulate_on_own_stack(work: Path) -> tuple[dict, Settings]:
+    """SMALL on a stack of its own as `turkflow simulate` starts it (redis-server, gunicorn, a prefork Celery
+    worker, a fresh SQLite database). On the session's shared in-process test worker a worker was now and
+    then blocked mid-round in the full suite (never alone, never on a real stack): state from earlier tests."""
+    settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}", secret_key="test",
+                        worker_hash_key="test")
+    return run_with_stack(settings, work, SMALL, web_workers=2, web_threads=2), settings
+
+
+def test_simulation_report_counts_equal_the_database(tmp_path):
+    report, settings = simulate_on_own_stack(tmp_path)
     done = report["reproducible"]
     with session_scope(settings.database_url) as s:
         batch_id = s.exec(select(Batch.id).order_by(col(Batch.id).desc())).first()
@@ -153,15 +163,7 @@ def test_simulation_report_counts_equal_the_database(settings, live_server, cele
 
 
 def test_same_seed_gives_the_same_report(tmp_path):
-    # Each run on its own stack as `turkflow simulate` starts it (redis-server, gunicorn, a Celery worker,
-    # a fresh SQLite database): nothing the session's shared test worker still holds can reach them.
-    def simulate(name: str) -> dict:
-        work = tmp_path / name
-        settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}", secret_key="test",
-                            worker_hash_key="test")
-        return run_with_stack(settings, work, SMALL, web_workers=2, web_threads=2)
-
-    first, second = simulate("first"), simulate("second")
+    (first, _), (second, _) = simulate_on_own_stack(tmp_path / "first"), simulate_on_own_stack(tmp_path / "second")
     assert first["reproducible"]["monitor"]["blocked"] >= 1  # the spammers give the monitor work to do
     assert first["reproducible"] == second["reproducible"]
     assert first["parameters"] == second["parameters"]

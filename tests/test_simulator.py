@@ -123,17 +123,16 @@ SMALL = SimulationConfig(students=3, teachers=3, conversations=4, max_turns=12, 
                          mix={"spammer": 0.34}, seed=11, concurrency=4, dialogs=DIALOGS, settle_timeout=30)
 
 
-def simulate_on_own_stack(work: Path) -> tuple[dict, Settings]:
+def simulate_on_own_stack(work: Path, database_url: str) -> tuple[dict, Settings]:
     """SMALL on a stack of its own as `turkflow simulate` starts it (redis-server, gunicorn, a prefork Celery
-    worker, a fresh SQLite database). On the session's shared in-process test worker a worker was now and
-    then blocked mid-round in the full suite (never alone, never on a real stack): state from earlier tests."""
-    settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}", secret_key="test",
-                        worker_hash_key="test")
+    worker). On the session's shared in-process test worker a worker was now and then blocked mid-round in
+    the full suite (never alone, never on a real stack): state left by earlier tests."""
+    settings = Settings(data_dir=work, database_url=database_url, secret_key="test", worker_hash_key="test")
     return run_with_stack(settings, work, SMALL, web_workers=2, web_threads=2), settings
 
 
-def test_simulation_report_counts_equal_the_database(tmp_path):
-    report, settings = simulate_on_own_stack(tmp_path)
+def test_simulation_report_counts_equal_the_database(tmp_path, database_url):
+    report, settings = simulate_on_own_stack(tmp_path, database_url)
     done = report["reproducible"]
     with session_scope(settings.database_url) as s:
         batch_id = s.exec(select(Batch.id).order_by(col(Batch.id).desc())).first()
@@ -162,8 +161,8 @@ def test_simulation_report_counts_equal_the_database(tmp_path):
     assert report["measured"]["submit_to_next_hit_open_ms"]["server"]["n"] == len(turns) - 4
 
 
-def test_same_seed_gives_the_same_report(tmp_path):
-    (first, _), (second, _) = simulate_on_own_stack(tmp_path / "first"), simulate_on_own_stack(tmp_path / "second")
+def test_same_seed_gives_the_same_report(tmp_path, database_url):
+    (first, _), (second, _) = (simulate_on_own_stack(tmp_path / name, database_url) for name in ("first", "second"))
     assert first["reproducible"]["monitor"]["blocked"] >= 1  # the spammers give the monitor work to do
     assert first["reproducible"] == second["reproducible"]
     assert first["parameters"] == second["parameters"]

@@ -26,6 +26,7 @@ from turkflow.documents import sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.invites import worker_from_token
 from turkflow.models import Batch, Conversation, Hit, HitStatus, Task, Turn, Worker
+from turkflow.quality import monitor
 
 ROOT = Path(__file__).resolve().parents[1]
 TURKFLOW = ROOT / ".venv" / "bin" / "turkflow"
@@ -117,6 +118,17 @@ def test_batch_launch_opens_one_published_student_hit_per_conversation(turkflow,
             hits = s.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id)
                           .where(Turn.conversation_id == conversation.id)).all()
             assert [(h.role, h.status) for h in hits] == [("student", HitStatus.open)]
+
+
+def test_batch_launch_copies_the_block_policy_settings_into_the_batch(settings):
+    env = {**environment(settings), "TURKFLOW_BLOCK_RULE": "pooled", "TURKFLOW_QUALITY_WINDOW": "6",
+           "TURKFLOW_PROBATION_TURNS": "6"}
+    runner = CliRunner()
+    ok(runner.invoke(main, ["tasks", "load", SAMPLES], env=env))
+    ok(runner.invoke(main, ["batch", "launch", "--all", "-n", "1"], env=env))
+    assert monitor.Policy.of(rows(settings, Batch)[0]).text == "pooled k=6,p=0.5 for 6, then k=20,p=0.4"
+    refused = runner.invoke(main, ["batch", "launch", "--all", "-n", "1"], env={**env, "TURKFLOW_BLOCK_RULE": "mean"})
+    assert refused.exit_code == 1 and "TURKFLOW_BLOCK_RULE" in refused.output and len(rows(settings, Batch)) == 1
 
 
 def test_batch_launch_with_a_task_file_uses_only_its_documents(turkflow, settings, tmp_path):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what turkflow needs on a fresh Debian machine, skipping what is already there:
-# system packages (redis-server, chromium, postgresql), the .venv with turkflow and its test extras,
-# and the hash-pinned spaCy English pipeline. Safe to run again; fast when nothing is missing.
+# system packages (redis-server, chromium, postgresql), the .venv with the locked Python packages
+# (requirements/lock.txt) and turkflow itself, and the hash-pinned spaCy English pipeline.
+# Safe to run again; fast when nothing is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,8 @@ want=$(cat pyproject.toml requirements/*.txt | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "turkflow: preparing .venv"
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements/lock.txt
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -e .
   .venv/bin/pip install -q --disable-pip-version-check --no-deps --require-hashes -r requirements/spacy-model.txt
   echo "$want" > "$stamp"
 fi

@@ -149,6 +149,11 @@ class Turn(SQLModel, table=True):
         ),
         Index("ix_turn_worker_recent", "worker_id", "id"),
         Index("ix_turn_submitted_at", "submitted_at"),
+        Index(
+            "ix_turn_unreviewed", "submitted_at",
+            sqlite_where=text("status = 'submitted' AND reviewed_at IS NULL"),
+            postgresql_where=text("status = 'submitted' AND reviewed_at IS NULL"),
+        ),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -161,8 +166,16 @@ class Turn(SQLModel, table=True):
     label: Optional[str] = Field(default=None, description="The student's intent or the teacher's action.")
     answers: dict = json_column()
     flags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    signals: dict = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False),
+        description="What the turn page saw of how the text was written (time on page, keystrokes, pastes).",
+    )
     opened_at: datetime = Field(default_factory=utcnow)
     submitted_at: Optional[datetime] = None
+    reviewed_at: Optional[datetime] = Field(
+        default=None, description="When the monitor and content checks judged this turn; the reconciler "
+        "reviews submitted turns still without one, so a lost message never skips a review.",
+    )
 
 
 class Hit(SQLModel, table=True):
@@ -255,6 +268,30 @@ class Requester(SQLModel, table=True):
     username: str = Field(unique=True, index=True)
     password_hash: str
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class LoginSession(SQLModel, table=True):
+    """A requester's signed-in dashboard session; logging out revokes it server-side."""
+
+    id: str = Field(primary_key=True, description="SHA-256 of the random token held in the cookie.")
+    requester_id: int = Field(foreign_key="requester.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime
+    revoked_at: Optional[datetime] = None
+
+
+class SignInFailure(SQLModel, table=True):
+    """A failed dashboard sign-in, counted per username and per client to throttle guessing."""
+
+    __table_args__ = (
+        Index("ix_signinfailure_username_at", "username", "at"),
+        Index("ix_signinfailure_client_at", "client", "at"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    username: str
+    client: str
+    at: datetime = Field(default_factory=utcnow)
 
 
 class Event(SQLModel, table=True):

@@ -270,6 +270,25 @@ class Requester(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class RoleStall(SQLModel, table=True):
+    """A batch role whose waiting turns have no eligible worker (``turkflow.quality.stall``): noticed, then
+    stalled once the grace period passed, then cleared."""
+
+    __table_args__ = (
+        Index("uq_rolestall_open", "batch_id", "role", unique=True,
+              sqlite_where=text("cleared_at IS NULL"), postgresql_where=text("cleared_at IS NULL")),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id", index=True)
+    role: str
+    workers: int = Field(default=0, description="Onboarded workers of the role, all blocked.")
+    waiting: int = Field(default=0, description="Turns of the role waiting when last counted.")
+    noticed_at: datetime
+    stalled_at: Optional[datetime] = None
+    cleared_at: Optional[datetime] = None
+
+
 class LoginSession(SQLModel, table=True):
     """A requester's signed-in dashboard session; logging out revokes it server-side."""
 

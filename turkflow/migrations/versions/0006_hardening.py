@@ -1,4 +1,5 @@
-"""hardening: review sweep column, turn writing signals, server-side login sessions, sign-in failures
+"""hardening: review sweep column, turn writing signals, server-side login sessions, sign-in failures,
+stalled batch roles
 
 Revision ID: 0006
 Revises: 0005
@@ -52,7 +53,26 @@ def upgrade() -> None:
     op.create_index('ix_signinfailure_client_at', 'signinfailure', ['client', 'at'])
 
 
+    op.create_table(
+        'rolestall',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('batch_id', sa.Integer(), nullable=False),
+        sa.Column('role', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
+        sa.Column('workers', sa.Integer(), nullable=False),
+        sa.Column('waiting', sa.Integer(), nullable=False),
+        sa.Column('noticed_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
+        sa.Column('stalled_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True),
+        sa.Column('cleared_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True),
+        sa.ForeignKeyConstraint(['batch_id'], ['batch.id']),
+        sa.PrimaryKeyConstraint('id'),
+    )
+    op.create_index('ix_rolestall_batch_id', 'rolestall', ['batch_id'])
+    op.create_index('uq_rolestall_open', 'rolestall', ['batch_id', 'role'], unique=True,
+                    sqlite_where=sa.text('cleared_at IS NULL'), postgresql_where=sa.text('cleared_at IS NULL'))
+
+
 def downgrade() -> None:
+    op.drop_table('rolestall')
     op.drop_table('signinfailure')
     op.drop_table('loginsession')
     op.drop_index('ix_turn_unreviewed', table_name='turn')

@@ -1,0 +1,134 @@
+"""A batch never stalls silently: notice when the turns waiting for a role have nobody left to take them.
+
+The monitor blocks workers one by one; with a strict policy and noisy raters it can block every worker of a
+role, and then the queue is simply empty for everyone left. Each sweep (the reconciler runs it) counts, per
+running batch and role, the turns waiting and the onboarded workers who could take them. A role whose
+turns wait while every onboarded worker is blocked is *noticed*; still so after the grace period, it is
+*stalled*: one ``batch_stalled`` event, a banner, a ``stalled:`` line in ``turkflow batch status``. It
+clears by itself once a worker of that role can work again (unblocked, newly onboarded) or the batch ends.
+Workers who never onboarded are left out: they could never take a turn, so they are no supply lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Optional
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from turkflow import events
+from turkflow.models import (
+    Batch,
+    BatchStatus,
+    Conversation,
+    Role,
+    RoleStall,
+    Turn,
+    TurnStatus,
+    Worker,
+    WorkerStatus,
+)
+
+
+@dataclass(frozen=True)
+class RoleSupply:
+    """Who can take a batch role's waiting turns."""
+
+    role: str
+    waiting: int  # open turns of this role in the batch
+    workers: int  # onboarded workers of the role
+    eligible: int  # of those, not blocked
+
+    @property
+    def starved(self) -> bool:
+        return self.waiting > 0 and self.workers > 0 and self.eligible == 0
+
+
+def role_supply(session: Session, batch_id: int) -> list[RoleSupply]:
+    """Waiting turns and onboarded workers per role: two grouped counts over indexed columns."""
+    waiting = dict(session.exec(
+        select(Turn.role, func.count()).join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == batch_id, Turn.status == TurnStatus.open).group_by(Turn.role)
+    ).all())
+    workers: dict[str, int] = {}
+    eligible: dict[str, int] = {}
+    for role, status, count in session.exec(
+        select(Worker.role, Worker.status, func.count()).where(Worker.onboarded == True)  # noqa: E712
+        .group_by(Worker.role, Worker.status)
+    ).all():
+        workers[role] = workers.get(role, 0) + count
+        if status == WorkerStatus.active:
+            eligible[role] = eligible.get(role, 0) + count
+    return [RoleSupply(role=role.value, waiting=waiting.get(role.value, 0), workers=workers.get(role.value, 0),
+                       eligible=eligible.get(role.value, 0)) for role in Role]
+
+
+def describe(role: str, workers: int, waiting: int) -> str:
+    """The requester's words for a stall: what happened and what to do."""
+    who = f"all {workers} {role}s are blocked" if workers > 1 else f"the only {role} is blocked"
+    turns = f"{waiting} turns wait" if waiting != 1 else "1 turn waits"
+    return f"{who}; {turns} for a {role}; review the queue or change the policy"
+
+
+@dataclass
+class StallChanges:
+    stalled: list[RoleStall] = field(default_factory=list)
+    cleared: list[RoleStall] = field(default_factory=list)
+
+
+def sweep(session: Session, now: datetime, after: timedelta) -> StallChanges:
+    """Notice, confirm and clear stalls for every batch; safe to run any number of times."""
+    changes = StallChanges()
+    running = list(session.exec(select(Batch.id).where(Batch.status == BatchStatus.active)))
+    open_stalls = {(s.batch_id, s.role): s for s in session.exec(
+        select(RoleStall).where(col(RoleStall.cleared_at).is_(None)))}
+    for batch_id in running:
+        for supply in role_supply(session, batch_id):
+            stall = open_stalls.pop((batch_id, supply.role), None)
+            if supply.starved:
+                _keep(session, batch_id, supply, stall, now, after, changes)
+            elif stall is not None:
+                _clear(session, stall, now, changes)
+    for stall in open_stalls.values():  # batches that ended or paused
+        _clear(session, stall, now, changes)
+    return changes
+
+
+def _keep(session: Session, batch_id: int, supply: RoleSupply, stall: Optional[RoleStall], now: datetime,
+          after: timedelta, changes: StallChanges) -> None:
+    if stall is None:
+        stall = RoleStall(batch_id=batch_id, role=supply.role, noticed_at=now)
+    stall.workers, stall.waiting = supply.workers, supply.waiting
+    if stall.stalled_at is None and now - stall.noticed_at >= after:
+        stall.stalled_at = now
+        changes.stalled.append(stall)
+        events.record(session, "batch_stalled", "system", batch_id=batch_id, role=supply.role,
+                      workers=supply.workers, waiting=supply.waiting,
+                      message=describe(supply.role, supply.workers, supply.waiting))
+    session.add(stall)
+
+
+def _clear(session: Session, stall: RoleStall, now: datetime, changes: StallChanges) -> None:
+    stall.cleared_at = now
+    session.add(stall)
+    if stall.stalled_at is not None:
+        changes.cleared.append(stall)
+        events.record(session, "batch_stall_cleared", "system", batch_id=stall.batch_id, role=stall.role,
+                      stalled_seconds=round((now - stall.stalled_at).total_seconds()))
+
+
+def stalls(session: Session, batch_id: int) -> list[RoleStall]:
+    """The batch's confirmed, uncleared stalls (what the banner and ``batch status`` show)."""
+    return list(session.exec(
+        select(RoleStall).where(RoleStall.batch_id == batch_id, col(RoleStall.cleared_at).is_(None),
+                                col(RoleStall.stalled_at).is_not(None)).order_by(RoleStall.role)
+    ))
+
+
+def stalled_roles(session: Session) -> set[str]:
+    """Roles stalled in any batch: the daily review puts their workers first."""
+    return set(session.exec(
+        select(RoleStall.role).where(col(RoleStall.cleared_at).is_(None), col(RoleStall.stalled_at).is_not(None))
+    ))

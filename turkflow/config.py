@@ -21,18 +21,26 @@ class Settings(BaseSettings):
     database_url: str = Field("", description="SQLAlchemy URL; default: SQLite file in data_dir.")
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker and result backend.")
     provider: Literal["local", "mturk"] = Field("local", description="Crowd provider for new batches.")
-    public_url: str = Field("http://127.0.0.1:5000", description="Base URL workers reach the turn pages at.")
+    port: int = Field(5000, description="Web port on this machine (`make demo` serves 127.0.0.1:PORT).")
+    public_url: str = Field("", description="Base URL workers reach the turn pages at; default: "
+                                            "http://127.0.0.1:PORT.")
     secret_key: str = Field("", description="Signs sessions, invite links and CSRF tokens; default: stored in data_dir.")
     worker_hash_key: str = Field("", description="Key for anonymized worker ids in exports; default: stored in data_dir.")
 
     lease_seconds: int = Field(900, description="How long a local worker holds a turn before it returns to the pool.")
     reconcile_seconds: int = Field(30, description="How often the reconciler repairs stuck conversations.")
     stuck_after_seconds: int = Field(120, description="A conversation with no open turn for this long is repaired.")
+    local_approve_after_seconds: int = Field(
+        3600, description="The reconciler approves a local worker's submitted turn this long after submission, "
+                          "so its reward counts as spent (the local provider has no platform to approve it).")
 
     reward: float = Field(0.20, description="Default reward per turn (USD).")
     max_turns: int = Field(40, description="Default maximum turns per conversation.")
     quality_window: int = Field(5, description="k: how many recent rated turns the monitor averages.")
     block_below: float = Field(0.5, description="p: mean relevance or usefulness below this blocks the worker.")
+    stall_after_seconds: int = Field(
+        600, ge=0, description="A batch role whose waiting turns have had no eligible worker (all blocked) for this "
+                               "long is reported stalled.")
     block_rule: Literal["either", "pooled"] = Field(
         "either", description="either: block when the mean relevance or the mean usefulness is below p (the "
                               "paper); pooled: when the mean of both together is.")
@@ -53,6 +61,14 @@ class Settings(BaseSettings):
     check_recent_turns: int = Field(20, description="How many of a worker's recent turns the repeat check reads.")
     check_english_share: float = Field(
         0.5, description="A response whose share of known English words is below this is flagged not_english.")
+    check_typed_min_chars: int = Field(
+        20, ge=1, description="Responses shorter than this are never flagged not_typed (too few keys to judge).")
+    check_keys_per_char: float = Field(
+        0.5, ge=0, description="A response written with fewer keystrokes per character than this is flagged "
+                               "not_typed (swipe keyboards and dictation fall below it too).")
+    check_max_chars_per_second: float = Field(
+        15.0, gt=0, description="A response longer than the first keystroke to submit time allows at this many "
+                                "characters per second (about 180 words a minute) is flagged not_typed.")
     review_hour: int = Field(6, description="UTC hour at which Celery beat builds the day's review queue.")
     review_sample_turns: int = Field(5, description="Turns of each blocked worker shown in the review queue.")
     reliability_ratings: int = Field(50_000, description="Rater reliability reads this many recent ratings.")
@@ -97,6 +113,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _defaults_from_data_dir(self) -> "Settings":
+        if not self.public_url:
+            self.public_url = f"http://127.0.0.1:{self.port}"
         if not self.database_url:
             self.database_url = f"sqlite:///{(self.data_dir / 'turkflow.db').resolve()}"
         if not self.secret_key:

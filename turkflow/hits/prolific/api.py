@@ -1,0 +1,364 @@
+"""Prolific's REST API, one small function per operation turkflow uses.
+
+Each function takes a ``ProlificClient`` and plain values and returns Prolific's JSON as it came (the
+field names are Prolific's, documented in ``../shared/prolific/publicapi.yaml``). Nothing here retries:
+a refused or failed call raises ``ProlificError`` and the caller (a Celery task with bounded backoff)
+decides. That matters for the one call that is not idempotent, ``pay_bonus_payments``: a blind retry
+would pay twice, so the provider records its intent first and reconciles from Prolific's state before
+ever calling it again (see README.md).
+
+Money: ``reward`` and every amount Prolific returns are in the study currency's minor unit (pence or
+cents); only the bonus CSV takes a decimal amount ("1.50"), which ``bonus_csv`` writes from cents.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+import requests
+
+DEFAULT_BASE_URL = "https://api.prolific.com"
+COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc="
+# Prolific fills these in when it sends a participant to the study URL.
+URL_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP")
+SIGNATURE_HEADER = "X-Prolific-Request-Signature"
+TIMESTAMP_HEADER = "X-Prolific-Request-Timestamp"
+# Prolific's recommended ceilings per request.
+MAX_BONUSES_PER_REQUEST = 200
+MAX_APPROVALS_PER_REQUEST = 1000
+
+
+class ProlificError(Exception):
+    """Prolific refused or failed a request; ``status`` is the HTTP status (0: no answer at all)."""
+
+    def __init__(self, method: str, path: str, status: int, detail: str):
+        self.method, self.path, self.status, self.detail = method, path, status, detail
+        super().__init__(f"Prolific {method} {path} failed ({status or 'no answer'}): {detail}")
+
+
+class InvalidSignature(Exception):
+    """A webhook request that Prolific did not sign with our secret, or signed too long ago."""
+
+
+class ProlificClient:
+    """A session with Prolific: base URL, API token and timeouts, shared by every call of one provider."""
+
+    def __init__(self, token: str, base_url: str = DEFAULT_BASE_URL, *, connect_timeout: float = 5.0,
+                 read_timeout: float = 30.0):
+        if not token:
+            raise ValueError("a Prolific API token is required (Prolific: Settings > API tokens)")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = (connect_timeout, read_timeout)
+        self.http = requests.Session()
+        self.http.headers.update({"Authorization": f"Token {token}", "Accept": "application/json"})
+
+    def call(self, method: str, path: str, *, json: Any = None, params: Optional[Mapping[str, Any]] = None) -> Any:
+        """One request; the decoded JSON answer (None when Prolific answers with no body)."""
+        try:
+            response = self.http.request(method, self.base_url + path, json=json, params=params,
+                                         timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ProlificError(method, path, 0, str(exc)) from exc
+        if response.status_code >= 400:
+            raise ProlificError(method, path, response.status_code, _error_detail(response))
+        if not response.content:
+            return None
+        return response.json()
+
+
+def _error_detail(response: requests.Response) -> str:
+    """Prolific's own words from its error body ``{"error": {"title", "detail", ...}}``, flattened."""
+    try:
+        error = response.json().get("error", {})
+    except (ValueError, AttributeError):
+        return response.text[:500] or response.reason
+    detail = error.get("detail", error.get("title", ""))
+    if isinstance(detail, Mapping):
+        return "; ".join(f"{field}: {' '.join(map(str, problems)) if isinstance(problems, list) else problems}"
+                         for field, problems in detail.items())
+    if isinstance(detail, list):
+        return "; ".join(map(str, detail))
+    return str(detail) or response.reason
+
+
+# ---- the account -------------------------------------------------------------------------------------
+
+
+def get_me(client: ProlificClient) -> dict[str, Any]:
+    """The token's user (id, email): the cheapest way to check a token works."""
+    return client.call("GET", "/api/v1/users/me/")
+
+
+def list_workspaces(client: ProlificClient) -> list[dict[str, Any]]:
+    return client.call("GET", "/api/v1/workspaces/")["results"]
+
+
+def get_workspace_balance(client: ProlificClient, workspace_id: str) -> dict[str, Any]:
+    """``available_balance`` (minor units of ``currency_code``) is what new studies and bonuses can spend."""
+    return client.call("GET", f"/api/v1/workspaces/{workspace_id}/balance/")
+
+
+# ---- studies -----------------------------------------------------------------------------------------
+
+
+def study_url(page_url: str) -> str:
+    """Our page's URL with the parameters Prolific fills in (participant, study, submission ids)."""
+    return f"{page_url}{'&' if urlsplit(page_url).query else '?'}{URL_PARAMETERS}"
+
+
+def completion_url(code: str) -> str:
+    """Where a participant goes when their submission is done; the code tells Prolific what to do next."""
+    return COMPLETE_URL + code
+
+
+def study_body(*, name: str, description: str, page_url: str, completion_code: str, reward_cents: int,
+               places: int, estimated_minutes: int, internal_name: str, maximum_minutes: Optional[int] = None,
+               allow_groups: Iterable[str] = (), block_groups: Iterable[str] = (), project: Optional[str] = None,
+               auto_approve: bool = False) -> dict[str, Any]:
+    """A draft study that one participant may submit any number of times, one submission per turn.
+
+    ``internal_name`` (never shown to participants, listed by ``list_studies``) is how a retried creation
+    finds the draft an earlier attempt made. Submissions wait for our review (``MANUALLY_REVIEW``) unless
+    ``auto_approve``. Participant groups are the allow list (who may take part) and the block list.
+    """
+    filters = [{"filter_id": filter_id, "selected_values": list(groups)}
+               for filter_id, groups in (("participant_group_allowlist", tuple(allow_groups)),
+                                         ("participant_group_blocklist", tuple(block_groups))) if groups]
+    body: dict[str, Any] = {
+        "name": name,
+        "internal_name": internal_name,
+        "description": description,
+        "external_study_url": study_url(page_url),
+        "prolific_id_option": "url_parameters",
+        "completion_codes": [{
+            "code": completion_code, "code_type": "COMPLETED",
+            "actions": [{"action": "AUTOMATICALLY_APPROVE" if auto_approve else "MANUALLY_REVIEW"}],
+        }],
+        "estimated_completion_time": estimated_minutes,
+        "reward": reward_cents,
+        "total_available_places": places,
+        "device_compatibility": ["desktop", "tablet", "mobile"],
+        "peripheral_requirements": [],
+        "filters": filters,
+        "submissions_config": {"max_submissions_per_participant": -1},
+    }
+    if maximum_minutes is not None:
+        body["maximum_allowed_time"] = maximum_minutes
+    if project is not None:
+        body["project"] = project
+    return body
+
+
+def create_study(client: ProlificClient, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A draft (UNPUBLISHED) study; nobody sees it until ``transition_study(..., "PUBLISH")``."""
+    return client.call("POST", "/api/v1/studies/", json=dict(body))
+
+
+def list_studies(client: ProlificClient) -> list[dict[str, Any]]:
+    """Every study of the token's workspaces, short form (id, internal_name, status, places_taken, ...)."""
+    return client.call("GET", "/api/v1/studies/")["results"]
+
+
+def get_study(client: ProlificClient, study_id: str) -> dict[str, Any]:
+    return client.call("GET", f"/api/v1/studies/{study_id}/")
+
+
+def update_study(client: ProlificClient, study_id: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Change a study. Once published only a few fields may change, and places may only grow."""
+    return client.call("PATCH", f"/api/v1/studies/{study_id}/", json=dict(changes))
+
+
+def transition_study(client: ProlificClient, study_id: str, action: str) -> dict[str, Any]:
+    """PUBLISH a draft; PAUSE, START (resume) or STOP (complete) a published study."""
+    if action not in STUDY_ACTIONS:
+        raise ValueError(f"study action must be one of {', '.join(STUDY_ACTIONS)}, not {action!r}")
+    return client.call("POST", f"/api/v1/studies/{study_id}/transition/", json={"action": action})
+
+
+def create_test_study(client: ProlificClient, study_id: str) -> dict[str, Any]:
+    """Publish a copy of a draft to the workspace's test participants only (a feature Prolific enables)."""
+    return client.call("POST", f"/api/v1/studies/{study_id}/test-study")
+
+
+def create_test_participant(client: ProlificClient, email: str) -> str:
+    """A participant account that can take our studies without real pay; returns its participant id."""
+    return client.call("POST", "/api/v1/researchers/participants/", json={"email": email})["participant_id"]
+
+
+# ---- submissions -------------------------------------------------------------------------------------
+
+
+def list_submissions(client: ProlificClient, study_id: str, page_size: int = 100) -> Iterator[dict[str, Any]]:
+    """Every submission of a study (id, participant_id, status, ...), a page at a time.
+
+    The list answer carries no count or next link in the spec, so a page shorter than asked is the last.
+    """
+    page = 1
+    while True:
+        results = client.call("GET", "/api/v1/submissions/",
+                              params={"study": study_id, "page": page, "page_size": page_size})["results"]
+        yield from results
+        if len(results) < page_size:
+            return
+        page += 1
+
+
+def get_submission(client: ProlificClient, submission_id: str) -> dict[str, Any]:
+    """One submission in full, including ``bonus_payments``: the bonuses already paid on it, in cents."""
+    return client.call("GET", f"/api/v1/submissions/{submission_id}/")
+
+
+def transition_submission(client: ProlificClient, submission_id: str, action: str, *,
+                          message: Optional[str] = None, rejection_category: Optional[str] = None
+                          ) -> dict[str, Any]:
+    """APPROVE (pays the reward) or REJECT (with a message of 100+ characters and a category).
+
+    Prolific ignores a repeated transition, so a retried approval is harmless.
+    """
+    body: dict[str, Any] = {"action": action}
+    if message is not None:
+        body["message"] = message
+    if rejection_category is not None:
+        body["rejection_category"] = rejection_category
+    return client.call("POST", f"/api/v1/submissions/{submission_id}/transition/", json=body)
+
+
+def bulk_approve_submissions(client: ProlificClient, submission_ids: Iterable[str]) -> None:
+    """Approve many submissions (of any studies); Prolific approves them in the background."""
+    ids = list(submission_ids)
+    for start in range(0, len(ids), MAX_APPROVALS_PER_REQUEST):
+        client.call("POST", "/api/v1/submissions/bulk-approve/",
+                    json={"submission_ids": ids[start:start + MAX_APPROVALS_PER_REQUEST]})
+
+
+# ---- bonuses -----------------------------------------------------------------------------------------
+
+
+def bonus_csv(bonuses: Mapping[str, int]) -> str:
+    """Prolific's bonus CSV, ``<submission or participant id>,<amount>`` per line, amounts from cents."""
+    for target, cents in bonuses.items():
+        if cents <= 0:
+            raise ValueError(f"a bonus must be positive, not {cents} cents for {target}")
+    return "".join(f"{target},{cents // 100}.{cents % 100:02d}\n" for target, cents in bonuses.items())
+
+
+def set_up_bonus_payments(client: ProlificClient, study_id: str, bonuses: Mapping[str, int]) -> dict[str, Any]:
+    """Record bonuses (by submission or participant id, in cents) without paying them.
+
+    Returns Prolific's bulk bonus payment (``id``, ``amount``, ``fees``, ``vat``, ``total_amount``, all in
+    cents); nothing moves until ``pay_bonus_payments`` is called with that id. Setting up is harmless to
+    repeat: an unpaid set-up costs nothing.
+    """
+    if not 0 < len(bonuses) <= MAX_BONUSES_PER_REQUEST:
+        raise ValueError(f"set up between 1 and {MAX_BONUSES_PER_REQUEST} bonuses per request, not {len(bonuses)}")
+    return client.call("POST", "/api/v1/submissions/bonus-payments/",
+                       json={"study_id": study_id, "csv_bonuses": bonus_csv(bonuses)})
+
+
+def pay_bonus_payments(client: ProlificClient, bulk_id: str) -> None:
+    """Pay a set-up bulk bonus payment. NOT idempotent: every call pays again.
+
+    Call it at most once per bulk id, after recording durably that it is about to be called; if the
+    outcome is unknown (a timeout, a crash), reconcile from ``get_submission(...)["bonus_payments"]``
+    (paid asynchronously, so allow minutes) instead of calling again.
+    """
+    client.call("POST", f"/api/v1/bulk-bonus-payments/{bulk_id}/pay/")
+
+
+# ---- participant groups ------------------------------------------------------------------------------
+
+
+def create_participant_group(client: ProlificClient, workspace_id: str, name: str, description: str = "",
+                             participant_ids: Iterable[str] = ()) -> dict[str, Any]:
+    body: dict[str, Any] = {"workspace_id": workspace_id, "name": name, "description": description}
+    if participant_ids:
+        body["participant_ids"] = list(participant_ids)
+    return client.call("POST", "/api/v1/participant-groups/", json=body)
+
+
+def list_participant_groups(client: ProlificClient, workspace_id: str) -> list[dict[str, Any]]:
+    return client.call("GET", "/api/v1/participant-groups/", params={"workspace_id": workspace_id})["results"]
+
+
+def add_to_participant_group(client: ProlificClient, group_id: str, participant_ids: Iterable[str]) -> list[str]:
+    """Add participants (members already in are ignored); returns every member's id afterwards."""
+    found = client.call("POST", f"/api/v1/participant-groups/{group_id}/participants/",
+                        json={"participant_ids": list(participant_ids)})
+    return _member_ids(found)
+
+
+def remove_from_participant_group(client: ProlificClient, group_id: str, participant_ids: Iterable[str]
+                                  ) -> list[str]:
+    """Remove participants (non-members are ignored); returns every member's id afterwards."""
+    found = client.call("DELETE", f"/api/v1/participant-groups/{group_id}/participants/",
+                        json={"participant_ids": list(participant_ids)})
+    return _member_ids(found)
+
+
+def list_participant_group_members(client: ProlificClient, group_id: str) -> list[str]:
+    return _member_ids(client.call("GET", f"/api/v1/participant-groups/{group_id}/participants/"))
+
+
+def _member_ids(memberships: Mapping[str, Any]) -> list[str]:
+    return [m["participant_id"] for m in memberships.get("results") or []]
+
+
+# ---- webhooks ----------------------------------------------------------------------------------------
+
+
+def create_webhook_secret(client: ProlificClient, workspace_id: str) -> str:
+    """A new signing secret for the workspace's webhooks; it replaces any previous one at once."""
+    return client.call("POST", "/api/v1/hooks/secrets/", json={"workspace_id": workspace_id})["value"]
+
+
+def list_webhook_secrets(client: ProlificClient, workspace_id: str) -> list[dict[str, Any]]:
+    return client.call("GET", "/api/v1/hooks/secrets/", params={"workspace_id": workspace_id})["results"]
+
+
+def create_webhook_subscription(client: ProlificClient, workspace_id: str, event_type: str, target_url: str
+                                ) -> dict[str, Any]:
+    """Ask Prolific to POST ``event_type`` events (e.g. ``submission.status.change``) to a public HTTPS URL."""
+    created = client.call("POST", "/api/v1/hooks/subscriptions/",
+                          json={"workspace_id": workspace_id, "event_type": event_type, "target_url": target_url})
+    return created["results"][0]
+
+
+def list_webhook_subscriptions(client: ProlificClient, workspace_id: str) -> list[dict[str, Any]]:
+    return client.call("GET", "/api/v1/hooks/subscriptions/", params={"workspace_id": workspace_id})["results"]
+
+
+def delete_webhook_subscription(client: ProlificClient, subscription_id: str) -> None:
+    client.call("DELETE", f"/api/v1/hooks/subscriptions/{subscription_id}/")
+
+
+def verify_webhook(secret: str, headers: Mapping[str, str], body: bytes, *, max_age_seconds: int = 300,
+                   now: Optional[float] = None) -> None:
+    """Refuse a webhook request unless Prolific signed it with our secret within ``max_age_seconds``.
+
+    The signature is base64(HMAC-SHA256(secret, timestamp + body)); the age limit keeps a captured
+    request from being replayed later. Raises ``InvalidSignature``.
+    """
+    signature, timestamp = headers.get(SIGNATURE_HEADER), headers.get(TIMESTAMP_HEADER)
+    if not signature or not timestamp:
+        raise InvalidSignature(f"the request lacks {SIGNATURE_HEADER} or {TIMESTAMP_HEADER}")
+    try:
+        sent_at = int(timestamp)
+    except ValueError:
+        raise InvalidSignature(f"{TIMESTAMP_HEADER} is not a UNIX time: {timestamp[:40]!r}") from None
+    if abs((time.time() if now is None else now) - sent_at) > max_age_seconds:
+        raise InvalidSignature(f"the request was signed at {sent_at}, more than {max_age_seconds}s from now")
+    if not hmac.compare_digest(sign_webhook(secret, timestamp, body).encode(), signature.encode()):
+        raise InvalidSignature("the signature does not match our webhook secret")
+
+
+def sign_webhook(secret: str, timestamp: str, body: bytes) -> str:
+    """Prolific's signature of a webhook request (what ``verify_webhook`` expects)."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + body, hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()

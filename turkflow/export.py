@@ -194,7 +194,7 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
     tasks = {t.id: t for t in session.exec(select(Task).where(col(Task.id).in_({c.task_id for c in page})))}
     turns = session.execute(
         select(Turn.id, Turn.conversation_id, Turn.index, Turn.role, Turn.text, Turn.label, Turn.answers,
-               Turn.flags, Turn.submitted_at, Worker.external_id, Worker.status.label("worker_status"))
+               Turn.flags, Turn.signals, Turn.submitted_at, Worker.external_id, Worker.status.label("worker_status"))
         .join(Worker, Worker.id == Turn.worker_id)
         .where(col(Turn.conversation_id).in_(ids), Turn.status == TurnStatus.submitted)
         .order_by(Turn.conversation_id, Turn.index)
@@ -239,6 +239,7 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
             "danger": [known[i] for i in t.answers.get("danger", []) if i in known],
             "real_life": real_life[n],
             "flags": list(t.flags),
+            "signals": t.signals or {"unknown": "absent"},  # {}: written before the page reported any
             "submitted_at": _iso(t.submitted_at),
         })
     return [_conversation_document(c, tasks[c.task_id], by_conversation[c.id]) for c in page]

@@ -46,6 +46,7 @@ from turkflow.protocol import (
     get_protocol,
     validate_answers,
 )
+from turkflow.writing import writing_signals
 
 
 LOCAL = "local"  # the provider whose HITs are leased from /queue
@@ -432,7 +433,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
     stored = session.execute(
         update(Turn).where(Turn.id == turn.id, Turn.status == TurnStatus.open)
         .values(status=TurnStatus.submitted, worker_id=worker.id, text=text, label=label, answers=answers,
-                submitted_at=now)
+                signals=writing_signals(raw), submitted_at=now)
     ).rowcount
     if stored != 1:
         raise Conflict("this turn has already been written by another worker")

@@ -1,6 +1,6 @@
 """Content checks: flag submitted turns a reviewer should look at. They never change or drop a turn.
 
-A check reads only the turn, the previous turn of its conversation, its task document and the author's
+A check reads only the turn (with what its page saw of the typing), the previous turn of its conversation, its task document and the author's
 most recent turns (through the ``(worker_id, id)`` index), so the cost per submission stays constant as
 history grows. Span comparisons use plain lowercase word runs; spaCy helps where words alone do not: a
 response is "English" when most of its words are English stop words or lemmas in the lemmatizer's
@@ -21,13 +21,15 @@ from turkflow import events
 from turkflow.config import Settings
 from turkflow.models import Conversation, Role, Task, Turn, TurnStatus
 from turkflow.protocol import document_text
+from turkflow.writing import recorded
 
 NEAR_EMPTY = "near_empty"
 REPEATED = "repeated_response"
 COPIED_PREVIOUS = "copied_previous_turn"
 COPIED_DOCUMENT = "copied_document"
 NOT_ENGLISH = "not_english"
-FLAGS = (NEAR_EMPTY, REPEATED, COPIED_PREVIOUS, COPIED_DOCUMENT, NOT_ENGLISH)
+NOT_TYPED = "not_typed"
+FLAGS = (NEAR_EMPTY, REPEATED, COPIED_PREVIOUS, COPIED_DOCUMENT, NOT_ENGLISH, NOT_TYPED)
 
 _WORD = re.compile(r"\w+")
 SHORTEST_COPY = 3  # echoing a two-word "thank you" is conversation, not copying
@@ -44,11 +46,15 @@ class CheckPolicy:
     span_words: int = 8
     recent_turns: int = 20
     english_share: float = 0.5
+    typed_min_chars: int = 20
+    keys_per_char: float = 0.5
+    max_chars_per_second: float = 15.0
 
     @classmethod
     def of(cls, settings: Settings) -> "CheckPolicy":
         return cls(settings.spacy_model, settings.check_min_words, settings.check_span_words,
-                   settings.check_recent_turns, settings.check_english_share)
+                   settings.check_recent_turns, settings.check_english_share, settings.check_typed_min_chars,
+                   settings.check_keys_per_char, settings.check_max_chars_per_second)
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,34 @@ def content_flags(policy: CheckPolicy, text: str, role: str, previous: Optional[
     return found
 
 
+def typing_flags(policy: CheckPolicy, text: str, signals: dict[str, Any]) -> dict[str, Any]:
+    """``not_typed`` when the turn page's report says the response could not have been typed in its box:
+    far fewer keystrokes than characters, or more characters than the time from the first keystroke to
+    submit allows a fast typist.
+
+    The report is the browser's word: it catches text pasted or inserted by a tool, not a worker who forges
+    it, and dictation or swipe keyboards trip the keystroke rule too, so the flag asks a reviewer to look.
+    Reports that are unknown (no JavaScript, a malformed field) and short responses are not judged. Paste
+    and drop attempts and focus changes travel with the flag as evidence but never raise it: the teacher's
+    box refuses pastes, and people switch windows.
+    """
+    chars = len(text)
+    if not recorded(signals) or chars < policy.typed_min_chars:
+        return {}
+    why = []
+    if signals["keys"] < policy.keys_per_char * chars:
+        why.append("few_keystrokes")
+    first_key_ms = signals["first_key_ms"]
+    typing_seconds = 0.0 if first_key_ms is None else max(signals["page_ms"] - first_key_ms, 0) / 1000
+    if chars > policy.max_chars_per_second * typing_seconds:
+        why.append("too_fast")
+    if not why:
+        return {}
+    return {NOT_TYPED: {"why": why, "chars": chars, "keys": signals["keys"],
+                        "typing_seconds": round(typing_seconds, 1),
+                        **{name: signals[name] for name in ("pastes", "drops", "blurs")}}}
+
+
 def check_turn(session: Session, turn_id: int, policy: CheckPolicy) -> list[str]:
     """Add the flags a submitted turn earns to ``Turn.flags`` and log them; returns the new flags.
 
@@ -143,6 +177,7 @@ def check_turn(session: Session, turn_id: int, policy: CheckPolicy) -> list[str]
     ).all()
     document = document_text(session.get(Task, conversation.task_id)) if turn.role == Role.teacher else ""
     found = content_flags(policy, turn.text or "", turn.role, previous, document, recent)
+    found.update(typing_flags(policy, turn.text or "", turn.signals))
     new = [flag for flag in found if flag not in turn.flags]
     if not new:
         return []

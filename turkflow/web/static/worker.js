@@ -58,6 +58,38 @@
     if (!isNaN(expires)) { update(); }
   }
 
+  // What the page can honestly see of how the response was written, sent with the turn as evidence for a
+  // reviewer (the server never refuses a turn for it): time on the page, time to the first keystroke,
+  // keystrokes, paste and drop attempts, and how often the window lost focus. Only the person's own input
+  // counts (isTrusted); shortcuts like Ctrl+V type nothing. After a refused submission the server sends the
+  // report back with the refilled text, and counting goes on from it.
+  function recordWriting(form, field) {
+    var box = form.querySelector("[data-response]");
+    var opened = performance.now();
+    var before = {};
+    try { before = JSON.parse(field.value) || {}; } catch (error) { before = {}; }
+    function carried(name) { var n = Number(before[name]); return isFinite(n) && n > 0 ? Math.round(n) : 0; }
+    var counts = {keys: carried("keys"), pastes: carried("pastes"), drops: carried("drops"), blurs: carried("blurs")};
+    var firstKey = before.first_key_ms == null ? null : carried("first_key_ms");
+    function pageMs() { return carried("page_ms") + Math.round(performance.now() - opened); }
+    function count(name) { return function (event) { if (event.isTrusted) { counts[name] += 1; } }; }
+    if (box) {
+      box.addEventListener("keydown", function (event) {
+        if (!event.isTrusted || event.ctrlKey || event.metaKey ||
+            ["Shift", "Control", "Alt", "Meta", "CapsLock"].indexOf(event.key) !== -1) { return; }
+        counts.keys += 1;
+        if (firstKey === null) { firstKey = pageMs(); }
+      });
+      box.addEventListener("paste", count("pastes"));
+      box.addEventListener("drop", count("drops"));
+    }
+    window.addEventListener("blur", count("blurs"));
+    form.addEventListener("submit", function () {
+      field.value = JSON.stringify({page_ms: pageMs(), first_key_ms: firstKey, keys: counts.keys,
+                                    pastes: counts.pastes, drops: counts.drops, blurs: counts.blurs});
+    });
+  }
+
   // One click sends the turn once; the server stores a turn once anyway.
   function submitOnce(form) {
     var sent = false;
@@ -75,6 +107,8 @@
     if (form) {
       form.querySelectorAll("[data-reveal-name]").forEach(function (q) { revealWith(q, form); });
       form.querySelectorAll("[data-shared-count]").forEach(function (c) { countShared(c, form); });
+      var signals = form.querySelector("[data-writing-signals]");
+      if (signals) { recordWriting(form, signals); }
       submitOnce(form);
     }
     document.querySelectorAll("[data-lease-expires]").forEach(countDown);

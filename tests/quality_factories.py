@@ -53,8 +53,10 @@ class Crowd:
             return worker
 
     def submit(self, worker: Worker, conversation_id: int, text: str, *, relevant: bool = True,
-               useful: bool = True, label: Optional[str] = None, run: bool = True) -> int:
-        """Take the open turn of ``conversation_id`` as ``worker`` and submit it; returns the turn id."""
+               useful: bool = True, label: Optional[str] = None, run: bool = True,
+               signals: Optional[dict] = None) -> int:
+        """Take the open turn of ``conversation_id`` as ``worker`` and submit it (with ``signals`` as the
+        page's report on the typing, if given); returns the turn id."""
         with session_scope(self.settings.database_url) as s:
             fresh = s.get(Worker, worker.id)
             hit = next(h for h in lifecycle.open_hits_for(s, fresh, limit=1000)
@@ -67,6 +69,8 @@ class Crowd:
                 answers.update(intent=label or "request_step", real_life="I would start cooking")
             else:
                 answers.update(action=label or "return_step")
+            if signals is not None:
+                answers["signals"] = signals
             submission = lifecycle.submit_turn(s, assignment.external_id, fresh, answers)
             turn_id = submission.turn.id
             assert turn.id == turn_id
@@ -99,13 +103,14 @@ STUDENT_LINES = [
 ]
 
 
-def low_rated_teacher(crowd: Crowd, teacher: Worker, students: list[Worker], turns: int) -> list[int]:
+def low_rated_teacher(crowd: Crowd, teacher: Worker, students: list[Worker], turns: int,
+                      signals: Optional[dict] = None) -> list[int]:
     """The teacher writes the first answer of ``turns`` conversations; each is rated useless. Returns the
     rating students' turn ids."""
     rater_turns = []
     for i, conversation_id in enumerate(crowd.conversations()[:turns]):
         crowd.submit(students[i % len(students)], conversation_id, STUDENT_LINES[0])
-        crowd.submit(teacher, conversation_id, TEACHER_LINES[i % len(TEACHER_LINES)])
+        crowd.submit(teacher, conversation_id, TEACHER_LINES[i % len(TEACHER_LINES)], signals=signals)
         rater_turns.append(crowd.submit(students[(i + 1) % len(students)], conversation_id, STUDENT_LINES[1],
                                         relevant=False, useful=False))
     return rater_turns

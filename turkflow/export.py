@@ -28,6 +28,7 @@ from jsonschema.exceptions import best_match
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from turkflow.errors import TurkflowError
 from turkflow.models import (
     Batch,
     Conversation,
@@ -49,7 +50,7 @@ CHECK_EVERY = 200  # validate one document in this many against the schema while
 BLOCKED = (WorkerStatus.blocked, WorkerStatus.temporarily_blocked)
 
 
-class ExportError(Exception):
+class ExportError(TurkflowError):
     """An export that cannot be written as asked; the message says why in the user's words."""
 
 

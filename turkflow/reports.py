@@ -12,7 +12,8 @@ from typing import Optional
 from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
-from turkflow.hits.lifecycle import NotFound, committed_cents
+from turkflow.errors import NotFound
+from turkflow.hits.lifecycle import committed_cents
 from turkflow.hits.money import Spend, spend
 from turkflow.models import (
     Assignment,

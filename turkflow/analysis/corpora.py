@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+from turkflow.errors import InvalidInput
 from turkflow.models import Role
 
 
-class CorpusError(ValueError):
+class CorpusError(InvalidInput):
     """Input that is not the corpus it claims to be; the message names the file."""
 
 

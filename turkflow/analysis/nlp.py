@@ -12,9 +12,7 @@ from typing import Iterable
 import spacy
 from spacy.language import Language
 
-
-class ModelMissing(RuntimeError):
-    """The configured spaCy pipeline is not installed (nothing is downloaded at run time)."""
+from turkflow.errors import ModelMissing
 
 
 SYNTAX = ("parser",)  # sentence boundaries and dependency patterns

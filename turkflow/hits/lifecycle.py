@@ -19,6 +19,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.errors import Conflict, Forbidden, NotFound
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import (
     Assignment,
@@ -38,7 +39,6 @@ from turkflow.models import (
     utcnow,
 )
 from turkflow.protocol import (
-    AnswerError,
     Protocol,
     TurnContext,
     document_items,
@@ -50,28 +50,6 @@ from turkflow.writing import writing_signals
 
 
 LOCAL = "local"  # the provider whose HITs are leased from /queue
-
-
-class TurnError(Exception):
-    """A request about a turn that cannot be honoured; ``status`` is the HTTP status that fits it."""
-
-    status = 400
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
-class NotFound(TurnError):
-    status = 404
-
-
-class Forbidden(TurnError):
-    status = 403
-
-
-class Conflict(TurnError):
-    status = 409
 
 
 # ---- launching ---------------------------------------------------------------------------------------
@@ -568,7 +546,7 @@ def turn_for_assignment(session: Session, assignment: Assignment) -> Turn:
 
 
 __all__ = [
-    "AnswerError", "Conflict", "Forbidden", "NotFound", "Submission", "TurnError", "TurnView",
+    "Submission", "TurnView",
     "advance_conversation", "check_can_work", "committed_cents", "launch_batch", "open_hits_for", "queue_entries",
     "publish_hit", "release_expired_leases", "set_batch_status", "stalled_conversations", "submit_turn",
     "take_turn", "turn_context", "turn_for_assignment", "turn_view", "unpublished_hits",

@@ -27,8 +27,8 @@ from sqlmodel import Session, select
 
 from turkflow import events
 from turkflow.config import Settings
+from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import mturk_sync, onboarding
-from turkflow.hits.lifecycle import Forbidden
 from turkflow.hits.money import cents_from_usd, usd
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import (
@@ -63,7 +63,7 @@ LONG_AGO = datetime(2015, 1, 1, tzinfo=timezone.utc)
 PURPOSES = ("role:student", "role:teacher", "blocked")
 
 
-class MTurkError(Exception):
+class MTurkError(ProviderError):
     """MTurk refused a request in a way the user must act on."""
 
 

@@ -24,8 +24,8 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.db import session_scope
+from turkflow.errors import Conflict, Forbidden, NotFound, TurkflowError
 from turkflow.hits import lifecycle
-from turkflow.hits.lifecycle import Conflict, Forbidden, NotFound
 from turkflow.hits.provider import Providers
 from turkflow.models import (
     Assignment,
@@ -38,7 +38,6 @@ from turkflow.models import (
     Worker,
     utcnow,
 )
-from turkflow.protocol import AnswerError
 
 log = logging.getLogger("turkflow.mturk")
 
@@ -343,7 +342,7 @@ def _reconcile_hit(settings: Settings, provider: Any, hit_id: int, now: datetime
             try:
                 with session.begin_nested():
                     submission = store_missed_submission(session, hit, remote)
-            except (ValueError, AnswerError, lifecycle.TurnError) as exc:
+            except (ValueError, TurkflowError) as exc:
                 log.warning("HIT %s: MTurk assignment %s is submitted but cannot be stored (%s); reopening the "
                             "turn", hit.id, remote["AssignmentId"], exc)
                 events.record(session, "missed_submission_unreadable", "provider", turn_id=hit.turn_id,

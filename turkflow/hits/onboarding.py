@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape
 from sqlmodel import Session
 
 from turkflow import events
-from turkflow.hits.lifecycle import Forbidden
+from turkflow.errors import Forbidden
 from turkflow.models import Role, Worker, WorkerStatus
 
 QUESTION_FORM_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/QuestionForm.xsd"

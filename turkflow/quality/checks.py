@@ -19,6 +19,7 @@ from sqlmodel import Session, col, select
 
 from turkflow import events
 from turkflow.config import Settings
+from turkflow.errors import ModelMissing
 from turkflow.models import Conversation, Role, Task, Turn, TurnStatus
 from turkflow.protocol import document_text
 from turkflow.writing import recorded
@@ -33,10 +34,6 @@ FLAGS = (NEAR_EMPTY, REPEATED, COPIED_PREVIOUS, COPIED_DOCUMENT, NOT_ENGLISH, NO
 
 _WORD = re.compile(r"\w+")
 SHORTEST_COPY = 3  # echoing a two-word "thank you" is conversation, not copying
-
-
-class ModelMissing(RuntimeError):
-    """The configured spaCy pipeline is not installed."""
 
 
 @dataclass(frozen=True)

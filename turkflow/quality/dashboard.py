@@ -14,7 +14,7 @@ from typing import Any, Optional
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from turkflow.hits.lifecycle import NotFound
+from turkflow.errors import NotFound
 from turkflow.models import (
     Batch,
     Bonus,

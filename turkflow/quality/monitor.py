@@ -24,6 +24,7 @@ from sqlmodel import Session, col, select
 
 from turkflow import events
 from turkflow.config import Settings
+from turkflow.errors import InvalidInput
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -52,8 +53,8 @@ _WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
 _POLICY_TEXT = re.compile(rf"^\s*(pooled\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?$")
 
 
-class PolicyError(ValueError):
-    """A block policy's text or numbers make no sense."""
+class PolicyError(InvalidInput, ValueError):
+    """A block policy's text or numbers make no sense (also a ValueError, which click callbacks catch)."""
 
 
 # Policies a requester can name. ``paper`` is the Wizard of Tasks heuristic; with a quarter of raters

@@ -20,11 +20,10 @@ from sqlmodel import select
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
+from turkflow.errors import Conflict, Forbidden, InvalidAnswer
 from turkflow.hits import lifecycle, mturk_sync
-from turkflow.hits.lifecycle import Conflict, Forbidden
 from turkflow.hits.mturk import SUBMIT_SITES
 from turkflow.models import Assignment, AssignmentStatus, Batch, Conversation, Turn, Worker
-from turkflow.protocol import AnswerError
 from turkflow.web.worker import render_turn, worker_page_headers
 
 bp = Blueprint("mturk", __name__, url_prefix="/mturk")
@@ -106,14 +105,14 @@ def submit() -> Any:
             submission = lifecycle.submit_turn(session, assignment_id, worker, raw)
             turn_id, created, answers, hit_id = (submission.turn.id, submission.created, submission.turn.answers,
                                                  hit.id)
-    except AnswerError as error:  # rolled back: nothing of this submission is stored
+    except InvalidAnswer as error:  # rolled back: nothing of this submission is stored
         return _refused(error, raw, form_token)
     if created:
         _queue_after_submission(turn_id, hit_id, worker.id)
     return _external_submit(submit_site, assignment_id, answers)
 
 
-def _refused(error: AnswerError, raw: dict[str, Any], form_token: str) -> Response:
+def _refused(error: InvalidAnswer, raw: dict[str, Any], form_token: str) -> Response:
     settings = _settings()
     token, hit_external_id, _, _ = _ids()
     with session_scope(settings.database_url) as session:

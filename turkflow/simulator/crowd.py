@@ -5,12 +5,18 @@ chance that a turn they write is actually relevant and useful. Whether a turn is
 it is written; the next worker rates it according to *their* behaviour (truthfully, at random, or always
 "no"). The monitor is then judged against this hidden truth.
 
+Every turn also carries the report the turn page would send on how it was written (``turkflow.writing``):
+a person types their text at their own speed, with corrections, and a few use a phone keyboard whose word
+completion needs fewer keys than characters; a paster writes good text with a language model and pastes
+it, so it arrives without keystrokes. The not_typed flag is judged against this truth (``bench.typing_flag``).
+
 All randomness is drawn from generators seeded by (seed, what is being decided, which turn), never from
 shared state, so the answers do not depend on which thread or process got there first.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import string
 from dataclasses import dataclass, replace
@@ -27,6 +33,7 @@ class Behaviour(StrEnum):
     lazy = "lazy"  # very short replies, truthful ratings
     careless = "careless"  # writes well, rates at random
     harsh = "harsh"  # writes well, rates every turn "no"
+    paster = "paster"  # good text from a language model, pasted or inserted without typing; truthful ratings
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class Profile:
     writes: str  # replay | spam | short
     rates: str  # truthful | random | no
     quality: tuple[float, float]  # range of the hidden chance that a turn they write is good
+    types: bool = True  # False: their text reaches the box without keystrokes
 
 
 PROFILES: dict[Behaviour, Profile] = {
@@ -42,6 +50,7 @@ PROFILES: dict[Behaviour, Profile] = {
     Behaviour.lazy: Profile("short", "truthful", (0.30, 0.50)),
     Behaviour.careless: Profile("replay", "random", (0.85, 0.99)),
     Behaviour.harsh: Profile("replay", "no", (0.85, 0.99)),
+    Behaviour.paster: Profile("replay", "truthful", (0.85, 0.99), types=False),
 }
 
 # The monitor judges the turns a worker writes, so these are the workers it should block.
@@ -49,6 +58,13 @@ BAD_WRITERS = frozenset({Behaviour.spammer, Behaviour.lazy})
 
 # How often an honest rater's yes/no disagrees with the truth (people misjudge too).
 RATER_ERROR = 0.05
+
+# Typing, per worker: characters a second (about 20 to 90 words a minute) and, for the share who write on a
+# phone keyboard with word completion, keystrokes per character below one.
+TYPING_SPEED = (1.5, 7.5)
+PHONE_SHARE = 0.10
+PHONE_KEYS_PER_CHAR = (0.4, 0.95)
+DESK_KEYS_PER_CHAR = (1.0, 1.35)  # corrections and cursor keys
 
 LAZY_REPLIES = ("ok", "yes", "no", "next", "ok thx", "sure", "fine", "go on")
 SPAM_PHRASES = ("good good good", "nice nice", "I like it very much", "yes yes yes yes", "ok ok ok ok")
@@ -148,6 +164,8 @@ def write_turn(worker: SimWorker, seed: int, conversation: int, script: Script, 
     form[label_name] = label
 
     form["response"] = _response(worker, script, index, rng)
+    form["signals"] = json.dumps(
+        writing_report(worker, form["response"], random.Random(f"{seed}:typing:{conversation}:{index}"), seed))
     if "real_life" in asked:
         form["real_life"] = rng.choice(REAL_LIFE) if worker.profile.writes == "replay" else form["response"]
     if "urls" in asked and label == "answer_external":
@@ -167,6 +185,29 @@ def revise(written: Written, field: str | None) -> Written | None:
     if not isinstance(value, str):
         return None
     return replace(written, form={**written.form, field: f"{value}, that is my answer"})
+
+
+def writing_report(worker: SimWorker, text: str, rng: random.Random, seed: int) -> dict[str, Any]:
+    """What the turn page would report of how ``worker`` wrote ``text``: a typist's keystrokes and time, or
+    a paster's text arriving with a paste (refused in the teacher's box) and hardly a key pressed."""
+    reading_ms = rng.uniform(4_000, 40_000)
+    rating_ms = rng.uniform(2_000, 12_000)
+    blurs = rng.choices((0, 1, 2), weights=(70, 20, 10))[0]
+    if not worker.profile.types:
+        keys = rng.choice((0, 0, 1, 2))  # perhaps a space or Enter after the paste
+        waiting_ms = rng.uniform(5_000, 30_000)  # for the model, in another window
+        return {"page_ms": round(reading_ms + waiting_ms + rating_ms), "first_key_ms":
+                round(reading_ms + waiting_ms) if keys else None, "keys": keys,
+                "pastes": rng.choice((1, 1, 2)) if worker.role == Role.teacher else 1, "drops": 0,
+                "blurs": blurs + 1}
+    habits = random.Random(f"{seed}:keyboard:{worker.name}")
+    speed = habits.uniform(*TYPING_SPEED)
+    keys_per_char = habits.uniform(*(PHONE_KEYS_PER_CHAR if habits.random() < PHONE_SHARE
+                                     else DESK_KEYS_PER_CHAR))
+    typing_ms = 1000 * len(text) / speed * rng.uniform(1.0, 1.5)  # pauses to think
+    return {"page_ms": round(reading_ms + typing_ms + rating_ms), "first_key_ms": round(reading_ms),
+            "keys": round(len(text) * keys_per_char * rng.uniform(0.95, 1.05)), "pastes": 0, "drops": 0,
+            "blurs": blurs}
 
 
 def _rate(rates: str, truth: bool, rng: random.Random) -> tuple[bool, bool]:

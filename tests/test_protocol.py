@@ -2,7 +2,8 @@
 
 import pytest
 
-from turkflow.protocol import WIZARD_OF_TASKS, AnswerError, TurnContext, validate_answers
+from turkflow.errors import InvalidAnswer
+from turkflow.protocol import WIZARD_OF_TASKS, TurnContext, clean_text, validate_answers
 
 TEACHER_CTX = TurnContext(index=1, role="teacher", shareable=("item-1", "step-1"))
 
@@ -37,7 +38,7 @@ def test_teacher_answers_are_cleaned():
 ])
 def test_bad_teacher_answers_name_the_field(change, field):
     answers = {"relevant": "yes", "useful": "yes", "action": "return_step", "response": "Do step one."}
-    with pytest.raises(AnswerError) as err:
+    with pytest.raises(InvalidAnswer) as err:
         validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**answers, **change})
     assert err.value.field == field
 
@@ -46,5 +47,71 @@ def test_student_danger_labels_only_items_shared_so_far():
     ctx = TurnContext(index=2, role="student", shared_so_far=("step-2",))
     base = {"relevant": "yes", "useful": "yes", "real_life": "cut it", "intent": "stop", "response": "Thanks!"}
     assert validate_answers(WIZARD_OF_TASKS, ctx, {**base, "danger": ["step-2"]})["danger"] == ["step-2"]
-    with pytest.raises(AnswerError, match="danger"):
+    with pytest.raises(InvalidAnswer, match="danger"):
         validate_answers(WIZARD_OF_TASKS, ctx, {**base, "danger": ["step-3"]})
+
+
+# ---- hostile input: strict types, one answer per single-answer question, clean text ---------------------
+
+TEACHER_REPLY = {"relevant": "yes", "useful": "yes", "action": "return_step", "response": "Do step one."}
+
+
+@pytest.mark.parametrize("value", [42, 4.5, True, None, {"text": "hi"}, ["hi", 1], [["nested"]]],
+                         ids=["number", "float", "boolean", "null", "object", "list with a number", "nested list"])
+def test_response_that_is_not_text_names_the_field(value):
+    with pytest.raises(InvalidAnswer) as err:
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "response": value})
+    assert err.value.field == "response"
+
+
+@pytest.mark.parametrize("field, value", [("relevant", True), ("action", 3), ("shared", {"step-1": True}),
+                                          ("urls", 7)])
+def test_choice_items_and_urls_of_the_wrong_type_name_the_field(field, value):
+    with pytest.raises(InvalidAnswer) as err:
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, field: value})
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("field, values", [("action", ["return_step", "chit_chat"]), ("relevant", ["yes", "no"]),
+                                           ("response", ["one", "two"])])
+def test_single_answer_question_given_twice_is_refused(field, values):
+    with pytest.raises(InvalidAnswer, match="answer once") as err:
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, field: values})
+    assert err.value.field == field
+
+
+def test_a_single_answer_sent_as_a_one_element_list_is_accepted():
+    answers = {name: [value] for name, value in TEACHER_REPLY.items()}
+    assert validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, answers)["action"] == "return_step"
+
+
+def test_url_list_is_bounded():
+    urls = "\n".join(f"https://example.org/{i}" for i in range(11))
+    with pytest.raises(InvalidAnswer, match="at most 10") as err:
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "action": "answer_external", "urls": urls})
+    assert err.value.field == "urls"
+
+
+def test_urls_with_invisible_characters_are_refused():
+    with pytest.raises(InvalidAnswer, match="not a web address"):
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "urls": "https://exa\u200bmple.org/"})
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b", "\ufeff", "\x00\x00", " \u200b\ufeff\x00\n\t "],
+                         ids=["zero-width spaces", "BOM", "NULs", "mixed"])
+def test_invisible_only_response_is_refused_as_empty(text):
+    with pytest.raises(InvalidAnswer, match="required") as err:
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "response": text})
+    assert err.value.field == "response"
+
+
+@pytest.mark.parametrize("text", ["Add\x00salt", "Add\x07salt", "Add\x1bsalt", "Add\ud800salt"],
+                         ids=["NUL", "bell", "escape", "lone surrogate"])
+def test_control_characters_inside_a_response_are_refused(text):
+    with pytest.raises(InvalidAnswer) as err:
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "response": text})
+    assert err.value.field == "response"
+
+
+def test_text_is_stored_in_nfc_with_one_kind_of_line_break():
+    assert clean_text("\ufeff Cafe\u0301\r\nthen\rstir \u200b") == "Caf\u00e9\nthen\nstir"

@@ -117,14 +117,14 @@ def describe(exc: BaseException, app: Optional[App]) -> str:
     from pydantic import ValidationError
     from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-    from turkflow.hits.lifecycle import TurnError
+    from turkflow.errors import TurkflowError
 
     if isinstance(exc, ValidationError):
         return "; ".join(
             f"invalid setting TURKFLOW_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
         )
-    if isinstance(exc, TurnError):
-        return exc.message
+    if isinstance(exc, TurkflowError):  # written for the user
+        return first_line(exc.message) or type(exc).__name__
     if isinstance(exc, DBAPIError):
         where = shown_url(app.settings.database_url) if app and app.settings_ else "the database"
         return f"database error at {where}: {first_line(str(exc.orig))}"
@@ -132,7 +132,7 @@ def describe(exc: BaseException, app: Optional[App]) -> str:
         return f"database error: {first_line(str(exc))}"
     if isinstance(exc, MigrationError):
         return f"migration failed: {first_line(str(exc))}"
-    if type(exc).__module__.startswith("turkflow."):  # our own errors are written for the user
+    if type(exc).__module__.startswith("turkflow."):  # the simulator's, outside the hierarchy
         return first_line(str(exc)) or type(exc).__name__
     if type(exc).__module__.startswith("botocore."):
         return f"AWS: {first_line(str(exc))}"

@@ -8,10 +8,12 @@ protocol is another ``Protocol`` value registered in ``PROTOCOLS``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlparse
 
+from turkflow.errors import InvalidAnswer, InvalidInput
 from turkflow.models import Role, Task
 
 YES_NO = (("yes", "Yes"), ("no", "No"))
@@ -74,15 +76,6 @@ class Protocol:
     def next_role(self, role: str) -> str:
         others = [r for r in self.roles if r != role]
         return others[0]
-
-
-class AnswerError(ValueError):
-    """An answer that breaks the protocol; ``field`` is the question's name, shown to the worker."""
-
-    def __init__(self, field: str, reason: str):
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 def _not_first(ctx: TurnContext) -> bool:
@@ -206,68 +199,121 @@ def document_text(task: Task) -> str:
 # ---- validation -------------------------------------------------------------------------------------
 
 _URL_SPLIT = re.compile(r"[\s,]+")
+MAX_VALUES = 200  # values one field may carry (a form field repeated, a JSON list)
+MAX_URLS = 10
+MAX_URL_CHARS = 2000
+_KEPT_CONTROLS = "\n\t"
 
 
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value if str(v).strip()]
-    return [str(value)] if str(value).strip() else []
+def clean_text(value: str) -> str:
+    """Text as stored, the same on every database: Unicode NFC, one kind of line break, invisible edges
+    (whitespace, zero-width characters, BOMs, NULs) trimmed, so invisible-only text is empty.
+
+    Raises ``InvalidInput`` for control characters and lone surrogates, which PostgreSQL refuses to store
+    and SQLite would store as they are.
+    """
+    text = unicodedata.normalize("NFC", value.replace("\r\n", "\n").replace("\r", "\n"))
+    start, end = 0, len(text)
+    while start < end and _invisible(text[start]):
+        start += 1
+    while end > start and _invisible(text[end - 1]):
+        end -= 1
+    text = text[start:end]
+    for char in text:
+        category = unicodedata.category(char)
+        if category == "Cs":
+            raise InvalidInput("this text is not valid Unicode")
+        if category == "Cc" and char not in _KEPT_CONTROLS:
+            raise InvalidInput(f"remove the control character U+{ord(char):04X}")
+    return text
+
+
+def _invisible(char: str) -> bool:
+    return char.isspace() or char == "\x00" or unicodedata.category(char) in ("Cf", "Zs")
 
 
 def validate_answers(protocol: Protocol, ctx: TurnContext, raw: dict[str, Any]) -> dict[str, Any]:
-    """Check raw form answers against the role's questions and return the clean answers.
+    """Check raw answers against the role's questions and return the clean answers.
 
-    Raises ``AnswerError`` naming the first offending question. Questions not asked on this turn are
-    dropped, so the stored answers are exactly what the worker was shown.
+    ``raw`` is a form (each field a list of strings) or a JSON object (a string or a list of strings per
+    field); any other type is refused, never turned into text. Raises ``InvalidAnswer`` naming the first
+    offending question. Questions not asked on this turn are dropped, so the stored answers are exactly
+    what the worker was shown.
     """
     form = protocol.form(ctx.role)
     clean: dict[str, Any] = {}
     for q in form.questions_for(ctx):
-        value = raw.get(q.name)
+        values = _strings(q, raw.get(q.name))
         if q.kind == "yes_no":
-            value = _single(value)
+            value = _single(q, values)
             if value not in ("yes", "no"):
-                raise AnswerError(q.name, "answer yes or no")
+                raise InvalidAnswer(q.name, "answer yes or no")
             clean[q.name] = value == "yes"
         elif q.kind == "choice":
-            value = _single(value)
+            value = _single(q, values)
             allowed = [key for key, _ in q.options]
             if value not in allowed:
-                raise AnswerError(q.name, f"choose one of: {', '.join(allowed)}")
+                raise InvalidAnswer(q.name, f"choose one of: {', '.join(allowed)}")
             clean[q.name] = value
         elif q.kind == "multi_items":
-            chosen = _as_list(value)
+            chosen = [v for v in values if v.strip()]
             allowed = set(ctx.shareable if q.items == "shareable" else ctx.shared_so_far)
             unknown = [c for c in chosen if c not in allowed]
             if unknown:
-                raise AnswerError(q.name, f"unknown item(s): {', '.join(unknown)}")
+                raise InvalidAnswer(q.name, f"unknown item(s): {', '.join(u[:40] for u in unknown[:5])}")
             clean[q.name] = sorted(set(chosen), key=chosen.index)
         elif q.kind == "urls":
-            urls = [u for u in _URL_SPLIT.split(" ".join(_as_list(value))) if u]
-            for url in urls:
-                parsed = urlparse(url)
-                if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                    raise AnswerError(q.name, f"not a web address: {url[:80]}")
-            clean[q.name] = urls
+            clean[q.name] = _urls(q, values)
         elif q.kind == "text":
-            text = (_single(value) or "").strip()
+            text = _text(q, _single(q, values) or "")
             lower, upper = (protocol.min_response_chars, protocol.max_response_chars)
             if len(text) > upper:
-                raise AnswerError(q.name, f"write at most {upper} characters")
+                raise InvalidAnswer(q.name, f"write at most {upper} characters")
             if text and len(text) < lower:
-                raise AnswerError(q.name, f"write at least {lower} characters")
+                raise InvalidAnswer(q.name, f"write at least {lower} characters")
             clean[q.name] = text
         else:  # pragma: no cover - a protocol definition error, caught by the protocol tests
             raise ValueError(f"unknown question kind {q.kind}")
     for q in form.questions_for(ctx):
         if q.required(ctx, clean) and clean.get(q.name) in (None, "", []):
-            raise AnswerError(q.name, "this answer is required")
+            raise InvalidAnswer(q.name, "this answer is required")
     return clean
 
 
-def _single(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return value[0] if value else None
-    return value
+def _strings(q: Question, value: Any) -> list[str]:
+    """The strings a field was given: none, one, or a list of them (a repeated form field, a JSON list)."""
+    if value is None:
+        return []
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not all(isinstance(v, str) for v in values):
+        raise InvalidAnswer(q.name, "expected text" + (" or a list of texts" if q.kind in ("multi_items", "urls")
+                                                       else ""))
+    if len(values) > MAX_VALUES:
+        raise InvalidAnswer(q.name, f"send at most {MAX_VALUES} values")
+    return values
+
+
+def _single(q: Question, values: list[str]) -> str | None:
+    """The one answer of a single-answer question; sent twice is refused, not silently reduced to one."""
+    if len(values) > 1:
+        raise InvalidAnswer(q.name, "answer once")
+    return values[0] if values else None
+
+
+def _text(q: Question, value: str) -> str:
+    try:
+        return clean_text(value)
+    except InvalidInput as error:
+        raise InvalidAnswer(q.name, error.reason) from None
+
+
+def _urls(q: Question, values: list[str]) -> list[str]:
+    urls = [u for u in _URL_SPLIT.split(_text(q, "\n".join(values))) if u]
+    if len(urls) > MAX_URLS:
+        raise InvalidAnswer(q.name, f"give at most {MAX_URLS} web addresses")
+    for url in urls:
+        parsed = urlparse(url)
+        if (parsed.scheme not in ("http", "https") or not parsed.netloc or len(url) > MAX_URL_CHARS
+                or any(unicodedata.category(c)[0] in "CZ" for c in url)):
+            raise InvalidAnswer(q.name, f"not a web address: {url[:80]}")
+    return urls

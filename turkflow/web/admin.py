@@ -26,19 +26,18 @@ from flask import (
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFProtect
-from werkzeug.exceptions import BadRequest
 from wtforms import PasswordField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length
 
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.hits.lifecycle import TurnError
+from turkflow.errors import InvalidInput
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.quality import dashboard, monitor, review
 from turkflow.requesters import authenticate
-from turkflow.web import charts
+from turkflow.web import charts, id_arg
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 login_manager = LoginManager()
@@ -110,16 +109,6 @@ def dashboard_headers(response: Response) -> Response:
     return response
 
 
-@bp.errorhandler(TurnError)
-def refused(error: TurnError) -> tuple[str, int]:
-    return render_template("admin/error.html", message=error.message), error.status
-
-
-@bp.errorhandler(BadRequest)
-def bad_request(error: BadRequest) -> tuple[str, int]:
-    return render_template("admin/error.html", message=error.description), 400
-
-
 @bp.context_processor
 def helpers() -> dict[str, Any]:
     return {"when": when, "idle": idle, "span": span, "dollars": dollars, "pct": pct, "WorkerStatus": WorkerStatus,
@@ -164,19 +153,10 @@ def pct(value: Optional[float]) -> str:
 # ---- request parsing: a bad value is a 400 that names the field --------------------------------------
 
 
-def _int_arg(name: str) -> Optional[int]:
-    raw = request.args.get(name, "")
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise BadRequest(f"{name}: expected a positive whole number, got {raw[:40]!r}")
-    return int(raw)
-
-
 def _choice_arg(name: str, allowed: list[str]) -> Optional[str]:
     raw = request.args.get(name, "")
     if raw and raw not in allowed:
-        raise BadRequest(f"{name}: choose one of {', '.join(allowed)}")
+        raise InvalidInput(f"choose one of {', '.join(allowed)}", name)
     return raw or None
 
 
@@ -187,14 +167,15 @@ def _day_arg() -> Optional[date]:
     try:
         return date.fromisoformat(raw)
     except ValueError:
-        raise BadRequest(f"day: expected a date such as 2025-01-31, got {raw[:40]!r}") from None
+        raise InvalidInput(f"expected a date such as 2025-01-31, got {raw[:40]!r}", "day") from None
 
 
 def _safe_next(default: str) -> str:
     """Only redirect back into the dashboard, never to another site."""
     target = request.values.get("next", "")
     parts = urlsplit(target)
-    if target.startswith("/admin") and not parts.scheme and not parts.netloc and "\\" not in target:
+    if (target.startswith("/admin") and not parts.scheme and not parts.netloc and "\\" not in target
+            and target.isprintable()):  # no CR/LF or other control characters in a Location header
         return target
     return default
 
@@ -244,7 +225,7 @@ def review_queue() -> str:
     status = _choice_arg("status", [*statuses, "all"]) or ReviewStatus.pending
     with _db() as session:
         queue = dashboard.review_queue(session, _day_arg(), None if status == "all" else status,
-                                       after_id=_int_arg("after") or 0)
+                                       after_id=id_arg("after") or 0)
     return render_template("admin/review.html", queue=queue, status=status, statuses=[*statuses, "all"])
 
 
@@ -265,7 +246,7 @@ def _decide(worker_id: int, permanent: bool) -> Response:
     form = DecisionForm()
     if not form.validate():
         field, problems = next(iter(form.errors.items()))
-        raise BadRequest(f"{field}: {problems[0]}")
+        raise InvalidInput(problems[0], field)
     note = (form.note.data or "").strip()
     with _db() as session:
         worker = dashboard.get_worker(session, worker_id)
@@ -297,7 +278,7 @@ def unblock(worker_id: int) -> Response:
 def workers() -> str:
     status = _choice_arg("status", [s.value for s in WorkerStatus])
     with _db() as session:
-        rows = dashboard.workers(session, status, _int_arg("before"), limit=51)
+        rows = dashboard.workers(session, status, id_arg("before"), limit=51)
     return render_template("admin/workers.html", workers=rows[:50], more=len(rows) > 50, status=status,
                            statuses=[s.value for s in WorkerStatus])
 
@@ -320,7 +301,7 @@ def worker(worker_id: int) -> str:
 def worker_section(worker_id: int, section: str) -> str:
     with _db() as session:
         found = dashboard.get_worker(session, worker_id)
-        rows = dashboard.worker_section(session, worker_id, section, _int_arg("before"), limit=51)
+        rows = dashboard.worker_section(session, worker_id, section, id_arg("before"), limit=51)
         turns = review.turns_by_id(session, [getattr(r, "rated_turn_id", None) for r in rows])
     return render_template("admin/worker_section.html", worker=found, section=section,
                            title=dashboard.SECTIONS[section], items=rows[:50], more=len(rows) > 50, turns=turns)
@@ -332,7 +313,7 @@ def worker_section(worker_id: int, section: str) -> str:
 @bp.get("/batches")
 def batches() -> str:
     with _db() as session:
-        rows = dashboard.batches(session, _int_arg("before"), limit=51)
+        rows = dashboard.batches(session, id_arg("before"), limit=51)
     return render_template("admin/batches.html", batches=rows[:50], more=len(rows) > 50)
 
 
@@ -366,7 +347,7 @@ def conversations(batch_id: int) -> str:
     statuses = [s.value for s in ConversationStatus]
     status = _choice_arg("status", statuses)
     with _db() as session:
-        listing = dashboard.batch_conversations(session, batch_id, status, _int_arg("before"))
+        listing = dashboard.batch_conversations(session, batch_id, status, id_arg("before"))
     return render_template("admin/conversations.html", listing=listing, status=status, statuses=statuses)
 
 

@@ -25,12 +25,14 @@ from turkflow import invites
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
-from turkflow.hits.lifecycle import Conflict, Forbidden, NotFound, TurnError, TurnView
+from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
+from turkflow.hits.lifecycle import TurnView
 from turkflow.models import (
     Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
     utcnow,
 )
-from turkflow.protocol import AnswerError, Question, TurnContext
+from turkflow.protocol import Question, TurnContext
+from turkflow.web import error_response, id_arg, wants_json
 from workers import tasks
 
 bp = Blueprint("worker", __name__)
@@ -50,17 +52,6 @@ def worker_page_headers(response: Response) -> Response:
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "same-origin"
     return response
-
-
-def turn_error_response(error: TurnError) -> tuple[Any, int]:
-    """A refused request about a turn, as a page or JSON, with the status the error carries."""
-    if wants_json():
-        return jsonify(error=error.message), error.status
-    return render_template("error.html", message=error.message, status=error.status), error.status
-
-
-def wants_json() -> bool:
-    return request.accept_mimetypes.best_match(["text/html", "application/json"]) == "application/json"
 
 
 def _settings() -> Settings:
@@ -110,7 +101,7 @@ def queue() -> Any:
                   for entry in entries],
         )
     return render_template("queue.html", worker=worker, entries=entries, held=held,
-                           submitted=request.args.get("submitted", type=int))
+                           submitted=id_arg("submitted"))
 
 
 def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:
@@ -172,7 +163,7 @@ def submit(assignment_id: str) -> Any:
             worker = _current_worker(session)
             submission = lifecycle.submit_turn(session, assignment_id, worker, raw)
             turn_id, created = submission.turn.id, submission.created
-    except AnswerError as error:  # the transaction rolled back: nothing of this submission is stored
+    except InvalidAnswer as error:  # the transaction rolled back: nothing of this submission is stored
         return _refused_answers(assignment_id, error, raw)
     if created:
         _queue_next_turn(turn_id, worker)
@@ -200,13 +191,17 @@ def _own_assignment(session: Session, worker: Worker, assignment_id: str) -> tup
 def _raw_answers() -> dict[str, Any]:
     """Form fields (repeated ones as lists) or a JSON object, exactly as sent: the protocol judges them."""
     if request.is_json:
-        body = request.get_json(silent=True)
-        if isinstance(body, dict):
-            return body
+        try:
+            body = request.get_json(silent=True)
+        except RecursionError:  # nested deeper than the JSON parser goes
+            body = None
+        if not isinstance(body, dict):
+            raise InvalidInput("send one JSON object with an entry per question", "body")
+        return body
     return request.form.to_dict(flat=False)
 
 
-def _refused_answers(assignment_id: str, error: AnswerError, raw: dict[str, Any]) -> Any:
+def _refused_answers(assignment_id: str, error: InvalidAnswer, raw: dict[str, Any]) -> Any:
     if wants_json():
         return jsonify(error=str(error), field=error.field), 400
     with session_scope(_settings().database_url) as session:

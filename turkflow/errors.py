@@ -1,0 +1,64 @@
+"""Every failure turkflow explains to a person, in one hierarchy.
+
+Domain code raises these with the user's words; exactly two places translate them: the Flask error handler
+(``turkflow.web``: a page or JSON with ``status``) and the CLI wrapper (``turkflow.cli``: one line on stderr,
+exit status 1). Nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class TurkflowError(Exception):
+    """The root; ``status`` is the HTTP status that fits the failure."""
+
+    status = 400
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(TurkflowError):
+    """A value a person sent or wrote that cannot be used; ``field`` names it when there is one."""
+
+    def __init__(self, message: str, field: Optional[str] = None):
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.reason = message
+
+
+class InvalidAnswer(InvalidInput):
+    """An answer on a turn page that breaks the protocol; the page shows ``reason`` next to ``field``."""
+
+    def __init__(self, field: str, reason: str):
+        super().__init__(reason, field)
+
+
+class InvalidDocument(InvalidInput):
+    """A task file that cannot be loaded; the message names the file, the document and the field."""
+
+
+class NotFound(TurkflowError):
+    status = 404
+
+
+class Forbidden(TurkflowError):
+    status = 403
+
+
+class Conflict(TurkflowError):
+    status = 409
+
+
+class ProviderError(TurkflowError):
+    """A crowd platform refused or failed a call."""
+
+    status = 502
+
+
+class ModelMissing(TurkflowError):
+    """The configured spaCy pipeline is not installed (nothing is downloaded at run time)."""
+
+    status = 503

@@ -174,8 +174,8 @@ class Group:
 class FakeProlific:
     """Prolific's API on ``url`` (use it as the client's base URL) with ``token`` as the only valid token."""
 
-    def __init__(self, token: str = "test-token", workspace_id: str = "workspace-1", balance_cents: int = 100_000,
-                 fee_percent: int = 0):
+    def __init__(self, token: str = "test-token", workspace_id: str = "workspace-1",
+                 balance_cents: int = 100_000, fee_percent: int = 0):
         self.token, self.workspace_id = token, workspace_id
         self.user = {"id": "researcher-1", "email": "lab@example.org"}
         self.balance_cents, self.fee_percent = balance_cents, fee_percent
@@ -197,7 +197,7 @@ class FakeProlific:
                          strict_slashes=False)
         self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True, request_handler=_QuietHandler)
         self.url = f"http://127.0.0.1:{self._server.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     def __enter__(self) -> "FakeProlific":
         self._thread.start()
@@ -205,6 +205,7 @@ class FakeProlific:
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
+        self._server.server_close()
         self._thread.join(timeout=5)
 
     def take_violations(self) -> list[str]:
@@ -282,16 +283,18 @@ class FakeProlific:
         """Our answer must be one Prolific could give; an error the operation does not declare must at
         least have the body of Prolific's ``Error`` schema."""
         contract, error_schema = _load_contract()
-        problems = [_describe(error) for error in
-                    contract.iter_response_errors(ContractRequest(request), WerkzeugOpenAPIResponse(response))]
-        if problems and response.status_code >= 400 and all("Unknown response http status" in p for p in problems):
+        found = contract.iter_response_errors(ContractRequest(request), WerkzeugOpenAPIResponse(response))
+        problems = [_describe(error) for error in found]
+        undeclared = all("Unknown response http status" in problem for problem in problems)
+        if problems and response.status_code >= 400 and undeclared:
             problems = [error.message for error in error_schema.iter_errors(json.loads(response.get_data()))]
         if problems:
             with self._lock:
                 self._violate(request, f"response {response.status_code}", problems)
 
     def _violate(self, request: Request, what: str, problems: list[str]) -> None:
-        self.violations.append(f"{request.method} {request.full_path.rstrip('?')} {what}: {'; '.join(problems)}")
+        where = f"{request.method} {request.full_path.rstrip('?')}"
+        self.violations.append(f"{where} {what}: {'; '.join(problems)}")
 
     # -- account --
 
@@ -424,8 +427,8 @@ class FakeProlific:
                 continue
             lines.append((taken[-1].id, int(Decimal(amount.strip()) * 100)))
         if unknown or not lines:
-            raise ApiError(400, {"csv_bonuses": [f"These ids did not take part in the study: {', '.join(unknown)}"
-                                                 if unknown else "No bonuses given."]})
+            why = f"These ids did not take part in the study: {', '.join(unknown)}" if unknown else "None."
+            raise ApiError(400, {"csv_bonuses": [why]})
         amount = sum(cents for _, cents in lines)
         bulk = BulkBonus(self.new_id("bulk"), study.id, lines, fees_cents=amount * self.fee_percent // 100)
         self.bulk_bonuses[bulk.id] = bulk
@@ -512,7 +515,8 @@ class FakeProlific:
         if body["workspace_id"] not in self.secrets:
             raise ApiError(400, "Create a secret for the workspace before subscribing.")
         subscription = {"id": self.new_id("subscription"), "event_type": body["event_type"],
-                        "target_url": body["target_url"], "workspace_id": body["workspace_id"], "is_enabled": True}
+                        "target_url": body["target_url"], "workspace_id": body["workspace_id"],
+                        "is_enabled": True}
         self.subscriptions[subscription["id"]] = subscription
         return 201, {"results": [dict(subscription)]}
 
@@ -543,14 +547,16 @@ class FakeProlific:
             submission = self._submission(submission_id, helper=True)
             if submission.status != "ACTIVE":
                 raise Refused(f"submission {submission_id} is {submission.status}, not ACTIVE")
-            codes = {c["code"]: c for c in self.studies[submission.study_id].fields.get("completion_codes") or []}
+            study = self.studies[submission.study_id]
+            codes = {c["code"]: c for c in study.fields.get("completion_codes") or []}
             if code not in codes:
                 raise Refused(f"{code!r} is not a completion code of study {submission.study_id}")
             submission.completed_at, submission.study_code = _now(), code
             actions = [a["action"] for a in codes[code]["actions"]]
             for action in codes[code]["actions"]:
                 if action["action"] == "ADD_TO_PARTICIPANT_GROUP":
-                    self.groups[action["participant_group"]].members.setdefault(submission.participant_id, _now())
+                    group = self.groups[action["participant_group"]]
+                    group.members.setdefault(submission.participant_id, _now())
             self._move(submission, "APPROVED" if "AUTOMATICALLY_APPROVE" in actions else "AWAITING REVIEW")
 
     def return_submission(self, submission_id: str) -> None:
@@ -588,7 +594,8 @@ class FakeProlific:
         body = json.dumps(payload).encode()
         sent_at = str(int(time.time()) if timestamp is None else timestamp)
         key = secret if secret is not None else self.secrets[self.workspace_id]["value"]
-        real = base64.b64encode(hmac.new(key.encode(), sent_at.encode() + body, hashlib.sha256).digest()).decode()
+        digest = hmac.new(key.encode(), sent_at.encode() + body, hashlib.sha256).digest()
+        real = base64.b64encode(digest).decode()
         return requests.post(url, data=body, timeout=10, headers={
             "Content-Type": "application/json", "X-Prolific-Request-Timestamp": sent_at,
             "X-Prolific-Request-Signature": signature if signature is not None else real})

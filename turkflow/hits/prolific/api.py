@@ -59,7 +59,8 @@ class ProlificClient:
         self.http = requests.Session()
         self.http.headers.update({"Authorization": f"Token {token}", "Accept": "application/json"})
 
-    def call(self, method: str, path: str, *, json: Any = None, params: Optional[Mapping[str, Any]] = None) -> Any:
+    def call(self, method: str, path: str, *, json: Any = None,
+             params: Optional[Mapping[str, Any]] = None) -> Any:
         """One request; the decoded JSON answer (None when Prolific answers with no body)."""
         try:
             response = self.http.request(method, self.base_url + path, json=json, params=params,
@@ -81,8 +82,8 @@ def _error_detail(response: requests.Response) -> str:
         return response.text[:500] or response.reason
     detail = error.get("detail", error.get("title", ""))
     if isinstance(detail, Mapping):
-        return "; ".join(f"{field}: {' '.join(map(str, problems)) if isinstance(problems, list) else problems}"
-                         for field, problems in detail.items())
+        return "; ".join(f"{name}: {' '.join(map(str, problems)) if isinstance(problems, list) else problems}"
+                         for name, problems in detail.items())
     if isinstance(detail, list):
         return "; ".join(map(str, detail))
     return str(detail) or response.reason
@@ -120,8 +121,8 @@ def completion_url(code: str) -> str:
 
 def study_body(*, name: str, description: str, page_url: str, completion_code: str, reward_cents: int,
                places: int, estimated_minutes: int, internal_name: str, maximum_minutes: Optional[int] = None,
-               allow_groups: Iterable[str] = (), block_groups: Iterable[str] = (), project: Optional[str] = None,
-               auto_approve: bool = False) -> dict[str, Any]:
+               allow_groups: Iterable[str] = (), block_groups: Iterable[str] = (),
+               project: Optional[str] = None, auto_approve: bool = False) -> dict[str, Any]:
     """A draft study that one participant may submit any number of times, one submission per turn.
 
     ``internal_name`` (never shown to participants, listed by ``list_studies``) is how a retried creation
@@ -249,7 +250,8 @@ def bonus_csv(bonuses: Mapping[str, int]) -> str:
     return "".join(f"{target},{cents // 100}.{cents % 100:02d}\n" for target, cents in bonuses.items())
 
 
-def set_up_bonus_payments(client: ProlificClient, study_id: str, bonuses: Mapping[str, int]) -> dict[str, Any]:
+def set_up_bonus_payments(client: ProlificClient, study_id: str, bonuses: Mapping[str, int]
+                          ) -> dict[str, Any]:
     """Record bonuses (by submission or participant id, in cents) without paying them.
 
     Returns Prolific's bulk bonus payment (``id``, ``amount``, ``fees``, ``vat``, ``total_amount``, all in
@@ -257,7 +259,8 @@ def set_up_bonus_payments(client: ProlificClient, study_id: str, bonuses: Mappin
     repeat: an unpaid set-up costs nothing.
     """
     if not 0 < len(bonuses) <= MAX_BONUSES_PER_REQUEST:
-        raise ValueError(f"set up between 1 and {MAX_BONUSES_PER_REQUEST} bonuses per request, not {len(bonuses)}")
+        raise ValueError(f"set up between 1 and {MAX_BONUSES_PER_REQUEST} bonuses per request, "
+                         f"not {len(bonuses)}")
     return client.call("POST", "/api/v1/submissions/bonus-payments/",
                        json={"study_id": study_id, "csv_bonuses": bonus_csv(bonuses)})
 
@@ -287,7 +290,8 @@ def list_participant_groups(client: ProlificClient, workspace_id: str) -> list[d
     return client.call("GET", "/api/v1/participant-groups/", params={"workspace_id": workspace_id})["results"]
 
 
-def add_to_participant_group(client: ProlificClient, group_id: str, participant_ids: Iterable[str]) -> list[str]:
+def add_to_participant_group(client: ProlificClient, group_id: str, participant_ids: Iterable[str]
+                             ) -> list[str]:
     """Add participants (members already in are ignored); returns every member's id afterwards."""
     found = client.call("POST", f"/api/v1/participant-groups/{group_id}/participants/",
                         json={"participant_ids": list(participant_ids)})
@@ -324,14 +328,15 @@ def list_webhook_secrets(client: ProlificClient, workspace_id: str) -> list[dict
 
 def create_webhook_subscription(client: ProlificClient, workspace_id: str, event_type: str, target_url: str
                                 ) -> dict[str, Any]:
-    """Ask Prolific to POST ``event_type`` events (e.g. ``submission.status.change``) to a public HTTPS URL."""
-    created = client.call("POST", "/api/v1/hooks/subscriptions/",
-                          json={"workspace_id": workspace_id, "event_type": event_type, "target_url": target_url})
+    """Ask Prolific to POST events (e.g. ``submission.status.change``) to a public HTTPS URL of ours."""
+    created = client.call("POST", "/api/v1/hooks/subscriptions/", json={
+        "workspace_id": workspace_id, "event_type": event_type, "target_url": target_url})
     return created["results"][0]
 
 
 def list_webhook_subscriptions(client: ProlificClient, workspace_id: str) -> list[dict[str, Any]]:
-    return client.call("GET", "/api/v1/hooks/subscriptions/", params={"workspace_id": workspace_id})["results"]
+    return client.call("GET", "/api/v1/hooks/subscriptions/",
+                       params={"workspace_id": workspace_id})["results"]
 
 
 def delete_webhook_subscription(client: ProlificClient, subscription_id: str) -> None:

@@ -18,16 +18,89 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Annotated, Any, Iterable, Optional
 
 import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator
+from pydantic import model_validator
 from sqlmodel import Session, select
 
+from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.models import Task
+from turkflow.protocol import clean_text
+
+# The teacher's page shows the whole document, so every part of it is bounded, and so is the whole.
+MAX_FILE_BYTES = 20 * 1024 * 1024
+MAX_DOCUMENT_CHARS = 50_000
+MAX_ID_CHARS = 100
+MAX_TITLE_CHARS = 200
+MAX_DOMAIN_CHARS = 60
+MAX_SUMMARY_CHARS = 2000
+MAX_ITEMS = 100
+MAX_ITEM_CHARS = 300
+MAX_STEPS = 100
+MAX_STEP_CHARS = 2000
+MAX_URL_CHARS = 2000
 
 
-class DocumentError(ValueError):
-    """A task file that cannot be loaded; the message names the file, the document and the field."""
+def _clean(value: str) -> str:
+    try:
+        return clean_text(value)
+    except InvalidInput as error:
+        raise ValueError(error.reason) from None
+
+
+def _not_empty(value: str) -> str:
+    if not value:
+        raise ValueError("must not be empty")
+    return value
+
+
+def _text(max_chars: int, required: bool = True) -> Any:
+    """Text as the answers get it (``protocol.clean_text``): a string, never a number or a list turned into
+    one, of at most ``max_chars`` characters."""
+    checks = [AfterValidator(_clean), *([AfterValidator(_not_empty)] if required else [])]
+    return Annotated[str, Field(strict=True, max_length=max_chars), *checks]
+
+
+WebUrl = Annotated[HttpUrl, Field(max_length=MAX_URL_CHARS)]
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: _text(MAX_STEP_CHARS)
+    image_url: Optional[WebUrl] = None
+
+
+class Document(BaseModel):
+    """One task document as the file gives it; unknown fields are refused (a misspelt one would vanish)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: _text(MAX_ID_CHARS)
+    title: _text(MAX_TITLE_CHARS)
+    domain: _text(MAX_DOMAIN_CHARS)
+    image_url: Optional[WebUrl] = None
+    summary: _text(MAX_SUMMARY_CHARS, required=False) = ""
+    ingredients: Optional[list[_text(MAX_ITEM_CHARS)]] = Field(None, max_length=MAX_ITEMS)
+    tools: Optional[list[_text(MAX_ITEM_CHARS)]] = Field(None, max_length=MAX_ITEMS)
+    items: Optional[list[_text(MAX_ITEM_CHARS)]] = Field(None, max_length=MAX_ITEMS)
+    steps: list[Step] = Field(min_length=1, max_length=MAX_STEPS)
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _plain_steps(cls, steps: Any) -> Any:
+        """A step may be written as its text alone."""
+        if isinstance(steps, list):
+            return [{"text": step} if isinstance(step, str) else step for step in steps]
+        return steps
+
+    @model_validator(mode="after")
+    def _one_list(self) -> "Document":
+        if sum(v is not None for v in (self.ingredients, self.tools, self.items)) > 1:
+            raise ValueError("give one list: ingredients (cooking) or tools (DIY)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -36,12 +109,29 @@ class LoadResult:
     updated: int
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` without anchors and aliases: a few hundred bytes of nested aliases expand to
+    gigabytes, and a task document never needs one."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.MarkedYAMLError(problem="anchors and aliases (& and *) are not allowed",
+                                       problem_mark=event.start_mark)
+        return super().compose_node(parent, index)
+
+
 def read_documents(path: Path) -> list[dict[str, Any]]:
     """Parse a task file and check every document, before anything is written."""
     try:
-        raw_text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise InvalidDocument(f"{path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
+        raw_text = path.read_bytes().decode("utf-8")
     except OSError as exc:
-        raise DocumentError(f"{path}: cannot read ({exc.strerror})") from None
+        raise InvalidDocument(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidDocument(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                              f"{exc.start})") from None
     if path.suffix in (".jsonl", ".ndjson"):
         docs = []
         for line_no, line in enumerate(raw_text.splitlines(), 1):
@@ -50,65 +140,72 @@ def read_documents(path: Path) -> list[dict[str, Any]]:
             try:
                 docs.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise DocumentError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+                raise InvalidDocument(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+            except (ValueError, RecursionError) as exc:
+                raise InvalidDocument(f"{path}:{line_no}: not usable JSON ({_first_line(exc)})") from None
     elif path.suffix in (".yaml", ".yml", ".json"):
         try:
-            loaded = yaml.safe_load(raw_text)
-        except yaml.YAMLError as exc:
-            raise DocumentError(f"{path}: not valid YAML/JSON ({str(exc).splitlines()[0]})") from None
+            loaded = yaml.load(raw_text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader without aliases
+        except yaml.MarkedYAMLError as exc:
+            where = f" line {exc.problem_mark.line + 1}:" if exc.problem_mark else ""
+            raise InvalidDocument(f"{path}:{where} not valid YAML/JSON ({exc.problem})") from None
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise InvalidDocument(f"{path}: not valid YAML/JSON ({_first_line(exc)})") from None
         docs = loaded.get("tasks") if isinstance(loaded, dict) else loaded
     else:
-        raise DocumentError(f"{path}: unknown format; use .jsonl, .yaml, .yml or .json")
+        raise InvalidDocument(f"{path}: unknown format; use .jsonl, .yaml, .yml or .json")
     if not isinstance(docs, list) or not docs:
-        raise DocumentError(f"{path}: no task documents found")
+        raise InvalidDocument(f"{path}: no task documents found")
     clean = [normalise_document(doc, f"{path} document {i + 1}") for i, doc in enumerate(docs)]
     keys = [d["key"] for d in clean]
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:
-        raise DocumentError(f"{path}: duplicate id(s): {', '.join(duplicates)}")
+        raise InvalidDocument(f"{path}: duplicate id(s): {', '.join(duplicates)}")
     return clean
 
 
 def normalise_document(doc: Any, where: str) -> dict[str, Any]:
+    """One document checked against ``Document`` and shaped as a ``Task`` row; ``where`` starts the error."""
     if not isinstance(doc, dict):
-        raise DocumentError(f"{where}: expected a mapping with id, title, domain, steps")
-
-    def text(field: str, required: bool = True) -> str:
-        value = doc.get(field)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            if required:
-                raise DocumentError(f"{where}: field '{field}' is required")
-            return ""
-        if not isinstance(value, (str, int, float)):
-            raise DocumentError(f"{where}: field '{field}' must be text")
-        return str(value).strip()
-
-    key = text("id")
-    where = f"{where} ({key})"
-    items_label = "Tools" if "tools" in doc else "Ingredients"
-    items = doc.get("tools", doc.get("ingredients", doc.get("items", [])))
-    if not isinstance(items, list) or not all(isinstance(i, str) and i.strip() for i in items):
-        raise DocumentError(f"{where}: field '{items_label.lower()}' must be a list of non-empty strings")
-    steps_raw = doc.get("steps")
-    if not isinstance(steps_raw, list) or not steps_raw:
-        raise DocumentError(f"{where}: field 'steps' must be a non-empty list")
-    steps = []
-    for n, step in enumerate(steps_raw, 1):
-        if isinstance(step, str):
-            step = {"text": step}
-        if not isinstance(step, dict) or not str(step.get("text", "")).strip():
-            raise DocumentError(f"{where}: step {n} needs a 'text'")
-        steps.append({"text": str(step["text"]).strip(), "image_url": step.get("image_url") or None})
-    return {
-        "key": key,
-        "title": text("title"),
-        "domain": text("domain"),
-        "image_url": text("image_url", required=False) or None,
-        "summary": text("summary", required=False),
-        "items_label": items_label,
-        "items": [i.strip() for i in items],
-        "steps": steps,
+        raise InvalidDocument(f"{where}: expected a mapping with id, title, domain, steps")
+    if isinstance(doc.get("id"), str) and doc["id"].strip():
+        where = f"{where} ({doc['id'].strip()[:MAX_ID_CHARS]})"
+    try:
+        valid = Document.model_validate(doc)
+    except ValidationError as exc:
+        raise InvalidDocument(f"{where}: {_problem(exc.errors()[0])}") from None
+    items = valid.tools if valid.tools is not None else valid.ingredients or valid.items or []
+    row = {
+        "key": valid.id,
+        "title": valid.title,
+        "domain": valid.domain,
+        "image_url": str(valid.image_url) if valid.image_url else None,
+        "summary": valid.summary,
+        "items_label": "Tools" if valid.tools is not None else "Ingredients",
+        "items": items,
+        "steps": [{"text": s.text, "image_url": str(s.image_url) if s.image_url else None} for s in valid.steps],
     }
+    size = len(json.dumps(row, ensure_ascii=False))
+    if size > MAX_DOCUMENT_CHARS:
+        raise InvalidDocument(f"{where}: {size} characters; a document may have at most {MAX_DOCUMENT_CHARS}")
+    return row
+
+
+def _problem(error: Any) -> str:
+    """A pydantic error in the file's terms: ``field 'steps[2].image_url': <what is wrong>``."""
+    loc = "".join(f"[{part + 1}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+    message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+    if error["type"] == "string_type":
+        message = "must be text (quote it in YAML)"
+    elif error["type"] == "model_type":
+        message = "must be text or a mapping with text and image_url"
+    elif error["type"] == "extra_forbidden":
+        message = "unknown field (the fields are id, title, domain, image_url, summary, ingredients or tools, steps)"
+    return f"field '{loc}': {message}" if loc else message
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
 def load_documents(session: Session, docs: Iterable[dict[str, Any]]) -> LoadResult:

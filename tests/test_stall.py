@@ -91,3 +91,84 @@ def test_workers_who_never_onboarded_or_never_came_do_not_make_a_stall(settings,
     with session_scope(settings.database_url) as s:
         assert [(x.role, x.workers, x.eligible, x.waiting) for x in stall.role_supply(s, crowd.batch_id)] == [
             ("student", 0, 0, 1), ("teacher", 0, 0, 0)]
+
+
+# ---- acceptance: a batch driven until every student is blocked -------------------------------------------
+
+
+def _drive_until_students_are_blocked(settings, providers):
+    """Two students, each rated 'not relevant' twice under k=2,p=0.5: both blocked, four student turns wait."""
+    crowd = Crowd(settings, providers)
+    batch_id = crowd.launch(conversations=4, quality=monitor.Policy.parse("k=2,p=0.5").batch_fields())
+    ann, bea, tom = crowd.worker("student", "ann"), crowd.worker("student", "bea"), crowd.worker("teacher", "tom")
+    conversations = crowd.conversations()
+    for student, pair in ((ann, conversations[:2]), (bea, conversations[2:])):
+        for conversation_id in pair:
+            crowd.submit(student, conversation_id, "How do I start with this recipe today?")
+            crowd.submit(tom, conversation_id, "Start by reading the list of ingredients.", relevant=False)
+    with session_scope(settings.database_url) as s:
+        assert {s.get(Worker, w.id).status for w in (ann, bea)} == {"temporarily_blocked"}
+    return crowd, batch_id, ann
+
+
+def test_a_batch_whose_students_are_all_blocked_reports_the_stall_everywhere_until_one_is_unblocked(
+        settings, providers, live_server, browser_context):
+    from tests.test_cli import environment
+    from click.testing import CliRunner
+    from turkflow import pipeline
+    from turkflow.cli import main
+    from turkflow.requesters import create_requester
+
+    crowd, batch_id, ann = _drive_until_students_are_blocked(settings, providers)
+    now_settings = settings.model_copy(update={"stall_after_seconds": 0})
+    pipeline.reconcile(now_settings, providers)
+    pipeline.reconcile(now_settings, providers)
+    assert [e.data["role"] for e in _events(settings, "batch_stalled")] == ["student"]  # recorded once
+
+    status = CliRunner().invoke(main, ["batch", "status", str(batch_id)], env=environment(settings))
+    assert status.exit_code == 0, status.output
+    assert ("stalled: all 2 students are blocked; 4 turns wait for a student; review the queue or change "
+            "the policy") in status.output.splitlines()
+
+    with session_scope(settings.database_url) as s:
+        create_requester(s, "ada", "correct horse")
+    page = browser_context.new_page()
+    page.goto(f"{live_server.url}/admin/batches/{batch_id}")
+    page.fill("input[name=username]", "ada")
+    page.fill("input[name=password]", "correct horse")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/batches/{batch_id}")
+    banner = page.locator("p.stalled")
+    assert banner.inner_text() == ("Stalled: all 2 students are blocked; 4 turns wait for a student; review the "
+                                   "queue or change the policy.")
+    assert banner.evaluate("e => getComputedStyle(e).color") == "rgb(180, 35, 24)"  # red
+
+    with session_scope(settings.database_url) as s:
+        monitor.unblock_worker(s, s.get(Worker, ann.id), actor="requester:ada")
+    pipeline.reconcile(now_settings, providers)
+    page.reload()
+    assert page.locator("p.stalled").count() == 0
+    status = CliRunner().invoke(main, ["batch", "status", str(batch_id)], env=environment(settings))
+    assert "stalled:" not in status.output
+    assert len(_events(settings, "batch_stall_cleared")) == 1
+    crowd.submit(ann, crowd.conversations()[0], "What comes after the ingredients?")  # the batch moves again
+
+
+def test_the_review_queue_lists_workers_of_a_stalled_role_first(settings, providers):
+    from turkflow.quality import dashboard, review
+
+    with session_scope(settings.database_url) as s:  # blocked first, but teachers can still work: no stall
+        early = Worker(external_id="early", role="teacher", onboarded=True)
+        s.add(early)
+        s.flush()
+        monitor.block_worker(s, early, permanent=False, actor="system", reason="test")
+    crowd, batch_id, _ = _drive_until_students_are_blocked(settings, providers)
+    with session_scope(settings.database_url) as s:
+        review.daily_review(s, review.ReviewPolicy())
+        stall.sweep(s, utcnow(), timedelta(0))
+    with session_scope(settings.database_url) as s:
+        assert stall.stalled_roles(s) == {"student"}
+        queue = dashboard.review_queue(s, None, "pending")
+        assert [item.worker.role for item in queue.items] == ["student", "student", "teacher"]
+        assert queue.stalled == [f"Batch {batch_id} “quality” is stalled: all 2 students are blocked; 4 turns "
+                                 "wait for a student; review the queue or change the policy"]

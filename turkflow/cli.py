@@ -60,14 +60,39 @@ class App:
             self.providers_ = Providers(self.settings)
         return self.providers_
 
-    def session(self):  # noqa: ANN201 - a context manager from turkflow.db
-        """A transaction on a database whose schema is current (checked once per run)."""
+    @property
+    def database_url(self) -> str:
+        """The database this run uses. Settings are checked (an invalid one is named) but, when not built
+        yet, with stand-in secrets: the real ones would be created in data_dir, and a command that only
+        reads must leave no trace in a folder without a database."""
+        if self.settings_ is not None:
+            return self.settings_.database_url
+        return Settings(secret_key="unused", worker_hash_key="unused").database_url
+
+    def session(self, read_only: bool = False):  # noqa: ANN201 - a context manager from turkflow.db
+        """A transaction on a database whose schema is current (checked once per run).
+
+        A command that only reads refuses a SQLite database that does not exist rather than creating an
+        empty one: run from the wrong folder, it would otherwise answer "no batches yet".
+        """
         from turkflow.db import session_scope
 
         if not self._schema_ready:
+            if read_only:
+                require_database(self.database_url)
             ensure_schema(self.settings.database_url)
             self._schema_ready = True
         return session_scope(self.settings.database_url)
+
+
+def require_database(database_url: str) -> None:
+    """A SQLite database file must exist already; a server's database is checked by ``ensure_schema``."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+        raise CommandError(f"no turkflow database at {url.database}; run `turkflow db upgrade` or set "
+                           "TURKFLOW_DATA_DIR")
 
 
 def ensure_schema(database_url: str) -> None:
@@ -307,11 +332,12 @@ def tasks_list(app: App, domain: Optional[str]) -> None:
     """List the loaded task documents and how many conversations each has."""
     from turkflow.reports import task_usage
 
-    with app.session() as session:
+    with app.session(read_only=True) as session:
         usage = [u for u in task_usage(session) if domain is None or u.task.domain == domain]
     if not usage:
-        click.echo("no task documents loaded; run `turkflow tasks load FILE`")
+        click.echo(f"no task documents loaded in {shown_url(app.database_url)}; run `turkflow tasks load FILE`")
         return
+    click.echo(f"database: {shown_url(app.database_url)}")
     table(None, ["id", "title", "domain", "items", "steps", "conversations"],
           [(u.task.key, u.task.title, u.task.domain, len(u.task.items), len(u.task.steps), u.conversations)
            for u in usage])
@@ -345,11 +371,16 @@ def batch() -> None:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (for --live in scripts).")
 @click.option("--skip-if-exists", is_flag=True,
               help="Launch nothing if an active or paused batch with this --name exists (safe re-runs).")
+@click.option("--policy", "policy_text", metavar="POLICY",
+              help="Quality policy: paper (k=5,p=0.5, either mean: the Wizard of Tasks heuristic), probation "
+                   "(pooled k=6,p=0.5 for 6, then k=20,p=0.4), or a rule such as 'pooled k=6,p=0.5'.  "
+                   "[default: from TURKFLOW_QUALITY_WINDOW, TURKFLOW_BLOCK_BELOW, TURKFLOW_BLOCK_RULE, "
+                   "TURKFLOW_PROBATION_TURNS: paper]")
 @click.option("--dry-run", is_flag=True, help="Print what would be launched and its maximum cost, then stop.")
 @pass_app
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: int, reward: Optional[int],
                  max_turns: Optional[int], name: Optional[str], budget: Optional[int], provider: Optional[str],
-                 live: bool, yes: bool, skip_if_exists: bool, dry_run: bool) -> None:
+                 live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str], dry_run: bool) -> None:
     """Launch a batch: N conversations, each opening its first (student) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
@@ -385,6 +416,11 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             click.echo(f"batch {existing.id} \"{name}\" is already {existing.status}; launched nothing")
             return
 
+    try:
+        policy = (monitor.Policy.parse(policy_text, settings.bonus_above, bonus) if policy_text
+                  else monitor.Policy.of_settings(settings, bonus))
+    except monitor.PolicyError as bad:
+        raise CommandError(f"--policy: {bad}") from None
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
     cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget)
     click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
@@ -392,13 +428,17 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     click.echo(f"at most {dollars(cost.total_cents)}: {dollars(cost.rewards_cents)} rewards + "
                f"{dollars(cost.bonuses_cents)} bonuses + {dollars(cost.fees_cents)} fees, assuming")
     click.echo("".join(f"  - {assumption}\n" for assumption in cost.assumptions), nl=False)
+    click.echo(f"quality policy: {policy.name}" + (f" ({policy.text})" if policy.name != policy.text else ""))
+    if policy.name == "paper":
+        click.echo("  with noisy raters the paper's rule can block every worker of a role and stall the batch; "
+                   "compare policies first: turkflow simulate --policy paper --compare probation")
     if dry_run:
         return
     if live and not yes:
         click.confirm(f"Publish on the LIVE MTurk marketplace, paying up to {dollars(cost.total_cents)} "
                       "of real money?", abort=True)
 
-    quality = monitor.Policy.of_settings(settings, bonus).batch_fields()
+    quality = policy.batch_fields()
     with app.session() as session:
         if docs is not None:
             load_documents(session, docs)
@@ -482,11 +522,12 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
     from turkflow.reports import batch_progress, recent_batches
 
     if batch_id is None and not watch:
-        with app.session() as session:
+        with app.session(read_only=True) as session:
             rows = [batch_progress(session, b.id) for b in recent_batches(session)]
         if not rows:
-            click.echo("no batches yet; launch one with `turkflow batch launch`")
+            click.echo(f"no batches yet in {shown_url(app.database_url)}; launch one with `turkflow batch launch`")
             return
+        click.echo(f"database: {shown_url(app.database_url)}")
         table("batches (newest first)",
               ["id", "name", "provider", "status", "conversations done", "turns", "open HITs", "spent", "budget"],
               [(p.batch.id, p.batch.name, p.batch.provider + (" live" if p.batch.live else ""), p.batch.status,
@@ -494,12 +535,12 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
                 dollars(p.batch.budget_cents) if p.batch.budget_cents is not None else "")
                for p in rows])
         return
-    with app.session() as session:
+    with app.session(read_only=True) as session:
         batch_id = find_batch(session, batch_id).id
         progress = batch_progress(session, batch_id)
     if watch:
         progress = watch_batch(app, progress, interval)
-    show_progress(progress)
+    show_progress(progress, app.database_url)
 
 
 def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - reports.BatchProgress
@@ -523,12 +564,13 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
     return progress
 
 
-def show_progress(p) -> None:  # noqa: ANN001 - reports.BatchProgress
+def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.BatchProgress
     b = p.batch
     where = b.provider + ((" (live)" if b.live else " (sandbox)") if b.provider == "mturk" else "")
     budget = f" of a {dollars(b.budget_cents)} budget" if b.budget_cents is not None else ""
     lines = [
         f"batch {b.id} \"{b.name}\": {b.status}, {where}, launched {when(b.created_at)}",
+        f"  database       {shown_url(database_url)}",
         f"  conversations  {p.completed} completed, {p.active} active, {p.cancelled} cancelled "
         f"({p.conversations} in all)",
         f"  turns          {p.turns_submitted} submitted (up to {b.max_turns} per conversation, "
@@ -540,6 +582,7 @@ def show_progress(p) -> None:  # noqa: ANN001 - reports.BatchProgress
         f"{dollars(p.spend.pending_cents)} pending (submitted, not yet approved or paid)",
         f"  committed      {dollars(p.committed_cents)}{budget} (every published turn's reward and every bonus)",
     ]
+    lines += [f"stalled: {message}" for message in p.stalled]
     click.echo("\n".join(lines))
 
 
@@ -611,18 +654,22 @@ def worker() -> None:
 @click.option("--role", type=click.Choice([r.value for r in Role]), required=True,
               help="The worker's role for the whole study.")
 @click.option("--name", help="A name to recognise the worker by in lists and on the dashboard.")
+@click.option("--onboarded", is_flag=True,
+              help="Skip the role's onboarding quiz: you vouch that this person knows the guidelines.")
 @pass_app
-def worker_invite(app: App, role: str, name: Optional[str]) -> None:
+def worker_invite(app: App, role: str, name: Optional[str], onboarded: bool) -> None:
     """Register a local worker and print their personal join link (on stdout, alone).
 
     The link is the worker's only key to the local queue: send it to that person only. It points at
-    TURKFLOW_PUBLIC_URL, so set that to an address the worker can reach.
+    TURKFLOW_PUBLIC_URL (default: http://127.0.0.1:TURKFLOW_PORT), so set that to an address the worker
+    can reach. The worker passes their role's onboarding quiz before their first turn, unless --onboarded.
     """
     from turkflow.invites import invite_worker
 
     with app.session() as session:
-        new, url = invite_worker(session, app.settings.secret_key, app.settings.public_url, role, name)
-    click.echo(f"invited worker {new.id} ({role}{', ' + name if name else ''}); their join link:", err=True)
+        new, url = invite_worker(session, app.settings.secret_key, app.settings.public_url, role, name, onboarded)
+    first = "onboarded already" if onboarded else f"the {role} onboarding quiz comes first"
+    click.echo(f"invited worker {new.id} ({role}{', ' + name if name else ''}; {first}); their join link:", err=True)
     click.echo(url)
 
 
@@ -633,7 +680,7 @@ def worker_link(app: App, worker_ref: str) -> None:
     """Print the join link of an existing worker again (WORKER_REF: id, worker id or unique name)."""
     from turkflow.invites import invite_url
 
-    with app.session() as session:
+    with app.session(read_only=True) as session:
         found = find_worker(session, worker_ref)
     click.echo(invite_url(app.settings.secret_key, app.settings.public_url, found))
 
@@ -659,11 +706,14 @@ def worker_list(app: App, role: Optional[str], status: Optional[str]) -> None:
     """List workers with their role, status and the turns they wrote."""
     from turkflow.reports import worker_activity
 
-    with app.session() as session:
+    with app.session(read_only=True) as session:
         rows = worker_activity(session, role=role, status=status)
     if not rows:
-        click.echo("no workers" + (" match" if role or status else " yet; `turkflow worker invite` adds one"))
+        found = "match" if role or status else "yet"
+        click.echo(f"no workers {found} in {shown_url(app.database_url)}"
+                   + ("" if role or status else "; `turkflow worker invite` adds one"))
         return
+    click.echo(f"database: {shown_url(app.database_url)}")
     table(None, ["id", "worker", "name", "role", "status", "turns", "last turn"],
           [(a.worker.id, a.worker.external_id, a.worker.name, a.worker.role, a.worker.status, a.turns_submitted,
             when(a.last_turn_at)) for a in rows])

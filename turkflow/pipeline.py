@@ -1,7 +1,8 @@
 """What happens after a submission, as plain functions the Celery tasks call.
 
 Each step runs in its own short transaction so the next turn's HIT opens as soon as possible and a slow
-provider call never holds a database lock. Every step is safe to run twice.
+provider call never holds a database lock. Every step is safe to run twice, and nothing depends on a message
+arriving: what a lost message skipped is found from the database by ``reconcile``.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from typing import Optional
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.hits import lifecycle
+from turkflow.hits import lifecycle, local
 from turkflow.hits.provider import Providers
-from sqlmodel import select
+from sqlalchemy import update
+from sqlmodel import col, select
 
-from turkflow.models import Assignment, Batch, Bonus, BonusStatus, Conversation, Hit, Rating, Turn, Worker, utcnow
-from turkflow.quality import checks, monitor
+from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Hit, Rating, Turn, TurnStatus, Worker,
+                             utcnow)
+from turkflow.quality import checks, monitor, stall
 
 
 @dataclass
@@ -27,6 +30,7 @@ class AfterSubmission:
     blocked_worker_id: Optional[int] = None
     bonus_ids: list[int] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
+    reviewed: bool = False  # this call reviewed the turn (False: it had been reviewed already)
 
 
 def open_next_turn(settings: Settings, providers: Providers, conversation_id: int) -> Optional[int]:
@@ -63,21 +67,44 @@ def open_after(settings: Settings, providers: Providers, turn_id: int) -> Option
 
 
 def review_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:
-    """Judge the author of the turn a submission rated, then flag the submission's content for review."""
+    """Judge the author of the turn a submission rated, then flag the submission's content, once.
+
+    The Celery task and the reconciler's sweep may both get here for one turn (a redelivered message, a slow
+    task): the monitor keeps one decision per rating, and ``check_content`` marks the turn reviewed only if
+    no one did first, so flags, blocks and bonuses never double. A reviewed turn is left alone.
+    """
     result = AfterSubmission()
     with session_scope(settings.database_url) as session:
+        turn = session.get(Turn, turn_id)
+        if turn is None or turn.status != TurnStatus.submitted or turn.reviewed_at is not None:
+            return result
         rating = session.exec(select(Rating).where(Rating.rater_turn_id == turn_id)).first()
         rating_id = rating.id if rating else None
     if rating_id is not None:
         judge(settings, providers, rating_id, result)
-    result.flags = check_content(settings, turn_id)
+    result.reviewed, result.flags = check_content(settings, turn_id)
     return result
 
 
-def check_content(settings: Settings, turn_id: int) -> list[str]:
-    """Flag the submitted turn for review (near-empty, repeated, copied, not English); returns new flags."""
+def check_content(settings: Settings, turn_id: int) -> tuple[bool, list[str]]:
+    """Flag the submitted turn (near-empty, repeated, copied, not English) and set ``Turn.reviewed_at`` in
+    the same transaction; returns whether this call reviewed it, and the new flags.
+
+    The NLP runs before the turn is claimed, so no write lock is held while it does; the claim is a
+    conditional update, and a run that loses it rolls its flags back."""
     with session_scope(settings.database_url) as session:
-        return checks.check_turn(session, turn_id, checks.CheckPolicy.of(settings))
+        flags = checks.check_turn(session, turn_id, checks.CheckPolicy.of(settings))
+        claimed = session.execute(
+            update(Turn).where(Turn.id == turn_id, Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
+            .values(reviewed_at=utcnow())
+        ).rowcount
+        if claimed != 1:
+            session.rollback()
+            return False, []
+        turn = session.get(Turn, turn_id)
+        events.record(session, "turn_reviewed", "system", conversation_id=turn.conversation_id, turn_id=turn_id,
+                      worker_id=turn.worker_id, flags=flags)
+        return True, flags
 
 
 def judge(settings: Settings, providers: Providers, rating_id: int, result: AfterSubmission) -> None:
@@ -119,21 +146,30 @@ class Repairs:
     leases_released: int = 0
     conversations_advanced: list[int] = field(default_factory=list)
     hits_published: list[int] = field(default_factory=list)
-    ratings_judged: list[int] = field(default_factory=list)
+    turns_reviewed: list[int] = field(default_factory=list)  # submitted turns whose review message was lost
     unpaid_bonuses: list[int] = field(default_factory=list)
+    roles_stalled: list[tuple[int, str]] = field(default_factory=list)  # (batch, role) newly stalled
+    assignments_approved: list[int] = field(default_factory=list)  # local turns whose review delay passed
 
 
 def reconcile(settings: Settings, providers: Providers) -> Repairs:
-    """Repair what crashes and lost messages left: stale leases, stalled conversations, unpublished HITs."""
+    """Repair what crashes and lost messages left: stale leases, stalled conversations, unpublished HITs;
+    and approve the local turns whose review delay has passed (nothing else approves them)."""
     repairs = Repairs()
     now = utcnow()
     grace = now - timedelta(seconds=settings.stuck_after_seconds)
+    # A lost opening is judged by its submitted turn's age, not by how long the conversation was idle: a turn
+    # submitted reopen_after_seconds ago whose next turn is not open lost its message (the task takes
+    # well under a second), while a conversation waiting for a worker has an open turn and is not stalled.
+    reopen = now - timedelta(seconds=settings.reopen_after_seconds)
+    review = now - timedelta(seconds=settings.review_after_seconds)
     with session_scope(settings.database_url) as session:
         repairs.leases_released = lifecycle.release_expired_leases(session, now)
-        stalled = lifecycle.stalled_conversations(session, grace)
+        stalled = lifecycle.stalled_conversations(session, reopen)
         pending = [(hit_id, session.get(Hit, hit_id).provider) for hit_id in lifecycle.unpublished_hits(session, grace)]
-        unjudged = monitor.unjudged_ratings(session, grace)
+        unreviewed = lifecycle.unreviewed_turns(session, review)
         repairs.unpaid_bonuses = monitor.unpaid_bonuses(session, grace)
+        repairs.assignments_approved = local.approve_due(session, now, settings.local_approve_after_seconds)
     for conversation_id in stalled:
         hit_id = open_next_turn(settings, providers, conversation_id)
         if hit_id is not None:
@@ -141,9 +177,12 @@ def reconcile(settings: Settings, providers: Providers) -> Repairs:
     for hit_id, provider_name in pending:
         publish(settings, providers, hit_id, provider_name)
         repairs.hits_published.append(hit_id)
-    for rating_id in unjudged:
-        outcome = AfterSubmission()
-        judge(settings, providers, rating_id, outcome)
-        repairs.ratings_judged.append(rating_id)
+    for turn_id in unreviewed:
+        outcome = review_submission(settings, providers, turn_id)
+        if outcome.reviewed:
+            repairs.turns_reviewed.append(turn_id)
         repairs.unpaid_bonuses.extend(outcome.bonus_ids)
+    with session_scope(settings.database_url) as session:
+        changes = stall.sweep(session, now, timedelta(seconds=settings.stall_after_seconds))
+        repairs.roles_stalled = [(s.batch_id, s.role) for s in changes.stalled]
     return repairs

@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 from turkflow.errors import NotFound
 from turkflow.hits.lifecycle import committed_cents
 from turkflow.hits.money import Spend, spend
+from turkflow.quality import stall
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -45,6 +46,7 @@ class BatchProgress:
     hits_pending: int  # written but not yet published (the reconciler publishes them)
     spend: Spend
     committed_cents: int  # what the batch is bound to pay, the figure the budget is checked against
+    stalled: tuple[str, ...] = ()  # one message per stalled role (turkflow.quality.stall)
 
     @property
     def finished(self) -> bool:
@@ -85,6 +87,7 @@ def batch_progress(session: Session, batch_id: int, now: Optional[datetime] = No
         hits_pending=hits.get(HitStatus.pending, 0),
         spend=spend(session, batch_id=batch_id),
         committed_cents=committed_cents(session, batch_id),
+        stalled=tuple(stall.describe(s.role, s.workers, s.waiting) for s in stall.stalls(session, batch_id)),
     )
 
 

@@ -32,7 +32,7 @@ from turkflow.models import (
     WorkerStatus,
 )
 from turkflow.protocol import document_items
-from turkflow.quality import activity, reliability, review
+from turkflow.quality import activity, reliability, review, stall
 
 PAGE = 20
 BLOCK_EVENTS = ("worker_blocked", "worker_unblocked")
@@ -77,15 +77,20 @@ class ReviewQueue:
     outliers: list[tuple[RaterAgreement, Worker]]
     raters: tuple[int, Optional[float]]  # raters judged on the latest run, their mean agreement
     blocked_not_queued: int  # temporarily blocked since the queue was built
+    stalled: list[str] = field(default_factory=list)  # banners: batches whose role has nobody left
 
 
 def review_queue(session: Session, day: Optional[date], status: Optional[str], after_id: int = 0,
                  limit: int = PAGE) -> ReviewQueue:
     days = review.queue_days(session)
     day = day or (days[0] if days else None)
-    entries = review.entries(session, day, status=status, after_id=after_id, limit=limit + 1) if day else []
+    first, stalled_roles = review.stalled_first(session, day, status=status, limit=limit) if day else ([], set())
+    entries = review.entries(session, day, status=status, after_id=after_id, limit=limit + 1,
+                             roles=stalled_roles or None, other_roles=True) if day else []
     more = len(entries) > limit
     entries = entries[:limit]
+    next_after = entries[-1].id if more else None
+    entries = (first if not after_id else []) + entries
     workers = _workers(session, [e.worker_id for e in entries])
     ids = [i for e in entries for s in e.sample for i in (s["turn_id"], s.get("before_id"), s.get("after_id"))]
     turns = review.turns_by_id(session, ids)
@@ -110,7 +115,7 @@ def review_queue(session: Session, day: Optional[date], status: Optional[str], a
         .where(Worker.status == WorkerStatus.temporarily_blocked, ~queued.exists())
     ).one()
     return ReviewQueue(
-        day=day, days=days, items=items, next_after=entries[-1].id if more else None,
+        day=day, days=days, items=items, next_after=next_after, stalled=stall.banners(session),
         outliers=[(o, rater_workers[o.rater_id]) for o in outliers],
         raters=reliability.summary(session, latest) if latest else (0, None),
         blocked_not_queued=waiting,
@@ -212,6 +217,7 @@ class BatchPage:
     stuck_after: timedelta
     waiting: set[int]  # of those, conversations whose next turn is open (waiting for a worker)
     tasks: dict[int, Task] = field(default_factory=dict)
+    stalled: list[str] = field(default_factory=list)  # banners: roles whose waiting turns have nobody left
 
 
 def batches(session: Session, before_id: Optional[int], limit: int = PAGE) -> list[Batch]:
@@ -235,7 +241,8 @@ def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: time
     )) if stuck else set()
     return BatchPage(batch=batch, progress=progress, counted_at=counted_at,
                      activity=activity.batch_activity(session, batch_id, now), stuck=stuck,
-                     stuck_after=stuck_after, waiting=waiting, tasks=_tasks(session, [c.task_id for c in stuck]))
+                     stuck_after=stuck_after, waiting=waiting, tasks=_tasks(session, [c.task_id for c in stuck]),
+                     stalled=stall.banners(session, batch_id))
 
 
 def _tasks(session: Session, ids: list[int]) -> dict[int, Task]:

@@ -35,7 +35,7 @@ from turkflow.models import (
     WorkerStatus,
     utcnow,
 )
-from turkflow.quality import monitor, reliability
+from turkflow.quality import monitor, reliability, stall
 
 RATING_HISTORY = 20  # ratings received shown with each entry
 FLAG_HISTORY = 50  # recent turns whose flags are counted
@@ -175,12 +175,25 @@ def queue_days(session: Session, limit: int = 14) -> list[date]:
 
 
 def entries(session: Session, day: date, *, status: Optional[str] = ReviewStatus.pending,
-            after_id: int = 0, limit: int = 20) -> list[ReviewEntry]:
-    """A page of the day's queue in id order (keyset pagination on the ``(day, status, id)`` index)."""
+            after_id: int = 0, limit: int = 20, roles: Optional[Iterable[str]] = None,
+            other_roles: bool = False) -> list[ReviewEntry]:
+    """A page of the day's queue in id order (keyset pagination on the ``(day, status, id)`` index), of
+    workers with one of ``roles`` (or, with ``other_roles``, of none of them)."""
     query = select(ReviewEntry).where(ReviewEntry.day == day, ReviewEntry.id > after_id)
     if status:
         query = query.where(ReviewEntry.status == status)
+    if roles is not None:
+        of_role = select(Worker.id).where(Worker.id == ReviewEntry.worker_id, col(Worker.role).in_(list(roles)))
+        query = query.where(~of_role.exists() if other_roles else of_role.exists())
     return list(session.exec(query.order_by(ReviewEntry.id).limit(limit)))
+
+
+def stalled_first(session: Session, day: date, *, status: Optional[str] = ReviewStatus.pending,
+                  limit: int = 20) -> tuple[list[ReviewEntry], set[str]]:
+    """The entries of workers whose role is stalled in some batch (unblocking one of them moves it again),
+    reviewed before the rest; and those roles."""
+    roles = stall.stalled_roles(session)
+    return (entries(session, day, status=status, limit=limit, roles=roles) if roles else []), roles
 
 
 def turns_by_id(session: Session, ids: Iterable[Optional[int]]) -> dict[int, Turn]:

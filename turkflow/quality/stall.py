@@ -127,6 +127,17 @@ def stalls(session: Session, batch_id: int) -> list[RoleStall]:
     ))
 
 
+def banners(session: Session, batch_id: Optional[int] = None) -> list[str]:
+    """What the dashboard's red banners say: every confirmed stall (of one batch, or of all batches, named)."""
+    query = (select(RoleStall, Batch.name).join(Batch, Batch.id == RoleStall.batch_id)
+             .where(col(RoleStall.cleared_at).is_(None), col(RoleStall.stalled_at).is_not(None)))
+    if batch_id is not None:
+        query = query.where(RoleStall.batch_id == batch_id)
+    return [(f"Batch {s.batch_id} “{name}” is stalled: " if batch_id is None else "Stalled: ")
+            + describe(s.role, s.workers, s.waiting)
+            for s, name in session.exec(query.order_by(RoleStall.batch_id, RoleStall.role))]
+
+
 def stalled_roles(session: Session) -> set[str]:
     """Roles stalled in any batch: the daily review puts their workers first."""
     return set(session.exec(

@@ -172,3 +172,50 @@ def test_the_review_queue_lists_workers_of_a_stalled_role_first(settings, provid
         assert [item.worker.role for item in queue.items] == ["student", "student", "teacher"]
         assert queue.stalled == [f"Batch {batch_id} “quality” is stalled: all 2 students are blocked; 4 turns "
                                  "wait for a student; review the queue or change the policy"]
+
+
+# ---- named policies at launch ---------------------------------------------------------------------------
+
+
+def _launch(settings, *args):
+    from click.testing import CliRunner
+
+    from tests.test_cli import SAMPLES, environment
+    from turkflow.cli import main
+
+    runner = CliRunner()
+    env = environment(settings)
+    assert runner.invoke(main, ["tasks", "load", SAMPLES], env=env).exit_code == 0
+    return runner.invoke(main, ["batch", "launch", "--all", "-n", "1", *args], env=env)
+
+
+def _batches(settings):
+    from turkflow.models import Batch
+
+    with session_scope(settings.database_url) as s:
+        return [monitor.Policy.of(b).text for b in s.exec(select(Batch))]
+
+
+def test_launch_with_the_probation_policy_names_it_and_stores_its_rules(settings):
+    result = _launch(settings, "--policy", "probation")
+    assert result.exit_code == 0, result.output
+    assert "quality policy: probation (pooled k=6,p=0.5 for 6, then k=20,p=0.4)" in result.output.splitlines()
+    assert "stall" not in result.output
+    assert _batches(settings) == ["pooled k=6,p=0.5 for 6, then k=20,p=0.4"]
+
+
+def test_launch_on_the_paper_policy_warns_of_the_stall_risk_and_points_to_the_simulator(settings):
+    result = _launch(settings)  # the default settings are the paper's rule
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "quality policy: paper (k=5,p=0.5)" in lines
+    warning = lines[lines.index("quality policy: paper (k=5,p=0.5)") + 1]
+    assert "stall the batch" in warning and "turkflow simulate" in warning
+    assert _batches(settings) == ["k=5,p=0.5"]
+
+
+def test_launch_with_an_unknown_policy_is_one_line_naming_the_option_and_launches_nothing(settings):
+    result = _launch(settings, "--policy", "lenient")
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and "--policy" in result.output and "probation" in result.output
+    assert _batches(settings) == []

@@ -34,7 +34,7 @@ stop() {
   [ ${#started[@]} -eq 0 ] || say "stopped ${started[*]%%:*}"
 }
 trap stop EXIT
-trap 'exit 130' INT TERM
+trap 'exit 0' INT TERM  # Ctrl-C is how a demo ends: a normal stop, not an error
 
 redis_answers() {
   python - "$TURKFLOW_REDIS_URL" <<'PY' >/dev/null 2>&1
@@ -84,7 +84,7 @@ launch=$(turkflow batch launch --all --provider local --conversations 3 --max-tu
 echo "$launch"
 batch_id=$(sed -n 's/^\(launched \)\{0,1\}batch \([0-9][0-9]*\).*/\2/p' <<<"$launch" | head -n 1)
 join_link() {  # the demo worker of a role, reused on later runs
-  turkflow worker link "demo-$1" 2>/dev/null || turkflow worker invite --role "$1" --name "demo-$1" 2>/dev/null
+  turkflow worker link "demo-$1" 2>/dev/null || turkflow worker invite --role "$1" --name "demo-$1" --onboarded 2>/dev/null
 }
 student_url=$(join_link student)
 teacher_url=$(join_link teacher)
@@ -110,6 +110,7 @@ cat <<EOF
 turkflow is running at $TURKFLOW_PUBLIC_URL: play both roles of a conversation.
   student:  $student_url
   teacher:  $teacher_url
+Both demo workers are onboarded already (workers you invite take their role's quiz first).
 Open each link in its own browser window, one of them private (a link signs its window in as that
 worker). As the student, take a turn from the queue and submit it; the teacher's turn opens a moment
 later in the teacher's queue.

@@ -25,11 +25,11 @@ JSON = {"Accept": "application/json"}
 FIRST_STUDENT_ANSWERS = {"intent": "request_items", "response": "Hi! What do I need for this?"}
 
 
-def invite(settings, role, name=None, base_url=None):
-    """A new local worker of the role and their personal join URL."""
+def invite(settings, role, name=None, base_url=None, onboarded=True):
+    """A new local worker of the role (onboarded unless told otherwise) and their personal join URL."""
     with session_scope(settings.database_url) as s:
         worker, url = invites.invite_worker(s, settings.secret_key, base_url or settings.public_url, role,
-                                            name=name)
+                                            name=name, onboarded=onboarded)
     return worker, url
 
 
@@ -69,7 +69,7 @@ def answered_first_turn(settings, providers):
     """A conversation whose student opening is stored and whose teacher turn is open (no Celery needed)."""
     launch(settings, providers)
     with session_scope(settings.database_url) as s:
-        student = Worker(external_id="opening-student", role="student")
+        student = Worker(external_id="opening-student", role="student", onboarded=True)
         s.add(student)
         s.flush()
         hit = lifecycle.open_hits_for(s, student)[0]

@@ -21,14 +21,19 @@ def _serializer(secret_key: str) -> URLSafeSerializer:
 
 
 def invite_worker(session: Session, secret_key: str, public_url: str, role: str,
-                  name: Optional[str] = None) -> tuple[Worker, str]:
-    """Register a local worker for one role and return them with their personal join URL."""
+                  name: Optional[str] = None, onboarded: bool = False) -> tuple[Worker, str]:
+    """Register a local worker for one role and return them with their personal join URL.
+
+    The worker takes their role's onboarding quiz before their first turn, unless ``onboarded`` says the
+    requester vouches for them already (a lab member, the demo's own two workers).
+    """
     if role not in (Role.student, Role.teacher):
         raise ValueError(f"role must be student or teacher, not {role!r}")
-    worker = Worker(external_id=f"local-{secrets.token_hex(6)}", role=role, name=name, onboarded=True)
+    worker = Worker(external_id=f"local-{secrets.token_hex(6)}", role=role, name=name, onboarded=onboarded)
     session.add(worker)
     session.flush()
-    events.record(session, "worker_invited", "requester", worker_id=worker.id, role=role, name=name)
+    events.record(session, "worker_invited", "requester", worker_id=worker.id, role=role, name=name,
+                  onboarded=onboarded)
     return worker, invite_url(secret_key, public_url, worker)
 
 

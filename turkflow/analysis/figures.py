@@ -10,9 +10,17 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never look for a display
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 ROLE_COLOURS = {"student": "#1f77b4", "teacher": "#ff7f0e"}
+
+
+def _counts(*axes: Axis) -> None:
+    """Ticks at whole numbers only: a count axis never reads 6.25 turns."""
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _histogram_values(histogram: dict[str, Any]) -> tuple[list[int], list[int]]:
@@ -28,6 +36,7 @@ def conversation_length(stats: dict[str, Any]) -> Figure:
         ax.hist(lengths, weights=counts, bins=min(30, max(lengths) - min(lengths) + 1), color="#4c72b0")
     ax.set_xlabel("turns per conversation")
     ax.set_ylabel("conversations")
+    _counts(ax.xaxis, ax.yaxis)
     ax.set_title("Conversation length")
     return fig
 
@@ -46,6 +55,7 @@ def utterance_length(stats: dict[str, Any]) -> Figure:
             ax.hist([min(t, cap) for t in tokens], weights=counts, bins=range(0, cap + 2), density=True,
                     histtype="step", linewidth=1.5, color=ROLE_COLOURS[role], label=role)
     ax.set_xlabel(f"tokens per utterance (last bin: {cap} or more)")
+    _counts(ax.xaxis)
     ax.set_ylabel("share of utterances")
     ax.set_title("Utterance length")
     ax.legend()
@@ -61,6 +71,7 @@ def pattern_length(stats: dict[str, Any]) -> Figure:
         ax.bar([int(k) + offset for k in distribution], list(distribution.values()), width=width,
                color=ROLE_COLOURS[role], label=role)
     ax.set_xlabel("pattern length (children of the sentence root)")
+    _counts(ax.xaxis)
     ax.set_ylabel("share of sentences")
     ax.set_title("Linguistic pattern length")
     ax.legend()

@@ -184,6 +184,15 @@ def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn) 
     return None
 
 
+def ends_conversation(session: Session, turn: Turn) -> bool:
+    """Whether this submitted turn is its conversation's last: known at once, so the worker who wrote it
+    hears so before the Celery task that closes the conversation has run."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    batch = session.get(Batch, conversation.batch_id)
+    return turn.status == TurnStatus.submitted and _end_reason(session, get_protocol(batch.protocol), batch,
+                                                                turn) is not None
+
+
 def _complete(session: Session, batch: Batch, conversation: Conversation, reason: str) -> None:
     conversation.status = ConversationStatus.completed
     conversation.end_reason = reason
@@ -277,6 +286,8 @@ def check_can_work(worker: Worker, role: str) -> None:
         raise Forbidden("you are blocked from taking turns; the requester reviews blocks daily")
     if worker.role != role:
         raise Forbidden(f"this turn is for a {role}; you are registered as a {worker.role}")
+    if not worker.onboarded:
+        raise Forbidden(f"take the {worker.role} onboarding quiz first (/onboarding)")
 
 
 def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,

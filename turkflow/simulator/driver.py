@@ -222,7 +222,8 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
         tasks = list(session.exec(select(Task).order_by(Task.id)))
         join_urls, worker_ids = {}, {}
         for worker in crowd:
-            row, url = invites.invite_worker(session, settings.secret_key, base_url, worker.role, name=worker.name)
+            row, url = invites.invite_worker(session, settings.secret_key, base_url, worker.role, name=worker.name,
+                                             onboarded=True)  # a simulated crowd studies no guidelines
             join_urls[worker.name], worker_ids[worker.name] = url, row.id
         batch, hits = lifecycle.launch_batch(
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,

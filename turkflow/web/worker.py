@@ -5,7 +5,8 @@ on the server. A submission is committed before its Celery task is queued, so a 
 "submitted" never loses the turn; if the broker is down the reconciler opens the next turn later.
 
 Routes (the crowd simulator relies on them; ``Accept: application/json`` gives the JSON variant):
-``GET /join/<token>``, ``GET /queue``, ``POST /queue/take/<hit_id>``, ``GET|POST /turn/<assignment_id>``.
+``GET /`` (a welcome page, or the queue), ``GET /join/<token>``, ``GET /queue``, ``POST /queue/take/<hit_id>``,
+``GET|POST /turn/<assignment_id>``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,21 @@ def _current_worker(session: Session) -> Worker:
 # ---- joining and the queue --------------------------------------------------------------------------
 
 
+@bp.get("/")
+def home() -> Any:
+    """Where a person lands without a link: a signed-in worker goes on to the queue, anyone else learns
+    what this server is, that they need their join link, and where the dashboard is."""
+    if browser_session.get("worker_external_id"):
+        return redirect(url_for("worker.queue"), 303)
+    return render_template("index.html", worker=None)
+
+
+@bp.get("/favicon.ico")
+def favicon() -> Response:
+    """Browsers ask for /favicon.ico wherever no page names an icon (a JSON reply, a file); pages link the SVG."""
+    return redirect(url_for("static", filename="favicon.svg"), 301)
+
+
 @bp.get("/join/<token>")
 def join(token: str) -> Response:
     settings = _settings()
@@ -88,20 +104,26 @@ def join(token: str) -> Response:
 
 @bp.get("/queue")
 def queue() -> Any:
+    submitted = id_arg("submitted")
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
-        may_work = worker.status == WorkerStatus.active
+        may_work = worker.status == WorkerStatus.active and worker.onboarded
         entries = lifecycle.queue_entries(session, worker) if may_work else []
         held = _held_turns(session, worker) if may_work else []
+        written = session.get(Turn, submitted) if submitted else None
+        last_turn = written is not None and written.worker_id == worker.id and lifecycle.ends_conversation(
+            session, written)
     if wants_json():
         return jsonify(
             worker={"external_id": worker.external_id, "name": worker.name, "role": worker.role,
-                    "status": worker.status},
+                    "status": worker.status, "onboarded": worker.onboarded},
             open=[{key: entry[key] for key in ("hit_id", "conversation_id", "turn_index", "title")}
                   for entry in entries],
         )
-    return render_template("queue.html", worker=worker, entries=entries, held=held,
-                           submitted=id_arg("submitted"))
+    if not worker.onboarded:  # the role's quiz comes before the first turn
+        return redirect(url_for("onboarding.quiz"), 303)
+    return render_template("queue.html", worker=worker, entries=entries, held=held, submitted=submitted,
+                           last_turn=last_turn)
 
 
 def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:

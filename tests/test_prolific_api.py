@@ -94,6 +94,7 @@ def test_no_answer_at_all_is_a_prolific_error_with_status_zero():
     with pytest.raises(api.ProlificError) as failed:
         api.get_me(api.ProlificClient("t", base_url=f"http://127.0.0.1:{port}", connect_timeout=1))
     assert failed.value.status == 0 and "no answer" in str(failed.value)
+    assert failed.value.sent is False  # nothing reached Prolific, so nothing can have happened there
 
 
 def test_workspaces_and_their_balance(fake_prolific, prolific):

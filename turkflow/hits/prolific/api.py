@@ -22,6 +22,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import requests
+from urllib3.exceptions import ConnectTimeoutError  # also the base of "connection refused"
 
 DEFAULT_BASE_URL = "https://api.prolific.com"
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc="
@@ -36,10 +37,14 @@ MAX_APPROVALS_PER_REQUEST = 1000
 
 
 class ProlificError(Exception):
-    """Prolific refused or failed a request; ``status`` is the HTTP status (0: no answer at all)."""
+    """Prolific refused or failed a request; ``status`` is the HTTP status (0: no answer at all).
 
-    def __init__(self, method: str, path: str, status: int, detail: str):
-        self.method, self.path, self.status, self.detail = method, path, status, detail
+    ``sent`` is False only when no connection was ever made, so the request cannot have had an effect;
+    after a read timeout or a 5xx it may have, which matters for the one call that is not idempotent.
+    """
+
+    def __init__(self, method: str, path: str, status: int, detail: str, sent: bool = True):
+        self.method, self.path, self.status, self.detail, self.sent = method, path, status, detail, sent
         super().__init__(f"Prolific {method} {path} failed ({status or 'no answer'}): {detail}")
 
 
@@ -66,12 +71,17 @@ class ProlificClient:
             response = self.http.request(method, self.base_url + path, json=json, params=params,
                                          timeout=self.timeout)
         except requests.RequestException as exc:
-            raise ProlificError(method, path, 0, str(exc)) from exc
+            raise ProlificError(method, path, 0, str(exc), sent=not _never_connected(exc)) from exc
         if response.status_code >= 400:
             raise ProlificError(method, path, response.status_code, _error_detail(response))
         if not response.content:
             return None
         return response.json()
+
+
+def _never_connected(exc: requests.RequestException) -> bool:
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(exc, requests.ConnectTimeout) or isinstance(reason, ConnectTimeoutError)
 
 
 def _error_detail(response: requests.Response) -> str:

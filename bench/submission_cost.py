@@ -50,15 +50,14 @@ class Workload:
 
         from turkflow.config import Settings
         from turkflow.db import session_scope
-        from turkflow.hits import lifecycle
-        from turkflow.hits.provider import Providers
+        from turkflow.hits import lifecycle, registry
         from turkflow.models import Task
 
         self.database_url = database_url
         self.work = Path(tempfile.mkdtemp(prefix="turkflow-bench-submit-"))
         self.settings = Settings(data_dir=self.work, database_url=database_url, secret_key="bench",
                                  worker_hash_key="bench")
-        self.providers = Providers(self.settings)
+        self.providers = registry.providers(self.settings)
         with session_scope(database_url) as session:
             tasks = list(session.exec(select(Task).order_by(Task.id)))
             _, hits = lifecycle.launch_batch(session, tasks, CONVERSATIONS, name="timed", max_turns=10_000)

@@ -23,6 +23,7 @@ from werkzeug.serving import make_server
 
 from turkflow.config import Settings
 from turkflow.db import dispose_engine, upgrade
+from turkflow.hits import registry
 from turkflow.hits.provider import Providers
 from turkflow.simulator.stack import PostgresCluster, free_port
 
@@ -115,7 +116,7 @@ def settings(tmp_path: Path, database_url: str, redis_url: str) -> Settings:
 
 @pytest.fixture
 def providers(settings: Settings) -> Providers:
-    return Providers(settings)
+    return registry.providers(settings)
 
 
 @pytest.fixture(scope="session")

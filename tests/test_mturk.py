@@ -21,8 +21,11 @@ from tests.test_pipeline import STUDENT_ANSWERS
 from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.documents import load_documents, read_documents, sample_tasks_path
-from turkflow.hits import lifecycle, mturk_sync
+from turkflow.hits import lifecycle, registry
 from turkflow.hits.mturk import MTurkError, NotPayableYet
+from turkflow.hits.mturk.answers import form_answers
+from turkflow.hits.mturk.assignments import accept_assignment
+from turkflow.hits.mturk.reconcile import due_for_approval
 from turkflow.hits.provider import Providers
 from turkflow.models import (
     Assignment,
@@ -89,7 +92,7 @@ def mturk_settings(settings):  # noqa: ANN001, ANN201
 
 @pytest.fixture
 def mturk_providers(mturk_settings, mturk_client) -> Providers:  # noqa: ANN001
-    return Providers(mturk_settings, mturk_client=mturk_client)
+    return registry.providers(mturk_settings, clients={"mturk": mturk_client})
 
 
 @pytest.fixture
@@ -189,7 +192,7 @@ def publish(settings, providers, hit_id: int) -> Hit:  # noqa: ANN001
 
 def accepted(settings, hit_id: int, assignment_id: str, worker_id: str) -> None:  # noqa: ANN001
     with session_scope(settings.database_url) as s:
-        mturk_sync.accept_assignment(s, s.get(Hit, hit_id), assignment_id, worker_id)
+        accept_assignment(s, s.get(Hit, hit_id), assignment_id, worker_id)
 
 
 def submitted(settings, hit_id: int, assignment_id: str, worker_id: str,  # noqa: ANN001
@@ -337,11 +340,11 @@ def test_verifying_an_assignment_in_progress_needs_a_worker_holding_the_hit(mtur
         "AssignmentStatus": "Submitted"}}, {"AssignmentId": mturk_id("3ASG", 2)})
     with session_scope(mturk_settings.database_url) as s:
         hit = s.get(Hit, hit_id)
-        provider.verify_assignment(s, hit, mturk_id("3ASG", 1), "AWORKER1")
+        provider.verify_submission(s, hit, mturk_id("3ASG", 1), "AWORKER1")
         with pytest.raises(lifecycle.Forbidden, match="no assignment in progress"):
-            provider.verify_assignment(s, hit, mturk_id("3FAKE", 1), "AWORKER1")
+            provider.verify_submission(s, hit, mturk_id("3FAKE", 1), "AWORKER1")
         with pytest.raises(lifecycle.Forbidden, match="another HIT or worker"):
-            provider.verify_assignment(s, hit, mturk_id("3ASG", 2), "AWORKER1")
+            provider.verify_submission(s, hit, mturk_id("3ASG", 2), "AWORKER1")
     stubber.assert_no_pending_responses()
 
 
@@ -374,7 +377,7 @@ def test_a_returned_assignment_reopens_the_turn_on_the_same_live_hit(mturk_setti
     stubber.add_response("list_assignments_for_hit", {"Assignments": [], "NumResults": 0},
                          {"HITId": mturk_id("3HIT", 1), "AssignmentStatuses": ["Submitted", "Approved", "Rejected"],
                           "MaxResults": 100})
-    repairs = mturk_sync.reconcile(mturk_settings, mturk_providers)
+    repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert len(repairs.assignments_abandoned) == 1 and repairs.hits_reopened == []
     with session_scope(mturk_settings.database_url) as s:
         assert s.exec(select(Assignment)).one().status == AssignmentStatus.abandoned
@@ -391,7 +394,7 @@ def test_an_expired_unanswered_hit_reopens_the_turn_as_a_new_hit(mturk_settings,
     hit_state(stubber, mturk_id("3HIT", 1), pending=0, expires_in=-timedelta(minutes=1))
     stubber.add_response("list_assignments_for_hit", {"Assignments": [], "NumResults": 0}, None)
     expect_create_hit(stubber, hit_id + 1, "student", mturk_id("3HIT", 2))
-    repairs = mturk_sync.reconcile(mturk_settings, mturk_providers)
+    repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert repairs.hits_reopened == [hit_id + 1]
     with session_scope(mturk_settings.database_url) as s:
         old, new = s.get(Hit, hit_id), s.get(Hit, hit_id + 1)
@@ -408,7 +411,7 @@ def test_an_expired_hit_still_held_by_a_worker_waits_for_them(mturk_settings, mt
     publish(mturk_settings, mturk_providers, hit_id)
     hit_state(stubber, mturk_id("3HIT", 1), pending=1, expires_in=-timedelta(minutes=1))
     stubber.add_response("list_assignments_for_hit", {"Assignments": [], "NumResults": 0}, None)
-    assert not mturk_sync.reconcile(mturk_settings, mturk_providers)
+    assert not pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     with session_scope(mturk_settings.database_url) as s:
         assert s.get(Hit, hit_id).status == HitStatus.open
     stubber.assert_no_pending_responses()
@@ -423,10 +426,10 @@ def test_the_reconciler_stores_a_submission_mturk_has_and_we_missed(mturk_settin
     stubber.add_response("list_assignments_for_hit", {"Assignments": [{
         "AssignmentId": mturk_id("3ASG", 1), "WorkerId": "AWORKER1", "HITId": mturk_id("3HIT", 1),
         "AssignmentStatus": "Submitted", "AcceptTime": now - timedelta(minutes=5), "SubmitTime": now,
-        "Answer": answer_xml(mturk_sync.form_answers({"intent": "request_items", "response": "What do I need?"})),
+        "Answer": answer_xml(form_answers({"intent": "request_items", "response": "What do I need?"})),
     }], "NumResults": 1}, None)
     expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))  # the next turn opens
-    repairs = mturk_sync.reconcile(mturk_settings, mturk_providers)
+    repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert len(repairs.submissions_stored) == 1
     with session_scope(mturk_settings.database_url) as s:
         turn = s.get(Turn, repairs.submissions_stored[0])
@@ -446,7 +449,7 @@ def test_an_unreadable_mturk_submission_reopens_the_turn(mturk_settings, mturk_p
         "AssignmentId": mturk_id("3ASG", 1), "WorkerId": "AWORKER1", "HITId": mturk_id("3HIT", 1),
         "AssignmentStatus": "Submitted", "Answer": "<QuestionFormAnswers/>"}], "NumResults": 1}, None)
     expect_create_hit(stubber, hit_id + 1, "student", mturk_id("3HIT", 2))
-    repairs = mturk_sync.reconcile(mturk_settings, mturk_providers)
+    repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert (repairs.unreadable, repairs.hits_reopened, repairs.submissions_stored) == ([hit_id], [hit_id + 1], [])
     with session_scope(mturk_settings.database_url) as s:
         assert s.exec(select(Turn)).one().status == TurnStatus.open
@@ -469,8 +472,8 @@ def test_approval_settles_with_mturk_when_mturk_already_decided(mturk_settings, 
         "AssignmentStatus": "Approved"}}, {"AssignmentId": mturk_id("3ASG", 1)})
     with session_scope(mturk_settings.database_url) as s:
         assignment_id = s.exec(select(Assignment)).one().id
-    mturk_sync.approve(mturk_settings, mturk_providers, assignment_id)
-    mturk_sync.approve(mturk_settings, mturk_providers, assignment_id)  # settled: no further call
+    pipeline.approve(mturk_settings, mturk_providers, assignment_id)
+    pipeline.approve(mturk_settings, mturk_providers, assignment_id)  # settled: no further call
     with session_scope(mturk_settings.database_url) as s:
         assert s.get(Assignment, assignment_id).status == AssignmentStatus.approved
     stubber.assert_no_pending_responses()
@@ -485,10 +488,10 @@ def test_approval_is_due_after_the_configured_delay(mturk_settings, mturk_provid
         assignment = s.exec(select(Assignment)).one()
         delay = mturk_settings.mturk_approve_after_seconds
         due = assignment.submitted_at + timedelta(seconds=delay)
-        assert mturk_sync.due_for_approval(s, due - timedelta(seconds=1), delay) == []
-        assert mturk_sync.due_for_approval(s, due, delay) == [assignment.id]
+        assert due_for_approval(s, due - timedelta(seconds=1), delay) == []
+        assert due_for_approval(s, due, delay) == [assignment.id]
     stubber.add_response("approve_assignment", {}, {"AssignmentId": mturk_id("3ASG", 1)})
-    mturk_sync.approve(mturk_settings, mturk_providers, assignment.id)
+    pipeline.approve(mturk_settings, mturk_providers, assignment.id)
     with session_scope(mturk_settings.database_url) as s:
         assert s.get(Assignment, assignment.id).status == AssignmentStatus.approved
     stubber.assert_no_pending_responses()
@@ -572,7 +575,7 @@ def test_a_temporary_block_is_the_paused_qualification_that_hides_the_hits(mturk
     stubber.add_response("associate_qualification_with_worker", {}, {
         "QualificationTypeId": QUALS["blocked"], "WorkerId": "AWORKER1", "IntegerValue": 1, "SendNotification": False})
     with session_scope(mturk_settings.database_url) as s:
-        mturk_providers.get("mturk").block(s, s.get(Worker, worker_id), "low ratings", permanent=False)
+        mturk_providers.get("mturk").soft_block(s, s.get(Worker, worker_id), "low ratings")
     stubber.assert_no_pending_responses()
 
 
@@ -587,7 +590,7 @@ def test_a_permanent_block_is_also_an_mturk_worker_block_and_unblock_reverses_bo
     stubber.add_response("delete_worker_block", {}, {"WorkerId": "AWORKER1", "Reason": ANY})
     provider = mturk_providers.get("mturk")
     with session_scope(mturk_settings.database_url) as s:
-        provider.block(s, s.get(Worker, worker_id), "copied the document", permanent=True)
+        provider.block_permanently(s, s.get(Worker, worker_id), "copied the document")
         provider.unblock(s, s.get(Worker, worker_id))
     stubber.assert_no_pending_responses()
 
@@ -615,7 +618,7 @@ def test_cancelling_a_batch_expires_its_open_hits_on_mturk(mturk_settings, mturk
     with session_scope(mturk_settings.database_url) as s:
         expired = lifecycle.set_batch_status(s, s.get(Batch, batch_id), BatchStatus.cancelled, "requester:test")
         assert [h.id for h in expired] == [hit_id]
-    mturk_sync.expire(mturk_settings, mturk_providers, hit_id)
+    pipeline.expire(mturk_settings, mturk_providers, hit_id)
     stubber.assert_no_pending_responses()
 
 
@@ -623,8 +626,10 @@ def test_a_throttle_that_outlasts_botocores_retries_raises_for_the_task_to_retry
                                                                                  stubber):
     batch_id, (hit_id,) = launch(mturk_settings)
     expect_create_hit(stubber, hit_id, "student", "", error="ThrottlingException", message="Rate exceeded")
-    with pytest.raises(ClientError, match="Rate exceeded"):
+    with pytest.raises(MTurkError, match="Rate exceeded") as raised:
         publish(mturk_settings, mturk_providers, hit_id)
+    assert isinstance(raised.value.__cause__, ClientError)
+    assert raised.value.__cause__.response["Error"]["Code"] == "ThrottlingException"
     with session_scope(mturk_settings.database_url) as s:
         hit = s.get(Hit, hit_id)
         assert (hit.status, hit.external_id) == (HitStatus.pending, None)  # the reconciler publishes it later
@@ -642,6 +647,6 @@ def test_a_throttled_hit_does_not_stop_the_reconcilers_round(mturk_settings, mtu
     hit_state(stubber, mturk_id("3HIT", 2), pending=0, expires_in=-timedelta(minutes=1))
     stubber.add_response("list_assignments_for_hit", {"Assignments": [], "NumResults": 0}, None)
     expect_create_hit(stubber, hit_ids[1] + 1, "student", mturk_id("3HIT", 3))
-    repairs = mturk_sync.reconcile(mturk_settings, mturk_providers)
+    repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert (repairs.failed, repairs.hits_reopened) == ([hit_ids[0]], [hit_ids[1] + 1])
     stubber.assert_no_pending_responses()

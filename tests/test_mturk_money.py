@@ -21,6 +21,7 @@ from tests.test_mturk import (  # noqa: F401 - fixtures
 )
 from turkflow.db import session_scope
 from turkflow.hits import money, onboarding
+from turkflow.hits.mturk import qualifications
 from turkflow.invites import invite_url
 from turkflow.models import Assignment, AssignmentStatus, Worker
 
@@ -98,9 +99,9 @@ def test_the_quiz_passes_at_the_pass_mark_and_names_wrong_answers():
 @pytest.mark.parametrize("role", ["student", "teacher"])
 def test_the_mturk_test_and_answer_key_are_the_same_quiz(role):
     quiz = onboarding.quiz_for(role)
-    ns = {"q": onboarding.QUESTION_FORM_NS, "k": onboarding.ANSWER_KEY_NS}
-    form = ElementTree.fromstring(onboarding.question_form_xml(quiz))
-    key = ElementTree.fromstring(onboarding.answer_key_xml(quiz))
+    ns = {"q": qualifications.QUESTION_FORM_NS, "k": qualifications.ANSWER_KEY_NS}
+    form = ElementTree.fromstring(qualifications.question_form_xml(quiz))
+    key = ElementTree.fromstring(qualifications.answer_key_xml(quiz))
     asked = [(q.findtext("q:QuestionIdentifier", namespaces=ns),
               [s.text for s in q.findall(".//q:SelectionIdentifier", ns)]) for q in form.findall("q:Question", ns)]
     assert asked == [(q.name, [key for key, _ in q.options]) for q in quiz.questions]

@@ -30,7 +30,8 @@ from tests.test_mturk import (  # noqa: F401 - fixtures
 )
 from tests.test_pipeline import STUDENT_ANSWERS
 from turkflow.db import session_scope
-from turkflow.hits import mturk_sync
+from turkflow.hits import lifecycle
+from turkflow.hits.mturk.pages import hit_token
 from turkflow.models import Assignment, AssignmentStatus, Event, Hit, HitStatus, Turn, TurnStatus, Worker
 from turkflow.web import create_app
 
@@ -55,7 +56,7 @@ def published(mturk_settings, mturk_providers, stubber):  # noqa: ANN001, ANN201
 
 def page_url(settings, hit_id: int, **ids: str) -> str:  # noqa: ANN001
     """The ExternalURL of the HIT plus what MTurk appends to it."""
-    return f"/mturk/turn?{urlencode({'h': mturk_sync.hit_token(settings.secret_key, hit_id), **ids})}"
+    return f"/mturk/turn?{urlencode({'h': hit_token(settings.secret_key, hit_id), **ids})}"
 
 
 def accept_ids(assignment: str = ASG1, worker: str = WORKER1) -> dict[str, str]:
@@ -212,7 +213,7 @@ def test_a_returned_assignment_cannot_come_back_to_the_turn(mturk_settings, mtur
     hit_state(stubber, HIT1, pending=1)
     assert mturk_web.get(url).status_code == 200
     with session_scope(mturk_settings.database_url) as s:
-        mturk_sync.abandon_assignment(s, s.exec(select(Assignment)).one(), "returned on MTurk")
+        lifecycle.abandon_assignment(s, s.exec(select(Assignment)).one(), "returned on MTurk")
     page = mturk_web.get(url)  # known and closed: refused without asking MTurk
     assert page.status_code == 409 and "return the HIT" in page.get_data(as_text=True)
     stubber.assert_no_pending_responses()

@@ -7,271 +7,40 @@ Anything a user can fix ends as one line on stderr (``error: ...``) and exit sta
 
 from __future__ import annotations
 
-import getpass
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional
 
 import click
-from sqlalchemy import or_
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
+from turkflow.cli_common import (
+    CONTEXT,
+    App,
+    CommandError,
+    Dollars,
+    TurkflowGroup,
+    describe,
+    dollars,
+    find_batch,
+    find_worker,
+    parse_cents,
+    pass_app,
+    progress_bar,
+    requester,
+    schema_revisions,
+    shown_url,
+    table,
+    when,
+)
+from turkflow.cli_dataset import analyse, export
+from turkflow.cli_mturk import batch_expire, mturk
+from turkflow.cli_review import admin, review
 from turkflow.config import Settings
-from turkflow.hits.provider import Providers
-from turkflow.models import Batch, BatchStatus, Role, Task, Worker, WorkerStatus
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-# ---- plumbing: settings, the database, errors -----------------------------------------------------------
-
-
-class CommandError(click.ClickException):
-    """A failure the user can act on, printed as ``error: <message>``."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
-
-
-@dataclass
-class App:
-    """What every command needs, built on first use so ``--help`` never touches the disk.
-
-    Tests and embedding programs may pass their own (``main(obj=App(settings, providers))``).
-    """
-
-    settings_: Optional[Settings] = None
-    providers_: Optional[Providers] = None
-    debug: bool = False
-    _schema_ready: bool = field(default=False, repr=False)
-
-    @property
-    def settings(self) -> Settings:
-        if self.settings_ is None:
-            self.settings_ = Settings()
-        return self.settings_
-
-    @property
-    def providers(self) -> Providers:
-        if self.providers_ is None:
-            self.providers_ = Providers(self.settings)
-        return self.providers_
-
-    @property
-    def database_url(self) -> str:
-        """The database this run uses. Settings are checked (an invalid one is named) but, when not built
-        yet, with stand-in secrets: the real ones would be created in data_dir, and a command that only
-        reads must leave no trace in a folder without a database."""
-        if self.settings_ is not None:
-            return self.settings_.database_url
-        return Settings(secret_key="unused", worker_hash_key="unused").database_url
-
-    def session(self, read_only: bool = False):  # noqa: ANN201 - a context manager from turkflow.db
-        """A transaction on a database whose schema is current (checked once per run).
-
-        A command that only reads refuses a SQLite database that does not exist rather than creating an
-        empty one: run from the wrong folder, it would otherwise answer "no batches yet".
-        """
-        from turkflow.db import session_scope
-
-        if not self._schema_ready:
-            if read_only:
-                require_database(self.database_url)
-            ensure_schema(self.settings.database_url)
-            self._schema_ready = True
-        return session_scope(self.settings.database_url)
-
-
-def require_database(database_url: str) -> None:
-    """A SQLite database file must exist already; a server's database is checked by ``ensure_schema``."""
-    from sqlalchemy.engine import make_url
-
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
-        raise CommandError(f"no turkflow database at {url.database}; run `turkflow db upgrade` or set "
-                           "TURKFLOW_DATA_DIR")
-
-
-def ensure_schema(database_url: str) -> None:
-    """Migrate a SQLite database on first use (the zero-setup default); ask before touching a server's.
-
-    Several web and Celery processes share a PostgreSQL database in production, so its migration is an
-    explicit step (``turkflow db upgrade``) rather than a race between whichever process starts first.
-    """
-    from alembic.script import ScriptDirectory
-
-    from turkflow.db import alembic_config, upgrade
-
-    if schema_revisions(database_url) == set(ScriptDirectory.from_config(alembic_config(database_url)).get_heads()):
-        return
-    if database_url.startswith("sqlite"):
-        upgrade(database_url)
-        return
-    raise CommandError(f"the database schema of {shown_url(database_url)} is not current; "
-                       "run `turkflow db upgrade` first")
-
-
-def schema_revisions(database_url: str) -> set[str]:
-    """The Alembic revisions the database is at (empty for a new database)."""
-    from alembic.runtime.migration import MigrationContext
-
-    from turkflow.db import get_engine
-
-    if database_url.startswith("sqlite:///"):
-        Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    with get_engine(database_url).connect() as connection:
-        return set(MigrationContext.configure(connection).get_current_heads())
-
-
-def shown_url(url: str) -> str:
-    """A database or Redis URL fit to print: the password masked."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL at all: print it as the user wrote it
-        return url
-
-
-def describe(exc: BaseException, app: Optional[App]) -> str:
-    """One line that says what went wrong in the user's terms."""
-    from alembic.util import CommandError as MigrationError
-    from pydantic import ValidationError
-    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-
-    from turkflow.errors import TurkflowError
-
-    if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"invalid setting TURKFLOW_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
-        )
-    if isinstance(exc, TurkflowError):  # written for the user
-        return first_line(exc.message) or type(exc).__name__
-    if isinstance(exc, DBAPIError):
-        where = shown_url(app.settings.database_url) if app and app.settings_ else "the database"
-        return f"database error at {where}: {first_line(str(exc.orig))}"
-    if isinstance(exc, SQLAlchemyError):
-        return f"database error: {first_line(str(exc))}"
-    if isinstance(exc, MigrationError):
-        return f"migration failed: {first_line(str(exc))}"
-    if type(exc).__module__.startswith("turkflow."):  # the simulator's, outside the hierarchy
-        return first_line(str(exc)) or type(exc).__name__
-    if type(exc).__module__.startswith("botocore."):
-        return f"AWS: {first_line(str(exc))}"
-    if isinstance(exc, (ValueError, OSError, LookupError)):
-        return first_line(str(exc)) or type(exc).__name__
-    return f"unexpected {type(exc).__name__}: {first_line(str(exc))} (run `turkflow --debug ...` for details)"
-
-
-def first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
-
-
-class TurkflowGroup(click.Group):
-    """The top-level group: turns every failure of any subcommand into ``error: ...`` and exit 1."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except Exception as exc:
-            app = ctx.obj if isinstance(ctx.obj, App) else None
-            if app is not None and app.debug:
-                raise
-            raise CommandError(describe(exc, app)) from None
-
-
-pass_app = click.make_pass_decorator(App)
-
-
-def requester() -> str:
-    """Who is acting, for the event log."""
-    try:
-        return f"requester:{getpass.getuser()}"
-    except (OSError, KeyError):
-        return "requester:cli"
-
-
-# ---- money ----------------------------------------------------------------------------------------------
-
-
-def parse_cents(text: str) -> int:
-    """``"0.20"`` or ``"$0.20"`` → 20; refuses negative amounts and fractions of a cent."""
-    try:
-        amount = Decimal(str(text).strip().removeprefix("$"))
-    except InvalidOperation:
-        raise ValueError(f"{text!r} is not an amount in dollars such as 0.20") from None
-    if not amount.is_finite() or amount < 0:
-        raise ValueError(f"{text!r} is not an amount in dollars such as 0.20")
-    cents = amount * 100
-    if cents != cents.to_integral_value():
-        raise ValueError(f"{text!r} has fractions of a cent")
-    return int(cents)
-
-
-def dollars(cents: int) -> str:
-    return f"${cents / 100:,.2f}"
-
-
-class Dollars(click.ParamType):
-    """A USD amount on the command line, stored as integer cents."""
-
-    name = "USD"
-
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
-        try:
-            return parse_cents(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-# ---- output ---------------------------------------------------------------------------------------------
-
-
-def console(stderr: bool = False):  # noqa: ANN201
-    """A rich console on the current stdout/stderr (resolved per call, so CliRunner captures it).
-
-    Piped output gets a wide page, so a table row stays one line for grep and files.
-    """
-    from rich.console import Console
-
-    out = Console(stderr=stderr, highlight=False)
-    return out if out.is_terminal else Console(stderr=stderr, highlight=False, width=200)
-
-
-def table(title: Optional[str], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    from rich.table import Table
-
-    out = Table(title=title, title_justify="left", header_style="bold")
-    for name in columns:
-        out.add_column(name, overflow="fold")
-    for row in rows:
-        out.add_row(*("" if v is None else str(v) for v in row))
-    console().print(out)
-
-
-def when(moment: Optional[datetime]) -> str:
-    if moment is None:
-        return ""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def progress_bar(**options: Any):  # noqa: ANN201
-    """A rich progress bar on stderr, so stdout stays clean for scripts; silent when stderr is no terminal."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    err = Console(stderr=True, highlight=False)
-    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err,
-                    disable=not err.is_terminal, **options)
-
+from turkflow.hits import registry
+from turkflow.models import Batch, BatchStatus, Role, Task, WorkerStatus
+from turkflow.simulator.cli import simulate
 
 # ---- the group ------------------------------------------------------------------------------------------
 
@@ -363,7 +132,7 @@ def batch() -> None:
 @click.option("--name", help="A name for the batch.  [default: the task file's name or 'all tasks', and the date]")
 @click.option("--budget", type=Dollars(),
               help="Spending cap in USD: the batch pauses instead of opening a turn that would exceed it.")
-@click.option("--provider", type=click.Choice(["local", "mturk"]),
+@click.option("--provider", type=click.Choice(list(registry.PLATFORMS)),
               help="Crowd provider.  [default: TURKFLOW_PROVIDER, local]")
 @click.option("--live", is_flag=True,
               help="MTurk only: publish on the live marketplace (real money) instead of the sandbox; "
@@ -491,18 +260,6 @@ def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> N
                 f"batch {batch_id} was launched but only {done} of {len(hit_ids)} HITs were published "
                 f"({reason}); the reconciler (celery beat) publishes the rest"
             ) from None
-
-
-def find_batch(session: Session, batch_id: Optional[int]) -> Batch:
-    if batch_id is None:
-        found = session.exec(select(Batch).order_by(col(Batch.id).desc())).first()
-        if found is None:
-            raise CommandError("no batches yet; launch one with `turkflow batch launch`")
-        return found
-    found = session.get(Batch, batch_id)
-    if found is None:
-        raise CommandError(f"batch {batch_id} does not exist; `turkflow batch status` lists them")
-    return found
 
 
 @batch.command("status", context_settings=CONTEXT)
@@ -685,19 +442,6 @@ def worker_link(app: App, worker_ref: str) -> None:
     click.echo(invite_url(app.settings.secret_key, app.settings.public_url, found))
 
 
-def find_worker(session: Session, worker_ref: str) -> Worker:
-    """The one worker WORKER_REF names: their id, worker id (MTurk or local) or unique name."""
-    named = [Worker.external_id == worker_ref, Worker.name == worker_ref]
-    if worker_ref.isdigit():
-        named.append(Worker.id == int(worker_ref))
-    match = list(session.exec(select(Worker).where(or_(*named))))
-    if not match:
-        raise CommandError(f"no worker {worker_ref!r}; `turkflow worker list` shows them")
-    if len(match) > 1:
-        raise CommandError(f"{len(match)} workers match {worker_ref!r}; use the id from `turkflow worker list`")
-    return match[0]
-
-
 @worker.command("list", context_settings=CONTEXT)
 @click.option("--role", type=click.Choice([r.value for r in Role]), help="Only workers of this role.")
 @click.option("--status", type=click.Choice([s.value for s in WorkerStatus]), help="Only workers with this status.")
@@ -776,21 +520,12 @@ def show_settings(app: App, markdown: bool) -> None:
           [(f"TURKFLOW_{name.upper()}", shown(name), info.description) for name, info in fields.items()])
 
 
-from turkflow.cli_review import admin, review  # noqa: E402 - they import this module's plumbing
+# ---- the subcommands that live in their own modules ---------------------------------------------------
 
 main.add_command(review)
 main.add_command(admin)
-
-from turkflow.cli_dataset import analyse, export  # noqa: E402 - it imports this module's plumbing
-
 main.add_command(export)
 main.add_command(analyse)
-
-from turkflow.simulator.cli import simulate  # noqa: E402 - it imports this module's plumbing
-
 main.add_command(simulate)
-
-from turkflow.cli_mturk import batch_expire, mturk  # noqa: E402 - it imports this module's plumbing
-
 main.add_command(mturk)
 batch.add_command(batch_expire)

@@ -1,7 +1,7 @@
 """``turkflow export`` (the dataset as files) and ``turkflow analyse`` (the paper's tables and figures).
 
 Registered on the main group by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors, the
-progress bar) is that module's.
+progress bar) is ``turkflow.cli_common``'s.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from turkflow.cli import CONTEXT, App, CommandError, pass_app, progress_bar
+from turkflow.cli_common import CONTEXT, App, CommandError, pass_app, progress_bar
 
 
 @click.command(context_settings=CONTEXT)

@@ -1,25 +1,33 @@
 """``turkflow mturk`` (the requester's MTurk account: check, qualification types, spend) and
 ``turkflow batch expire``.
 
-Registered by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors) is that module's. The
-marketplace is the sandbox unless ``--live`` (or TURKFLOW_MTURK_LIVE) says otherwise.
+Registered by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors) is
+``turkflow.cli_common``'s. It reaches MTurk only through ``turkflow.hits.mturk``, whose failures arrive as
+``ProviderError``. The marketplace is the sandbox unless ``--live`` (or TURKFLOW_MTURK_LIVE) says otherwise.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 from sqlmodel import col, select
 
-from turkflow.cli import CONTEXT, App, CommandError, dollars, find_batch, pass_app, progress_bar, table
+from turkflow.cli_common import CONTEXT, App, CommandError, dollars, find_batch, pass_app, progress_bar, table
 from turkflow.models import Conversation, Hit, HitStatus, Turn, Worker
+
+if TYPE_CHECKING:  # imported when a command runs: boto3 loads only for MTurk commands
+    from turkflow.hits.mturk import MTurkProvider
 
 LIVE = click.option("--live", is_flag=True, help="The live marketplace instead of the sandbox.")
 
 
-def _provider(app: App):  # noqa: ANN202 - turkflow.hits.mturk.MTurkProvider
-    return app.providers.get("mturk")
+def _provider(app: App) -> MTurkProvider:
+    from turkflow.hits.mturk import MTurkProvider
+
+    provider = app.providers.get("mturk")
+    assert isinstance(provider, MTurkProvider), "the registry builds MTurkProvider for mturk"
+    return provider
 
 
 @click.group(context_settings=CONTEXT)
@@ -40,22 +48,22 @@ def mturk() -> None:
 @pass_app
 def mturk_check(app: App, live: bool) -> None:
     """Check the credentials, show the balance and whether turkflow is ready to publish HITs."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from turkflow.hits.mturk import QualificationsMissing, endpoint, qualification_ids
+    from turkflow.hits.mturk import MTurkError, QualificationsMissing
+    from turkflow.hits.mturk.api import endpoint
 
     live = live or app.settings.mturk_live
     marketplace = "LIVE marketplace (real money)" if live else "sandbox (no real money)"
+    provider = _provider(app)
     try:
-        balance = _provider(app).balance_cents(live)
-    except (BotoCoreError, ClientError) as exc:
+        balance = provider.balance_cents(live)
+    except MTurkError as exc:
         raise CommandError(f"MTurk {marketplace} at {endpoint(app.settings.mturk_region, live)} refused the "
-                           f"credentials or could not be reached: {exc}") from None
+                           f"credentials or could not be reached: {exc.__cause__ or exc}") from None
     click.echo(f"MTurk {marketplace}: credentials work, available balance {dollars(balance)}")
     problems = []
     with app.session() as session:
         try:
-            qualification_ids(session, live)
+            provider.check_onboarding_gate(session, live)
             click.echo("qualification types: ready (`turkflow mturk quals` lists them)")
         except QualificationsMissing as exc:
             problems.append(str(exc))
@@ -128,7 +136,7 @@ def batch_expire(app: App, batch_id: int) -> None:
 
     Workers already holding one of them may still submit it. Only cancelled batches: cancel first.
     """
-    from turkflow.hits.mturk_sync import expire
+    from turkflow.pipeline import expire
 
     with app.session() as session:
         batch = find_batch(session, batch_id)

@@ -1,7 +1,7 @@
 """``turkflow review`` (the daily review from a terminal) and ``turkflow admin`` (dashboard users).
 
 Registered on the main group by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors)
-is that module's.
+is ``turkflow.cli_common``'s.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Optional
 import click
 from sqlmodel import col, select
 
-from turkflow.cli import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
+from turkflow.cli_common import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
 from turkflow.models import ReviewStatus, Worker
 from turkflow.quality import review as reviewing
 

@@ -7,21 +7,24 @@ arriving: what a lost message skipped is found from the database by ``reconcile`
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Optional
+
+from sqlalchemy import update
+from sqlmodel import col, select
 
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.hits import lifecycle, local
-from turkflow.hits.provider import Providers
-from sqlalchemy import update
-from sqlmodel import col, select
-
-from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Hit, Rating, Turn, TurnStatus, Worker,
-                             utcnow)
+from turkflow.hits import lifecycle
+from turkflow.hits.provider import HitCheck, Providers
+from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Hit, HitStatus, Rating, Turn,
+                             TurnStatus, Worker, utcnow)
 from turkflow.quality import checks, monitor, stall
+
+log = logging.getLogger("turkflow.pipeline")
 
 
 @dataclass
@@ -116,7 +119,7 @@ def judge(settings: Settings, providers: Providers, rating_id: int, result: Afte
         if evaluation.blocked:
             author = session.get(Worker, evaluation.decision.worker_id)
             provider_name = monitor.batch_of_rating(session, rating_id).provider
-            providers.get(provider_name).block(session, author, reason="low ratings", permanent=False)
+            providers.get(provider_name).soft_block(session, author, reason="low ratings")
             result.blocked_worker_id = author.id
         if evaluation.bonus:
             result.bonus_ids.append(evaluation.bonus.id)
@@ -169,7 +172,10 @@ def reconcile(settings: Settings, providers: Providers) -> Repairs:
         pending = [(hit_id, session.get(Hit, hit_id).provider) for hit_id in lifecycle.unpublished_hits(session, grace)]
         unreviewed = lifecycle.unreviewed_turns(session, review)
         repairs.unpaid_bonuses = monitor.unpaid_bonuses(session, grace)
-        repairs.assignments_approved = local.approve_due(session, now, settings.local_approve_after_seconds)
+        local = providers.get("local")
+        repairs.assignments_approved = local.approvals_due(session, now)
+        for assignment_id in repairs.assignments_approved:
+            local.approve(session, session.get(Assignment, assignment_id))
     for conversation_id in stalled:
         hit_id = open_next_turn(settings, providers, conversation_id)
         if hit_id is not None:
@@ -186,3 +192,70 @@ def reconcile(settings: Settings, providers: Providers) -> Repairs:
         changes = stall.sweep(session, now, timedelta(seconds=settings.stall_after_seconds))
         repairs.roles_stalled = [(s.batch_id, s.role) for s in changes.stalled]
     return repairs
+
+
+# ---- platforms whose own records are the truth about work done there (MTurk) ------------------------------
+
+
+@dataclass
+class PlatformRepairs:
+    submissions_stored: list[int] = field(default_factory=list)  # turn ids
+    assignments_settled: list[int] = field(default_factory=list)
+    assignments_abandoned: list[int] = field(default_factory=list)
+    hits_reopened: list[int] = field(default_factory=list)  # ids of the new HIT attempts, published
+    unreadable: list[int] = field(default_factory=list)  # HITs whose submission at the platform could not be stored
+    failed: list[int] = field(default_factory=list)  # HITs the platform could not be asked about this round
+    approvals_due: list[int] = field(default_factory=list)  # assignment ids for the approve task
+    bonus_ids: list[int] = field(default_factory=list)  # bonuses the stored submissions earned, to pay
+
+    def __bool__(self) -> bool:
+        return any((self.submissions_stored, self.assignments_settled, self.assignments_abandoned,
+                    self.hits_reopened, self.unreadable, self.failed))
+
+
+def reconcile_platform(settings: Settings, providers: Providers, name: str,
+                       now: Optional[datetime] = None) -> PlatformRepairs:
+    """Compare every open HIT of one platform with the platform's records, one HIT per transaction; then,
+    after commit, run for what it found the steps a live submission gets (open the next turn, review) and
+    publish reopened turns. Also lists the approvals that are due."""
+    now = now or utcnow()
+    provider = providers.get(name)
+    repairs = PlatformRepairs()
+    with session_scope(settings.database_url) as session:
+        hit_ids = provider.hits_to_check(session)
+        repairs.approvals_due = provider.approvals_due(session, now)
+    for hit_id in hit_ids:
+        try:
+            with session_scope(settings.database_url) as session:
+                hit = session.get(Hit, hit_id)
+                found = provider.check_hit(session, hit, now) if hit.status == HitStatus.open else HitCheck()
+        except Exception as exc:  # noqa: BLE001 - one HIT's trouble (a throttle) must not stop the round
+            log.warning("%s reconciler: HIT %s skipped this round (%s)", name, hit_id, exc)
+            repairs.failed.append(hit_id)
+            continue
+        repairs.assignments_settled += found.settled
+        repairs.assignments_abandoned += found.abandoned
+        if found.unreadable:
+            repairs.unreadable.append(hit_id)
+        if found.stored_turn_id is not None:
+            repairs.submissions_stored.append(found.stored_turn_id)
+            repairs.bonus_ids += after_submission(settings, providers, found.stored_turn_id).bonus_ids
+        if found.reopened_hit_id is not None:
+            publish(settings, providers, found.reopened_hit_id, name)
+            repairs.hits_reopened.append(found.reopened_hit_id)
+    return repairs
+
+
+def approve(settings: Settings, providers: Providers, assignment_id: int) -> None:
+    """Approve one submitted assignment through its platform (idempotent; a platform that decided already
+    settles our record with its verdict)."""
+    with session_scope(settings.database_url) as session:
+        assignment = session.get(Assignment, assignment_id)
+        providers.get(session.get(Hit, assignment.hit_id).provider).approve(session, assignment)
+
+
+def expire(settings: Settings, providers: Providers, hit_id: int) -> None:
+    """End one HIT at its platform now (its batch was cancelled, or its turn is written)."""
+    with session_scope(settings.database_url) as session:
+        hit = session.get(Hit, hit_id)
+        providers.get(hit.provider).expire(session, hit)

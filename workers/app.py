@@ -14,6 +14,7 @@ from celery.schedules import crontab
 from celery.signals import worker_process_init
 
 from turkflow.config import Settings
+from turkflow.hits import registry
 from turkflow.hits.provider import Providers
 
 celery_app = Celery("turkflow", include=["workers.tasks", "workers.mturk_tasks"])
@@ -48,7 +49,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 def configure(settings: Settings, providers: Optional[Providers] = None) -> Celery:
     global _settings, _providers
     _settings = settings
-    _providers = providers or Providers(settings)
+    _providers = providers or registry.providers(settings)
     celery_app.conf.update(celery_config(settings))
     return celery_app
 
@@ -63,7 +64,7 @@ def settings() -> Settings:
 def providers() -> Providers:
     global _providers
     if _providers is None:
-        _providers = Providers(settings())
+        _providers = registry.providers(settings())
     return _providers
 
 

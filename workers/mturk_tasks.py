@@ -1,10 +1,10 @@
-"""Celery tasks for Mechanical Turk; each one calls one domain function in ``turkflow.hits.mturk_sync``."""
+"""Celery tasks for Mechanical Turk; each one calls one step of ``turkflow.pipeline``."""
 
 from __future__ import annotations
 
 import logging
 
-from turkflow.hits import mturk_sync
+from turkflow import pipeline
 from turkflow.hits.mturk import NotPayableYet
 from workers.app import celery_app, providers, settings
 from workers.tasks import RETRY, pay_bonus
@@ -17,20 +17,20 @@ def approve_assignment(assignment_id: int) -> None:
     """Approval is due (TURKFLOW_MTURK_APPROVE_AFTER_SECONDS after submission). Not retried here: the MTurk
     reconciler lists every approval still due on each round, so a failed one is simply tried again."""
     try:
-        mturk_sync.approve(settings(), providers(), assignment_id)
+        pipeline.approve(settings(), providers(), assignment_id)
     except NotPayableYet as exc:
         log.info("assignment %s: %s; trying again next round", assignment_id, exc)
 
 
 @celery_app.task(**RETRY)
 def expire_hit(hit_id: int) -> None:
-    mturk_sync.expire(settings(), providers(), hit_id)
+    pipeline.expire(settings(), providers(), hit_id)
 
 
 @celery_app.task
 def reconcile_mturk() -> None:
     """Beat: compare open HITs with MTurk, repair, and queue due approvals and earned bonuses."""
-    repairs = mturk_sync.reconcile(settings(), providers())
+    repairs = pipeline.reconcile_platform(settings(), providers(), "mturk")
     for assignment_id in repairs.approvals_due:
         approve_assignment.delay(assignment_id)
     for bonus_id in repairs.bonus_ids:

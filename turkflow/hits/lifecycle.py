@@ -326,16 +326,10 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
 
 
 def _abandon_assignments(session: Session, hit: Hit, reason: str, now: datetime) -> None:
-    stale = session.exec(
+    for assignment in session.exec(
         select(Assignment).where(Assignment.hit_id == hit.id, Assignment.status == AssignmentStatus.accepted)
-    ).all()
-    turn = session.get(Turn, hit.turn_id)
-    for assignment in stale:
-        assignment.status = AssignmentStatus.abandoned
-        session.add(assignment)
-        events.record(session, "assignment_abandoned", "system", conversation_id=turn.conversation_id,
-                      turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id,
-                      reason=reason)
+    ).all():
+        abandon_assignment(session, assignment, reason, actor="system")
 
 
 def release_expired_leases(session: Session, now: Optional[datetime] = None) -> int:
@@ -556,9 +550,69 @@ def turn_for_assignment(session: Session, assignment: Assignment) -> Turn:
     return session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
 
 
+def batch_of_hit(session: Session, hit: Hit) -> Batch:
+    turn = session.get(Turn, hit.turn_id)
+    return session.get(Batch, session.get(Conversation, turn.conversation_id).batch_id)
+
+
+# ---- what a platform tells us: work returned, verdicts, HITs that ended unanswered ---------------------
+
+
+def abandon_assignment(session: Session, assignment: Assignment, reason: str, actor: str = "provider") -> bool:
+    """An accepted assignment its worker returned, abandoned or let run out; the HIT is available again."""
+    if assignment.status != AssignmentStatus.accepted:
+        return False
+    assignment.status = AssignmentStatus.abandoned
+    session.add(assignment)
+    turn = turn_for_assignment(session, assignment)
+    events.record(session, "assignment_abandoned", actor, conversation_id=turn.conversation_id,
+                  turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id, reason=reason)
+    return True
+
+
+def settle_assignment(session: Session, assignment: Assignment, status: AssignmentStatus) -> bool:
+    """Take the platform's verdict on a submitted assignment (approved or rejected there, by us or by the
+    platform's auto-approval); returns whether our record changed."""
+    if assignment.status == status:
+        return False
+    before = assignment.status
+    assignment.status = status
+    assignment.reviewed_at = utcnow()
+    session.add(assignment)
+    turn = turn_for_assignment(session, assignment)
+    events.record(session, f"assignment_{status}", "provider", conversation_id=turn.conversation_id,
+                  turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id, was=before)
+    return True
+
+
+def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
+    """The HIT ended on its platform without a submission: mark it expired and open a new attempt for the
+    same turn (still to publish). Returns None when the turn no longer needs one (written or cancelled)."""
+    if hit.status not in (HitStatus.pending, HitStatus.open):
+        return None
+    hit.status = HitStatus.expired
+    session.add(hit)
+    for stale in session.exec(select(Assignment).where(Assignment.hit_id == hit.id,
+                                                       Assignment.status == AssignmentStatus.accepted)):
+        abandon_assignment(session, stale, reason)
+    session.flush()
+    turn = session.get(Turn, hit.turn_id)
+    if turn.status != TurnStatus.open:
+        return None
+    attempt = Hit(turn_id=turn.id, attempt=hit.attempt + 1, provider=hit.provider, role=hit.role)
+    session.add(attempt)
+    session.flush()
+    conversation = session.get(Conversation, turn.conversation_id)
+    events.record(session, "turn_reopened", "provider", batch_id=conversation.batch_id,
+                  conversation_id=conversation.id, turn_id=turn.id, expired_hit_id=hit.id, hit_id=attempt.id,
+                  attempt=attempt.attempt, reason=reason)
+    return attempt
+
+
 __all__ = [
     "Submission", "TurnView",
-    "advance_conversation", "check_can_work", "committed_cents", "launch_batch", "open_hits_for", "queue_entries",
-    "publish_hit", "release_expired_leases", "set_batch_status", "stalled_conversations", "submit_turn",
-    "take_turn", "turn_context", "turn_for_assignment", "turn_view", "unpublished_hits",
+    "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "committed_cents",
+    "launch_batch", "open_hits_for", "queue_entries", "publish_hit", "release_expired_leases", "reopen_turn",
+    "set_batch_status", "settle_assignment", "stalled_conversations", "submit_turn", "take_turn", "turn_context",
+    "turn_for_assignment", "turn_view", "unpublished_hits",
 ]

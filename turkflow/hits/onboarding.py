@@ -3,24 +3,20 @@
 A worker holds one role for the whole study and gets it by passing that role's quiz. The same quiz
 serves both providers: local workers take it on ``/onboarding`` (graded here), MTurk workers take it as
 the qualification test of the role's qualification type, which MTurk grades with the answer key
-generated here (the qualification's value is the score in percent, and turn HITs require at least the
-pass mark).
+``turkflow.hits.mturk.qualifications`` writes from the same quiz (the qualification's value is the score
+in percent, and turn HITs require at least the pass mark).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
-from xml.sax.saxutils import escape
 
 from sqlmodel import Session
 
 from turkflow import events
 from turkflow.errors import Forbidden
 from turkflow.models import Role, Worker, WorkerStatus
-
-QUESTION_FORM_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/QuestionForm.xsd"
-ANSWER_KEY_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/AnswerKey.xsd"
 
 
 @dataclass(frozen=True)
@@ -142,36 +138,3 @@ def onboard_worker(session: Session, worker: Worker, answers: Mapping[str, Any],
     events.record(session, "onboarding_graded", f"worker:{worker.id}", worker_id=worker.id, role=worker.role,
                   score=result.score, passed=result.passed, wrong=result.wrong)
     return result
-
-
-# ---- the same quiz as an MTurk qualification test -----------------------------------------------------
-
-
-def question_form_xml(quiz: Quiz) -> str:
-    """The quiz as an MTurk QuestionForm (radio buttons), the ``Test`` of the role's qualification type."""
-    parts = [f'<QuestionForm xmlns="{QUESTION_FORM_NS}">',
-             f"<Overview><Title>{escape(quiz.title)}</Title><Text>{escape(quiz.intro)}</Text></Overview>"]
-    for q in quiz.questions:
-        selections = "".join(
-            f"<Selection><SelectionIdentifier>{escape(key)}</SelectionIdentifier><Text>{escape(label)}</Text>"
-            "</Selection>" for key, label in q.options)
-        parts.append(
-            f"<Question><QuestionIdentifier>{escape(q.name)}</QuestionIdentifier><IsRequired>true</IsRequired>"
-            f"<QuestionContent><Text>{escape(q.text)}</Text></QuestionContent>"
-            "<AnswerSpecification><SelectionAnswer><StyleSuggestion>radiobutton</StyleSuggestion>"
-            f"<Selections>{selections}</Selections></SelectionAnswer></AnswerSpecification></Question>")
-    parts.append("</QuestionForm>")
-    return "".join(parts)
-
-
-def answer_key_xml(quiz: Quiz) -> str:
-    """The answer key: one point per right answer, the qualification value is the percentage."""
-    parts = [f'<AnswerKey xmlns="{ANSWER_KEY_NS}">']
-    for q in quiz.questions:
-        parts.append(f"<Question><QuestionIdentifier>{escape(q.name)}</QuestionIdentifier><AnswerOption>"
-                     f"<SelectionIdentifier>{escape(q.answer)}</SelectionIdentifier><AnswerScore>1</AnswerScore>"
-                     "</AnswerOption></Question>")
-    parts.append("<QualificationValueMapping><PercentageMapping>"
-                 f"<MaximumSummedScore>{len(quiz.questions)}</MaximumSummedScore>"
-                 "</PercentageMapping></QualificationValueMapping></AnswerKey>")
-    return "".join(parts)

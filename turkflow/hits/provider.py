@@ -1,9 +1,17 @@
-"""The one small interface every crowd platform implements."""
+"""The one interface every crowd platform implements, and the registry that holds one process's providers.
+
+``CrowdProvider`` names every capability the pipeline, the web app and the CLI use; a platform with
+nothing to do for one implements it as a no-op that says why. This module imports no implementation:
+``turkflow.hits.registry`` (used by the web app factory, the CLI and the Celery app) tells ``Providers``
+how to build each platform's.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Optional
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Mapping, Optional
 
 from sqlmodel import Session
 
@@ -11,10 +19,25 @@ from turkflow.config import Settings
 from turkflow.models import Assignment, Batch, Bonus, Hit, Worker
 
 
+@dataclass
+class HitCheck:
+    """What comparing one HIT with the platform's records found; our records are repaired already, and the
+    pipeline runs the steps that follow (reviewing a stored turn, publishing a new attempt) after commit."""
+
+    stored_turn_id: Optional[int] = None  # a submission the platform had and we did not, stored now
+    reopened_hit_id: Optional[int] = None  # a new attempt at the turn, still to publish
+    settled: list[int] = field(default_factory=list)  # assignments whose verdict we took from the platform
+    abandoned: list[int] = field(default_factory=list)  # assignments returned or abandoned there
+    unreadable: bool = False  # the platform has a submission we cannot store (the turn was reopened)
+
+
 class CrowdProvider(ABC):
-    """A crowd platform as turkflow sees it. Methods must be safe to call twice (retries)."""
+    """A crowd platform as turkflow sees it. Methods must be safe to call twice (retries); a platform's own
+    failures reach callers as ``turkflow.errors.ProviderError``."""
 
     name: str
+
+    # -- HITs --
 
     @abstractmethod
     def publish_turn(self, session: Session, hit: Hit, batch: Batch) -> str:
@@ -25,6 +48,26 @@ class CrowdProvider(ABC):
         """Stop the HIT from being taken (batch cancelled or turn reopened elsewhere)."""
 
     @abstractmethod
+    def verify_submission(self, session: Session, hit: Hit, assignment_id: str, worker_id: str) -> None:
+        """Check with the platform that this assignment of this HIT is this worker's; raise ``Forbidden`` if not."""
+
+    # -- the reconciler: the platform's records are the truth about work done there --
+
+    @abstractmethod
+    def hits_to_check(self, session: Session, limit: int = 500) -> list[int]:
+        """Open HITs whose state the platform holds and may know better than we do."""
+
+    @abstractmethod
+    def check_hit(self, session: Session, hit: Hit, now: datetime) -> HitCheck:
+        """Compare one HIT with the platform's records and repair ours in ``session`` (the caller commits)."""
+
+    @abstractmethod
+    def approvals_due(self, session: Session, now: datetime, limit: int = 500) -> list[int]:
+        """Ids of submitted assignments whose review delay has passed: approve them now."""
+
+    # -- assignments and money --
+
+    @abstractmethod
     def approve(self, session: Session, assignment: Assignment) -> None:
         """Accept the work so the worker is paid."""
 
@@ -33,37 +76,56 @@ class CrowdProvider(ABC):
         """Pay a recorded bonus; the bonus' request token makes a retried payment a no-op."""
 
     @abstractmethod
-    def block(self, session: Session, worker: Worker, reason: str, permanent: bool) -> None:
-        """Keep the worker from taking turns (temporary: reversible quietly; permanent: platform block)."""
+    def balance_cents(self, live: bool) -> Optional[int]:
+        """What the requester's account can still spend; None when the platform keeps no account."""
+
+    # -- workers --
+
+    @abstractmethod
+    def check_onboarding_gate(self, session: Session, live: bool) -> None:
+        """Raise ``ProviderError`` saying what is missing if the platform cannot yet keep workers who have not
+        passed their role's onboarding quiz away from its turns."""
+
+    @abstractmethod
+    def soft_block(self, session: Session, worker: Worker, reason: str) -> None:
+        """Keep the worker from taking turns until review, quietly (their standing on the platform unhurt)."""
+
+    @abstractmethod
+    def block_permanently(self, session: Session, worker: Worker, reason: str) -> None:
+        """Keep the worker out for good, on the platform too (only after a person's review)."""
 
     @abstractmethod
     def unblock(self, session: Session, worker: Worker) -> None:
         """Reverse every kind of block."""
 
+    @abstractmethod
     def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
-        """Message workers; providers without messaging ignore it."""
+        """Message workers."""
+
+
+ProviderFactory = Callable[[Settings, Optional[Any]], CrowdProvider]
 
 
 class Providers:
-    """The providers of one process, built on first use; ``mturk_client`` lets tests pass a stubbed client."""
+    """The providers of one process, each built on first use by its platform's factory.
 
-    def __init__(self, settings: Settings, mturk_client: Optional[object] = None):
+    ``clients`` hands a platform a ready API client by name (tests pass a stubbed MTurk client).
+    """
+
+    def __init__(self, settings: Settings, factories: Mapping[str, ProviderFactory],
+                 clients: Optional[Mapping[str, Any]] = None):
         self.settings = settings
-        self.mturk_client = mturk_client
+        self.factories = dict(factories)
+        self.clients = dict(clients or {})
         self._built: dict[str, CrowdProvider] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.factories)
 
     def get(self, name: str) -> CrowdProvider:
         if name not in self._built:
-            self._built[name] = self._build(name)
+            if name not in self.factories:
+                raise ValueError(f"unknown crowd provider {name!r}; use {' or '.join(self.factories)}")
+            self._built[name] = self.factories[name](self.settings, self.clients.get(name))
         return self._built[name]
-
-    def _build(self, name: str) -> CrowdProvider:
-        if name == "local":
-            from turkflow.hits.local import LocalProvider
-
-            return LocalProvider()
-        if name == "mturk":
-            from turkflow.hits.mturk import MTurkProvider
-
-            return MTurkProvider(self.settings, client=self.mturk_client)
-        raise ValueError(f"unknown crowd provider {name!r}; use local or mturk")

@@ -231,7 +231,7 @@ def block_permanently(session: Session, provider: CrowdProvider, worker: Worker,
         return False
     reason = "blocked permanently after review"
     monitor.block_worker(session, worker, permanent=True, actor=actor, reason=reason, note=note)
-    provider.block(session, worker, reason=reason, permanent=True)
+    provider.block_permanently(session, worker, reason=reason)
     _resolve(session, worker, ReviewStatus.blocked, actor, note)
     return True
 

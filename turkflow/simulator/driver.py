@@ -40,7 +40,7 @@ from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.documents import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle
-from turkflow.hits.provider import Providers
+from turkflow.hits import registry
 from turkflow.models import (
     Bonus,
     BonusStatus,
@@ -215,7 +215,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
 
     Returns the batch id, each worker's join URL and database id, and the conversation ids in batch order.
     """
-    providers = Providers(settings)
+    providers = registry.providers(settings)
     with session_scope(settings.database_url) as session:
         if session.exec(select(func.count()).select_from(Task)).one() == 0:
             load_documents(session, read_documents(sample_tasks_path()))

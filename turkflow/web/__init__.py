@@ -12,6 +12,7 @@ from werkzeug.routing import IntegerConverter
 
 from turkflow.config import Settings
 from turkflow.errors import InvalidInput, TurkflowError
+from turkflow.hits import registry
 from turkflow.hits.provider import Providers
 
 
@@ -22,7 +23,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     app.config.update(
         SECRET_KEY=settings.secret_key,
         TURKFLOW_SETTINGS=settings,
-        TURKFLOW_PROVIDERS=providers or Providers(settings),
+        TURKFLOW_PROVIDERS=providers or registry.providers(settings),
         PUBLIC_URL=settings.public_url,
         MAX_CONTENT_LENGTH=256 * 1024,
         SESSION_COOKIE_SAMESITE="Lax",  # other sites cannot post forms as a signed-in worker

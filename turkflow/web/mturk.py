@@ -3,7 +3,7 @@
 MTurk opens it in an iframe on its worker site with ``assignmentId``, ``hitId``, ``workerId`` and
 ``turkSubmitTo`` added to our ``h`` token. While a worker only previews the HIT, ``assignmentId`` is
 ``ASSIGNMENT_ID_NOT_AVAILABLE``: the page is shown read-only. Once accepted, the same page is the form;
-a submission is verified with MTurk (``MTurkProvider.verify_assignment``) and by the signed form token this
+a submission is verified with MTurk (``CrowdProvider.verify_submission``) and by the signed form token this
 page issued for exactly these ids, stored in one transaction, and only then does the page post MTurk's
 externalSubmit form, so MTurk never counts a turn we have not stored. The page is rendered by the worker
 blueprint's ``render_turn``; no cookie is needed, because third-party cookies are unreliable in iframes.
@@ -21,8 +21,11 @@ from sqlmodel import select
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer
-from turkflow.hits import lifecycle, mturk_sync
-from turkflow.hits.mturk import SUBMIT_SITES
+from turkflow.hits import lifecycle
+from turkflow.hits.mturk import pages
+from turkflow.hits.mturk.answers import ANSWERS_FIELD, form_answers
+from turkflow.hits.mturk.assignments import accept_assignment
+from turkflow.hits.provider import CrowdProvider
 from turkflow.models import Assignment, AssignmentStatus, Batch, Conversation, Turn, Worker
 from turkflow.web.worker import render_turn, worker_page_headers
 
@@ -42,7 +45,7 @@ def _settings() -> Settings:
     return current_app.config["TURKFLOW_SETTINGS"]
 
 
-def _provider() -> Any:
+def _provider() -> CrowdProvider:
     return current_app.config["TURKFLOW_PROVIDERS"].get("mturk")
 
 
@@ -55,7 +58,7 @@ def _submit_site(live: bool) -> str:
     """MTurk's site to post the finished assignment to; anything else in ``turkSubmitTo`` is refused,
     since the form carries the worker's answers."""
     given = (request.args.get("turkSubmitTo") or "").rstrip("/")
-    if given not in SUBMIT_SITES[live]:
+    if given not in pages.SUBMIT_SITES[live]:
         raise Forbidden("the turkSubmitTo address is not an MTurk worker site")
     return given
 
@@ -65,23 +68,23 @@ def turn() -> Any:
     settings = _settings()
     token, hit_external_id, assignment_id, worker_id = _ids()
     with session_scope(settings.database_url) as session:
-        hit = mturk_sync.hit_for_page(session, settings.secret_key, token, hit_external_id)
+        hit = pages.hit_for_page(session, settings.secret_key, token, hit_external_id)
         view = lifecycle.turn_view(session, session.get(Turn, hit.turn_id))
-        if assignment_id in (None, "", mturk_sync.PREVIEW_ASSIGNMENT):
+        if assignment_id in (None, "", pages.PREVIEW_ASSIGNMENT):
             return render_turn(view, mode="preview")
-        mturk_sync.check_mturk_ids(assignment_id, worker_id)
+        pages.check_mturk_ids(assignment_id, worker_id)
         submit_site = _submit_site(view.batch.live)
         known = session.exec(select(Assignment).where(Assignment.external_id == assignment_id)).first()
         if known is None or known.status == AssignmentStatus.accepted:
-            _provider().verify_assignment(session, hit, assignment_id, worker_id)
-        assignment = mturk_sync.accept_assignment(session, hit, assignment_id, worker_id)
+            _provider().verify_submission(session, hit, assignment_id, worker_id)
+        assignment = accept_assignment(session, hit, assignment_id, worker_id)
         if assignment.status == AssignmentStatus.abandoned:
             raise Conflict("this assignment was returned or ran out of time; please return the HIT")
         if assignment.status != AssignmentStatus.accepted:  # stored already: finish the MTurk side again
             return _external_submit(submit_site, assignment_id, view.turn.answers)
         hit_id = hit.id
     return render_turn(view, form_action=request.full_path,
-                       hidden={FORM_TOKEN: mturk_sync.assignment_token(settings.secret_key, hit_id, assignment_id,
+                       hidden={FORM_TOKEN: pages.assignment_token(settings.secret_key, hit_id, assignment_id,
                                                                        worker_id)})
 
 
@@ -93,14 +96,14 @@ def submit() -> Any:
     form_token = (raw.pop(FORM_TOKEN, None) or [""])[0]
     try:
         with session_scope(settings.database_url) as session:
-            hit = mturk_sync.hit_for_page(session, settings.secret_key, token, hit_external_id)
-            mturk_sync.check_mturk_ids(assignment_id, worker_id)
-            mturk_sync.check_assignment_token(settings.secret_key, form_token, hit.id, assignment_id, worker_id)
+            hit = pages.hit_for_page(session, settings.secret_key, token, hit_external_id)
+            pages.check_mturk_ids(assignment_id, worker_id)
+            pages.check_assignment_token(settings.secret_key, form_token, hit.id, assignment_id, worker_id)
             live = session.get(Batch, session.get(Conversation, session.get(Turn, hit.turn_id).conversation_id)
                                .batch_id).live
             submit_site = _submit_site(live)
-            _provider().verify_assignment(session, hit, assignment_id, worker_id)
-            assignment = mturk_sync.accept_assignment(session, hit, assignment_id, worker_id)
+            _provider().verify_submission(session, hit, assignment_id, worker_id)
+            assignment = accept_assignment(session, hit, assignment_id, worker_id)
             worker = session.get(Worker, assignment.worker_id)
             submission = lifecycle.submit_turn(session, assignment_id, worker, raw)
             turn_id, created, answers, hit_id = (submission.turn.id, submission.created, submission.turn.answers,
@@ -116,7 +119,7 @@ def _refused(error: InvalidAnswer, raw: dict[str, Any], form_token: str) -> Resp
     settings = _settings()
     token, hit_external_id, _, _ = _ids()
     with session_scope(settings.database_url) as session:
-        hit = mturk_sync.hit_for_page(session, settings.secret_key, token, hit_external_id)
+        hit = pages.hit_for_page(session, settings.secret_key, token, hit_external_id)
         view = lifecycle.turn_view(session, session.get(Turn, hit.turn_id))
     return render_turn(view, form_action=request.full_path, errors={error.field: error.reason}, answers=raw,
                        hidden={FORM_TOKEN: form_token}, status=400)
@@ -137,8 +140,9 @@ def _queue_after_submission(turn_id: int, hit_id: int, worker_id: int) -> None:
 
 def _external_submit(site: str, assignment_id: str, answers: dict[str, Any]) -> Response:
     """The page that posts the finished assignment to MTurk, with a copy of the answers: if our record
-    were ever lost, the reconciler can store the turn from MTurk's (``mturk_sync.parse_answers``)."""
+    were ever lost, the reconciler can store the turn from MTurk's (``answers.parse_answers`` in the MTurk
+    folder)."""
     page = render_template("mturk_submit.html", action=f"{site}/mturk/externalSubmit", assignment_id=assignment_id,
-                           answers_field=mturk_sync.ANSWERS_FIELD,
-                           answers=json.dumps(mturk_sync.form_answers(answers), sort_keys=True))
+                           answers_field=ANSWERS_FIELD,
+                           answers=json.dumps(form_answers(answers), sort_keys=True))
     return make_response(page, 200)

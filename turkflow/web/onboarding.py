@@ -1,5 +1,5 @@
 """The onboarding quiz for local workers: ``GET|POST /onboarding`` (MTurk workers take the same quiz as the
-qualification test of their role's qualification type; see ``turkflow.hits.onboarding``)."""
+qualification test of their role's qualification type; see ``turkflow.hits.mturk.qualifications``)."""
 
 from __future__ import annotations
 

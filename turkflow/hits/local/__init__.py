@@ -1,0 +1,5 @@
+"""The embedded crowd: HITs in our own database, taken from ``/queue`` by invited workers (README.md)."""
+
+from turkflow.hits.local.provider import LocalProvider
+
+__all__ = ["LocalProvider"]

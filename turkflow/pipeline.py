@@ -111,7 +111,11 @@ def check_content(settings: Settings, turn_id: int) -> tuple[bool, list[str]]:
 
 
 def judge(settings: Settings, providers: Providers, rating_id: int, result: AfterSubmission) -> None:
-    """Run the quality monitor on one rating and carry out a new block through the provider."""
+    """Run the quality monitor on one rating and carry out a new block through the provider.
+
+    The platform's block shares the decision's transaction (a failed call rolls the decision back for the
+    task to retry), so it holds that transaction's locks while it runs; moving it after commit needs the
+    block's intent recorded durably first, as bonuses are."""
     with session_scope(settings.database_url) as session:
         evaluation = monitor.evaluate_rating(session, rating_id)
         if evaluation is None:

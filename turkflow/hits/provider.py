@@ -98,10 +98,6 @@ class CrowdProvider(ABC):
     def unblock(self, session: Session, worker: Worker) -> None:
         """Reverse every kind of block."""
 
-    @abstractmethod
-    def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
-        """Message workers."""
-
 
 ProviderFactory = Callable[[Settings, Optional[Any]], CrowdProvider]
 
@@ -118,10 +114,6 @@ class Providers:
         self.factories = dict(factories)
         self.clients = dict(clients or {})
         self._built: dict[str, CrowdProvider] = {}
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.factories)
 
     def get(self, name: str) -> CrowdProvider:
         if name not in self._built:

@@ -98,6 +98,10 @@ class CrowdProvider(ABC):
     def unblock(self, session: Session, worker: Worker) -> None:
         """Reverse every kind of block."""
 
+    @abstractmethod
+    def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
+        """Message workers."""
+
 
 ProviderFactory = Callable[[Settings, Optional[Any]], CrowdProvider]
 

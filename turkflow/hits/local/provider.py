@@ -83,3 +83,6 @@ class LocalProvider(CrowdProvider):
 
     def unblock(self, session: Session, worker: Worker) -> None:
         """The worker's status already lets them back in."""
+
+    def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
+        """No messaging: local workers are reached however the lab invited them."""

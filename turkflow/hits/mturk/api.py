@@ -203,3 +203,9 @@ def list_qualification_types(client: Any, query: str) -> list[dict[str, Any]]:
 def get_account_balance(client: Any) -> int:
     """AvailableBalance in cents (the sandbox always reports $10,000.00)."""
     return cents_from_usd(client.get_account_balance()["AvailableBalance"])
+
+
+def notify_workers(client: Any, subject: str, message: str, worker_ids: list[str]) -> None:
+    for start in range(0, len(worker_ids), 100):  # NotifyWorkers takes at most 100 workers a call
+        client.notify_workers(Subject=subject[:200], MessageText=message[:4096],
+                              WorkerIds=worker_ids[start:start + 100])

@@ -232,6 +232,12 @@ class MTurkProvider(CrowdProvider):
                             raise
                         log.info("unblock %s: %s", worker.external_id, api.error_of(exc)[1])
 
+    def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
+        ids = [w.external_id for w in workers]
+        if ids:
+            with translated():
+                api.notify_workers(self.client(self.settings.mturk_live), subject, message, ids)
+
     # -- the requester's qualification types --
 
     def ensure_qualification_types(self, session: Session, live: bool, study: str) -> list[MTurkQualification]:

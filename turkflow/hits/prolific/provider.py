@@ -176,8 +176,8 @@ class ProlificProvider(CrowdProvider):
         if submission.get("bonus_payments"):
             return
         if bonus.paid_at is not None:
-            raise BonusOutcomeUnknown(f"bonus {bonus.id} was sent to Prolific at {bonus.paid_at:%Y-%m-%d %H:%M}"
-                                      f" UTC and submission {assignment.external_id} shows no payment yet")
+            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.paid_at:%H:%M} UTC and "
+                                      f"submission {assignment.external_id} shows no payment yet")
         bulk = api.set_up_bonus_payments(self.client, submission["study_id"],
                                          {assignment.external_id: bonus.amount_cents})
         if not _claim(session, bonus.id):

@@ -74,6 +74,9 @@ def test_an_invited_worker_passes_the_onboarding_quiz_before_taking_a_turn(setti
                                  env=environment(settings))).strip()
     browser = app.test_client()
     browser.get(urlsplit(link).path)
+    # POSTs carry the CSRF token the queue hands out (where the app asks for one), as the page's forms do
+    token = browser.get("/queue", headers={"Accept": "application/json"}).get_json().get("csrf_token", "")
+    browser.environ_base["HTTP_X_CSRFTOKEN"] = token
     queue = browser.get("/queue")
     assert (queue.status_code, queue.headers["Location"]) == (303, "/onboarding")
     with session_scope(settings.database_url) as s:

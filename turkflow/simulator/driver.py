@@ -118,8 +118,11 @@ class WorkerClient:
         raise AssertionError("unreachable")
 
     def join(self) -> dict[str, Any]:
+        """Open the invite link; the queue it leads to hands out the CSRF token every POST sends back."""
         path = self.join_url[len(self.base_url):] if self.join_url.startswith(self.base_url) else self.join_url
-        return _json(self._call("GET", "GET /join", path), "join")
+        queue = _json(self._call("GET", "GET /join", path), "join")
+        self.http.headers["X-CSRFToken"] = queue["csrf_token"]
+        return queue
 
     def queue(self) -> dict[str, Any]:
         return _json(self._call("GET", "GET /queue", "/queue"), "queue")

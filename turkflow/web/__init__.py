@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, Response, jsonify, render_template, request
+from flask_wtf.csrf import CSRFProtect
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
 
 from turkflow.config import Settings
@@ -19,14 +22,25 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     settings = settings or Settings()
     app = Flask(__name__)
     app.url_map.converters["int"] = Int64Converter  # before any route is added
+    secure = urlsplit(settings.public_url).scheme == "https"
+    # Over HTTPS, __Host- cookies can be set by this host only: no sibling subdomain can plant its own.
+    cookie_prefix = "__Host-" if secure else ""
     app.config.update(
         SECRET_KEY=settings.secret_key,
         TURKFLOW_SETTINGS=settings,
         TURKFLOW_PROVIDERS=providers or Providers(settings),
         PUBLIC_URL=settings.public_url,
         MAX_CONTENT_LENGTH=256 * 1024,
-        SESSION_COOKIE_SAMESITE="Lax",  # other sites cannot post forms as a signed-in worker
+        # Flask's session holds the dashboard sign-in and every browser's CSRF secret; a local worker's
+        # identity has a cookie of its own (``WORKER_COOKIE``), so joining never touches a sign-in.
+        SESSION_COOKIE_NAME=f"{cookie_prefix}session",
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=secure,
+        WORKER_COOKIE=f"{cookie_prefix}worker",
+        WTF_CSRF_TIME_LIMIT=None,  # a form's token is good for as long as the browser's session
     )
+    if settings.proxy_hops:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
     from turkflow.web.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
@@ -34,6 +48,9 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.onboarding import bp as onboarding_bp
 
     app.register_blueprint(mturk_bp)
+    csrf = CSRFProtect(app)  # every POST carries its page's token, except MTurk's (a signed form token)
+    csrf.exempt(mturk_bp)
+    app.after_request(default_headers)
     app.register_blueprint(onboarding_bp)
     from turkflow.web.admin import init_admin
 
@@ -97,3 +114,16 @@ def refuse_nul_bytes() -> None:
     for name, values in [*named, *request.args.lists(), *request.form.lists()]:
         if "\x00" in name or any("\x00" in value for value in values):
             raise InvalidInput("a NUL byte is not allowed here", name.replace("\x00", "") or "(name)")
+
+
+# Static files and error pages outside a blueprint get these; blueprints set their own policies first.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; img-src 'self' data: https:; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def default_headers(response: Response) -> Response:
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response

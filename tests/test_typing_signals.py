@@ -117,19 +117,19 @@ def test_malformed_signals_never_give_a_server_error_nor_block_the_submission(ap
 
 def test_a_blocked_workers_pasted_turns_show_not_typed_in_the_review_queue(client, settings, providers):
     crowd = Crowd(settings, providers)
-    crowd.launch(conversations=3)
+    crowd.launch(conversations=5)
     teacher = crowd.worker("teacher", "T-paster", name="Pat")
     students = [crowd.worker("student", f"S{i}") for i in range(3)]
-    low_rated_teacher(crowd, teacher, students, turns=3, signals=PASTED)
+    low_rated_teacher(crowd, teacher, students, turns=5, signals=PASTED)  # five useless turns block
     with session_scope(settings.database_url) as s:
         flagged = s.exec(select(Turn).where(Turn.worker_id == teacher.id)).all()
-        assert all(NOT_TYPED in t.flags and t.signals == PASTED for t in flagged) and len(flagged) == 3
-        [entry] = review.daily_review(s, review.ReviewPolicy.of(settings))
-        assert entry.flags[NOT_TYPED] == 3
+        assert all(NOT_TYPED in t.flags and t.signals == PASTED for t in flagged) and len(flagged) == 5
+        [entry] = review.daily_review(s, review.ReviewPolicy.of(settings)).entries
+        assert entry.flags[NOT_TYPED] == 5
         create_requester(s, "ada", "correct horse")
     sign_in(client)
     page = client.get("/admin/review").get_data(as_text=True)
-    assert "not typed × 3" in page
+    assert "not typed × 5" in page
     assert "no key pressed" in page and f"0 keys for {len(TEACHER_LINES[0])} characters" in page
 
 

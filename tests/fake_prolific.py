@@ -229,7 +229,6 @@ class FakeProlific:
         ("PATCH", "/api/v1/studies/<study_id>/", "update_study"),
         ("POST", "/api/v1/studies/<study_id>/transition/", "transition_study"),
         ("POST", "/api/v1/studies/<study_id>/test-study", "create_test_study"),
-        ("GET", "/api/v1/studies/<study_id>/submissions/", "list_study_submissions"),
         ("GET", "/api/v1/submissions/", "list_submissions"),
         ("GET", "/api/v1/submissions/<submission_id>/", "get_submission"),
         ("POST", "/api/v1/submissions/<submission_id>/transition/", "transition_submission"),
@@ -369,10 +368,6 @@ class FakeProlific:
         return 201, {"participant_id": participant_id}
 
     # -- submissions --
-
-    def _list_study_submissions(self, request: Request, study_id: str) -> tuple[int, Any]:
-        self._study(study_id)
-        return 200, {"results": [self._submission_short(s) for s in self._submissions_of(study_id)]}
 
     def _list_submissions(self, request: Request) -> tuple[int, Any]:
         chosen = [s for s in self.submissions.values()

@@ -3,9 +3,11 @@ Prolific's OpenAPI description."""
 
 from __future__ import annotations
 
+import ast
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -95,6 +97,37 @@ def test_no_answer_at_all_is_a_prolific_error_with_status_zero():
         api.get_me(api.ProlificClient("t", base_url=f"http://127.0.0.1:{port}", connect_timeout=1))
     assert failed.value.status == 0 and "no answer" in str(failed.value)
     assert failed.value.sent is False  # nothing reached Prolific, so nothing can have happened there
+
+
+def test_an_answer_too_slow_may_still_have_had_its_effect(fake_prolific, monkeypatch):
+    def slow(request):  # noqa: ANN001, ANN202
+        time.sleep(0.5)
+        return 200, dict(fake_prolific.user)
+
+    monkeypatch.setattr(fake_prolific, "_get_me", slow)
+    with pytest.raises(api.ProlificError) as failed:
+        api.get_me(api.ProlificClient(fake_prolific.token, base_url=fake_prolific.url, read_timeout=0.1))
+    assert failed.value.status == 0 and failed.value.sent is True
+
+
+def test_the_prolific_folder_imports_no_framework_and_its_api_nothing_of_turkflow():
+    folder = Path(api.__file__).parent
+    for module in folder.glob("*.py"):
+        imported = _imports(module)
+        assert not {"flask", "celery", "click", "workers", "turkflow.pipeline"} & imported, module.name
+    assert not {name for name in _imports(folder / "api.py") if name.startswith("turkflow")}
+
+
+def _imports(module: Path) -> set[str]:
+    """Every module a file imports, with each of its parent packages."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        for name in names:
+            parts = name.split(".")
+            found.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+    return found
 
 
 def test_workspaces_and_their_balance(fake_prolific, prolific):

@@ -112,6 +112,15 @@ def test_malformed_signals_never_give_a_server_error_nor_block_the_submission(ap
         + [TYPED]
 
 
+def test_a_refused_page_sends_the_report_back_so_the_refilled_text_keeps_its_keystrokes(app, settings, providers):
+    launch(settings, providers)
+    student = joined(app, settings, "student")
+    page = student.post(take_first(student), data={"response": TEXT, "signals": json.dumps(TYPED)})
+    assert page.status_code == 400  # no intent chosen
+    html = page.get_data(as_text=True)
+    assert 'name="signals" data-writing-signals value="' + json.dumps(TYPED).replace('"', "&#34;") + '"' in html
+
+
 # ---- where a reviewer and a dataset user see it ----------------------------------------------------
 
 

@@ -61,13 +61,13 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     return app
 
 
-MAX_ID = 2**63 - 1  # ids are signed 64-bit integers on both databases
-_ID = re.compile(r"[0-9]{1,19}")
+MAX_ID = 2**31 - 1  # id columns are INTEGER: 32 bits on PostgreSQL, so every larger number is no id
+_ID = re.compile(r"[0-9]{1,10}")
 
 
 class Int64Converter(IntegerConverter):
-    """``<int:...>`` in every route is a database id: a number beyond signed 64 bits is a 404, never an
-    overflow in the database driver."""
+    """``<int:...>`` in every route is a database id: a number beyond ``MAX_ID`` is a 404, never an
+    out-of-range error in the database driver."""
 
     regex = _ID.pattern
 
@@ -77,8 +77,8 @@ class Int64Converter(IntegerConverter):
 
 
 def id_arg(name: str) -> Optional[int]:
-    """An id in the query string: absent or empty is None; anything but a whole number that fits a signed
-    64-bit id is a 400 naming the parameter."""
+    """An id in the query string: absent or empty is None; anything but a whole number up to ``MAX_ID``
+    is a 400 naming the parameter."""
     raw = request.args.get(name, "")
     if not raw:
         return None

@@ -145,6 +145,22 @@ def test_the_first_turn_creates_and_publishes_the_roles_study_with_a_place_per_w
         assert {s.get(Hit, h).status for h in hits} == {HitStatus.open}
 
 
+def test_two_workers_creating_a_roles_study_at_once_both_use_the_earliest(
+        settings, provider, fake_prolific, monkeypatch):
+    create = fake_prolific._create_study
+
+    def raced(request):  # noqa: ANN001, ANN202 - another worker's identical draft lands just before ours
+        if not fake_prolific.studies:
+            create(request)
+        return create(request)
+
+    monkeypatch.setattr(fake_prolific, "_create_study", raced)
+    _, hits = launch(settings, conversations=1)
+    study_id = publish(settings, provider, hits[0])
+    earliest, other = fake_prolific.studies.values()
+    assert study_id == earliest.id and earliest.status == "ACTIVE" and other.status == "UNPUBLISHED"
+
+
 def test_places_grow_with_new_turns_but_not_for_turns_already_held(settings, provider, fake_prolific):
     _, hits = launch(settings, conversations=3)
     study_id = publish(settings, provider, hits[0])

@@ -357,8 +357,9 @@ def verify_webhook(secret: str, headers: Mapping[str, str], body: bytes, *, max_
                    now: Optional[float] = None) -> None:
     """Refuse a webhook request unless Prolific signed it with our secret within ``max_age_seconds``.
 
-    The signature is base64(HMAC-SHA256(secret, timestamp + body)); the age limit keeps a captured
-    request from being replayed later. Raises ``InvalidSignature``.
+    ``headers`` is the request's case-insensitive header mapping (Flask's ``request.headers``). The
+    signature is base64(HMAC-SHA256(secret, timestamp + body)); the age limit keeps a captured request
+    from being replayed later. Raises ``InvalidSignature``.
     """
     signature, timestamp = headers.get(SIGNATURE_HEADER), headers.get(TIMESTAMP_HEADER)
     if not signature or not timestamp:

@@ -129,12 +129,23 @@ class ProlificProvider(CrowdProvider):
                       external_id=hit.external_id)
 
     def _study(self, batch: Batch, role: str) -> dict[str, Any]:
-        """The batch role's study as Prolific lists it (with ``places_taken``), created as a draft if new."""
+        """The batch role's study as Prolific lists it (with ``places_taken``), created as a draft if new.
+
+        Two workers publishing a role's first turns at once may both create a draft; both then take the
+        earliest one, and the other stays an unpublished draft, which costs nothing.
+        """
         name = self.internal_name(batch.id, role)
-        mine = sorted((s for s in api.list_studies(self.client) if s.get("internal_name") == name),
-                      key=lambda s: (s.get("date_created") or "", s["id"]))
+        mine = self._studies_named(name)
         if mine:
             return mine[0]
+        created = self._create_study(batch, role, name)
+        return (self._studies_named(name) or [{**created, "places_taken": 0}])[0]
+
+    def _studies_named(self, name: str) -> list[dict[str, Any]]:
+        return sorted((s for s in api.list_studies(self.client) if s.get("internal_name") == name),
+                      key=lambda s: (s.get("date_created") or "", s["id"]))
+
+    def _create_study(self, batch: Batch, role: str, name: str) -> dict[str, Any]:
         body = api.study_body(
             name=self.options.study_name, description=self.options.study_description,
             page_url=self.page_url(batch.id, role), completion_code=self.completion_code(batch.id, role),
@@ -143,7 +154,7 @@ class ProlificProvider(CrowdProvider):
             block_groups=[self.blocked_group()], project=self.options.project_id)
         created = api.create_study(self.client, body)
         log.info("created Prolific study %s for batch %s %s", created["id"], batch.id, role)
-        return {**created, "places_taken": 0}
+        return created
 
     # -- submissions and money --
 

@@ -4,6 +4,8 @@ a reviewer and a dataset user meet it."""
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -21,6 +23,7 @@ from turkflow.models import Conversation, Turn
 from turkflow.quality import review
 from turkflow.quality.checks import NOT_TYPED, CheckPolicy, typing_flags
 from turkflow.requesters import create_requester
+from turkflow.simulator.crowd import Behaviour, build_crowd, writing_report
 from turkflow.writing import writing_signals
 
 POLICY = CheckPolicy()
@@ -73,6 +76,18 @@ def test_unknown_reports_short_answers_and_paste_attempts_alone_are_not_flagged(
     assert typing_flags(POLICY, TEXT, {}) == {}  # turns written before pages reported anything
     assert typing_flags(POLICY, "Thanks, that helps!", report(keys=0, first_key_ms=None)) == {}  # 19 chars
     assert typing_flags(POLICY, TEXT, report(pastes=3, drops=1)) == {}  # refused pastes, then typed
+
+
+def test_the_simulators_pasters_send_reports_the_flag_catches_and_its_typists_mostly_do_not():
+    crowd = build_crowd(50, 50, {Behaviour.paster: 0.2}, seed=3)
+    flagged = Counter()
+    for worker in crowd:
+        for n in range(10):
+            sent = writing_report(worker, TEXT, random.Random(f"{worker.name}:{n}"), seed=3)
+            assert writing_signals({"signals": json.dumps(sent)}) == sent
+            flagged[worker.behaviour, bool(typing_flags(POLICY, TEXT, sent))] += 1
+    assert flagged[Behaviour.paster, True] == 200 and flagged[Behaviour.paster, False] == 0
+    assert 0 < flagged[Behaviour.honest, True] < 0.05 * 800  # phone keyboards with word completion
 
 
 # ---- the report as the server receives it ----------------------------------------------------------

@@ -26,6 +26,7 @@ from turkflow.models import Assignment, Event, Rating, Turn, TurnStatus
 FEW = hypothesis_settings(max_examples=60, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 BEYOND_64_BITS = str(2**63)
+BEYOND_INTEGER = str(2**31)  # an INTEGER id column on PostgreSQL holds no more
 
 
 def stored(settings) -> tuple[int, ...]:
@@ -138,7 +139,7 @@ def test_hostile_onboarding_answers_never_fail_the_server(student, settings, ans
 ADMIN_PAGES = ["/admin/review", "/admin/workers", "/admin/batches", "/admin/batches/{batch}/conversations",
                "/admin/workers/{teacher}", "/admin/workers/{teacher}/{text}", "/admin/batches/{text}",
                "/admin/conversations/{text}", "/admin/workers/{text}"]
-QUERY_VALUE = st.one_of(SAFE_TEXT, st.integers().map(str), st.just(BEYOND_64_BITS), st.just("²"),
+QUERY_VALUE = st.one_of(SAFE_TEXT, st.integers().map(str), st.sampled_from([BEYOND_64_BITS, BEYOND_INTEGER, "²"]),
                         st.sampled_from(["all", "pending", "2025-01-31", "9999-12-31", "0001-01-01"]))
 
 
@@ -150,7 +151,7 @@ def dashboard(client, settings, providers):
 
 
 @FEW
-@given(page=st.sampled_from(ADMIN_PAGES), text=st.one_of(SAFE_TEXT, st.integers().map(str)),
+@given(page=st.sampled_from(ADMIN_PAGES), text=st.one_of(SAFE_TEXT, st.integers().map(str), st.just(BEYOND_INTEGER)),
        query=st.dictionaries(st.sampled_from(["status", "day", "after", "before"]), QUERY_VALUE, max_size=4))
 def test_hostile_dashboard_parameters_never_fail_the_server(dashboard, settings, page, text, query):
     client, seeded = dashboard
@@ -215,20 +216,21 @@ def test_the_url_list_has_a_count_limit(teacher_turn, settings):
     assert refused.status_code == 400 and refused.get_json()["field"] == "urls"
 
 
-def test_ids_beyond_64_bits_are_a_4xx_on_worker_and_admin_routes(app, client, settings, providers):
+@pytest.mark.parametrize("too_big", [BEYOND_64_BITS, BEYOND_INTEGER], ids=["64 bits", "32 bits"])
+def test_ids_beyond_64_bits_are_a_4xx_on_worker_and_admin_routes(app, client, settings, providers, too_big):
     launch(settings, providers)
     student = joined(app, settings, "student")
-    assert student.post(f"/queue/take/{BEYOND_64_BITS}", headers=JSON).status_code == 404
-    refused = student.get(f"/queue?submitted={BEYOND_64_BITS}", headers=JSON)
+    assert student.post(f"/queue/take/{too_big}", headers=JSON).status_code == 404
+    refused = student.get(f"/queue?submitted={too_big}", headers=JSON)
     assert refused.status_code == 400 and refused.get_json()["field"] == "submitted"
     seeded = seed_dashboard(settings, providers)
     sign_in(client)
-    for path in [f"/admin/workers/{BEYOND_64_BITS}", f"/admin/conversations/{BEYOND_64_BITS}",
-                 f"/admin/batches/{BEYOND_64_BITS}"]:
-        assert client.get(path).status_code == 404, path
-    for path, name in [(f"/admin/workers?before={BEYOND_64_BITS}", "before"),
+    for path in [f"/admin/workers/{too_big}", f"/admin/conversations/{too_big}", f"/admin/batches/{too_big}",
+                 f"/admin/batches/{too_big}/conversations", f"/admin/workers/{too_big}/unblock"]:
+        assert client.get(path, headers=JSON).status_code in (404, 405), path
+    for path, name in [(f"/admin/workers?before={too_big}", "before"),
                        (f"/admin/batches/{seeded['crowd'].batch_id}/conversations?before=-1", "before"),
-                       (f"/admin/review?after={BEYOND_64_BITS}", "after")]:
+                       (f"/admin/review?after={too_big}", "after")]:
         refused = client.get(path, headers=JSON)
         assert refused.status_code == 400 and refused.get_json()["field"] == name, path
 

@@ -190,6 +190,7 @@ class FakeProlific:
         self.groups: dict[str, Group] = {}
         self.secrets: dict[str, dict[str, str]] = {}
         self.subscriptions: dict[str, dict[str, Any]] = {}
+        self.hook_secrets: dict[str, str] = {}  # subscription id -> the X-Hook-Secret sent to its target
         self.test_participants: list[str] = []
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
@@ -246,6 +247,7 @@ class FakeProlific:
         ("POST", "/api/v1/hooks/secrets/", "create_secret"),
         ("GET", "/api/v1/hooks/subscriptions/", "list_subscriptions"),
         ("POST", "/api/v1/hooks/subscriptions/", "create_subscription"),
+        ("POST", "/api/v1/hooks/subscriptions/<subscription_id>/", "confirm_subscription"),
         ("DELETE", "/api/v1/hooks/subscriptions/<subscription_id>/", "delete_subscription"),
     ]
 
@@ -511,9 +513,20 @@ class FakeProlific:
             raise ApiError(400, "Create a secret for the workspace before subscribing.")
         subscription = {"id": self.new_id("subscription"), "event_type": body["event_type"],
                         "target_url": body["target_url"], "workspace_id": body["workspace_id"],
-                        "is_enabled": True}
+                        "is_enabled": False}
         self.subscriptions[subscription["id"]] = subscription
+        self.hook_secrets[subscription["id"]] = self.new_id("hook-secret")
         return 201, {"results": [dict(subscription)]}
+
+    def _confirm_subscription(self, request: Request, subscription_id: str) -> tuple[int, Any]:
+        """Echoing a new subscription's ``X-Hook-Secret`` enables it (``hook_secrets`` holds them)."""
+        subscription = self.subscriptions.get(subscription_id)
+        if subscription is None:
+            raise ApiError(404, "Subscription not found.")
+        if request.get_json()["secret"] != self.hook_secrets[subscription_id]:
+            raise ApiError(400, {"secret": ["This is not the secret sent for this subscription."]})
+        subscription["is_enabled"] = True
+        return 200, dict(subscription)
 
     def _delete_subscription(self, request: Request, subscription_id: str) -> tuple[int, Any]:
         if self.subscriptions.pop(subscription_id, None) is None:

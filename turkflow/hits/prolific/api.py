@@ -344,6 +344,14 @@ def create_webhook_subscription(client: ProlificClient, workspace_id: str, event
     return created["results"][0]
 
 
+def confirm_webhook_subscription(client: ProlificClient, subscription_id: str, hook_secret: str
+                                 ) -> dict[str, Any]:
+    """Enable a new subscription with its ``X-Hook-Secret`` (the spec: "generated when the subscription
+    was created and returned as the ``X-Hook-Secret`` header")."""
+    return client.call("POST", f"/api/v1/hooks/subscriptions/{subscription_id}/",
+                       json={"secret": hook_secret})
+
+
 def list_webhook_subscriptions(client: ProlificClient, workspace_id: str) -> list[dict[str, Any]]:
     return client.call("GET", "/api/v1/hooks/subscriptions/",
                        params={"workspace_id": workspace_id})["results"]

@@ -252,33 +252,34 @@ class FakeProlific:
     ]
 
     def _wsgi(self, environ: dict, start_response: Callable) -> Any:
+        """One request at a time: the state is shared, and so is the parsed contract."""
         request = Request(environ)
-        response = self._answer(request)
-        self._check_response(request, response)
+        with self._lock:
+            response = self._answer(request)
+            self._check_response(request, response)
         return response(environ, start_response)
 
     def _answer(self, request: Request) -> Response:
         contract, _ = _load_contract()
-        with self._lock:
-            self.requests.append((request.method, request.path))
-            problems = [_describe(error) for error in contract.iter_request_errors(ContractRequest(request))]
-            if problems:
-                self._violate(request, "request", problems)
-                security = all("Security" in problem for problem in problems)
-                return _error(401 if security else 400, "; ".join(problems))
-            if request.headers.get("Authorization") != f"Token {self.token}":
-                return _error(401, "Invalid token.")
-            try:
-                endpoint, args = self._urls.bind_to_environ(request.environ).match()
-            except HTTPException as exc:
-                return _error(exc.code or 404, "Not found.")
-            try:
-                status, body = getattr(self, f"_{endpoint}")(request, **args)
-            except ApiError as exc:
-                return _error(exc.status, exc.detail)
-            if body is None:
-                return Response(status=status)
-            return Response(json.dumps(body), status=status, mimetype="application/json")
+        self.requests.append((request.method, request.path))
+        problems = [_describe(error) for error in contract.iter_request_errors(ContractRequest(request))]
+        if problems:
+            self._violate(request, "request", problems)
+            security = all("Security" in problem for problem in problems)
+            return _error(401 if security else 400, "; ".join(problems))
+        if request.headers.get("Authorization") != f"Token {self.token}":
+            return _error(401, "Invalid token.")
+        try:
+            endpoint, args = self._urls.bind_to_environ(request.environ).match()
+        except HTTPException as exc:
+            return _error(exc.code or 404, "Not found.")
+        try:
+            status, body = getattr(self, f"_{endpoint}")(request, **args)
+        except ApiError as exc:
+            return _error(exc.status, exc.detail)
+        if body is None:
+            return Response(status=status)
+        return Response(json.dumps(body), status=status, mimetype="application/json")
 
     def _check_response(self, request: Request, response: Response) -> None:
         """Our answer must be one Prolific could give; an error the operation does not declare must at
@@ -290,8 +291,7 @@ class FakeProlific:
         if problems and response.status_code >= 400 and undeclared:
             problems = [error.message for error in error_schema.iter_errors(json.loads(response.get_data()))]
         if problems:
-            with self._lock:
-                self._violate(request, f"response {response.status_code}", problems)
+            self._violate(request, f"response {response.status_code}", problems)
 
     def _violate(self, request: Request, what: str, problems: list[str]) -> None:
         where = f"{request.method} {request.full_path.rstrip('?')}"

@@ -192,6 +192,7 @@ class FakeProlific:
         self.subscriptions: dict[str, dict[str, Any]] = {}
         self.hook_secrets: dict[str, str] = {}  # subscription id -> the X-Hook-Secret sent to its target
         self.test_participants: list[str] = []
+        self.messages: list[tuple[str, str, str]] = []  # (study id, participant id, body) of every message
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._urls = Map([Rule(path, endpoint=name, methods=[method]) for method, path, name in self._ROUTES],
@@ -236,6 +237,7 @@ class FakeProlific:
         ("POST", "/api/v1/submissions/bulk-approve/", "bulk_approve"),
         ("POST", "/api/v1/submissions/bonus-payments/", "set_up_bonuses"),
         ("POST", "/api/v1/bulk-bonus-payments/<bulk_id>/pay/", "pay_bonuses"),
+        ("POST", "/api/v1/messages/bulk/", "send_messages"),
         ("POST", "/api/v1/researchers/participants/", "create_test_participant"),
         ("GET", "/api/v1/participant-groups/", "list_groups"),
         ("POST", "/api/v1/participant-groups/", "create_group"),
@@ -409,6 +411,15 @@ class FakeProlific:
             if submission.status == "AWAITING REVIEW":
                 self._move(submission, "APPROVED")
         return 200, "The request to bulk approve has been made successfully."
+
+    def _send_messages(self, request: Request) -> tuple[int, Any]:
+        body = request.get_json()
+        took_part = {s.participant_id for s in self._submissions_of(self._study(body["study_id"]).id)}
+        strangers = [pid for pid in body["ids"] if pid not in took_part]
+        if strangers:
+            raise ApiError(400, {"ids": [f"Not participants of this study: {', '.join(strangers)}"]})
+        self.messages.extend((body["study_id"], pid, body["body"]) for pid in body["ids"])
+        return 204, None
 
     # -- bonuses --
 

@@ -272,6 +272,15 @@ def test_bulk_approval_sends_prolifics_recommended_chunks(fake_prolific, prolifi
     assert fake_prolific.requests.count(("POST", "/api/v1/submissions/bulk-approve/")) == 2
 
 
+def test_participants_of_a_study_can_be_messaged_through_it(fake_prolific, prolific):
+    study_id = published(prolific)
+    finished(fake_prolific, study_id, "p1")
+    api.send_message(prolific, study_id, ["p1"], "Thank you for your turns.")
+    assert fake_prolific.messages == [(study_id, "p1", "Thank you for your turns.")]
+    with pytest.raises(api.ProlificError, match="Not participants of this study: p2"):
+        api.send_message(prolific, study_id, ["p2"], "Hello")
+
+
 # ---- bonuses -------------------------------------------------------------------------------------------
 
 

@@ -348,6 +348,19 @@ def test_a_blocked_participant_is_kept_out_of_the_study_until_unblocked(settings
     assert fake_prolific.start(study_id, "p1")
 
 
+def test_workers_are_messaged_through_the_study_they_last_worked_in(settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=1)
+    study_id = publish(settings, provider, hits[0])
+    arrives(settings, fake_prolific, hits[0], "p1")
+    with session_scope(settings.database_url) as s:
+        newcomer = Worker(external_id="p2", role="student", onboarded=True)
+        s.add(newcomer)
+        s.flush()
+        workers = [s.exec(select(Worker).where(Worker.external_id == "p1")).one(), newcomer]
+        provider.notify(s, workers, "Paused", "Your recent turns are under review.")
+    assert fake_prolific.messages == [(study_id, "p1", "Paused\n\nYour recent turns are under review.")]
+
+
 def test_the_block_group_is_found_again_by_a_new_process(settings, provider, fake_prolific):
     first = provider.blocked_group()
     again = ProlificProvider(settings, provider.options).blocked_group()

@@ -249,6 +249,12 @@ def bulk_approve_submissions(client: ProlificClient, submission_ids: Iterable[st
                     json={"submission_ids": ids[start:start + MAX_APPROVALS_PER_REQUEST]})
 
 
+def send_message(client: ProlificClient, study_id: str, participant_ids: Iterable[str], body: str) -> None:
+    """Message participants; Prolific wants a study they took part in as the message's context."""
+    client.call("POST", "/api/v1/messages/bulk/",
+                json={"ids": list(participant_ids), "body": body, "study_id": study_id})
+
+
 # ---- bonuses -----------------------------------------------------------------------------------------
 
 

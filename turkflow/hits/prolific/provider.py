@@ -211,6 +211,20 @@ class ProlificProvider(CrowdProvider):
     def unblock(self, session: Session, worker: Worker) -> None:
         api.remove_from_participant_group(self.client, self.blocked_group(), [worker.external_id])
 
+    def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
+        """Prolific sends a message in the context of a study the participant took part in: each
+        worker's latest of ours; a worker who never took one of our turns is not messaged."""
+        by_study: dict[str, list[str]] = {}
+        for worker in workers:
+            study_id = session.exec(
+                select(Hit.external_id).join(Assignment, Assignment.hit_id == Hit.id)
+                .where(Assignment.worker_id == worker.id, Hit.provider == PROVIDER)
+                .order_by(col(Assignment.id).desc())).first()
+            if study_id is not None:
+                by_study.setdefault(study_id, []).append(worker.external_id)
+        for study_id, participant_ids in by_study.items():
+            api.send_message(self.client, study_id, participant_ids, f"{subject}\n\n{message}")
+
     def blocked_group(self) -> str:
         """Our block-list group's id, found by name or created once per process."""
         if self._blocked_group is None:

@@ -138,6 +138,8 @@ def show(report: dict[str, Any]) -> None:
                f"({done['stop_reason']}); lost {turns['lost']}, unexpected {turns['unexpected']}, "
                f"history mismatches {turns['history_mismatches']}.")
     click.echo(f"{measured['wall_seconds']} s wall time, {measured['turns_per_second']} turns/s.")
+    for message in done["stalled"]:
+        click.echo(f"stalled: {message} (the batch cannot finish; compare policies with --compare)")
     table("Crowd (hidden truth)", ["behaviour", "workers", "turns", "blocked", "earned"],
           [(name, row["workers"], row["turns"], row["blocked"], dollars(row["earned_cents"]))
            for name, row in done["crowd"].items()])

@@ -41,8 +41,16 @@ class Settings(BaseSettings):
                              "X-Forwarded-Proto are trusted (client addresses for sign-in throttling).")
 
     lease_seconds: int = Field(900, description="How long a local worker holds a turn before it returns to the pool.")
-    reconcile_seconds: int = Field(30, description="How often the reconciler repairs stuck conversations.")
-    stuck_after_seconds: int = Field(120, description="A conversation with no open turn for this long is repaired.")
+    reconcile_seconds: int = Field(10, ge=1, description="How often the reconciler repairs stuck conversations "
+                                                         "and reviews turns whose review message was lost.")
+    reopen_after_seconds: int = Field(
+        15, ge=0, description="A conversation whose last turn was submitted this long ago and still has no open "
+                              "turn gets its next turn from the reconciler (the message that opens it was lost).")
+    review_after_seconds: int = Field(
+        60, ge=0, description="A submitted turn still unreviewed (quality monitor and content checks) this long "
+                              "after submission is reviewed by the reconciler.")
+    stuck_after_seconds: int = Field(120, description="A conversation idle this long shows as stuck on the dashboard; "
+                                                      "a HIT left unpublished or a bonus unpaid this long is repaired.")
     local_approve_after_seconds: int = Field(
         3600, description="The reconciler approves a local worker's submitted turn this long after submission, "
                           "so its reward counts as spent (the local provider has no platform to approve it).")

@@ -133,9 +133,15 @@ def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
         providers.get(batch.provider).pay_bonus(
             session, bonus, session.get(Worker, bonus.worker_id), session.get(Assignment, bonus.assignment_id)
         )
-        bonus.status = BonusStatus.paid
-        bonus.paid_at = utcnow()
-        session.add(bonus)
+        # The task and the reconciler's sweep may pay the same bonus at once; the provider call is idempotent
+        # (the bonus' own request token), and only the run that moves it from pending records the payment.
+        paid = session.execute(
+            update(Bonus).where(Bonus.id == bonus.id, Bonus.status == BonusStatus.pending)
+            .values(status=BonusStatus.paid, paid_at=utcnow())
+        ).rowcount
+        if paid != 1:
+            session.rollback()
+            return True
         events.record(session, "bonus_paid", "provider", batch_id=batch.id, conversation_id=turn.conversation_id,
                       turn_id=turn.id, worker_id=bonus.worker_id, bonus_id=bonus.id, amount_cents=bonus.amount_cents)
     return True

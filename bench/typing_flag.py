@@ -77,8 +77,8 @@ def measure(conversations: int, workers: int, pasters: float, seed: int) -> dict
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.typing_flag", description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=80)
-    parser.add_argument("--workers", type=int, default=40, help="simulated workers, half of each role")
+    parser.add_argument("--conversations", type=int, default=150)
+    parser.add_argument("--workers", type=int, default=100, help="simulated workers, half of each role")
     parser.add_argument("--pasters", type=float, default=0.2, help="share of each role that pastes")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Iterator
 
 import pytest
 from pytest_redis import factories
+from redis import Redis
 from sqlalchemy import create_engine, text
 from werkzeug.serving import make_server
 
@@ -111,7 +111,7 @@ def redis_url(redis_proc) -> str:  # noqa: ANN001
 def settings(tmp_path: Path, database_url: str, redis_url: str) -> Settings:
     return Settings(data_dir=tmp_path / "var", database_url=database_url, redis_url=redis_url,
                     secret_key="test-secret", worker_hash_key="test-hash-key", public_url="http://127.0.0.1:5000",
-                    stuck_after_seconds=0)
+                    stuck_after_seconds=0, reopen_after_seconds=0, review_after_seconds=0)
 
 
 @pytest.fixture
@@ -119,27 +119,28 @@ def providers(settings: Settings) -> Providers:
     return registry.providers(settings)
 
 
-@pytest.fixture(scope="session")
-def celery_worker_session(redis_url: str) -> Iterator[object]:
-    """One real Celery worker consuming from the real Redis for the whole session."""
+@pytest.fixture
+def celery_worker(settings: Settings, providers: Providers, redis_url: str) -> Iterator[object]:
+    """A real Celery worker consuming from the real Redis, for this test alone, on this test's database.
+
+    It starts on an empty broker and stops (then the broker is emptied again) before the test's database
+    goes. A worker shared by the session was not safe: a task retrying after an error waits out its
+    countdown inside the worker that received it (and, unacknowledged, in Redis), not in the queue, so
+    emptying the queue between tests left it there, and it ran later against the next test's database,
+    where its ids name other rows (a review of another test's turn 5 judged and blocked a worker there).
+    """
     from celery.contrib.testing.worker import start_worker
 
     import workers.app
 
-    workers.app.configure(Settings(redis_url=redis_url, secret_key="x", worker_hash_key="x",
-                                   data_dir=Path(tempfile.mkdtemp())))
-    with start_worker(workers.app.celery_app, pool="threads", concurrency=2, perform_ping_check=False,
-                      shutdown_timeout=10, loglevel="WARNING") as worker:
+    app = workers.app.configure(settings, providers)
+    broker = Redis.from_url(redis_url)
+    broker.flushdb()
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10,
+                      loglevel="WARNING") as worker:
         yield worker
-
-
-@pytest.fixture
-def celery_worker(celery_worker_session: object, settings: Settings, providers: Providers) -> object:
-    """The session's Celery worker, pointed at this test's database."""
-    import workers.app
-
-    workers.app.configure(settings, providers)
-    return celery_worker_session
+    broker.flushdb()
+    broker.close()
 
 
 # ---- the web app and a real browser -------------------------------------------------------------------

@@ -190,7 +190,9 @@ class FakeProlific:
         self.groups: dict[str, Group] = {}
         self.secrets: dict[str, dict[str, str]] = {}
         self.subscriptions: dict[str, dict[str, Any]] = {}
+        self.hook_secrets: dict[str, str] = {}  # subscription id -> the X-Hook-Secret sent to its target
         self.test_participants: list[str] = []
+        self.messages: list[tuple[str, str, str]] = []  # (study id, participant id, body) of every message
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._urls = Map([Rule(path, endpoint=name, methods=[method]) for method, path, name in self._ROUTES],
@@ -229,13 +231,13 @@ class FakeProlific:
         ("PATCH", "/api/v1/studies/<study_id>/", "update_study"),
         ("POST", "/api/v1/studies/<study_id>/transition/", "transition_study"),
         ("POST", "/api/v1/studies/<study_id>/test-study", "create_test_study"),
-        ("GET", "/api/v1/studies/<study_id>/submissions/", "list_study_submissions"),
         ("GET", "/api/v1/submissions/", "list_submissions"),
         ("GET", "/api/v1/submissions/<submission_id>/", "get_submission"),
         ("POST", "/api/v1/submissions/<submission_id>/transition/", "transition_submission"),
         ("POST", "/api/v1/submissions/bulk-approve/", "bulk_approve"),
         ("POST", "/api/v1/submissions/bonus-payments/", "set_up_bonuses"),
         ("POST", "/api/v1/bulk-bonus-payments/<bulk_id>/pay/", "pay_bonuses"),
+        ("POST", "/api/v1/messages/bulk/", "send_messages"),
         ("POST", "/api/v1/researchers/participants/", "create_test_participant"),
         ("GET", "/api/v1/participant-groups/", "list_groups"),
         ("POST", "/api/v1/participant-groups/", "create_group"),
@@ -247,37 +249,39 @@ class FakeProlific:
         ("POST", "/api/v1/hooks/secrets/", "create_secret"),
         ("GET", "/api/v1/hooks/subscriptions/", "list_subscriptions"),
         ("POST", "/api/v1/hooks/subscriptions/", "create_subscription"),
+        ("POST", "/api/v1/hooks/subscriptions/<subscription_id>/", "confirm_subscription"),
         ("DELETE", "/api/v1/hooks/subscriptions/<subscription_id>/", "delete_subscription"),
     ]
 
     def _wsgi(self, environ: dict, start_response: Callable) -> Any:
+        """One request at a time: the state is shared, and so is the parsed contract."""
         request = Request(environ)
-        response = self._answer(request)
-        self._check_response(request, response)
+        with self._lock:
+            response = self._answer(request)
+            self._check_response(request, response)
         return response(environ, start_response)
 
     def _answer(self, request: Request) -> Response:
         contract, _ = _load_contract()
-        with self._lock:
-            self.requests.append((request.method, request.path))
-            problems = [_describe(error) for error in contract.iter_request_errors(ContractRequest(request))]
-            if problems:
-                self._violate(request, "request", problems)
-                security = all("Security" in problem for problem in problems)
-                return _error(401 if security else 400, "; ".join(problems))
-            if request.headers.get("Authorization") != f"Token {self.token}":
-                return _error(401, "Invalid token.")
-            try:
-                endpoint, args = self._urls.bind_to_environ(request.environ).match()
-            except HTTPException as exc:
-                return _error(exc.code or 404, "Not found.")
-            try:
-                status, body = getattr(self, f"_{endpoint}")(request, **args)
-            except ApiError as exc:
-                return _error(exc.status, exc.detail)
-            if body is None:
-                return Response(status=status)
-            return Response(json.dumps(body), status=status, mimetype="application/json")
+        self.requests.append((request.method, request.path))
+        problems = [_describe(error) for error in contract.iter_request_errors(ContractRequest(request))]
+        if problems:
+            self._violate(request, "request", problems)
+            security = all("Security" in problem for problem in problems)
+            return _error(401 if security else 400, "; ".join(problems))
+        if request.headers.get("Authorization") != f"Token {self.token}":
+            return _error(401, "Invalid token.")
+        try:
+            endpoint, args = self._urls.bind_to_environ(request.environ).match()
+        except HTTPException as exc:
+            return _error(exc.code or 404, "Not found.")
+        try:
+            status, body = getattr(self, f"_{endpoint}")(request, **args)
+        except ApiError as exc:
+            return _error(exc.status, exc.detail)
+        if body is None:
+            return Response(status=status)
+        return Response(json.dumps(body), status=status, mimetype="application/json")
 
     def _check_response(self, request: Request, response: Response) -> None:
         """Our answer must be one Prolific could give; an error the operation does not declare must at
@@ -289,8 +293,7 @@ class FakeProlific:
         if problems and response.status_code >= 400 and undeclared:
             problems = [error.message for error in error_schema.iter_errors(json.loads(response.get_data()))]
         if problems:
-            with self._lock:
-                self._violate(request, f"response {response.status_code}", problems)
+            self._violate(request, f"response {response.status_code}", problems)
 
     def _violate(self, request: Request, what: str, problems: list[str]) -> None:
         where = f"{request.method} {request.full_path.rstrip('?')}"
@@ -370,10 +373,6 @@ class FakeProlific:
 
     # -- submissions --
 
-    def _list_study_submissions(self, request: Request, study_id: str) -> tuple[int, Any]:
-        self._study(study_id)
-        return 200, {"results": [self._submission_short(s) for s in self._submissions_of(study_id)]}
-
     def _list_submissions(self, request: Request) -> tuple[int, Any]:
         chosen = [s for s in self.submissions.values()
                   if request.args.get("study") in (None, s.study_id)]
@@ -412,6 +411,15 @@ class FakeProlific:
             if submission.status == "AWAITING REVIEW":
                 self._move(submission, "APPROVED")
         return 200, "The request to bulk approve has been made successfully."
+
+    def _send_messages(self, request: Request) -> tuple[int, Any]:
+        body = request.get_json()
+        took_part = {s.participant_id for s in self._submissions_of(self._study(body["study_id"]).id)}
+        strangers = [pid for pid in body["ids"] if pid not in took_part]
+        if strangers:
+            raise ApiError(400, {"ids": [f"Not participants of this study: {', '.join(strangers)}"]})
+        self.messages.extend((body["study_id"], pid, body["body"]) for pid in body["ids"])
+        return 204, None
 
     # -- bonuses --
 
@@ -516,9 +524,20 @@ class FakeProlific:
             raise ApiError(400, "Create a secret for the workspace before subscribing.")
         subscription = {"id": self.new_id("subscription"), "event_type": body["event_type"],
                         "target_url": body["target_url"], "workspace_id": body["workspace_id"],
-                        "is_enabled": True}
+                        "is_enabled": False}
         self.subscriptions[subscription["id"]] = subscription
+        self.hook_secrets[subscription["id"]] = self.new_id("hook-secret")
         return 201, {"results": [dict(subscription)]}
+
+    def _confirm_subscription(self, request: Request, subscription_id: str) -> tuple[int, Any]:
+        """Echoing a new subscription's ``X-Hook-Secret`` enables it (``hook_secrets`` holds them)."""
+        subscription = self.subscriptions.get(subscription_id)
+        if subscription is None:
+            raise ApiError(404, "Subscription not found.")
+        if request.get_json()["secret"] != self.hook_secrets[subscription_id]:
+            raise ApiError(400, {"secret": ["This is not the secret sent for this subscription."]})
+        subscription["is_enabled"] = True
+        return 200, dict(subscription)
 
     def _delete_subscription(self, request: Request, subscription_id: str) -> tuple[int, Any]:
         if self.subscriptions.pop(subscription_id, None) is None:

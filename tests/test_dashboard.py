@@ -10,7 +10,6 @@ from sqlmodel import select
 from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, seed_dashboard
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
-from turkflow.invites import invite_url
 from turkflow.models import Event, ReviewEntry, ReviewStatus, Worker, WorkerStatus
 from turkflow.quality import activity
 
@@ -61,16 +60,6 @@ def test_post_without_csrf_token_is_refused_with_400(client, seeded, settings):
     assert forged.status_code == 400
     with session_scope(settings.database_url) as s:
         assert s.get(Worker, seeded["teacher"].id).status == WorkerStatus.temporarily_blocked
-
-
-def test_worker_pages_still_accept_posts_without_a_csrf_token(client, seeded, settings):
-    """CSRF protection is scoped to /admin: the turn page posts from MTurk's iframe without one."""
-    student = seeded["students"][2]
-    hit = seeded["crowd"].hit_for(seeded["crowd"].conversations()[5])
-    token_url = invite_url(settings.secret_key, settings.public_url, student)
-    client.get(token_url.removeprefix(settings.public_url))
-    response = client.post(f"/queue/take/{hit.id}")
-    assert response.status_code in (302, 303)
 
 
 def test_blocked_worker_unblocked_from_the_dashboard_can_work_again(client, seeded, settings):

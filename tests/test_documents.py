@@ -118,3 +118,19 @@ def test_a_misspelt_field_is_refused_rather_than_dropped(tmp_path):
 
 def test_deeply_nested_json_is_one_line_error(tmp_path):
     assert "not usable JSON" in refused(tmp_path, "[" * 100_000 + "]" * 100_000 + "\n")
+
+
+def test_turkflow_tasks_load_prints_one_line_naming_file_and_document_and_loads_nothing(tmp_path, sqlite_url):
+    from click.testing import CliRunner
+
+    from turkflow.cli import main
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(DOC) + "\n" + json.dumps(dict(DOC, id="cake", steps=[["Mix"]])) + "\n")
+    env = {"TURKFLOW_DATABASE_URL": sqlite_url, "TURKFLOW_DATA_DIR": str(tmp_path / "var")}
+    result = CliRunner().invoke(main, ["tasks", "load", str(path)], env=env)
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [f"error: {path} document 2 (cake): field 'steps[1]': must be text or a "
+                                          "mapping with text and image_url"]
+    with session_scope(sqlite_url) as s:
+        assert s.exec(select(Task)).all() == []

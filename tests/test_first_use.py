@@ -74,6 +74,9 @@ def test_an_invited_worker_passes_the_onboarding_quiz_before_taking_a_turn(setti
                                  env=environment(settings))).strip()
     browser = app.test_client()
     browser.get(urlsplit(link).path)
+    # POSTs carry the CSRF token the queue hands out (where the app asks for one), as the page's forms do
+    token = browser.get("/queue", headers={"Accept": "application/json"}).get_json().get("csrf_token", "")
+    browser.environ_base["HTTP_X_CSRFTOKEN"] = token
     queue = browser.get("/queue")
     assert (queue.status_code, queue.headers["Location"]) == (303, "/onboarding")
     with session_scope(settings.database_url) as s:
@@ -89,8 +92,8 @@ def test_an_invited_worker_passes_the_onboarding_quiz_before_taking_a_turn(setti
 
 
 def test_worker_invite_onboarded_skips_the_quiz(settings):
-    result = CliRunner().invoke(main, ["worker", "invite", "--role", "teacher", "--name", "Lab", "--onboarded"],
-                                env=environment(settings))
+    invite = ["worker", "invite", "--role", "teacher", "--name", "Lab", "--onboarded"]
+    result = CliRunner().invoke(main, invite, env=environment(settings))
     ok(result)
     assert "onboarded already" in result.stderr
     with session_scope(settings.database_url) as s:
@@ -118,7 +121,8 @@ def test_batch_status_names_the_database_it_reads(settings, providers):
     assert f"no batches yet in {database}" in ok(runner.invoke(main, ["batch", "status"], env=env))
     batch_id = launch(settings, providers)
     assert ok(runner.invoke(main, ["batch", "status"], env=env)).startswith(f"database: {database}\n")
-    assert f"database       {database}" in ok(runner.invoke(main, ["batch", "status", str(batch_id)], env=env))
+    one = ok(runner.invoke(main, ["batch", "status", str(batch_id)], env=env))
+    assert f"database       {database}" in one
 
 
 # ---- links follow TURKFLOW_PORT ----------------------------------------------------------------------
@@ -183,7 +187,8 @@ def test_a_student_who_stops_hears_the_conversation_goes_on_and_the_teacher_who_
     write_turn(settings, providers, student.worker, FIRST_STUDENT_ANSWERS)
     write_turn(settings, providers, teacher.worker, TEACHER_ANSWERS)
     stop = write_turn(settings, providers, student.worker, {**STUDENT_ANSWERS, "intent": "stop"})
-    assert "continues with the next worker" in student.get(f"/queue?submitted={stop.id}").get_data(as_text=True)
+    page = student.get(f"/queue?submitted={stop.id}").get_data(as_text=True)
+    assert "continues with the next worker" in page
     closing = write_turn(settings, providers, teacher.worker, TEACHER_ANSWERS)
     assert "conversation is complete" in teacher.get(f"/queue?submitted={closing.id}").get_data(as_text=True)
 
@@ -193,7 +198,8 @@ def test_a_student_who_stops_hears_the_conversation_goes_on_and_the_teacher_who_
 
 def test_count_axes_of_the_figures_have_whole_number_ticks():
     stats = {"conversation_length": {"counts": {"2": 1, "3": 2, "4": 1, "5": 1}},
-             "roles": {role: {"tokens": {"counts": {"3": 2, "4": 1, "6": 1}}} for role in ("student", "teacher")},
+             "roles": {role: {"tokens": {"counts": {"3": 2, "4": 1, "6": 1}}}
+                       for role in ("student", "teacher")},
              "patterns": {role: {"length_distribution": {"1": 0.2, "2": 0.5, "3": 0.3}}
                           for role in ("student", "teacher")}}
     for draw, axes in ((figures.conversation_length, "xy"), (figures.utterance_length, "x"),
@@ -225,17 +231,19 @@ def test_the_demo_serves_its_links_and_root_page_and_ctrl_c_ends_it_with_status_
            "CELERY_CONCURRENCY": "1"}
     out = tmp_path / "demo.out"
     with out.open("w") as sink:
-        demo = subprocess.Popen([str(ROOT / "scripts" / "demo.sh")], env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # a process group of its own, as a terminal gives it
+        # a process group of its own, as a terminal gives it
+        demo = subprocess.Popen([str(ROOT / "scripts" / "demo.sh")], env=env, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: "Ctrl-C stops everything" in out.read_text() or demo.poll() is not None, timeout=180,
-                   interval=0.5)
+        wait_until(lambda: "Ctrl-C stops everything" in out.read_text() or demo.poll() is not None,
+                   timeout=180, interval=0.5)
         printed = out.read_text()
         assert demo.poll() is None, printed
         links = re.findall(r"(?:student|teacher):\s+(\S+)", printed)
         assert len(links) == 2 and all(link.startswith(f"http://127.0.0.1:{port}/join/") for link in links)
-        second_terminal = subprocess.run([str(ROOT / ".venv" / "bin" / "turkflow"), "worker", "link", "demo-student"],
-                                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        second_terminal = subprocess.run([str(ROOT / ".venv" / "bin" / "turkflow"), "worker", "link",
+                                          "demo-student"], env=env, cwd=ROOT, capture_output=True, text=True,
+                                         timeout=60)
         assert second_terminal.stdout.strip() == links[0], second_terminal.stderr
         root = requests.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert root.status_code == 200 and "join link" in root.text

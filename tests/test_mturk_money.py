@@ -120,12 +120,14 @@ def test_a_local_worker_passes_the_onboarding_page(settings, client):
     client.get(link)
     page = client.get("/onboarding")
     assert page.status_code == 200 and "Student onboarding" in page.get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.get_data(as_text=True)).group(1)
     quiz = onboarding.quiz_for("student")
-    wrong = client.post("/onboarding", data={q.name: q.options[-1][0] for q in quiz.questions})
+    wrong = client.post("/onboarding",
+                        data={"csrf_token": token, **{q.name: q.options[-1][0] for q in quiz.questions}})
     assert wrong.status_code == 200 and re.search(r"You scored \d+%", wrong.get_data(as_text=True))
     with session_scope(settings.database_url) as s:
         assert s.exec(select(Worker)).one().onboarded is False
-    passed = client.post("/onboarding", data={q.name: q.answer for q in quiz.questions})
+    passed = client.post("/onboarding", data={"csrf_token": token, **{q.name: q.answer for q in quiz.questions}})
     assert passed.status_code == 303 and passed.headers["Location"].endswith("/queue")
     with session_scope(settings.database_url) as s:
         assert s.exec(select(Worker)).one().onboarded is True

@@ -3,9 +3,11 @@ Prolific's OpenAPI description."""
 
 from __future__ import annotations
 
+import ast
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -95,6 +97,37 @@ def test_no_answer_at_all_is_a_prolific_error_with_status_zero():
         api.get_me(api.ProlificClient("t", base_url=f"http://127.0.0.1:{port}", connect_timeout=1))
     assert failed.value.status == 0 and "no answer" in str(failed.value)
     assert failed.value.sent is False  # nothing reached Prolific, so nothing can have happened there
+
+
+def test_an_answer_too_slow_may_still_have_had_its_effect(fake_prolific, monkeypatch):
+    def slow(request):  # noqa: ANN001, ANN202
+        time.sleep(0.5)
+        return 200, dict(fake_prolific.user)
+
+    monkeypatch.setattr(fake_prolific, "_get_me", slow)
+    with pytest.raises(api.ProlificError) as failed:
+        api.get_me(api.ProlificClient(fake_prolific.token, base_url=fake_prolific.url, read_timeout=0.1))
+    assert failed.value.status == 0 and failed.value.sent is True
+
+
+def test_the_prolific_folder_imports_no_framework_and_its_api_nothing_of_turkflow():
+    folder = Path(api.__file__).parent
+    for module in folder.glob("*.py"):
+        imported = _imports(module)
+        assert not {"flask", "celery", "click", "workers", "turkflow.pipeline"} & imported, module.name
+    assert not {name for name in _imports(folder / "api.py") if name.startswith("turkflow")}
+
+
+def _imports(module: Path) -> set[str]:
+    """Every module a file imports, with each of its parent packages."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        for name in names:
+            parts = name.split(".")
+            found.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+    return found
 
 
 def test_workspaces_and_their_balance(fake_prolific, prolific):
@@ -239,6 +272,15 @@ def test_bulk_approval_sends_prolifics_recommended_chunks(fake_prolific, prolifi
     assert fake_prolific.requests.count(("POST", "/api/v1/submissions/bulk-approve/")) == 2
 
 
+def test_participants_of_a_study_can_be_messaged_through_it(fake_prolific, prolific):
+    study_id = published(prolific)
+    finished(fake_prolific, study_id, "p1")
+    api.send_message(prolific, study_id, ["p1"], "Thank you for your turns.")
+    assert fake_prolific.messages == [(study_id, "p1", "Thank you for your turns.")]
+    with pytest.raises(api.ProlificError, match="Not participants of this study: p2"):
+        api.send_message(prolific, study_id, ["p2"], "Hello")
+
+
 # ---- bonuses -------------------------------------------------------------------------------------------
 
 
@@ -338,7 +380,11 @@ def test_a_subscription_needs_the_workspaces_secret_first(fake_prolific, prolifi
     secret = api.create_webhook_secret(prolific, workspace)
     assert [s["value"] for s in api.list_webhook_secrets(prolific, workspace)] == [secret]
     created = api.create_webhook_subscription(prolific, workspace, event, target)
-    assert (created["event_type"], created["target_url"]) == (event, target)
+    assert (created["event_type"], created["target_url"], created["is_enabled"]) == (event, target, False)
+    with pytest.raises(api.ProlificError, match="not the secret"):
+        api.confirm_webhook_subscription(prolific, created["id"], "guessed")
+    hook_secret = fake_prolific.hook_secrets[created["id"]]  # what our target received as X-Hook-Secret
+    assert api.confirm_webhook_subscription(prolific, created["id"], hook_secret)["is_enabled"] is True
     assert [s["id"] for s in api.list_webhook_subscriptions(prolific, workspace)] == [created["id"]]
     api.delete_webhook_subscription(prolific, created["id"])
     assert api.list_webhook_subscriptions(prolific, workspace) == []

@@ -219,3 +219,31 @@ def test_launch_with_an_unknown_policy_is_one_line_naming_the_option_and_launche
     assert result.exit_code == 1
     assert result.output.count("\n") == 1 and "--policy" in result.output and "probation" in result.output
     assert _batches(settings) == []
+
+
+# ---- the simulator reports a stall ----------------------------------------------------------------------
+
+
+def _simulate(tmp_path, policy):
+    import subprocess
+
+    from tests.test_cli import TURKFLOW
+
+    crowd = ["--students", "4", "--teachers", "4", "--careless", "0.25", "--spammers", "0.25",
+             "--conversations", "16", "--max-turns", "10", "--seed", "7"]
+    done = subprocess.run([str(TURKFLOW), "simulate", *crowd, "--policy", policy], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_simulate_reports_the_stall_the_paper_policy_causes_and_probation_avoids(tmp_path):
+    """A quarter of each role rates at random: the paper's rule blocks every student; probation does not."""
+    paper = _simulate(tmp_path, "paper")
+    assert "(every student is blocked; the open turns wait for a review)" in paper[0]
+    assert [line for line in paper if line.startswith("stalled:")] == [
+        "stalled: all 4 students are blocked; 16 turns wait for a student; review the queue or change the policy "
+        "(the batch cannot finish; compare policies with --compare)"]
+    probation = _simulate(tmp_path, "probation")
+    assert "in 16/16 completed conversations" in probation[0]
+    assert not [line for line in probation if line.startswith("stalled:")]

@@ -4,6 +4,8 @@ a reviewer and a dataset user meet it."""
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -21,6 +23,7 @@ from turkflow.models import Conversation, Turn
 from turkflow.quality import review
 from turkflow.quality.checks import NOT_TYPED, CheckPolicy, typing_flags
 from turkflow.requesters import create_requester
+from turkflow.simulator.crowd import Behaviour, build_crowd, writing_report
 from turkflow.writing import writing_signals
 
 POLICY = CheckPolicy()
@@ -75,6 +78,18 @@ def test_unknown_reports_short_answers_and_paste_attempts_alone_are_not_flagged(
     assert typing_flags(POLICY, TEXT, report(pastes=3, drops=1)) == {}  # refused pastes, then typed
 
 
+def test_the_simulators_pasters_send_reports_the_flag_catches_and_its_typists_mostly_do_not():
+    crowd = build_crowd(50, 50, {Behaviour.paster: 0.2}, seed=3)
+    flagged = Counter()
+    for worker in crowd:
+        for n in range(10):
+            sent = writing_report(worker, TEXT, random.Random(f"{worker.name}:{n}"), seed=3)
+            assert writing_signals({"signals": json.dumps(sent)}) == sent
+            flagged[worker.behaviour, bool(typing_flags(POLICY, TEXT, sent))] += 1
+    assert flagged[Behaviour.paster, True] == 200 and flagged[Behaviour.paster, False] == 0
+    assert 0 < flagged[Behaviour.honest, True] < 0.05 * 800  # phone keyboards with word completion
+
+
 # ---- the report as the server receives it ----------------------------------------------------------
 
 
@@ -112,24 +127,33 @@ def test_malformed_signals_never_give_a_server_error_nor_block_the_submission(ap
         + [TYPED]
 
 
+def test_a_refused_page_sends_the_report_back_so_the_refilled_text_keeps_its_keystrokes(app, settings, providers):
+    launch(settings, providers)
+    student = joined(app, settings, "student")
+    page = student.post(take_first(student), data={"response": TEXT, "signals": json.dumps(TYPED)})
+    assert page.status_code == 400  # no intent chosen
+    html = page.get_data(as_text=True)
+    assert 'name="signals" data-writing-signals value="' + json.dumps(TYPED).replace('"', "&#34;") + '"' in html
+
+
 # ---- where a reviewer and a dataset user see it ----------------------------------------------------
 
 
 def test_a_blocked_workers_pasted_turns_show_not_typed_in_the_review_queue(client, settings, providers):
     crowd = Crowd(settings, providers)
-    crowd.launch(conversations=3)
+    crowd.launch(conversations=5)
     teacher = crowd.worker("teacher", "T-paster", name="Pat")
     students = [crowd.worker("student", f"S{i}") for i in range(3)]
-    low_rated_teacher(crowd, teacher, students, turns=3, signals=PASTED)
+    low_rated_teacher(crowd, teacher, students, turns=5, signals=PASTED)  # five useless turns block
     with session_scope(settings.database_url) as s:
         flagged = s.exec(select(Turn).where(Turn.worker_id == teacher.id)).all()
-        assert all(NOT_TYPED in t.flags and t.signals == PASTED for t in flagged) and len(flagged) == 3
-        [entry] = review.daily_review(s, review.ReviewPolicy.of(settings))
-        assert entry.flags[NOT_TYPED] == 3
+        assert all(NOT_TYPED in t.flags and t.signals == PASTED for t in flagged) and len(flagged) == 5
+        [entry] = review.daily_review(s, review.ReviewPolicy.of(settings)).entries
+        assert entry.flags[NOT_TYPED] == 5
         create_requester(s, "ada", "correct horse")
     sign_in(client)
     page = client.get("/admin/review").get_data(as_text=True)
-    assert "not typed × 3" in page
+    assert "not typed × 5" in page
     assert "no key pressed" in page and f"0 keys for {len(TEACHER_LINES[0])} characters" in page
 
 

@@ -34,11 +34,13 @@ def invite(settings, role, name=None, base_url=None, onboarded=True):
 
 
 def joined(app, settings, role, name=None):
-    """A browser-like client that opened a new worker's invite link."""
+    """A browser-like client that opened a new worker's invite link; its POSTs carry the CSRF token the
+    queue hands out, as the page's forms do."""
     worker, url = invite(settings, role, name)
     client = app.test_client()
     response = client.get(urlsplit(url).path)
     assert (response.status_code, response.headers["Location"]) == (303, "/queue")
+    client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/queue", headers=JSON).get_json()["csrf_token"]
     client.worker = worker
     return client
 
@@ -163,7 +165,9 @@ def test_concurrent_submits_of_one_assignment_store_one_turn(live_server, settin
     _, url = invite(settings, "student", base_url=live_server.url)
     browser = requests.Session()
     browser.get(url)
-    hit_id = browser.get(f"{live_server.url}/queue", headers=JSON).json()["open"][0]["hit_id"]
+    queue = browser.get(f"{live_server.url}/queue", headers=JSON).json()
+    browser.headers["X-CSRFToken"] = queue["csrf_token"]
+    hit_id = queue["open"][0]["hit_id"]
     taken = browser.post(f"{live_server.url}/queue/take/{hit_id}", headers=JSON).json()
     turn_url = live_server.url + taken["turn_url"]
     start = threading.Barrier(2)

@@ -27,9 +27,30 @@ class Settings(BaseSettings):
     secret_key: str = Field("", description="Signs sessions, invite links and CSRF tokens; default: stored in data_dir.")
     worker_hash_key: str = Field("", description="Key for anonymized worker ids in exports; default: stored in data_dir.")
 
+    worker_session_seconds: int = Field(
+        86400, ge=60,
+        description="How long a local worker's browser stays signed in after opening their invite link.")
+    admin_session_seconds: int = Field(
+        43200, ge=60, description="How long a dashboard sign-in lasts; signing out ends it at once.")
+    sign_in_failures: int = Field(
+        5, ge=1, description="Failed dashboard sign-ins per username (4 times as many per client address) within "
+                             "sign_in_window_seconds before further attempts are refused.")
+    sign_in_window_seconds: int = Field(900, ge=1, description="How long a failed dashboard sign-in counts.")
+    proxy_hops: int = Field(
+        0, ge=0, description="Reverse proxies in front of the web process whose X-Forwarded-For and "
+                             "X-Forwarded-Proto are trusted (client addresses for sign-in throttling).")
+
     lease_seconds: int = Field(900, description="How long a local worker holds a turn before it returns to the pool.")
-    reconcile_seconds: int = Field(30, description="How often the reconciler repairs stuck conversations.")
-    stuck_after_seconds: int = Field(120, description="A conversation with no open turn for this long is repaired.")
+    reconcile_seconds: int = Field(10, ge=1, description="How often the reconciler repairs stuck conversations "
+                                                         "and reviews turns whose review message was lost.")
+    reopen_after_seconds: int = Field(
+        15, ge=0, description="A conversation whose last turn was submitted this long ago and still has no open "
+                              "turn gets its next turn from the reconciler (the message that opens it was lost).")
+    review_after_seconds: int = Field(
+        60, ge=0, description="A submitted turn still unreviewed (quality monitor and content checks) this long "
+                              "after submission is reviewed by the reconciler.")
+    stuck_after_seconds: int = Field(120, description="A conversation idle this long shows as stuck on the dashboard; "
+                                                      "a HIT left unpublished or a bonus unpaid this long is repaired.")
     local_approve_after_seconds: int = Field(
         3600, description="The reconciler approves a local worker's submitted turn this long after submission, "
                           "so its reward counts as spent (the local provider has no platform to approve it).")

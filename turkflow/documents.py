@@ -183,7 +183,8 @@ def normalise_document(doc: Any, where: str) -> dict[str, Any]:
         "summary": valid.summary,
         "items_label": "Tools" if valid.tools is not None else "Ingredients",
         "items": items,
-        "steps": [{"text": s.text, "image_url": str(s.image_url) if s.image_url else None} for s in valid.steps],
+        "steps": [{"text": step.text, "image_url": str(step.image_url) if step.image_url else None}
+                  for step in valid.steps],
     }
     size = len(json.dumps(row, ensure_ascii=False))
     if size > MAX_DOCUMENT_CHARS:
@@ -193,14 +194,15 @@ def normalise_document(doc: Any, where: str) -> dict[str, Any]:
 
 def _problem(error: Any) -> str:
     """A pydantic error in the file's terms: ``field 'steps[2].image_url': <what is wrong>``."""
-    loc = "".join(f"[{part + 1}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+    parts = (f"[{part + 1}]" if isinstance(part, int) else f".{part}" for part in error["loc"])
+    loc = "".join(parts).lstrip(".")
     message = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
     if error["type"] == "string_type":
         message = "must be text (quote it in YAML)"
     elif error["type"] == "model_type":
         message = "must be text or a mapping with text and image_url"
     elif error["type"] == "extra_forbidden":
-        message = "unknown field (the fields are id, title, domain, image_url, summary, ingredients or tools, steps)"
+        message = "unknown field (known: id, title, domain, image_url, summary, ingredients or tools, steps)"
     return f"field '{loc}': {message}" if loc else message
 
 

@@ -2,6 +2,8 @@
 
 The token is the only credential of the local provider, so nobody can act as another worker without
 their link; the requester hands links out (``turkflow worker invite``) and can revoke one by blocking.
+Opening the link gives the browser a second, dated token (``session_token``) that expires on its own, so a
+copied cookie is worth less than the link.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import secrets
 from typing import Optional
 
-from itsdangerous import BadSignature, URLSafeSerializer
+from itsdangerous import BadSignature, URLSafeSerializer, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
 from turkflow import events
@@ -47,4 +49,26 @@ def worker_from_token(session: Session, secret_key: str, token: str) -> Optional
         external_id = _serializer(secret_key).loads(token)
     except BadSignature:
         return None
+    return _worker(session, external_id)
+
+
+def _session_serializer(secret_key: str) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(secret_key, salt="turkflow-worker-session")
+
+
+def session_token(secret_key: str, worker: Worker) -> str:
+    """What a browser that opened the worker's link keeps: their id, signed and dated."""
+    return _session_serializer(secret_key).dumps(worker.external_id)
+
+
+def worker_from_session_token(session: Session, secret_key: str, token: str, max_age: int) -> Optional[Worker]:
+    """The worker a browser's token names, or None for a forged, unknown or older-than-max_age token."""
+    try:
+        external_id = _session_serializer(secret_key).loads(token, max_age=max_age)
+    except BadSignature:  # SignatureExpired is one
+        return None
+    return _worker(session, external_id)
+
+
+def _worker(session: Session, external_id: str) -> Optional[Worker]:
     return session.exec(select(Worker).where(Worker.external_id == external_id)).first()

@@ -140,9 +140,15 @@ def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
         providers.get(batch.provider).pay_bonus(
             session, bonus, session.get(Worker, bonus.worker_id), session.get(Assignment, bonus.assignment_id)
         )
-        bonus.status = BonusStatus.paid
-        bonus.paid_at = utcnow()
-        session.add(bonus)
+        # The task and the reconciler's sweep may pay the same bonus at once; the provider call is idempotent
+        # (the bonus' own request token), and only the run that moves it from pending records the payment.
+        paid = session.execute(
+            update(Bonus).where(Bonus.id == bonus.id, Bonus.status == BonusStatus.pending)
+            .values(status=BonusStatus.paid, paid_at=utcnow())
+        ).rowcount
+        if paid != 1:
+            session.rollback()
+            return True
         events.record(session, "bonus_paid", "provider", batch_id=batch.id, conversation_id=turn.conversation_id,
                       turn_id=turn.id, worker_id=bonus.worker_id, bonus_id=bonus.id, amount_cents=bonus.amount_cents)
     return True
@@ -177,7 +183,7 @@ def reconcile(settings: Settings, providers: Providers) -> Repairs:
         unreviewed = lifecycle.unreviewed_turns(session, review)
         repairs.unpaid_bonuses = monitor.unpaid_bonuses(session, grace)
         local = providers.get("local")
-        repairs.assignments_approved = local.approvals_due(session, now)
+        repairs.assignments_approved = local.approvals_due(session, settings, now)
         for assignment_id in repairs.assignments_approved:
             local.approve(session, session.get(Assignment, assignment_id))
     for conversation_id in stalled:
@@ -227,7 +233,7 @@ def reconcile_platform(settings: Settings, providers: Providers, name: str,
     repairs = PlatformRepairs()
     with session_scope(settings.database_url) as session:
         hit_ids = provider.hits_to_check(session)
-        repairs.approvals_due = provider.approvals_due(session, now)
+        repairs.approvals_due = provider.approvals_due(session, settings, now)
     for hit_id in hit_ids:
         try:
             with session_scope(settings.database_url) as session:

@@ -286,8 +286,8 @@ def _strings(q: Question, value: Any) -> list[str]:
         return []
     values = list(value) if isinstance(value, (list, tuple)) else [value]
     if not all(isinstance(v, str) for v in values):
-        raise InvalidAnswer(q.name, "expected text" + (" or a list of texts" if q.kind in ("multi_items", "urls")
-                                                       else ""))
+        listed = q.kind in ("multi_items", "urls")
+        raise InvalidAnswer(q.name, "expected text or a list of texts" if listed else "expected text")
     if len(values) > MAX_VALUES:
         raise InvalidAnswer(q.name, f"send at most {MAX_VALUES} values")
     return values

@@ -1,17 +1,30 @@
-"""Dashboard users. Passwords are stored only as salted hashes (werkzeug's scrypt/pbkdf2)."""
+"""Dashboard users and their sign-ins. Passwords are stored only as salted hashes (werkzeug's scrypt/pbkdf2);
+signed-in sessions only as the SHA-256 of the random token the browser holds, so a copy of the database
+signs nobody in.
+
+Guessing is throttled: a username, or a client address, with too many recent failures is refused without
+checking the password at all, so the right password does not work either until the failures age out.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Optional
 
-from sqlmodel import Session, select
+from sqlalchemy import delete, or_
+from sqlmodel import Session, col, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from turkflow import events
-from turkflow.models import Requester
+from turkflow.models import LoginSession, Requester, SignInFailure, utcnow
 
 MIN_PASSWORD = 8
+CLIENT_FAILURE_FACTOR = 4  # one address may try a few usernames (a team behind one NAT) before it is refused
 _USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 
 
@@ -30,8 +43,101 @@ def create_requester(session: Session, username: str, password: str) -> Requeste
     return requester
 
 
+@dataclass(frozen=True)
+class SignInLimits:
+    failures: int
+    window: timedelta
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """What one attempt decided: the requester, or none; ``retry_after`` (seconds) when it was throttled."""
+
+    requester: Optional[Requester] = None
+    retry_after: int = 0
+
+
+def sign_in(session: Session, username: str, password: str, client: str, limits: SignInLimits,
+            now: Optional[datetime] = None) -> SignIn:
+    """Check a password unless the username or the client is throttled; record every failure."""
+    now = now or utcnow()
+    blocked_until = _throttled_until(session, username, client, limits, now)
+    if blocked_until is not None:
+        return SignIn(retry_after=max(1, int((blocked_until - now).total_seconds()) + 1))
+    requester = authenticate(session, username, password)
+    if requester is None:
+        _record_failure(session, username, client, limits, now)
+    return SignIn(requester=requester)
+
+
 def authenticate(session: Session, username: str, password: str) -> Optional[Requester]:
+    """The requester whose password this is. An unknown username is checked against a dummy hash, so it
+    takes as long as a wrong password and the answer time does not tell which usernames exist."""
     requester = session.exec(select(Requester).where(Requester.username == username)).first()
-    if requester is None or not check_password_hash(requester.password_hash, password):
+    matches = check_password_hash(requester.password_hash if requester else _dummy_hash(), password)
+    return requester if requester is not None and matches else None
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash of nobody's password, made like real ones (same method and cost)."""
+    return generate_password_hash(secrets.token_urlsafe(16))
+
+
+def _throttled_until(session: Session, username: str, client: str, limits: SignInLimits,
+                     now: datetime) -> Optional[datetime]:
+    """When the oldest failure that keeps the username or the client over its limit stops counting."""
+    until = None
+    for column, value, limit in ((SignInFailure.username, username, limits.failures),
+                                 (SignInFailure.client, client, limits.failures * CLIENT_FAILURE_FACTOR)):
+        oldest_counted = session.exec(
+            select(SignInFailure.at).where(column == value, col(SignInFailure.at) > now - limits.window)
+            .order_by(col(SignInFailure.at).desc()).offset(limit - 1).limit(1)
+        ).first()
+        if oldest_counted is not None:
+            ends = oldest_counted + limits.window
+            until = ends if until is None else max(until, ends)
+    return until
+
+
+def _record_failure(session: Session, username: str, client: str, limits: SignInLimits, now: datetime) -> None:
+    """Count the failure and log it; this username's and client's failures that no longer count go."""
+    session.execute(delete(SignInFailure).where(
+        or_(SignInFailure.username == username, SignInFailure.client == client),
+        col(SignInFailure.at) <= now - limits.window))
+    session.add(SignInFailure(username=username, client=client, at=now))
+    events.record(session, "sign_in_failed", "anonymous", username=username, client=client)
+
+
+# ---- server-side sessions -------------------------------------------------------------------------------
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def start_session(session: Session, requester: Requester, lifetime: timedelta) -> str:
+    """Open a dashboard session; returns the token for the browser's cookie (only its hash is stored)."""
+    token = secrets.token_urlsafe(32)
+    now = utcnow()
+    session.add(LoginSession(id=_digest(token), requester_id=requester.id, created_at=now,
+                             expires_at=now + lifetime))
+    events.record(session, "requester_signed_in", f"requester:{requester.username}")
+    return token
+
+
+def requester_for_session(session: Session, token: str) -> Optional[Requester]:
+    """The requester a cookie's token signs in, unless that session was revoked or has expired."""
+    row = session.get(LoginSession, _digest(token))
+    if row is None or row.revoked_at is not None or row.expires_at <= utcnow():
         return None
-    return requester
+    return session.get(Requester, row.requester_id)
+
+
+def end_session(session: Session, token: str) -> None:
+    """Revoke the session: the cookie, saved anywhere, signs nobody in any more."""
+    row = session.get(LoginSession, _digest(token))
+    if row is not None and row.revoked_at is None:
+        row.revoked_at = utcnow()
+        requester = session.get(Requester, row.requester_id)
+        events.record(session, "requester_signed_out", f"requester:{requester.username}")

@@ -23,25 +23,45 @@ _settings: Optional[Settings] = None
 _providers: Optional[Providers] = None
 
 
+def _every(task: str, seconds: int) -> dict[str, Any]:
+    """A periodic task that expires when its next one is due: while no worker consumes (Redis or the worker
+    down), beat's copies replace each other instead of piling up for the worker to run back to back."""
+    return {"task": task, "schedule": float(seconds), "options": {"expires": float(seconds)}}
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": settings.redis_url,
+        # kombu's Redis transport, with the fix that keeps a worker alive when Redis stops (workers/broker.py).
+        "broker_transport": "workers.broker:Transport",
         "task_ignore_result": True,
         # A task is acknowledged only after it ran, and re-queued if its worker dies mid-way: every
         # task is idempotent, so running twice is safe and losing one is not.
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
+        # The worker waits out a Redis outage of any length (reconnecting forever, at most 30 s apart), while
+        # a sender (a web request, beat) gives up within about a second: its turn is stored already, and the
+        # reconciler does what the lost message would have done.
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": {"visibility_timeout": 600},
+        "broker_connection_retry": True,
+        "broker_connection_max_retries": None,
+        "broker_transport_options": {"visibility_timeout": 600, "socket_timeout": 10, "socket_connect_timeout": 2,
+                                     "health_check_interval": 10, "max_retries": 1, "interval_start": 0,
+                                     "interval_step": 0.5, "interval_max": 0.5},
+        "task_publish_retry_policy": {"max_retries": 1, "interval_start": 0, "interval_step": 0.5,
+                                      "interval_max": 0.5},
+        # A task running when the connection drops finishes (its work is committed; its ack fails and Redis
+        # redelivers it later, which an idempotent task shrugs off) rather than being killed half-way.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         "task_default_queue": "turkflow",
         "beat_schedule": {
-            "reconcile": {"task": "workers.tasks.reconcile", "schedule": float(settings.reconcile_seconds)},
-            "reconcile-mturk": {"task": "workers.mturk_tasks.reconcile_mturk",
-                                "schedule": float(settings.mturk_reconcile_seconds)},
+            "reconcile": _every("workers.tasks.reconcile", settings.reconcile_seconds),
+            "reconcile-mturk": _every("workers.mturk_tasks.reconcile_mturk", settings.mturk_reconcile_seconds),
             "daily-review": {"task": "workers.tasks.daily_review",
-                             "schedule": crontab(minute=0, hour=settings.review_hour)},
-            "refresh-activity": {"task": "workers.tasks.refresh_activity", "schedule": float(settings.stats_seconds)},
+                             "schedule": crontab(minute=0, hour=settings.review_hour),
+                             "options": {"expires": 3600.0}},
+            "refresh-activity": _every("workers.tasks.refresh_activity", settings.stats_seconds),
         },
     }
 

@@ -7,7 +7,7 @@ import logging
 from turkflow import pipeline
 from turkflow.hits.mturk import NotPayableYet
 from workers.app import celery_app, providers, settings
-from workers.tasks import RETRY, pay_bonus
+from workers.tasks import RETRY, SWEEP_LIMITS, pay_bonus
 
 log = logging.getLogger("turkflow.tasks.mturk")
 
@@ -27,7 +27,7 @@ def expire_hit(hit_id: int) -> None:
     pipeline.expire(settings(), providers(), hit_id)
 
 
-@celery_app.task
+@celery_app.task(**SWEEP_LIMITS)
 def reconcile_mturk() -> None:
     """Beat: compare open HITs with MTurk, repair, and queue due approvals and earned bonuses."""
     repairs = pipeline.reconcile_platform(settings(), providers(), "mturk")

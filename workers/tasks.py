@@ -35,8 +35,9 @@ def review_submission(turn_id: int) -> None:
     result = pipeline.review_submission(settings(), providers(), turn_id)
     for bonus_id in result.bonus_ids:
         pay_bonus.delay(bonus_id)
-    log.info("turn %s reviewed: blocked %s, bonuses %s, flags %s", turn_id, result.blocked_worker_id,
-             result.bonus_ids, result.flags)
+    if result.reviewed:
+        log.info("turn %s reviewed: blocked %s, bonuses %s, flags %s", turn_id, result.blocked_worker_id,
+                 result.bonus_ids, result.flags)
 
 
 @celery_app.task(**RETRY)
@@ -50,12 +51,17 @@ def pay_bonus(bonus_id: int) -> None:
     pipeline.pay_bonus(settings(), providers(), bonus_id)
 
 
-@celery_app.task
+# A sweep that overruns its interval is cut short (the next one picks up where it stopped); the soft limit
+# lets the current repair's transaction roll back cleanly first.
+SWEEP_LIMITS = {"soft_time_limit": 50, "time_limit": 60}
+
+
+@celery_app.task(**SWEEP_LIMITS)
 def reconcile() -> None:
     repairs = pipeline.reconcile(settings(), providers())
     for bonus_id in repairs.unpaid_bonuses:
         pay_bonus.delay(bonus_id)
-    if repairs.conversations_advanced or repairs.hits_published or repairs.leases_released:
+    if repairs.conversations_advanced or repairs.hits_published or repairs.leases_released or repairs.turns_reviewed:
         log.warning("reconciler repaired %s", repairs)
 
 
@@ -68,7 +74,7 @@ def daily_review() -> None:
              built.raters_judged, built.rater_outliers)
 
 
-@celery_app.task
+@celery_app.task(**SWEEP_LIMITS)
 def refresh_activity() -> None:
     """Roll up the latest hours of work and recount running batches for the dashboard (beat, every few minutes)."""
     with session_scope(settings().database_url) as session:

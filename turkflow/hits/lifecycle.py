@@ -525,17 +525,29 @@ def set_batch_status(session: Session, batch: Batch, status: BatchStatus, actor:
 # ---- repair -----------------------------------------------------------------------------------------
 
 
-def stalled_conversations(session: Session, older_than: datetime, limit: int = 500) -> list[int]:
-    """Active conversations in active batches with no open turn, untouched since ``older_than``.
+def stalled_conversations(session: Session, submitted_before: datetime, limit: int = 500) -> list[int]:
+    """Active conversations in active batches with no open turn whose last turn was submitted before
+    ``submitted_before``.
 
     These are the ones a lost Celery message or a crash left behind (or whose batch was just resumed).
     """
     open_turn = select(Turn.id).where(Turn.conversation_id == Conversation.id, Turn.status == TurnStatus.open)
+    last_submitted = select(func.max(Turn.submitted_at)).where(Turn.conversation_id == Conversation.id)
     return list(session.exec(
         select(Conversation.id).join(Batch, Batch.id == Conversation.batch_id)
         .where(Conversation.status == ConversationStatus.active, Batch.status == BatchStatus.active,
-               Conversation.updated_at < older_than, ~open_turn.exists())
+               ~open_turn.exists(), last_submitted.scalar_subquery() < submitted_before)
         .order_by(Conversation.updated_at).limit(limit)
+    ))
+
+
+def unreviewed_turns(session: Session, submitted_before: datetime, limit: int = 500) -> list[int]:
+    """Submitted turns the monitor and content checks have not reviewed yet, oldest first (a range of the
+    partial index ``ix_turn_unreviewed``, which holds only these)."""
+    return list(session.exec(
+        select(Turn.id).where(Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None),
+                              Turn.submitted_at < submitted_before)
+        .order_by(Turn.submitted_at).limit(limit)
     ))
 
 
@@ -614,5 +626,5 @@ __all__ = [
     "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "committed_cents",
     "launch_batch", "open_hits_for", "queue_entries", "publish_hit", "release_expired_leases", "reopen_turn",
     "set_batch_status", "settle_assignment", "stalled_conversations", "submit_turn", "take_turn", "turn_context",
-    "turn_for_assignment", "turn_view", "unpublished_hits",
+    "turn_for_assignment", "turn_view", "unpublished_hits", "unreviewed_turns",
 ]

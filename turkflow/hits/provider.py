@@ -62,8 +62,8 @@ class CrowdProvider(ABC):
         """Compare one HIT with the platform's records and repair ours in ``session`` (the caller commits)."""
 
     @abstractmethod
-    def approvals_due(self, session: Session, now: datetime, limit: int = 500) -> list[int]:
-        """Ids of submitted assignments whose review delay has passed: approve them now."""
+    def approvals_due(self, session: Session, settings: Settings, now: datetime, limit: int = 500) -> list[int]:
+        """Ids of submitted assignments whose review delay (in this run's ``settings``) has passed."""
 
     # -- assignments and money --
 

@@ -16,7 +16,7 @@ from turkflow.hits.provider import CrowdProvider, ProviderFactory, Providers
 def _local(settings: Settings, client: Optional[Any]) -> CrowdProvider:
     from turkflow.hits.local import LocalProvider
 
-    return LocalProvider(settings)
+    return LocalProvider()
 
 
 def _mturk(settings: Settings, client: Optional[Any]) -> CrowdProvider:

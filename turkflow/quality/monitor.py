@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Optional
 
 from sqlalchemy import func
@@ -279,17 +279,6 @@ def unblock_worker(session: Session, worker: Worker, *, actor: str, note: str = 
 def batch_of_rating(session: Session, rating_id: int) -> Batch:
     rated = session.get(Turn, session.get(Rating, rating_id).rated_turn_id)
     return session.get(Batch, session.get(Conversation, rated.conversation_id).batch_id)
-
-
-def unjudged_ratings(session: Session, older_than: datetime, lookback: timedelta = timedelta(days=2),
-                     limit: int = 500) -> list[int]:
-    """Recent ratings whose evaluation a crash or a lost message skipped (an index range, not a full scan)."""
-    judged = select(QualityDecision.id).where(QualityDecision.rating_id == Rating.id)
-    return list(session.exec(
-        select(Rating.id)
-        .where(Rating.created_at < older_than, Rating.created_at >= older_than - lookback, ~judged.exists())
-        .order_by(Rating.id).limit(limit)
-    ))
 
 
 def unpaid_bonuses(session: Session, older_than: datetime, limit: int = 500) -> list[int]:

@@ -34,7 +34,8 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 @click.option("--concurrency", default=16, show_default=True, help="Workers making requests at the same time.")
 @click.option("--seed", default=1, show_default=True, help="The same seed gives the same turns, blocks and money.")
 @click.option("--policy", default=None,
-              help="Block policy of the simulated batch: k=5,p=0.5 (block when the mean relevance or usefulness "
+              help="Block policy of the simulated batch: paper or probation (as for batch launch --policy), "
+                   "k=5,p=0.5 (block when the mean relevance or usefulness "
                    "of the last k rated turns is below p), a staged or pooled one as for --compare, or none, to "
                    "collect every worker's full ratings (default: the TURKFLOW_* quality settings).")
 @click.option("--compare", "compare_", multiple=True,
@@ -138,6 +139,8 @@ def show(report: dict[str, Any]) -> None:
                f"({done['stop_reason']}); lost {turns['lost']}, unexpected {turns['unexpected']}, "
                f"history mismatches {turns['history_mismatches']}.")
     click.echo(f"{measured['wall_seconds']} s wall time, {measured['turns_per_second']} turns/s.")
+    for message in done["stalled"]:
+        click.echo(f"stalled: {message} (the batch cannot finish; compare policies with --compare)")
     table("Crowd (hidden truth)", ["behaviour", "workers", "turns", "blocked", "earned"],
           [(name, row["workers"], row["turns"], row["blocked"], dollars(row["earned_cents"]))
            for name, row in done["crowd"].items()])

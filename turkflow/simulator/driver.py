@@ -9,8 +9,9 @@ with a deterministic scheduler:
   most one turn per round, and no author gets two ratings in one round.
 - The round's turns are then worked in parallel over HTTP (queue, take, turn page, submit), each worker
   arriving after a random think time.
-- Before the next round the driver waits until the pipeline has caught up: every active conversation has
-  its next HIT open and every rating has its quality decision.
+- Before the next round the driver waits until the pipeline has caught up with every judgement the round
+  caused: every active conversation has its next HIT open, every rating has its quality decision and
+  every submitted turn is reviewed (``Turn.reviewed_at``: the monitor and the content checks ran).
 
 Blocks only hit the authors being rated, who belong to the other role and do not act in this round; each
 author's ratings reach the monitor in round order. So the same seed gives the same turns, ratings,
@@ -118,8 +119,11 @@ class WorkerClient:
         raise AssertionError("unreachable")
 
     def join(self) -> dict[str, Any]:
+        """Open the invite link; the queue it leads to hands out the CSRF token every POST sends back."""
         path = self.join_url[len(self.base_url):] if self.join_url.startswith(self.base_url) else self.join_url
-        return _json(self._call("GET", "GET /join", path), "join")
+        queue = _json(self._call("GET", "GET /join", path), "join")
+        self.http.headers["X-CSRFToken"] = queue["csrf_token"]
+        return queue
 
     def queue(self) -> dict[str, Any]:
         return _json(self._call("GET", "GET /queue", "/queue"), "queue")
@@ -407,8 +411,8 @@ class Simulation:
     # -- waiting for the pipeline --
 
     def _settle(self, batch_id: int, turn_ids: Optional[list[int]] = None, bonuses: bool = False) -> None:
-        """Wait until Celery has opened the next turns and judged the ratings of ``turn_ids`` (default: of
-        the whole batch), and paid every bonus if asked."""
+        """Wait until Celery has opened the next turns and reviewed the turns ``turn_ids`` (default: the
+        whole batch's), and paid every bonus if asked."""
         deadline = time.monotonic() + self.settle_timeout
         while True:
             with session_scope(self.settings.database_url) as session:
@@ -424,17 +428,21 @@ class Simulation:
 
 def pipeline_backlog(session: Session, batch_id: int, turn_ids: Optional[list[int]] = None,
                      bonuses: bool = False) -> dict[str, int]:
-    """Work Celery still owes a batch: conversations without an open HIT, unjudged ratings, unpaid bonuses.
+    """Work Celery still owes a batch: conversations without an open HIT, unjudged ratings, unreviewed
+    turns, unpaid bonuses.
 
     ``turn_ids`` narrows the look to the conversations and ratings of those submitted turns (one round's),
     so waiting costs the same at the end of a large batch as at its start.
     """
     conversations = select(Conversation.id).where(Conversation.batch_id == batch_id)
+    turns = select(Turn.id).join(Conversation, Conversation.id == Turn.conversation_id).where(
+        Conversation.batch_id == batch_id)
     ratings = (select(Rating.id).join(Turn, Turn.id == Rating.rater_turn_id)
                .join(Conversation, Conversation.id == Turn.conversation_id).where(Conversation.batch_id == batch_id))
     if turn_ids is not None:
         conversations = select(Turn.conversation_id).where(col(Turn.id).in_(turn_ids))
         ratings = select(Rating.id).where(col(Rating.rater_turn_id).in_(turn_ids))
+        turns = select(Turn.id).where(col(Turn.id).in_(turn_ids))
     open_hit = (select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
                 .where(Turn.conversation_id == Conversation.id, Turn.status == TurnStatus.open,
                        Hit.status == HitStatus.open))
@@ -448,6 +456,10 @@ def pipeline_backlog(session: Session, batch_id: int, turn_ids: Optional[list[in
             select(func.count()).select_from(Rating)
             .where(col(Rating.id).in_(ratings),
                    ~select(QualityDecision.id).where(QualityDecision.rating_id == Rating.id).exists())
+        ).one(),
+        "unreviewed turns": session.exec(
+            select(func.count()).select_from(Turn)
+            .where(col(Turn.id).in_(turns), Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
         ).one(),
     }
     if bonuses:

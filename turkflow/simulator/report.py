@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 
 from turkflow.hits.money import fee_cents
 from turkflow.models import Batch, Bonus, Conversation, Event, QualityDecision, Rating, Turn, TurnStatus, Worker, WorkerStatus
+from turkflow.quality import stall
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker
 from turkflow.simulator.driver import Outcome, as_utc
@@ -74,6 +75,8 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
                 and replayed_live.median_rated_turns_before_block == live.median_rated_turns_before_block),
         },
         "policies": [_efficacy(e) for e in comparison],
+        "stalled": [stall.describe(r.role, r.workers, r.waiting)
+                    for r in stall.role_supply(session, outcome.batch_id) if r.starved],
         "refused_requests": dict(sorted(outcome.refused.items())),
         "revised_answers": dict(sorted(outcome.revised.items())),
     }

@@ -136,6 +136,7 @@ class Stack:
         self.own_redis = own_redis
         self.url = ""
         self.processes: dict[str, subprocess.Popen] = {}
+        self.commands: dict[str, list[str]] = {}
         self._logs: list[IO[bytes]] = []
 
     def __enter__(self) -> "Stack":
@@ -164,8 +165,7 @@ class Stack:
             self._spawn("redis", ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                                   "--appendonly", "no", "--dir", str(self.log_dir)])
             self.settings = self.settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{port}/0"})
-            wait_for(lambda: Redis.from_url(self.settings.redis_url).ping(), "redis-server", 10,
-                     self.processes["redis"])
+            self._wait_ready("redis")
         upgrade(self.settings.database_url)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -180,14 +180,36 @@ class Stack:
                                "--loglevel", "WARNING", "--without-gossip", "--without-mingle"])
         wait_for(lambda: requests.get(f"{self.url}/queue", timeout=2).status_code < 500, "gunicorn", 30,
                  self.processes["gunicorn"])
-        probe = Celery(broker=self.settings.redis_url)
-        wait_for(lambda: probe.control.ping(timeout=0.5), "the Celery worker", 60, self.processes["celery"])
+        self._wait_ready("celery")
+
+    def _wait_ready(self, name: str) -> None:
+        if name == "redis":
+            wait_for(lambda: Redis.from_url(self.settings.redis_url).ping(), "redis-server", 10, self.processes[name])
+        elif name == "celery":
+            probe = Celery(broker=self.settings.redis_url)
+            wait_for(lambda: probe.control.ping(timeout=0.5), "the Celery worker", 60, self.processes[name])
 
     def _spawn(self, name: str, command: list[str]) -> None:
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
+        self.commands[name] = command
         self.processes[name] = subprocess.Popen(command, env=settings_env(self.settings), stdout=log,
                                                 stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Take one service down as a crash, an OOM kill or an operator would: ``sig`` reaches its whole
+        process group (a prefork worker's children die with it). It stays down until ``revive``."""
+        process = self.processes.pop(name)
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+    def revive(self, name: str) -> None:
+        """Start a service ``kill`` took down again, with the same command and port, and wait until it answers."""
+        self._spawn(name, self.commands[name])
+        self._wait_ready(name)
 
     def stop(self) -> None:
         for name in ("gunicorn", "celery", "redis"):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, Response, jsonify, render_template, request
+from flask_wtf.csrf import CSRFProtect
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
 
 from turkflow.config import Settings
@@ -20,14 +23,25 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     settings = settings or Settings()
     app = Flask(__name__)
     app.url_map.converters["int"] = Int64Converter  # before any route is added
+    secure = urlsplit(settings.public_url).scheme == "https"
+    # Over HTTPS, __Host- cookies can be set by this host only: no sibling subdomain can plant its own.
+    cookie_prefix = "__Host-" if secure else ""
     app.config.update(
         SECRET_KEY=settings.secret_key,
         TURKFLOW_SETTINGS=settings,
         TURKFLOW_PROVIDERS=providers or registry.providers(settings),
         PUBLIC_URL=settings.public_url,
         MAX_CONTENT_LENGTH=256 * 1024,
-        SESSION_COOKIE_SAMESITE="Lax",  # other sites cannot post forms as a signed-in worker
+        # Flask's session holds the dashboard sign-in and every browser's CSRF secret; a local worker's
+        # identity has a cookie of its own (``WORKER_COOKIE``), so joining never touches a sign-in.
+        SESSION_COOKIE_NAME=f"{cookie_prefix}session",
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=secure,
+        WORKER_COOKIE=f"{cookie_prefix}worker",
+        WTF_CSRF_TIME_LIMIT=None,  # a form's token is good for as long as the browser's session
     )
+    if settings.proxy_hops:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
     from turkflow.web.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
@@ -35,6 +49,9 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.onboarding import bp as onboarding_bp
 
     app.register_blueprint(mturk_bp)
+    csrf = CSRFProtect(app)  # every POST carries its page's token, except MTurk's (a signed form token)
+    csrf.exempt(mturk_bp)
+    app.after_request(default_headers)
     app.register_blueprint(onboarding_bp)
     from turkflow.web.admin import init_admin
 
@@ -45,13 +62,13 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     return app
 
 
-MAX_ID = 2**63 - 1  # ids are signed 64-bit integers on both databases
-_ID = re.compile(r"[0-9]{1,19}")
+MAX_ID = 2**31 - 1  # id columns are INTEGER: 32 bits on PostgreSQL, so every larger number is no id
+_ID = re.compile(r"[0-9]{1,10}")
 
 
 class Int64Converter(IntegerConverter):
-    """``<int:...>`` in every route is a database id: a number beyond signed 64 bits is a 404, never an
-    overflow in the database driver."""
+    """``<int:...>`` in every route is a database id: a number beyond ``MAX_ID`` is a 404, never an
+    out-of-range error in the database driver."""
 
     regex = _ID.pattern
 
@@ -61,8 +78,8 @@ class Int64Converter(IntegerConverter):
 
 
 def id_arg(name: str) -> Optional[int]:
-    """An id in the query string: absent or empty is None; anything but a whole number that fits a signed
-    64-bit id is a 400 naming the parameter."""
+    """An id in the query string: absent or empty is None; anything but a whole number up to ``MAX_ID``
+    is a 400 naming the parameter."""
     raw = request.args.get(name, "")
     if not raw:
         return None
@@ -98,3 +115,16 @@ def refuse_nul_bytes() -> None:
     for name, values in [*named, *request.args.lists(), *request.form.lists()]:
         if "\x00" in name or any("\x00" in value for value in values):
             raise InvalidInput("a NUL byte is not allowed here", name.replace("\x00", "") or "(name)")
+
+
+# Static files and error pages outside a blueprint get these; blueprints set their own policies first.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; img-src 'self' data: https:; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def default_headers(response: Response) -> Response:
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response

@@ -1,8 +1,9 @@
 """The admin blueprint: the requester's daily review dashboard under ``/admin``.
 
 Every page needs a signed-in requester (Flask-Login; users come from ``turkflow admin create``) and every
-POST a CSRF token (Flask-WTF). CSRF is checked for this blueprint only: worker pages post from inside
-MTurk's iframe and carry their own credentials. Views parse the request, call ``turkflow.quality`` and
+POST a CSRF token (Flask-WTF, checked app-wide). A sign-in is a server-side session
+(``turkflow.requesters``): the cookie holds a random token, signing out revokes it, and guessing passwords
+is throttled per username and per client address. Views parse the request, call ``turkflow.quality`` and
 render; every block and unblock goes through ``turkflow.quality.review``, which writes the audit event.
 """
 
@@ -25,23 +26,20 @@ from flask import (
 )
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 from flask_wtf import FlaskForm
-from flask_wtf.csrf import CSRFProtect
 from wtforms import PasswordField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length
 
-from turkflow import events
+from turkflow import requesters
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.quality import dashboard, monitor, review
-from turkflow.requesters import authenticate
 from turkflow.web import charts, id_arg
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 login_manager = LoginManager()
-csrf = CSRFProtect()
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; img-src 'self' data: https:; script-src 'self'; style-src 'self'; "
@@ -50,9 +48,7 @@ CONTENT_SECURITY_POLICY = (
 
 
 def init_admin(app: Flask) -> None:
-    """Register the dashboard with its login manager and CSRF protection scoped to ``/admin``."""
-    app.config["WTF_CSRF_CHECK_DEFAULT"] = False  # checked in ``guard`` below, for this blueprint only
-    csrf.init_app(app)
+    """Register the dashboard with its login manager."""
     login_manager.init_app(app)
     login_manager.login_view = "admin.login"
     login_manager.login_message = "Sign in to see the review dashboard."
@@ -60,11 +56,16 @@ def init_admin(app: Flask) -> None:
 
 
 class Reviewer(UserMixin):
-    """The signed-in requester, detached from any database session."""
+    """The signed-in requester, detached from any database session. Flask-Login keeps ``get_id()`` in the
+    cookie: the session token, never the requester's id, so revoking the session signs the cookie out."""
 
-    def __init__(self, requester: Requester):
+    def __init__(self, requester: Requester, token: str):
         self.id = requester.id
         self.username = requester.username
+        self.token = token
+
+    def get_id(self) -> str:
+        return self.token
 
     @property
     def actor(self) -> str:
@@ -72,12 +73,10 @@ class Reviewer(UserMixin):
 
 
 @login_manager.user_loader
-def load_reviewer(user_id: str) -> Optional[Reviewer]:
-    if not user_id.isdigit():
-        return None
+def load_reviewer(token: str) -> Optional[Reviewer]:
     with _db() as session:
-        requester = session.get(Requester, int(user_id))
-        return Reviewer(requester) if requester else None
+        requester = requesters.requester_for_session(session, token)
+        return Reviewer(requester, token) if requester else None
 
 
 def _settings() -> Settings:
@@ -94,7 +93,6 @@ def _db():  # noqa: ANN202 - a session_scope context manager
 
 @bp.before_request
 def guard() -> Optional[Response]:
-    csrf.protect()
     if request.endpoint != "admin.login" and not current_user.is_authenticated:
         return login_manager.unauthorized()
     return None
@@ -196,17 +194,28 @@ def login() -> Any:
     if not form.validate():
         field, problems = next(iter(form.errors.items()))
         return render_template("admin/login.html", form=form, error=f"{field}: {problems[0]}"), 400
+    settings = _settings()
+    limits = requesters.SignInLimits(settings.sign_in_failures, timedelta(seconds=settings.sign_in_window_seconds))
     with _db() as session:
-        requester = authenticate(session, form.username.data, form.password.data)
-        if requester is None:
+        attempt = requesters.sign_in(session, form.username.data, form.password.data, request.remote_addr or "",
+                                     limits)
+        if attempt.retry_after:
+            minutes = -(-attempt.retry_after // 60)
+            page = render_template("admin/login.html", form=form,
+                                   error=f"Too many failed sign-ins: try again in {minutes} min.")
+            return page, 429, {"Retry-After": str(attempt.retry_after)}
+        if attempt.requester is None:
             return render_template("admin/login.html", form=form, error="Wrong username or password."), 401
-        login_user(Reviewer(requester))
-        events.record(session, "requester_signed_in", f"requester:{requester.username}")
+        token = requesters.start_session(session, attempt.requester,
+                                         timedelta(seconds=settings.admin_session_seconds))
+        login_user(Reviewer(attempt.requester, token))
     return redirect(_safe_next(url_for("admin.review_queue")))
 
 
 @bp.post("/logout")
 def logout() -> Response:
+    with _db() as session:
+        requesters.end_session(session, current_user.token)
     logout_user()
     return redirect(url_for("admin.login"))
 

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from flask import (
     Blueprint, Response, current_app, jsonify, make_response, redirect, render_template, request, url_for,
 )
-from flask import session as browser_session
+from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session, col, select
 
 from turkflow import invites
@@ -33,7 +33,7 @@ from turkflow.models import (
     utcnow,
 )
 from turkflow.protocol import Question, TurnContext
-from turkflow.web import error_response, id_arg, wants_json
+from turkflow.web import id_arg, wants_json
 from workers import tasks
 
 bp = Blueprint("worker", __name__)
@@ -59,12 +59,18 @@ def _settings() -> Settings:
     return current_app.config["TURKFLOW_SETTINGS"]
 
 
+def _joined_worker(session: Session) -> Optional[Worker]:
+    """The worker this browser joined as. The worker cookie (signed, dated, not the dashboard's session)
+    is the local worker's credential."""
+    settings = _settings()
+    token = request.cookies.get(current_app.config["WORKER_COOKIE"])
+    if not token:
+        return None
+    return invites.worker_from_session_token(session, settings.secret_key, token, settings.worker_session_seconds)
+
+
 def _current_worker(session: Session) -> Worker:
-    """The worker this browser joined as; the signed session cookie is the local worker's credential."""
-    external_id = browser_session.get("worker_external_id")
-    worker = None
-    if external_id:
-        worker = session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    worker = _joined_worker(session)
     if worker is None:
         raise Forbidden("this browser has not joined yet: open the personal invite link you were given")
     return worker
@@ -77,7 +83,9 @@ def _current_worker(session: Session) -> Worker:
 def home() -> Any:
     """Where a person lands without a link: a signed-in worker goes on to the queue, anyone else learns
     what this server is, that they need their join link, and where the dashboard is."""
-    if browser_session.get("worker_external_id"):
+    with session_scope(_settings().database_url) as session:
+        joined = _joined_worker(session) is not None
+    if joined:
         return redirect(url_for("worker.queue"), 303)
     return render_template("index.html", worker=None)
 
@@ -89,17 +97,41 @@ def favicon() -> Response:
 
 
 @bp.get("/join/<token>")
-def join(token: str) -> Response:
+def join(token: str) -> Any:
+    """Sign this browser in as the link's worker, unless it is signed in as somebody else: any site can send
+    a browser to a link, so switching the identity the next turns are credited to needs a POST."""
+    with session_scope(_settings().database_url) as session:
+        invited = _invited_worker(session, token)
+        current = _joined_worker(session)
+    if current is None or current.id == invited.id:
+        return _signed_in_as(invited)
+    message = "this browser is signed in as another worker; confirm the switch on the page of this link"
+    if wants_json():
+        return jsonify(error=message), 409
+    return render_template("join.html", worker=current, invited=invited, token=token)
+
+
+@bp.post("/join/<token>")
+def switch(token: str) -> Response:
+    """The confirmed switch to the link's worker (the CSRF token proves it came from the confirm page)."""
+    with session_scope(_settings().database_url) as session:
+        return _signed_in_as(_invited_worker(session, token))
+
+
+def _invited_worker(session: Session, token: str) -> Worker:
+    worker = invites.worker_from_token(session, _settings().secret_key, token)
+    if worker is None:
+        raise Forbidden("this invite link is not valid; ask the requester for a new one")
+    return worker
+
+
+def _signed_in_as(worker: Worker) -> Response:
     settings = _settings()
-    with session_scope(settings.database_url) as session:
-        worker = invites.worker_from_token(session, settings.secret_key, token)
-        if worker is None:
-            raise Forbidden("this invite link is not valid; ask the requester for a new one")
-        external_id = worker.external_id
-    browser_session.clear()
-    browser_session["worker_external_id"] = external_id
-    browser_session.permanent = True
-    return redirect(url_for("worker.queue"), 303)
+    response = redirect(url_for("worker.queue"), 303)
+    response.set_cookie(current_app.config["WORKER_COOKIE"], invites.session_token(settings.secret_key, worker),
+                        max_age=settings.worker_session_seconds, secure=current_app.config["SESSION_COOKIE_SECURE"],
+                        httponly=True, samesite="Lax")
+    return response
 
 
 @bp.get("/queue")
@@ -119,6 +151,7 @@ def queue() -> Any:
                     "status": worker.status, "onboarded": worker.onboarded},
             open=[{key: entry[key] for key in ("hit_id", "conversation_id", "turn_index", "title")}
                   for entry in entries],
+            csrf_token=generate_csrf(),  # programs send it back as X-CSRFToken, as the page's forms do
         )
     if not worker.onboarded:  # the role's quiz comes before the first turn
         return redirect(url_for("onboarding.quiz"), 303)
@@ -174,7 +207,7 @@ def turn(assignment_id: str) -> Any:
     if assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
         return redirect(url_for("worker.queue", submitted=current.id), 303)
     return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
-                       lease_expires_at=hit.lease_expires_at, worker=worker)
+                       hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker)
 
 
 @bp.post("/turn/<assignment_id>")
@@ -220,7 +253,9 @@ def _raw_answers() -> dict[str, Any]:
         if not isinstance(body, dict):
             raise InvalidInput("send one JSON object with an entry per question", "body")
         return body
-    return request.form.to_dict(flat=False)
+    answers = request.form.to_dict(flat=False)
+    answers.pop("csrf_token", None)  # the page's, not an answer
+    return answers
 
 
 def _refused_answers(assignment_id: str, error: InvalidAnswer, raw: dict[str, Any]) -> Any:
@@ -231,8 +266,8 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer, raw: dict[str, An
         _, hit, current = _own_assignment(session, worker, assignment_id)
         view = lifecycle.turn_view(session, current)
     return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
-                       errors={error.field: error.reason}, answers=raw, lease_expires_at=hit.lease_expires_at,
-                       worker=worker, status=400)
+                       errors={error.field: error.reason}, answers=raw, hidden={"csrf_token": generate_csrf()},
+                       lease_expires_at=hit.lease_expires_at, worker=worker, status=400)
 
 
 def _queue_next_turn(turn_id: int, worker: Worker) -> None:

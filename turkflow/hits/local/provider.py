@@ -22,9 +22,6 @@ from turkflow.models import Assignment, AssignmentStatus, Batch, Bonus, Hit, Tur
 class LocalProvider(CrowdProvider):
     name = "local"
 
-    def __init__(self, settings: Settings):
-        self.settings = settings
-
     def publish_turn(self, session: Session, hit: Hit, batch: Batch) -> str:
         return f"local-{hit.id}"
 
@@ -43,10 +40,10 @@ class LocalProvider(CrowdProvider):
         reconciler itself."""
         return HitCheck()
 
-    def approvals_due(self, session: Session, now: datetime, limit: int = 500) -> list[int]:
+    def approvals_due(self, session: Session, settings: Settings, now: datetime, limit: int = 500) -> list[int]:
         """Local assignments submitted at least TURKFLOW_LOCAL_APPROVE_AFTER_SECONDS ago; the delay leaves the
         requester time to look at a turn before its reward counts as spent."""
-        delay = timedelta(seconds=self.settings.local_approve_after_seconds)
+        delay = timedelta(seconds=settings.local_approve_after_seconds)
         return list(session.exec(
             select(Assignment.id).join(Hit, Hit.id == Assignment.hit_id)
             .where(Hit.provider == self.name, Assignment.status == AssignmentStatus.submitted,

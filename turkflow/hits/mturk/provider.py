@@ -150,10 +150,10 @@ class MTurkProvider(CrowdProvider):
             remote_assignments = api.list_assignments_for_hit(client, hit.external_id)
         return reconcile.check_hit(session, hit, remote_hit, remote_assignments, now)
 
-    def approvals_due(self, session: Session, now: datetime, limit: int = 500) -> list[int]:
+    def approvals_due(self, session: Session, settings: Settings, now: datetime, limit: int = 500) -> list[int]:
         """turkflow approves TURKFLOW_MTURK_APPROVE_AFTER_SECONDS after submission; MTurk's own
         auto-approval is only the backstop."""
-        return reconcile.due_for_approval(session, now, self.settings.mturk_approve_after_seconds, limit)
+        return reconcile.due_for_approval(session, now, settings.mturk_approve_after_seconds, limit)
 
     # -- assignments and money --
 

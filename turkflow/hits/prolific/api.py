@@ -249,6 +249,12 @@ def bulk_approve_submissions(client: ProlificClient, submission_ids: Iterable[st
                     json={"submission_ids": ids[start:start + MAX_APPROVALS_PER_REQUEST]})
 
 
+def send_message(client: ProlificClient, study_id: str, participant_ids: Iterable[str], body: str) -> None:
+    """Message participants; Prolific wants a study they took part in as the message's context."""
+    client.call("POST", "/api/v1/messages/bulk/",
+                json={"ids": list(participant_ids), "body": body, "study_id": study_id})
+
+
 # ---- bonuses -----------------------------------------------------------------------------------------
 
 
@@ -344,6 +350,14 @@ def create_webhook_subscription(client: ProlificClient, workspace_id: str, event
     return created["results"][0]
 
 
+def confirm_webhook_subscription(client: ProlificClient, subscription_id: str, hook_secret: str
+                                 ) -> dict[str, Any]:
+    """Enable a new subscription with its ``X-Hook-Secret`` (the spec: "generated when the subscription
+    was created and returned as the ``X-Hook-Secret`` header")."""
+    return client.call("POST", f"/api/v1/hooks/subscriptions/{subscription_id}/",
+                       json={"secret": hook_secret})
+
+
 def list_webhook_subscriptions(client: ProlificClient, workspace_id: str) -> list[dict[str, Any]]:
     return client.call("GET", "/api/v1/hooks/subscriptions/",
                        params={"workspace_id": workspace_id})["results"]
@@ -357,8 +371,9 @@ def verify_webhook(secret: str, headers: Mapping[str, str], body: bytes, *, max_
                    now: Optional[float] = None) -> None:
     """Refuse a webhook request unless Prolific signed it with our secret within ``max_age_seconds``.
 
-    The signature is base64(HMAC-SHA256(secret, timestamp + body)); the age limit keeps a captured
-    request from being replayed later. Raises ``InvalidSignature``.
+    ``headers`` is the request's case-insensitive header mapping (Flask's ``request.headers``). The
+    signature is base64(HMAC-SHA256(secret, timestamp + body)); the age limit keeps a captured request
+    from being replayed later. Raises ``InvalidSignature``.
     """
     signature, timestamp = headers.get(SIGNATURE_HEADER), headers.get(TIMESTAMP_HEADER)
     if not signature or not timestamp:

@@ -1,0 +1,160 @@
+"""Broker faults against the real stack: redis-server, a prefork Celery worker with beat, gunicorn and SQLite
+as separate processes (``turkflow.simulator.stack``), with Redis and the worker killed under load.
+
+Workers submit turns as the web does (the turn is committed, then ``turn_submitted`` is queued, and a
+broker that is down only loses the message). Redis runs without persistence, so a restart loses every
+queued and unacknowledged message: the conversations must move again all the same, through the
+reconciler's sweeps, with nothing lost, doubled, or reviewed twice. The reconciler runs every second here
+and repairs after two; ``bench.chaos`` measures the defaults.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+from typing import Iterator
+
+import pytest
+from celery import Celery
+from redis import Redis
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from tests.conftest import wait_until
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.hits import lifecycle, registry
+from turkflow.models import Bonus, Conversation, Event, Hit, HitStatus, QualityDecision, Rating, Task, Turn, TurnStatus, Worker
+from turkflow.simulator.driver import pipeline_backlog
+from turkflow.simulator.stack import Stack
+from workers.app import celery_config
+
+SETTLE_SECONDS = 90  # generous: the machine running the suite may be busy; the wait ends as soon as it settles
+_texts = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("broker-faults")
+    settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}", secret_key="test",
+                        worker_hash_key="test", reconcile_seconds=1, reopen_after_seconds=2, review_after_seconds=2,
+                        stuck_after_seconds=2)
+    with Stack(settings, work / "logs", web_workers=1, web_threads=2, celery_concurrency=2) as running:
+        yield running
+
+
+class Crowd:
+    """One student and one teacher writing every open turn of a batch, queueing each as the web does."""
+
+    def __init__(self, stack: Stack, conversations: int = 4):
+        self.settings = stack.settings
+        self.producer = Celery("producer", set_as_current=False)
+        self.producer.conf.update(celery_config(stack.settings))
+        self.written: dict[int, str] = {}  # turn id -> text, every turn the server confirmed
+        with session_scope(self.settings.database_url) as s:
+            if not s.exec(select(Task)).first():
+                load_documents(s, read_documents(sample_tasks_path()))
+            batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), conversations, name="faults",
+                                                 max_turns=40, quality={"quality_window": 1})  # a bonus a turn
+            self.batch_id = batch.id
+            self.workers = {}
+            for role in ("student", "teacher"):
+                worker = Worker(external_id=f"faults-{batch.id}-{role}", role=role, onboarded=True)
+                s.add(worker)
+                s.flush()
+                self.workers[role] = worker
+            hit_ids = [hit.id for hit in hits]
+        for hit_id in hit_ids:
+            with session_scope(self.settings.database_url) as s:
+                lifecycle.publish_hit(s, registry.providers(self.settings).get("local"), hit_id)
+
+    def write_round(self) -> list[int]:
+        """Write every open turn of the batch; returns the turn ids. Queueing fails while Redis is down."""
+        with session_scope(self.settings.database_url) as s:
+            open_hits = s.exec(
+                select(Hit.id, Hit.role).join(Turn, Turn.id == Hit.turn_id)
+                .join(Conversation, Conversation.id == Turn.conversation_id)
+                .where(Conversation.batch_id == self.batch_id, Hit.status == HitStatus.open)
+            ).all()
+        turn_ids = []
+        for hit_id, role in open_hits:
+            text = f"Message number {next(_texts)} about the next step, written carefully."
+            answers = ({"relevant": "yes", "useful": "yes", "real_life": "I would do it", "intent": "request_step",
+                        "response": text} if role == "student" else
+                       {"relevant": "yes", "useful": "yes", "action": "return_step", "response": text})
+            with session_scope(self.settings.database_url) as s:
+                worker = s.get(Worker, self.workers[role].id)
+                assignment = lifecycle.take_turn(s, worker, hit_id, lease_seconds=600)
+                turn_id = lifecycle.submit_turn(s, assignment.external_id, worker, answers).turn.id
+            self.written[turn_id] = text
+            turn_ids.append(turn_id)
+            try:
+                self.producer.send_task("workers.tasks.turn_submitted", (turn_id,), retry=False)
+            except Exception:  # noqa: BLE001, S110 - stored but not queued: the reconciler's job
+                pass
+        return turn_ids
+
+    def settled(self) -> bool:
+        """Every conversation has its next turn open, every turn is reviewed, every bonus paid."""
+        with session_scope(self.settings.database_url) as s:
+            return not any(pipeline_backlog(s, self.batch_id, bonuses=True).values())
+
+    def assert_intact(self) -> int:
+        """Nothing lost, nothing doubled, every submitted turn reviewed exactly once; returns the bonuses."""
+        with session_scope(self.settings.database_url) as s:
+            turns = s.exec(select(Turn).join(Conversation, Conversation.id == Turn.conversation_id)
+                           .where(Conversation.batch_id == self.batch_id)).all()
+            submitted = {t.id: t for t in turns if t.status == TurnStatus.submitted}
+            assert {turn_id: submitted[turn_id].text for turn_id in self.written if turn_id in submitted} == self.written
+            assert len({(t.conversation_id, t.index) for t in turns}) == len(turns)
+            ids = [t.id for t in turns]
+            hits_per_turn = s.exec(select(Hit.turn_id, func.count()).where(col(Hit.turn_id).in_(ids))
+                                   .group_by(Hit.turn_id)).all()
+            assert {n for _, n in hits_per_turn} == {1} and len(hits_per_turn) == len(turns)
+            assert all(t.reviewed_at is not None for t in submitted.values())
+            reviews = s.exec(select(Event.turn_id, func.count()).where(Event.kind == "turn_reviewed",
+                                                                      col(Event.turn_id).in_(list(submitted)))
+                             .group_by(Event.turn_id)).all()
+            assert dict(reviews) == {turn_id: 1 for turn_id in submitted}
+            ratings = s.exec(select(Rating.id).where(col(Rating.rater_turn_id).in_(list(submitted)))).all()
+            decisions = s.exec(select(QualityDecision.rating_id, func.count())
+                               .where(col(QualityDecision.rating_id).in_(ratings))
+                               .group_by(QualityDecision.rating_id)).all()
+            assert dict(decisions) == {rating_id: 1 for rating_id in ratings}
+            bonuses = s.exec(select(Bonus.id).where(col(Bonus.turn_id).in_(ids))).all()
+            paid = s.exec(select(Event.data).where(Event.kind == "bonus_paid", col(Event.turn_id).in_(ids))).all()
+            assert sorted(data["bonus_id"] for data in paid) == sorted(bonuses)
+        return len(bonuses)
+
+
+def worker_holds_a_message(stack: Stack) -> bool:
+    """The worker has received a task it has not acknowledged yet (kombu keeps those in ``unacked``)."""
+    return Redis.from_url(stack.settings.redis_url).hlen("unacked") > 0
+
+
+def test_worker_survives_redis_stopped_and_restarted_mid_task_and_every_conversation_moves_again(stack):
+    crowd = Crowd(stack)
+    celery = stack.processes["celery"]
+    for how in (signal.SIGTERM, signal.SIGKILL, signal.SIGKILL):
+        crowd.write_round()  # openings and reviews in flight ...
+        stack.kill("redis", how)  # ... when Redis goes away
+        crowd.write_round()  # submissions while Redis is down: stored, their messages never sent
+        stack.revive("redis")
+        wait_until(crowd.settled, timeout=SETTLE_SECONDS, interval=0.2)
+        assert celery.poll() is None, f"the Celery worker died ({how!r}); see {stack.log_dir / 'celery.log'}"
+    assert stack.processes["celery"] is celery
+    assert crowd.assert_intact() >= 1  # every rating is "yes": the monitor pays bonuses, each exactly once
+
+
+def test_worker_killed_between_turn_stored_and_next_turn_opened_loses_no_turn(stack):
+    crowd = Crowd(stack)
+    for _ in range(2):
+        crowd.write_round()
+        wait_until(lambda: worker_holds_a_message(stack) or crowd.settled(), timeout=SETTLE_SECONDS, interval=0.001)
+        stack.kill("celery", signal.SIGKILL)  # its messages stay unacknowledged in Redis for the visibility timeout
+        crowd.write_round()  # whatever opened before the kill is written; nothing consumes the messages now
+        stack.revive("celery")
+        wait_until(crowd.settled, timeout=SETTLE_SECONDS, interval=0.2)
+    crowd.assert_intact()

@@ -1,0 +1,371 @@
+"""The Prolific provider against the fake Prolific (every request and response checked against Prolific's
+OpenAPI description), on a real migrated database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.hits import lifecycle
+from turkflow.hits.prolific import api
+from turkflow.hits.prolific.provider import (
+    BonusOutcomeUnknown,
+    ProlificOptions,
+    ProlificProvider,
+    SubmissionInProgress,
+)
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Bonus,
+    BonusStatus,
+    Conversation,
+    Hit,
+    HitStatus,
+    Task,
+    Turn,
+    Worker,
+)
+
+pytest.register_assert_rewrite("tests.fake_prolific")  # before the import below, as the plugin line wants
+from tests.fake_prolific import ApiError, FakeProlific, Refused  # noqa: E402
+from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+
+pytest_plugins = ["tests.fake_prolific"]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(data_dir=tmp_path / "var", database_url=database_url, secret_key="test-secret",
+                    worker_hash_key="test-hash-key", public_url="https://turkflow.example.org")
+
+
+@pytest.fixture
+def provider(settings: Settings, fake_prolific: FakeProlific) -> ProlificProvider:
+    options = ProlificOptions(token=fake_prolific.token, workspace_id=fake_prolific.workspace_id,
+                              base_url=fake_prolific.url)
+    return ProlificProvider(settings, options)
+
+
+def launch(settings: Settings, conversations: int) -> tuple[int, list[int]]:
+    """A Prolific batch whose first (student) turns are opened, not yet published."""
+    with session_scope(settings.database_url) as s:
+        load_documents(s, read_documents(sample_tasks_path()))
+        batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), conversations, name="prolific",
+                                             provider="prolific")
+        return batch.id, [h.id for h in hits]
+
+
+def publish(settings: Settings, provider: ProlificProvider, hit_id: int) -> str:
+    with session_scope(settings.database_url) as s:
+        return lifecycle.publish_hit(s, provider, hit_id).external_id
+
+
+def arrives(settings: Settings, fake: FakeProlific, hit_id: int, participant_id: str) -> str:
+    """A participant starts the study on Prolific and lands on our page, which gives them this turn."""
+    with session_scope(settings.database_url) as s:
+        hit = s.get(Hit, hit_id)
+        submission_id = fake.start(hit.external_id, participant_id)
+        worker = Worker(external_id=participant_id, role=hit.role, onboarded=True)
+        s.add(worker)
+        s.flush()
+        s.add(Assignment(hit_id=hit_id, worker_id=worker.id, external_id=submission_id))
+    return submission_id
+
+
+def submits(settings: Settings, fake: FakeProlific, provider: ProlificProvider, hit_id: int,
+            participant_id: str) -> int:
+    """The participant writes their turn on our page, then goes back to Prolific with the code; returns
+    the assignment's id."""
+    submission_id = arrives(settings, fake, hit_id, participant_id)
+    with session_scope(settings.database_url) as s:
+        worker = s.exec(select(Worker).where(Worker.external_id == participant_id)).one()
+        lifecycle.submit_turn(s, submission_id, worker, STUDENT_ANSWERS)
+        batch_id = s.get(Conversation, s.get(Turn, s.get(Hit, hit_id).turn_id).conversation_id).batch_id
+        assignment_id = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one().id
+    fake.complete(submission_id, provider.completion_code(batch_id, "student"))
+    return assignment_id
+
+
+def reopen(settings: Settings, hit_id: int) -> int:
+    """The turn's HIT ends unanswered and the turn gets a new attempt (what the reconciler does)."""
+    with session_scope(settings.database_url) as s:
+        hit = s.get(Hit, hit_id)
+        hit.status = HitStatus.expired
+        s.flush()
+        again = Hit(turn_id=hit.turn_id, attempt=hit.attempt + 1, role=hit.role, provider="prolific")
+        s.add(again)
+        s.flush()
+        return again.id
+
+
+def bonus_for(settings: Settings, assignment_id: int, cents: int = 8) -> int:
+    with session_scope(settings.database_url) as s:
+        assignment = s.get(Assignment, assignment_id)
+        turn = lifecycle.turn_for_assignment(s, assignment)
+        bonus = Bonus(turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id,
+                      amount_cents=cents, request_token=f"bonus-turn-{turn.id}")
+        s.add(bonus)
+        s.flush()
+        return bonus.id
+
+
+def pay(settings: Settings, provider: ProlificProvider, bonus_id: int) -> None:
+    """What the pipeline does: pay through the provider, then mark the bonus paid, in one transaction."""
+    with session_scope(settings.database_url) as s:
+        bonus = s.get(Bonus, bonus_id)
+        provider.pay_bonus(s, bonus, s.get(Worker, bonus.worker_id), s.get(Assignment, bonus.assignment_id))
+        bonus.status = BonusStatus.paid
+        s.add(bonus)
+
+
+# ---- studies follow the waiting turns ------------------------------------------------------------------
+
+
+def test_the_first_turn_creates_and_publishes_the_roles_study_with_a_place_per_waiting_turn(
+        settings, provider, fake_prolific):
+    batch_id, hits = launch(settings, conversations=2)
+    study_id = publish(settings, provider, hits[0])
+    assert publish(settings, provider, hits[1]) == study_id
+    [study] = fake_prolific.studies.values()
+    assert study.status == "ACTIVE" and study.fields["total_available_places"] == 2
+    assert study.fields["internal_name"] == provider.internal_name(batch_id, "student")
+    assert study.fields["external_study_url"].startswith(
+        f"https://turkflow.example.org/prolific/turn?b={batch_id}&r=student&PROLIFIC_PID=")
+    assert study.fields["submissions_config"] == {"max_submissions_per_participant": -1}
+    assert study.fields["completion_codes"][0]["code"] == provider.completion_code(batch_id, "student")
+    assert study.fields["filters"] == [{"filter_id": "participant_group_blocklist",
+                                        "selected_values": [provider.blocked_group()]}]
+    with session_scope(settings.database_url) as s:
+        assert {s.get(Hit, h).status for h in hits} == {HitStatus.open}
+
+
+def test_two_workers_creating_a_roles_study_at_once_both_use_the_earliest(
+        settings, provider, fake_prolific, monkeypatch):
+    create = fake_prolific._create_study
+
+    def raced(request):  # noqa: ANN001, ANN202 - another worker's identical draft lands just before ours
+        if not fake_prolific.studies:
+            create(request)
+        return create(request)
+
+    monkeypatch.setattr(fake_prolific, "_create_study", raced)
+    _, hits = launch(settings, conversations=1)
+    study_id = publish(settings, provider, hits[0])
+    earliest, other = fake_prolific.studies.values()
+    assert study_id == earliest.id and earliest.status == "ACTIVE" and other.status == "UNPUBLISHED"
+
+
+def test_places_grow_with_new_turns_but_not_for_turns_already_held(settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=3)
+    study_id = publish(settings, provider, hits[0])
+    assert fake_prolific.studies[study_id].fields["total_available_places"] == 3
+    arrives(settings, fake_prolific, hits[0], "p1")
+    publish(settings, provider, hits[1])
+    publish(settings, provider, hits[2])
+    assert fake_prolific.studies[study_id].fields["total_available_places"] == 3
+    assert fake_prolific.places_free(study_id) == 2
+
+
+def test_a_study_whose_places_ran_out_grows_active_again_for_a_new_turn(settings, provider, fake_prolific):
+    batch_id, hits = launch(settings, conversations=2)
+    study_id = publish(settings, provider, hits[0])
+    submits(settings, fake_prolific, provider, hits[0], "p1")
+    again = reopen(settings, hits[1])  # its place goes to a stranger meanwhile
+    fake_prolific.fill_places(study_id, provider.completion_code(batch_id, "student"))
+    assert fake_prolific.studies[study_id].status == "AWAITING REVIEW"
+    publish(settings, provider, again)
+    assert fake_prolific.studies[study_id].status == "ACTIVE" and fake_prolific.places_free(study_id) == 1
+
+
+def test_the_last_waiting_turn_expiring_pauses_the_study_and_the_next_turn_resumes_it(
+        settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=1)
+    study_id = publish(settings, provider, hits[0])
+    with session_scope(settings.database_url) as s:
+        provider.expire(s, s.get(Hit, hits[0]))
+    assert fake_prolific.studies[study_id].status == "PAUSED"
+    reopened_id = reopen(settings, hits[0])
+    with pytest.raises(Refused, match="not taking participants"):
+        fake_prolific.start(study_id, "p1")
+    assert publish(settings, provider, reopened_id) == study_id
+    assert fake_prolific.studies[study_id].status == "ACTIVE"
+
+
+# ---- approvals -----------------------------------------------------------------------------------------
+
+
+def test_a_submitted_turn_is_approved_on_prolific_and_here_once(settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=1)
+    publish(settings, provider, hits[0])
+    assignment_id = submits(settings, fake_prolific, provider, hits[0], "p1")
+    for _ in range(2):
+        with session_scope(settings.database_url) as s:
+            provider.approve(s, s.get(Assignment, assignment_id))
+    with session_scope(settings.database_url) as s:
+        assignment = s.get(Assignment, assignment_id)
+        assert assignment.status == AssignmentStatus.approved
+    assert fake_prolific.submissions[assignment.external_id].status == "APPROVED"
+    transitions = f"/api/v1/submissions/{assignment.external_id}/transition/"
+    assert fake_prolific.requests.count(("POST", transitions)) == 1
+
+
+def test_a_turn_whose_participant_has_not_gone_back_to_prolific_is_approved_later(
+        settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=1)
+    publish(settings, provider, hits[0])
+    submission_id = arrives(settings, fake_prolific, hits[0], "p1")
+    with session_scope(settings.database_url) as s:
+        worker = s.exec(select(Worker).where(Worker.external_id == "p1")).one()
+        lifecycle.submit_turn(s, submission_id, worker, STUDENT_ANSWERS)
+    with session_scope(settings.database_url) as s:
+        assignment = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
+        with pytest.raises(SubmissionInProgress, match="ACTIVE"):
+            provider.approve(s, assignment)
+        assert assignment.status == AssignmentStatus.submitted
+
+
+def test_a_submission_already_approved_on_prolific_settles_ours(settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=1)
+    publish(settings, provider, hits[0])
+    assignment_id = submits(settings, fake_prolific, provider, hits[0], "p1")
+    with session_scope(settings.database_url) as s:
+        submission_id = s.get(Assignment, assignment_id).external_id
+    fake_prolific.submissions[submission_id].status = "APPROVED"  # approved by hand in Prolific's app
+    with session_scope(settings.database_url) as s:
+        provider.approve(s, s.get(Assignment, assignment_id))
+        assert s.get(Assignment, assignment_id).status == AssignmentStatus.approved
+
+
+# ---- bonuses exactly once ------------------------------------------------------------------------------
+
+
+def paid_turn(settings: Settings, provider: ProlificProvider, fake: FakeProlific) -> tuple[int, str]:
+    _, hits = launch(settings, conversations=1)
+    publish(settings, provider, hits[0])
+    assignment_id = submits(settings, fake, provider, hits[0], "p1")
+    with session_scope(settings.database_url) as s:
+        submission_id = s.get(Assignment, assignment_id).external_id
+    return bonus_for(settings, assignment_id), submission_id
+
+
+def test_a_bonus_is_paid_once_and_a_repeated_task_pays_nothing_more(settings, provider, fake_prolific):
+    bonus_id, submission_id = paid_turn(settings, provider, fake_prolific)
+    pay(settings, provider, bonus_id)
+    with session_scope(settings.database_url) as s:  # the task delivered again
+        bonus = s.get(Bonus, bonus_id)
+        provider.pay_bonus(s, bonus, s.get(Worker, bonus.worker_id), s.get(Assignment, bonus.assignment_id))
+    assert fake_prolific.paid(submission_id) == [8]
+
+
+def test_a_crash_after_the_pay_call_is_settled_from_prolific_and_never_pays_twice(
+        settings, provider, fake_prolific):
+    fake_prolific.pay_later = True
+    bonus_id, submission_id = paid_turn(settings, provider, fake_prolific)
+    with pytest.raises(RuntimeError), session_scope(settings.database_url) as s:
+        bonus = s.get(Bonus, bonus_id)
+        provider.pay_bonus(s, bonus, s.get(Worker, bonus.worker_id), s.get(Assignment, bonus.assignment_id))
+        raise RuntimeError("the worker died before committing")
+    with pytest.raises(BonusOutcomeUnknown, match="shows no payment yet"):
+        pay(settings, provider, bonus_id)
+    fake_prolific.settle_payments()
+    pay(settings, provider, bonus_id)
+    assert fake_prolific.paid(submission_id) == [8]
+    assert sum(1 for _, path in fake_prolific.requests if path.endswith("/pay/")) == 1
+    with session_scope(settings.database_url) as s:
+        assert s.get(Bonus, bonus_id).status == BonusStatus.paid
+
+
+def test_two_workers_paying_the_same_bonus_pay_once(settings, provider, fake_prolific):
+    fake_prolific.pay_later = True
+    bonus_id, submission_id = paid_turn(settings, provider, fake_prolific)
+    with session_scope(settings.database_url) as slow:
+        stale = slow.get(Bonus, bonus_id)  # read before the other worker claims it
+        pay(settings, provider, bonus_id)
+        with pytest.raises(BonusOutcomeUnknown, match="another worker"):
+            provider.pay_bonus(slow, stale, slow.get(Worker, stale.worker_id),
+                               slow.get(Assignment, stale.assignment_id))
+    fake_prolific.settle_payments()
+    assert fake_prolific.paid(submission_id) == [8]
+
+
+def test_a_pay_prolific_refused_is_released_and_paid_by_the_retry(
+        settings, provider, fake_prolific, monkeypatch):
+    bonus_id, submission_id = paid_turn(settings, provider, fake_prolific)
+
+    def refuse(request, bulk_id):  # noqa: ANN001, ANN202
+        raise ApiError(400, "Insufficient funds.")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fake_prolific, "_pay_bonuses", refuse)
+        with pytest.raises(api.ProlificError, match="Insufficient funds"):
+            pay(settings, provider, bonus_id)
+    with session_scope(settings.database_url) as s:
+        assert s.get(Bonus, bonus_id).paid_at is None
+    pay(settings, provider, bonus_id)
+    assert fake_prolific.paid(submission_id) == [8]
+
+
+def test_a_pay_that_failed_on_prolifics_side_is_settled_not_sent_again(
+        settings, provider, fake_prolific, monkeypatch):
+    bonus_id, submission_id = paid_turn(settings, provider, fake_prolific)
+    pay_for_real = fake_prolific._pay_bonuses
+
+    def pay_then_fail(request, bulk_id):  # noqa: ANN001, ANN202
+        pay_for_real(request, bulk_id)
+        raise ApiError(500, "Internal server error.")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fake_prolific, "_pay_bonuses", pay_then_fail)
+        with pytest.raises(api.ProlificError):
+            pay(settings, provider, bonus_id)
+    pay(settings, provider, bonus_id)  # the payment shows on the submission: settled, not sent again
+    assert fake_prolific.paid(submission_id) == [8]
+
+
+# ---- blocks --------------------------------------------------------------------------------------------
+
+
+def test_a_blocked_participant_is_kept_out_of_the_study_until_unblocked(settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=2)
+    study_id = publish(settings, provider, hits[0])
+    with session_scope(settings.database_url) as s:
+        worker = Worker(external_id="p1", role="student", onboarded=True)
+        s.add(worker)
+        s.flush()
+        provider.soft_block(s, worker, reason="low ratings")
+        provider.block_permanently(s, worker, reason="low ratings")
+    assert list(fake_prolific.groups[provider.blocked_group()].members) == ["p1"]
+    with pytest.raises(Refused, match="blocks"):
+        fake_prolific.start(study_id, "p1")
+    with session_scope(settings.database_url) as s:
+        provider.unblock(s, s.exec(select(Worker).where(Worker.external_id == "p1")).one())
+    assert fake_prolific.start(study_id, "p1")
+
+
+def test_workers_are_messaged_through_the_study_they_last_worked_in(settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=1)
+    study_id = publish(settings, provider, hits[0])
+    arrives(settings, fake_prolific, hits[0], "p1")
+    with session_scope(settings.database_url) as s:
+        newcomer = Worker(external_id="p2", role="student", onboarded=True)
+        s.add(newcomer)
+        s.flush()
+        workers = [s.exec(select(Worker).where(Worker.external_id == "p1")).one(), newcomer]
+        provider.notify(s, workers, "Paused", "Your recent turns are under review.")
+    assert fake_prolific.messages == [(study_id, "p1", "Paused\n\nYour recent turns are under review.")]
+
+
+def test_the_block_group_is_found_again_by_a_new_process(settings, provider, fake_prolific):
+    first = provider.blocked_group()
+    again = ProlificProvider(settings, provider.options).blocked_group()
+    assert again == first and len(fake_prolific.groups) == 1
+
+
+def test_the_workspace_balance_is_what_prolific_says(provider, fake_prolific):
+    assert provider.balance_cents() == fake_prolific.balance_cents

@@ -21,7 +21,7 @@ from turkflow.hits.provider import Providers
 def create_app(settings: Settings | None = None, providers: Providers | None = None) -> Flask:
     settings = settings or Settings()
     app = Flask(__name__)
-    app.url_map.converters["int"] = Int64Converter  # before any route is added
+    app.url_map.converters["int"] = IdConverter  # before any route is added
     secure = urlsplit(settings.public_url).scheme == "https"
     # Over HTTPS, __Host- cookies can be set by this host only: no sibling subdomain can plant its own.
     cookie_prefix = "__Host-" if secure else ""
@@ -65,7 +65,7 @@ MAX_ID = 2**31 - 1  # id columns are INTEGER: 32 bits on PostgreSQL, so every la
 _ID = re.compile(r"[0-9]{1,10}")
 
 
-class Int64Converter(IntegerConverter):
+class IdConverter(IntegerConverter):
     """``<int:...>`` in every route is a database id: a number beyond ``MAX_ID`` is a 404, never an
     out-of-range error in the database driver."""
 

@@ -66,4 +66,8 @@ class Providers:
             from turkflow.hits.mturk import MTurkProvider
 
             return MTurkProvider(self.settings, client=self.mturk_client)
-        raise ValueError(f"unknown crowd provider {name!r}; use local or mturk")
+        if name == "prolific":
+            from turkflow.hits.prolific.provider import ProlificProvider
+
+            return ProlificProvider(self.settings)
+        raise ValueError(f"unknown crowd provider {name!r}; use local, mturk or prolific")

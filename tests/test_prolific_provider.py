@@ -17,6 +17,7 @@ from turkflow.hits.prolific.provider import (
     BonusOutcomeUnknown,
     ProlificProvider,
     SubmissionInProgress,
+    worker_external_id,
 )
 from turkflow.models import (
     Assignment,
@@ -71,7 +72,7 @@ def arrives(settings: Settings, fake: FakeProlific, hit_id: int, participant_id:
     with session_scope(settings.database_url) as s:
         hit = s.get(Hit, hit_id)
         submission_id = fake.start(hit.external_id, participant_id)
-        worker = Worker(external_id=participant_id, role=hit.role, onboarded=True)
+        worker = Worker(external_id=worker_external_id(participant_id), role=hit.role, onboarded=True)
         s.add(worker)
         s.flush()
         s.add(Assignment(hit_id=hit_id, worker_id=worker.id, external_id=submission_id))
@@ -84,7 +85,7 @@ def submits(settings: Settings, fake: FakeProlific, provider: ProlificProvider, 
     the assignment's id."""
     submission_id = arrives(settings, fake, hit_id, participant_id)
     with session_scope(settings.database_url) as s:
-        worker = s.exec(select(Worker).where(Worker.external_id == participant_id)).one()
+        worker = s.exec(select(Worker).where(Worker.external_id == worker_external_id(participant_id))).one()
         lifecycle.submit_turn(s, submission_id, worker, STUDENT_ANSWERS)
         batch_id = s.get(Conversation, s.get(Turn, s.get(Hit, hit_id).turn_id).conversation_id).batch_id
         assignment_id = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one().id
@@ -242,7 +243,7 @@ def test_a_turn_whose_participant_has_not_gone_back_to_prolific_is_approved_late
     publish(settings, provider, hits[0])
     submission_id = arrives(settings, fake_prolific, hits[0], "p1")
     with session_scope(settings.database_url) as s:
-        worker = s.exec(select(Worker).where(Worker.external_id == "p1")).one()
+        worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
         lifecycle.submit_turn(s, submission_id, worker, STUDENT_ANSWERS)
     with session_scope(settings.database_url) as s:
         assignment = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
@@ -356,7 +357,7 @@ def test_a_blocked_participant_is_kept_out_of_the_study_until_unblocked(settings
     _, hits = launch(settings, conversations=2)
     study_id = publish(settings, provider, hits[0])
     with session_scope(settings.database_url) as s:
-        worker = Worker(external_id="p1", role="student", onboarded=True)
+        worker = Worker(external_id="prolific:p1", role="student", onboarded=True)
         s.add(worker)
         s.flush()
         provider.block(s, worker, reason="low ratings", permanent=False)
@@ -365,7 +366,7 @@ def test_a_blocked_participant_is_kept_out_of_the_study_until_unblocked(settings
     with pytest.raises(Refused, match="blocks"):
         fake_prolific.start(study_id, "p1")
     with session_scope(settings.database_url) as s:
-        provider.unblock(s, s.exec(select(Worker).where(Worker.external_id == "p1")).one())
+        provider.unblock(s, s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one())
     assert fake_prolific.start(study_id, "p1")
 
 
@@ -374,10 +375,10 @@ def test_workers_are_messaged_through_the_study_they_last_worked_in(settings, pr
     study_id = publish(settings, provider, hits[0])
     arrives(settings, fake_prolific, hits[0], "p1")
     with session_scope(settings.database_url) as s:
-        newcomer = Worker(external_id="p2", role="student", onboarded=True)
+        newcomer = Worker(external_id="prolific:p2", role="student", onboarded=True)
         s.add(newcomer)
         s.flush()
-        workers = [s.exec(select(Worker).where(Worker.external_id == "p1")).one(), newcomer]
+        workers = [s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one(), newcomer]
         provider.notify(s, workers, "Paused", "Your recent turns are under review.")
     assert fake_prolific.messages == [(study_id, "p1", "Paused\n\nYour recent turns are under review.")]
 

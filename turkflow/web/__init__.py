@@ -47,9 +47,15 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.mturk import bp as mturk_bp
     from turkflow.web.onboarding import bp as onboarding_bp
 
+    from turkflow.web.prolific import bp as prolific_bp
+
     app.register_blueprint(mturk_bp)
-    csrf = CSRFProtect(app)  # every POST carries its page's token, except MTurk's (a signed form token)
+    app.register_blueprint(prolific_bp)
+    # Every POST carries its page's token, except MTurk's and Prolific's (a signed form token; a webhook's
+    # signature).
+    csrf = CSRFProtect(app)
     csrf.exempt(mturk_bp)
+    csrf.exempt(prolific_bp)
     app.after_request(default_headers)
     app.register_blueprint(onboarding_bp)
     from turkflow.web.admin import init_admin

@@ -54,6 +54,17 @@ from turkflow.models import (
 log = logging.getLogger("turkflow.prolific")
 
 PROVIDER = "prolific"
+WORKER_PREFIX = "prolific:"
+
+
+def worker_external_id(participant_id: str) -> str:
+    """Our worker id for a Prolific participant: prefixed, so it never meets an MTurk or local id."""
+    return WORKER_PREFIX + participant_id
+
+
+def participant_id(worker: Worker) -> str:
+    """The Prolific participant id of one of our workers."""
+    return worker.external_id.removeprefix(WORKER_PREFIX)
 
 
 class SubmissionInProgress(Exception):
@@ -258,11 +269,11 @@ class ProlificProvider(CrowdProvider):
     def block(self, session: Session, worker: Worker, reason: str, permanent: bool) -> None:
         """Both kinds are the block-list group every study of ours lists as a filter: Prolific offers
         researchers nothing stronger, and the membership applies to published studies at once."""
-        api.add_to_participant_group(self.client, self.blocked_group(), [worker.external_id])
+        api.add_to_participant_group(self.client, self.blocked_group(), [participant_id(worker)])
 
     def unblock(self, session: Session, worker: Worker) -> None:
         """Leave the block-list group; any other group the participant is in is left as it is."""
-        api.remove_from_participant_group(self.client, self.blocked_group(), [worker.external_id])
+        api.remove_from_participant_group(self.client, self.blocked_group(), [participant_id(worker)])
 
     def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
         """Prolific sends a message in the context of a study the participant took part in: each
@@ -274,9 +285,9 @@ class ProlificProvider(CrowdProvider):
                 .where(Assignment.worker_id == worker.id, Hit.provider == PROVIDER)
                 .order_by(col(Assignment.id).desc())).first()
             if study_id is not None:
-                by_study.setdefault(study_id, []).append(worker.external_id)
-        for study_id, participant_ids in by_study.items():
-            api.send_message(self.client, study_id, participant_ids, f"{subject}\n\n{message}")
+                by_study.setdefault(study_id, []).append(participant_id(worker))
+        for study_id, participants in by_study.items():
+            api.send_message(self.client, study_id, participants, f"{subject}\n\n{message}")
 
     def blocked_group(self) -> str:
         """Our block-list group's id, found by name or created once per process."""

@@ -131,12 +131,16 @@ def test_the_database_holds_only_a_hash_of_the_session_token(client, ada, settin
         seconds=settings.admin_session_seconds)
 
 
-def test_an_expired_dashboard_session_signs_nobody_in(client, ada, settings):
+def test_an_expired_dashboard_session_signs_nobody_in_and_is_dropped_at_the_next_sign_in(client, ada, settings):
     sign_in(client)
     assert signed_in_to_dashboard(client)
     with session_scope(settings.database_url) as s:
         s.execute(update(LoginSession).values(expires_at=utcnow() - timedelta(seconds=1)))
     assert not signed_in_to_dashboard(client)
+    sign_in(client)
+    with session_scope(settings.database_url) as s:
+        [current] = s.exec(select(LoginSession)).all()
+    assert current.expires_at > utcnow() and signed_in_to_dashboard(client)
 
 
 # ---- the worker's identity ------------------------------------------------------------------------------

@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 
 from turkflow import pipeline
+from turkflow.db import session_scope
 from turkflow.hits.prolific import sync
 from turkflow.hits.prolific.provider import PROVIDER, BonusOutcomeUnknown
 from workers.app import celery_app, providers, settings
-from workers.tasks import SWEEP_LIMITS
+from turkflow.models import Batch
+from workers.tasks import RETRY, SWEEP_LIMITS
 
 log = logging.getLogger("turkflow.tasks.prolific")
 
@@ -35,3 +37,11 @@ def settle_bonus(bonus_id: int) -> None:
         pipeline.pay_bonus(settings(), providers(), bonus_id)
     except BonusOutcomeUnknown as exc:
         log.info("bonus %s: %s", bonus_id, exc)
+
+
+@celery_app.task(**RETRY)
+def keep_study_in_step(batch_id: int, role: str) -> None:
+    """A participant took a turn of the study: keep a spare place (a study with no free place and nothing in
+    progress drops to AWAITING REVIEW) and pause it if no other turn waits, before the poller comes round."""
+    with session_scope(settings().database_url) as session:
+        providers().get(PROVIDER).keep_in_step(session, session.get(Batch, batch_id), role)

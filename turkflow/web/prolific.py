@@ -11,6 +11,7 @@ The steps are ``turkflow.hits.prolific.pages``; the page is the worker blueprint
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from flask import Blueprint, Response, current_app, redirect, render_template, request
@@ -25,6 +26,7 @@ from turkflow.web import id_arg
 from turkflow.web.worker import queue_next_turn, render_turn, worker_page_headers
 
 bp = Blueprint("prolific", __name__, url_prefix="/prolific")
+log = logging.getLogger("turkflow.web.prolific")
 
 FORM_TOKEN = "turkflow_form"
 
@@ -63,7 +65,8 @@ def turn() -> Any:
     _provider().check_submission(study_id, submission_id, participant_id)
     with session_scope(settings.database_url) as session:
         assignment = pages.assignment_of(session, submission_id, participant_id)
-        if assignment is None:
+        taken = assignment is None
+        if taken:
             worker = pages.participant(session, participant_id, role)
             assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id,
                                               settings.prolific_max_minutes * 60)
@@ -73,7 +76,19 @@ def turn() -> Any:
             raise Conflict("this turn went back to the pool; please return this submission on Prolific")
         view = lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
         token = pages.page_token(settings.secret_key, assignment, participant_id)
+    if taken:
+        _keep_study_in_step(batch_id, role)
     return render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token})
+
+
+def _keep_study_in_step(batch_id: int, role: str) -> None:
+    """The study's places follow its waiting turns; the poller does it too, so a broker outage only delays."""
+    from workers import prolific_tasks
+
+    try:
+        prolific_tasks.keep_study_in_step.delay(batch_id, role)
+    except Exception as exc:  # noqa: BLE001 - any broker failure is repaired by the poller
+        log.warning("batch %s %s study not brought in step now (%s); the poller will", batch_id, role, exc)
 
 
 @bp.post("/turn")

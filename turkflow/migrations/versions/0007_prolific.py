@@ -1,4 +1,5 @@
-"""prolific: a study per batch role, and the bonus claim Prolific's non-idempotent pay needs
+"""prolific: a study per batch role, the bonus claim Prolific's non-idempotent pay needs, and the
+platform fee a batch's budget counts
 
 Revision ID: 0007
 Revises: 0006
@@ -33,9 +34,15 @@ def upgrade() -> None:
     with op.batch_alter_table('bonus') as batch:
         batch.add_column(sa.Column('pay_claimed_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=True))
         batch.add_column(sa.Column('external_id', sqlmodel.sql.sqltypes.AutoString(), nullable=True))
+    with op.batch_alter_table('batch') as batch:
+        batch.add_column(sa.Column('fee_percent', sa.Float(), nullable=False, server_default=sa.text('0')))
+    with op.batch_alter_table('batch') as batch:
+        batch.alter_column('fee_percent', server_default=None)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('batch') as batch:
+        batch.drop_column('fee_percent')
     with op.batch_alter_table('bonus') as batch:
         batch.drop_column('external_id')
         batch.drop_column('pay_claimed_at')

@@ -122,7 +122,7 @@ def test_a_lost_opening_is_repaired_once_the_submitted_turn_is_old_enough_and_no
         hit = lifecycle.open_hits_for(s, student)[0]
         assignment = lifecycle.take_turn(s, student, hit.id, lease_seconds=60)
         lifecycle.submit_turn(s, assignment.external_id, student, STUDENT_ANSWERS)
-    slow = settings.model_copy(update={"reopen_after_seconds": 30})  # the opening task may still be queued
+    slow = settings.model_copy(update={"reopen_after_seconds": 30, "stuck_after_seconds": 120})  # still queued?
     assert pipeline.reconcile(slow, providers).conversations_advanced == []
     assert len(pipeline.reconcile(settings, providers).conversations_advanced) == 1
     with session_scope(settings.database_url) as s:

@@ -5,9 +5,11 @@ A seeded crowd works a batch through the real stack (SQLite): 20% of each role a
 language model, arriving without keystrokes), 10% spammers, the rest type; 10% of the typists use a phone
 keyboard whose word completion needs fewer keys than characters. Every turn posts the report the turn page
 would send (``turkflow.simulator.crowd.writing_report``); the Celery pipeline flags turns with the default
-thresholds, and the flags are read back from the database. The numbers measure the rule against the
-simulator's model of typing, not against real workers: the typing speeds and the phone share are
-assumptions (see ``crowd.py``).
+thresholds, and the flags are read back from the database. The stored reports are then judged again with
+other thresholds (the rule is a pure function of the text and the report), and the replay with the
+defaults must agree with the live flags. The numbers measure the rule against the simulator's model of
+typing, not against real workers: the typing speeds and the phone share are assumptions (see
+``crowd.py``).
 
     python -m bench.typing_flag
     python -m bench.typing_flag --conversations 120 --workers 60 --pasters 0.3
@@ -19,6 +21,7 @@ import argparse
 import json
 import tempfile
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +30,29 @@ from bench._cpu import load
 OUT = Path(__file__).resolve().parent / "out"
 
 
+VARIANTS = (("keys_per_char", 0.3), ("keys_per_char", 0.7), ("typed_min_chars", 10), ("max_chars_per_second", 8.0))
+
+
+def precision_recall(turns: list[tuple[bool, bool]]) -> dict[str, Any]:
+    """``turns`` as (pasted?, flagged?) pairs."""
+    hits = sum(1 for pasted, flagged in turns if pasted and flagged)
+    flagged = sum(1 for _, f in turns if f)
+    pasted = sum(1 for p, _ in turns if p)
+    typed = len(turns) - pasted
+    return {"flagged": flagged, "precision": hits / flagged if flagged else None,
+            "recall": hits / pasted if pasted else None,
+            "typed_turns_flagged_share": (flagged - hits) / typed if typed else None}
+
+
 def measure(conversations: int, workers: int, pasters: float, seed: int) -> dict[str, Any]:
-    """Simulate, then count every submitted turn by (writer's behaviour, judged?, flagged?)."""
+    """Simulate, then count every submitted turn by (writer's behaviour, judged?, flagged?) and replay the
+    stored reports under other thresholds."""
     from sqlmodel import select
 
     from turkflow.config import Settings
     from turkflow.db import session_scope
     from turkflow.models import Turn, TurnStatus, Worker
-    from turkflow.quality.checks import NOT_TYPED, CheckPolicy
+    from turkflow.quality.checks import NOT_TYPED, CheckPolicy, typing_flags
     from turkflow.simulator.crowd import Behaviour
     from turkflow.simulator.run import SimulationConfig, plan, run_with_stack
 
@@ -55,24 +73,34 @@ def measure(conversations: int, workers: int, pasters: float, seed: int) -> dict
     for text, flags, signals, name in rows:
         judged = "unknown" not in signals and len(text or "") >= policy.typed_min_chars
         counts[(behaviour[name].value, judged, NOT_TYPED in flags)] += 1
-    pasted = lambda key: key[0] == Behaviour.paster  # noqa: E731
-    flagged_pasted = sum(n for key, n in counts.items() if pasted(key) and key[2])
-    flagged_typed = sum(n for key, n in counts.items() if not pasted(key) and key[2])
-    all_pasted = sum(n for key, n in counts.items() if pasted(key))
-    judged_pasted = sum(n for key, n in counts.items() if pasted(key) and key[1])
+    live = [(behaviour[name] == Behaviour.paster, NOT_TYPED in flags) for _, flags, _, name in rows]
+
+    def replay(variant: CheckPolicy) -> list[tuple[bool, bool]]:
+        return [(behaviour[name] == Behaviour.paster, bool(typing_flags(variant, text or "", signals)))
+                for text, _, signals, name in rows]
+
+    judged_pasted = sum(n for (b, judged, _), n in counts.items() if b == Behaviour.paster and judged)
     return {
         "turns": len(rows),
-        "pasted_turns": all_pasted,
+        "pasted_turns": sum(1 for pasted, _ in live if pasted),
         "judged_pasted_turns": judged_pasted,
-        "flagged": flagged_pasted + flagged_typed,
-        "precision": flagged_pasted / max(flagged_pasted + flagged_typed, 1),
-        "recall": flagged_pasted / max(all_pasted, 1),
-        "recall_of_judged": flagged_pasted / max(judged_pasted, 1),
-        "typed_turns_flagged_share": flagged_typed / max(len(rows) - all_pasted, 1),
+        "live": precision_recall(live),
+        "replay_agrees_with_live": replay(policy) == live,
+        "variants": {f"{field}={value}": precision_recall(replay(replace(policy, **{field: value})))
+                     for field, value in VARIANTS},
         "by_behaviour": {f"{b} judged={j} flagged={f}": n for (b, j, f), n in sorted(counts.items())},
         "wall_seconds": report["measured"]["wall_seconds"],
         "stop_reason": report["reproducible"]["stop_reason"],
     }
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _line(name: str, r: dict[str, Any]) -> str:
+    return (f"    {name:28} | {r['flagged']:7} | {_pct(r['precision']):>9} | {_pct(r['recall']):>6} | "
+            f"{_pct(r['typed_turns_flagged_share']):>12}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,10 +116,12 @@ def main(argv: list[str] | None = None) -> None:
     result = measure(args.conversations, args.workers, args.pasters, args.seed)
     (OUT / "typing_flag.json").write_text(json.dumps(result, indent=2))
     print(f"  {result['turns']} turns, {result['pasted_turns']} pasted ({result['judged_pasted_turns']} long "
-          f"enough to judge), {result['flagged']} flagged not_typed")
-    print(f"  precision {100 * result['precision']:.1f}%, recall {100 * result['recall']:.1f}% "
-          f"({100 * result['recall_of_judged']:.1f}% of the judged pasted turns); typed turns flagged "
-          f"{100 * result['typed_turns_flagged_share']:.1f}%")
+          f"enough to judge); replay with the defaults agrees with the live flags: "
+          f"{result['replay_agrees_with_live']}")
+    print("    thresholds                   | flagged | precision | recall | typed flagged")
+    print(_line("defaults (live)", result["live"]))
+    for name, r in result["variants"].items():
+        print(_line(name, r))
     for key, n in result["by_behaviour"].items():
         print(f"    {key}: {n}")
     print(f"  {load()}")

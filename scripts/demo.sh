@@ -5,7 +5,8 @@
 # migrates the database, loads the sample tasks, launches a 3-conversation batch on the local provider
 # (once: a second run reuses it), starts the Procfile's processes (Celery worker, Celery beat, gunicorn
 # on 127.0.0.1:${TURKFLOW_PORT:-5000}) and prints a student and a teacher join link. Ctrl-C stops
-# everything this script started; the database in var/ stays for the next run.
+# everything this script started; the database in var/ stays for the next run. A process that dies is
+# started again (said on the console and in its log), unless it keeps dying at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,8 +69,9 @@ u = urlsplit(sys.argv[1]); print(u.hostname or "127.0.0.1", u.port or 6379)' "$T
     *) fail "nothing answers at $TURKFLOW_REDIS_URL, and it is not this machine: start that Redis first" ;;
   esac
   mkdir -p "$TURKFLOW_DATA_DIR/redis"
-  redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$TURKFLOW_DATA_DIR/redis" --appendonly yes \
-    --save "" --daemonize no >"$logs/redis.log" 2>&1 &
+  redis_command="exec redis-server --bind 127.0.0.1 --port $redis_port --dir $(printf %q "$TURKFLOW_DATA_DIR/redis")"
+  redis_command+=" --appendonly yes --save '' --daemonize no"
+  (eval "$redis_command") >>"$logs/redis.log" 2>&1 &
   started+=("redis:$!")
   wait_for redis redis_answers
   say "started redis-server on 127.0.0.1:$redis_port (data in $TURKFLOW_DATA_DIR/redis)"
@@ -90,11 +92,16 @@ student_url=$(join_link student)
 teacher_url=$(join_link teacher)
 
 # ---- the Procfile's processes ---------------------------------------------------------------------------
-start() {
+command_of() {
+  if [ "$1" = redis ]; then echo "$redis_command"; return; fi
   local command
   command=$(sed -n "s/^$1: //p" Procfile)
   [ -n "$command" ] || fail "Procfile has no '$1' process"
-  (eval "exec $command") >"$logs/$1.log" 2>&1 &
+  echo "exec $command"
+}
+start() {
+  : >"$logs/$1.log"
+  (eval "$(command_of "$1")") >>"$logs/$1.log" 2>&1 &
   started+=("$1:$!")
 }
 export WEB_BIND=127.0.0.1:$port WEB_CONCURRENCY=${WEB_CONCURRENCY:-2} CELERY_CONCURRENCY=${CELERY_CONCURRENCY:-2}
@@ -120,12 +127,27 @@ turkflow batch status ${batch_id:+"$batch_id"}
 echo
 say "Ctrl-C stops everything this script started"
 
-# Run until Ctrl-C, or until one of the processes dies (then stop the rest).
-pids=()
-for entry in "${started[@]}"; do pids+=("${entry#*:}"); done
-set +e
-wait -n "${pids[@]}"
-set -e
-for entry in "${started[@]}"; do
-  kill -0 "${entry#*:}" 2>/dev/null || fail "${entry%%:*} stopped unexpectedly; log: $logs/${entry%%:*}.log"
+# Run until Ctrl-C, starting again whatever dies (a crash, an OOM kill, a kill -9). A process that dies
+# 5 times within a minute is failing at start, not crashing now and then: then the demo stops.
+declare -A deaths=()
+while true; do
+  pids=()
+  for entry in "${started[@]}"; do pids+=("${entry#*:}"); done
+  set +e
+  wait -n -p died "${pids[@]}"
+  status=$?
+  set -e
+  for i in "${!started[@]}"; do
+    [ "${started[i]#*:}" = "$died" ] || continue
+    name=${started[i]%%:*}
+    deaths[$name]="${deaths[$name]:-} $SECONDS"
+    recent=0
+    for at in ${deaths[$name]}; do [ $((SECONDS - at)) -lt 60 ] && recent=$((recent + 1)); done
+    [ "$recent" -lt 5 ] || fail "$name died $recent times within a minute; log: $logs/$name.log"
+    message="$name exited with status $status at $(date -u +%H:%M:%S); starting it again"
+    say "$message"
+    printf '\n==== demo: %s ====\n' "$message" >>"$logs/$name.log"
+    (eval "$(command_of "$name")") >>"$logs/$name.log" 2>&1 &
+    started[i]="$name:$!"
+  done
 done

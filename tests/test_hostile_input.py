@@ -271,3 +271,12 @@ def test_unknown_routes_and_methods_answer_json_to_json_clients(client):
 def _submitted(settings):
     with session_scope(settings.database_url) as s:
         return s.exec(select(Turn).where(Turn.status == TurnStatus.submitted).order_by(Turn.index)).all()
+
+
+def test_a_review_note_with_a_control_character_is_a_400_naming_the_note(dashboard, settings):
+    client, seeded = dashboard
+    before = stored(settings)
+    refused = client.post(f"/admin/workers/{seeded['teacher'].id}/block", headers=JSON, data={
+        "csrf_token": csrf_token(client, "/admin/review"), "note": "spam\x07"})
+    assert refused.status_code == 400 and refused.get_json()["field"] == "note"
+    assert stored(settings) == before

@@ -15,9 +15,9 @@ from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api
 from turkflow.hits.prolific.provider import (
     BonusOutcomeUnknown,
-    ProlificOptions,
     ProlificProvider,
     SubmissionInProgress,
+    worker_external_id,
 )
 from turkflow.models import (
     Assignment,
@@ -27,6 +27,7 @@ from turkflow.models import (
     Conversation,
     Hit,
     HitStatus,
+    ProlificStudy,
     Task,
     Turn,
     Worker,
@@ -40,16 +41,16 @@ pytest_plugins = ["tests.fake_prolific"]
 
 
 @pytest.fixture
-def settings(tmp_path: Path, database_url: str) -> Settings:
+def settings(tmp_path: Path, database_url: str, fake_prolific: FakeProlific) -> Settings:
     return Settings(data_dir=tmp_path / "var", database_url=database_url, secret_key="test-secret",
-                    worker_hash_key="test-hash-key", public_url="https://turkflow.example.org")
+                    worker_hash_key="test-hash-key", public_url="https://turkflow.example.org",
+                    prolific_token=fake_prolific.token, prolific_workspace_id=fake_prolific.workspace_id,
+                    prolific_base_url=fake_prolific.url)
 
 
 @pytest.fixture
-def provider(settings: Settings, fake_prolific: FakeProlific) -> ProlificProvider:
-    options = ProlificOptions(token=fake_prolific.token, workspace_id=fake_prolific.workspace_id,
-                              base_url=fake_prolific.url)
-    return ProlificProvider(settings, options)
+def provider(settings: Settings) -> ProlificProvider:
+    return ProlificProvider(settings)
 
 
 def launch(settings: Settings, conversations: int) -> tuple[int, list[int]]:
@@ -71,7 +72,7 @@ def arrives(settings: Settings, fake: FakeProlific, hit_id: int, participant_id:
     with session_scope(settings.database_url) as s:
         hit = s.get(Hit, hit_id)
         submission_id = fake.start(hit.external_id, participant_id)
-        worker = Worker(external_id=participant_id, role=hit.role, onboarded=True)
+        worker = Worker(external_id=worker_external_id(participant_id), role=hit.role, onboarded=True)
         s.add(worker)
         s.flush()
         s.add(Assignment(hit_id=hit_id, worker_id=worker.id, external_id=submission_id))
@@ -84,7 +85,7 @@ def submits(settings: Settings, fake: FakeProlific, provider: ProlificProvider, 
     the assignment's id."""
     submission_id = arrives(settings, fake, hit_id, participant_id)
     with session_scope(settings.database_url) as s:
-        worker = s.exec(select(Worker).where(Worker.external_id == participant_id)).one()
+        worker = s.exec(select(Worker).where(Worker.external_id == worker_external_id(participant_id))).one()
         lifecycle.submit_turn(s, submission_id, worker, STUDENT_ANSWERS)
         batch_id = s.get(Conversation, s.get(Turn, s.get(Hit, hit_id).turn_id).conversation_id).batch_id
         assignment_id = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one().id
@@ -145,13 +146,15 @@ def test_the_first_turn_creates_and_publishes_the_roles_study_with_a_place_per_w
         assert {s.get(Hit, h).status for h in hits} == {HitStatus.open}
 
 
-def test_two_workers_creating_a_roles_study_at_once_both_use_the_earliest(
+def test_two_workers_creating_a_roles_study_at_once_both_use_the_one_recorded_first(
         settings, provider, fake_prolific, monkeypatch):
     create = fake_prolific._create_study
 
-    def raced(request):  # noqa: ANN001, ANN202 - another worker's identical draft lands just before ours
+    def raced(request):  # noqa: ANN001, ANN202 - another worker creates and records its draft just before ours
         if not fake_prolific.studies:
-            create(request)
+            _, theirs = create(request)
+            with session_scope(settings.database_url) as s:
+                s.exec(select(ProlificStudy)).one().study_id = theirs["id"]
         return create(request)
 
     monkeypatch.setattr(fake_prolific, "_create_study", raced)
@@ -159,6 +162,25 @@ def test_two_workers_creating_a_roles_study_at_once_both_use_the_earliest(
     study_id = publish(settings, provider, hits[0])
     earliest, other = fake_prolific.studies.values()
     assert study_id == earliest.id and earliest.status == "ACTIVE" and other.status == "UNPUBLISHED"
+
+
+def test_a_creation_interrupted_before_its_study_was_recorded_takes_its_draft(settings, provider, fake_prolific):
+    batch_id, hits = launch(settings, conversations=1)
+    with session_scope(settings.database_url) as s:
+        s.add(ProlificStudy(batch_id=batch_id, role="student"))  # the worker died after creating the draft
+    draft = api.create_study(provider.client, api.study_body(
+        name="x", description="x", page_url="https://x.example.org", completion_code="C", reward_cents=20,
+        places=1, estimated_minutes=3, internal_name=provider.internal_name(batch_id, "student")))
+    assert publish(settings, provider, hits[0]) == draft["id"]
+    assert len(fake_prolific.studies) == 1 and fake_prolific.studies[draft["id"]].status == "ACTIVE"
+
+
+def test_a_role_with_a_recorded_study_never_lists_the_workspaces_studies(settings, provider, fake_prolific):
+    _, hits = launch(settings, conversations=2)
+    publish(settings, provider, hits[0])
+    listed = fake_prolific.requests.count(("GET", "/api/v1/studies/"))
+    publish(settings, provider, hits[1])
+    assert fake_prolific.requests.count(("GET", "/api/v1/studies/")) == listed
 
 
 def test_places_grow_with_new_turns_but_not_for_turns_already_held(settings, provider, fake_prolific):
@@ -221,7 +243,7 @@ def test_a_turn_whose_participant_has_not_gone_back_to_prolific_is_approved_late
     publish(settings, provider, hits[0])
     submission_id = arrives(settings, fake_prolific, hits[0], "p1")
     with session_scope(settings.database_url) as s:
-        worker = s.exec(select(Worker).where(Worker.external_id == "p1")).one()
+        worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
         lifecycle.submit_turn(s, submission_id, worker, STUDENT_ANSWERS)
     with session_scope(settings.database_url) as s:
         assignment = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
@@ -306,7 +328,7 @@ def test_a_pay_prolific_refused_is_released_and_paid_by_the_retry(
         with pytest.raises(api.ProlificError, match="Insufficient funds"):
             pay(settings, provider, bonus_id)
     with session_scope(settings.database_url) as s:
-        assert s.get(Bonus, bonus_id).paid_at is None
+        assert s.get(Bonus, bonus_id).pay_claimed_at is None
     pay(settings, provider, bonus_id)
     assert fake_prolific.paid(submission_id) == [8]
 
@@ -335,7 +357,7 @@ def test_a_blocked_participant_is_kept_out_of_the_study_until_unblocked(settings
     _, hits = launch(settings, conversations=2)
     study_id = publish(settings, provider, hits[0])
     with session_scope(settings.database_url) as s:
-        worker = Worker(external_id="p1", role="student", onboarded=True)
+        worker = Worker(external_id="prolific:p1", role="student", onboarded=True)
         s.add(worker)
         s.flush()
         provider.soft_block(s, worker, reason="low ratings")
@@ -344,7 +366,7 @@ def test_a_blocked_participant_is_kept_out_of_the_study_until_unblocked(settings
     with pytest.raises(Refused, match="blocks"):
         fake_prolific.start(study_id, "p1")
     with session_scope(settings.database_url) as s:
-        provider.unblock(s, s.exec(select(Worker).where(Worker.external_id == "p1")).one())
+        provider.unblock(s, s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one())
     assert fake_prolific.start(study_id, "p1")
 
 
@@ -353,17 +375,17 @@ def test_workers_are_messaged_through_the_study_they_last_worked_in(settings, pr
     study_id = publish(settings, provider, hits[0])
     arrives(settings, fake_prolific, hits[0], "p1")
     with session_scope(settings.database_url) as s:
-        newcomer = Worker(external_id="p2", role="student", onboarded=True)
+        newcomer = Worker(external_id="prolific:p2", role="student", onboarded=True)
         s.add(newcomer)
         s.flush()
-        workers = [s.exec(select(Worker).where(Worker.external_id == "p1")).one(), newcomer]
+        workers = [s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one(), newcomer]
         provider.notify(s, workers, "Paused", "Your recent turns are under review.")
     assert fake_prolific.messages == [(study_id, "p1", "Paused\n\nYour recent turns are under review.")]
 
 
 def test_the_block_group_is_found_again_by_a_new_process(settings, provider, fake_prolific):
     first = provider.blocked_group()
-    again = ProlificProvider(settings, provider.options).blocked_group()
+    again = ProlificProvider(settings).blocked_group()
     assert again == first and len(fake_prolific.groups) == 1
 
 

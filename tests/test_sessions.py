@@ -5,8 +5,10 @@ flags that go with them."""
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
@@ -18,6 +20,7 @@ from tests.test_worker_pages import FIRST_STUDENT_ANSWERS, JSON, count, invite, 
 from turkflow import invites, requesters
 from turkflow.db import session_scope
 from turkflow.models import Assignment, Event, LoginSession, Requester, SignInFailure, utcnow
+from turkflow.simulator.stack import free_port
 from turkflow.web import create_app
 
 OTHER_PORT = {"Origin": "http://127.0.0.1:8080", "Referer": "http://127.0.0.1:8080/"}
@@ -128,12 +131,16 @@ def test_the_database_holds_only_a_hash_of_the_session_token(client, ada, settin
         seconds=settings.admin_session_seconds)
 
 
-def test_an_expired_dashboard_session_signs_nobody_in(client, ada, settings):
+def test_an_expired_dashboard_session_signs_nobody_in_and_is_dropped_at_the_next_sign_in(client, ada, settings):
     sign_in(client)
     assert signed_in_to_dashboard(client)
     with session_scope(settings.database_url) as s:
         s.execute(update(LoginSession).values(expires_at=utcnow() - timedelta(seconds=1)))
     assert not signed_in_to_dashboard(client)
+    sign_in(client)
+    with session_scope(settings.database_url) as s:
+        [current] = s.exec(select(LoginSession)).all()
+    assert current.expires_at > utcnow() and signed_in_to_dashboard(client)
 
 
 # ---- the worker's identity ------------------------------------------------------------------------------
@@ -239,3 +246,62 @@ def test_static_files_and_error_pages_say_nosniff_and_carry_a_policy(client):
         assert response.headers["X-Content-Type-Options"] == "nosniff", response.request.path
         assert "object-src 'none'" in response.headers["Content-Security-Policy"], response.request.path
     assert "frame-ancestors 'none'" in client.get("/static/worker.css").headers["Content-Security-Policy"]
+
+
+# ---- a page on another port of the same host, in a real browser --------------------------------------
+
+
+class ForeignSite:
+    """A page on another port of this host: same-site for the browser, so SameSite=Lax cookies go along."""
+
+    def __init__(self, html: str):
+        page = html.encode()
+
+        class Page(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Page)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.browser
+def test_a_page_on_another_port_can_neither_take_a_turn_nor_switch_the_worker(live_server, browser_context,
+                                                                                settings, providers):
+    launch(settings, providers)
+    worker, url = invite(settings, "student", name="Ann", base_url=live_server.url)
+    _, mallory = invite(settings, "student", name="Mallory", base_url=live_server.url)
+    page = browser_context.new_page()
+    page.goto(url)
+    hit_id = page.locator("#open-turns li").first.get_attribute("data-hit-id")
+
+    take = ForeignSite(f'<form id="f" method="post" action="{live_server.url}/queue/take/{hit_id}"></form>'
+                       '<script>document.getElementById("f").submit()</script>')
+    try:
+        with page.expect_navigation(url=f"**/queue/take/{hit_id}"):
+            page.goto(take.url)
+        assert "CSRF token" in page.content()
+    finally:
+        take.close()
+    assert count(settings, Assignment) == 0
+
+    switch = ForeignSite(f'<script>location.href = "{mallory}"</script>')
+    try:
+        with page.expect_navigation(url=mallory):
+            page.goto(switch.url)
+        assert "Switch to Mallory" in page.content()
+    finally:
+        switch.close()
+    page.goto(f"{live_server.url}/queue")
+    assert "Ann" in page.locator(".who").inner_text()

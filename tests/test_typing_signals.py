@@ -107,7 +107,8 @@ def test_a_report_is_checked_and_bounded_and_anything_else_is_unknown():
         assert writing_signals({"signals": value}) == {"unknown": "malformed"}, value
 
 
-def test_malformed_signals_never_give_a_server_error_nor_block_the_submission(app, settings, providers):
+def test_malformed_signals_never_give_a_server_error_nor_block_the_submission(app, settings, providers,
+                                                                             celery_worker):
     sent = [["not json"], ["1e999"], ['{"keys": -5}'], ["x" * 100_000], ["{}", "{}"], []]
     bodies = [{"signals": [1, 2]}, {"signals": "ü\x00"}, {"signals": {"keys": {"nested": True}}}]
     launch(settings, providers, conversations=len(sent) + len(bodies) + 1)

@@ -335,3 +335,22 @@ def test_preview_mode_renders_the_turn_read_only(app, settings, providers):
     assert FIRST_STUDENT_ANSWERS["response"] in html and "Whisk the flour" in html
     assert 'name="assignmentId" value="ASSIGNMENT_ID_NOT_AVAILABLE"' in html
     assert "frame-ancestors" in response.headers["Content-Security-Policy"]
+
+
+def test_a_page_submit_with_a_choice_given_twice_shows_the_error_at_that_question(app, settings, providers):
+    answered_first_turn(settings, providers)
+    teacher = joined(app, settings, "teacher")
+    turn_url = take_first(teacher)
+    page = teacher.post(turn_url, data=dict(TEACHER_REPLY, action=["return_items", "chit_chat"]))
+    html = page.get_data(as_text=True)
+    assert page.status_code == 400 and 'data-error-field="action"' in html and "Answer once" in html
+    assert TEACHER_REPLY["response"] in html  # the worker's text is kept
+    assert [t.index for t in submitted_turns(settings)] == [0]
+
+
+def test_a_refusal_is_a_page_for_people_and_json_for_programs(app, settings):
+    student = joined(app, settings, "student")
+    page = student.get("/turn/no-such-assignment")
+    assert page.status_code == 404 and page.mimetype == "text/html" and "This turn does not exist." in page.text
+    refused = student.get("/turn/no-such-assignment", headers=JSON)
+    assert refused.status_code == 404 and refused.get_json() == {"error": "this turn does not exist"}

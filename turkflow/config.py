@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("var"), description="Where the SQLite database, secrets and exports live.")
     database_url: str = Field("", description="SQLAlchemy URL; default: SQLite file in data_dir.")
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker and result backend.")
-    provider: Literal["local", "mturk"] = Field("local", description="Crowd provider for new batches.")
+    provider: Literal["local", "mturk", "prolific"] = Field("local", description="Crowd provider for new batches.")
     port: int = Field(5000, description="Web port on this machine (`make demo` serves 127.0.0.1:PORT).")
     public_url: str = Field("", description="Base URL workers reach the turn pages at; default: "
                                             "http://127.0.0.1:PORT.")
@@ -127,6 +127,37 @@ class Settings(BaseSettings):
     mturk_retry_mode: Literal["standard", "adaptive"] = Field(
         "adaptive", description="botocore retry mode for MTurk calls (adaptive also rate-limits the client).")
     mturk_max_attempts: int = Field(8, description="botocore attempts per MTurk call before a task retries it.")
+    prolific_token: str = Field("", description="Prolific API token (Prolific: Settings > API tokens).")
+    prolific_workspace_id: str = Field("", description="Prolific workspace whose balance pays for the studies.")
+    prolific_project_id: str = Field("", description="Prolific project the studies go in; empty: the "
+                                                     "workspace's default project.")
+    prolific_base_url: str = Field("https://api.prolific.com", description="Prolific API address.")
+    prolific_webhook_secret: str = Field(
+        "", description="The workspace's webhook secret (`turkflow prolific webhook`); empty: no webhooks, "
+                        "the poller alone follows submissions.")
+    prolific_fee_percent: float = Field(
+        33.33, ge=0, description="Prolific's service fee on rewards and bonuses, in percent, for estimates and "
+                                 "budgets; an assumption: check Prolific's pricing page for your account's rate.")
+    prolific_min_hourly_cents: int = Field(
+        800, ge=0, description="Least reward per hour at prolific_estimated_minutes a turn, in cents of the "
+                               "workspace currency (Prolific requires at least GBP 6 / USD 8 an hour).")
+    prolific_estimated_minutes: int = Field(3, ge=1, description="Minutes a turn takes, as the study tells "
+                                                                "participants (and as Prolific judges pay).")
+    prolific_max_minutes: int = Field(
+        20, ge=1, description="Minutes a participant has for one turn before Prolific times the submission out "
+                              "and the turn goes back to the pool.")
+    prolific_role_groups: str = Field(
+        "", description="Participant groups each role's study admits, `student=<group id>,teacher=<group id>` "
+                        "(e.g. those who passed a screening study); a role not named admits anyone.")
+    prolific_study_name: str = Field("Write the next message of a how-to chat (one turn)",
+                                     description="Prolific study title; the role is added in front.")
+    prolific_study_description: str = Field(
+        "Read a short chat between a student and a teacher about a how-to task and write the next message. "
+        "Each submission is one message; come back for more.", description="Prolific study description.")
+    prolific_approve_after_seconds: int = Field(
+        3600, ge=0, description="turkflow approves a stored turn's submission this long after it was stored.")
+    prolific_poll_seconds: int = Field(
+        60, ge=5, description="How often the poller reads each running study's submissions from Prolific.")
     onboarding_pass_percent: int = Field(
         80, description="Onboarding quiz score (percent) a worker needs for their role; on MTurk the role "
                         "qualification's value must reach it.")

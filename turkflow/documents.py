@@ -11,6 +11,11 @@ File format (JSONL, one document per line, or YAML, a list of documents or ``{ta
     steps:                      # ordered; a step is a string or {text, image_url}
       - Whisk the flour...
       - {text: Fry..., image_url: https://...}
+
+Every document is checked against ``Document`` before anything is written: text fields are strings (cleaned
+as answers are), image URLs are http(s), and each text, each list and the whole document have a size limit,
+because the teacher's page shows all of it. YAML anchors and aliases are refused (an alias bomb expands a
+few hundred bytes to megabytes). Errors are one line naming the file, the document and the field.
 """
 
 from __future__ import annotations

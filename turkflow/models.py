@@ -108,6 +108,8 @@ class Batch(SQLModel, table=True):
     probation_rated_turns: int = 0
     settled_window: int = 0
     settled_block_below: float = 0.0
+    fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at launch, "
+                               "in percent, counted in the budget (Prolific's service fee).")
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -259,6 +261,11 @@ class Bonus(SQLModel, table=True):
     request_token: str = Field(unique=True)
     created_at: datetime = Field(default_factory=utcnow)
     paid_at: Optional[datetime] = None
+    pay_claimed_at: Optional[datetime] = Field(
+        default=None, description="When a worker was about to call a platform's non-idempotent pay (Prolific); "
+        "committed before the call, so a claimed bonus is settled from the platform, never paid again.")
+    external_id: Optional[str] = Field(default=None, description="The platform's id of the payment (Prolific's "
+                                       "bulk bonus payment id).")
 
 
 class Requester(SQLModel, table=True):
@@ -426,3 +433,18 @@ class MTurkQualification(SQLModel, table=True):
     type_id: str = Field(unique=True)
     name: str
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class ProlificStudy(SQLModel, table=True):
+    """The Prolific study of one batch role: written before the study is created (the row is the intent,
+    so two workers never make two studies for one role), its id recorded once Prolific made it."""
+
+    __table_args__ = (UniqueConstraint("batch_id", "role", name="uq_prolificstudy_batch_role"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id")
+    role: str
+    study_id: Optional[str] = Field(default=None, unique=True, description="Prolific's id; None until created.")
+    created_at: datetime = Field(default_factory=utcnow)
+    ended_at: Optional[datetime] = Field(default=None, description="When turkflow stopped the study (its batch "
+                                         "ended); the poller leaves it alone afterwards.")

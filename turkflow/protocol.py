@@ -205,12 +205,12 @@ MAX_URL_CHARS = 2000
 _KEPT_CONTROLS = "\n\t"
 
 
-def clean_text(value: str) -> str:
+def clean_text(value: str, field: str | None = None) -> str:
     """Text as stored, the same on every database: Unicode NFC, one kind of line break, invisible edges
     (whitespace, zero-width characters, BOMs, NULs) trimmed, so invisible-only text is empty.
 
-    Raises ``InvalidInput`` for control characters and lone surrogates, which PostgreSQL refuses to store
-    and SQLite would store as they are.
+    Raises ``InvalidInput`` naming ``field`` for control characters and lone surrogates, which PostgreSQL
+    refuses to store and SQLite would store as they are.
     """
     text = unicodedata.normalize("NFC", value.replace("\r\n", "\n").replace("\r", "\n"))
     start, end = 0, len(text)
@@ -222,9 +222,9 @@ def clean_text(value: str) -> str:
     for char in text:
         category = unicodedata.category(char)
         if category == "Cs":
-            raise InvalidInput("this text is not valid Unicode")
+            raise InvalidInput("this text is not valid Unicode", field)
         if category == "Cc" and char not in _KEPT_CONTROLS:
-            raise InvalidInput(f"remove the control character U+{ord(char):04X}")
+            raise InvalidInput(f"remove the control character U+{ord(char):04X}", field)
     return text
 
 

@@ -117,9 +117,12 @@ def _digest(token: str) -> str:
 
 
 def start_session(session: Session, requester: Requester, lifetime: timedelta) -> str:
-    """Open a dashboard session; returns the token for the browser's cookie (only its hash is stored)."""
+    """Open a dashboard session; returns the token for the browser's cookie (only its hash is stored). The
+    requester's expired sessions go: they sign nobody in either way."""
     token = secrets.token_urlsafe(32)
     now = utcnow()
+    session.execute(delete(LoginSession).where(LoginSession.requester_id == requester.id,
+                                               col(LoginSession.expires_at) <= now))
     session.add(LoginSession(id=_digest(token), requester_id=requester.id, created_at=now,
                              expires_at=now + lifetime))
     events.record(session, "requester_signed_in", f"requester:{requester.username}")

@@ -17,7 +17,8 @@ from turkflow.config import Settings
 from turkflow.hits import registry
 from turkflow.hits.provider import Providers
 
-celery_app = Celery("turkflow", include=["workers.tasks", "workers.mturk_tasks"])
+celery_app = Celery("turkflow",
+                    include=["workers.tasks", "workers.mturk_tasks", "workers.prolific_tasks"])
 
 _settings: Optional[Settings] = None
 _providers: Optional[Providers] = None
@@ -58,6 +59,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_schedule": {
             "reconcile": _every("workers.tasks.reconcile", settings.reconcile_seconds),
             "reconcile-mturk": _every("workers.mturk_tasks.reconcile_mturk", settings.mturk_reconcile_seconds),
+            "poll-prolific": _every("workers.prolific_tasks.poll_prolific", settings.prolific_poll_seconds),
             "daily-review": {"task": "workers.tasks.daily_review",
                              "schedule": crontab(minute=0, hour=settings.review_hour),
                              "options": {"expires": 3600.0}},

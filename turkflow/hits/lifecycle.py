@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 
 from turkflow import events
 from turkflow.errors import Conflict, Forbidden, NotFound
+from turkflow.hits.money import percent_cents
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import (
     Assignment,
@@ -211,7 +212,8 @@ def _complete(session: Session, batch: Batch, conversation: Conversation, reason
 
 
 def committed_cents(session: Session, batch_id: int) -> int:
-    """Rewards of every HIT published or submitted in the batch (not expired ones) plus bonuses recorded."""
+    """Rewards of every HIT published or submitted in the batch (not expired ones) plus bonuses recorded,
+    and the platform fee the batch counts in its budget (Prolific's, ``Batch.fee_percent``)."""
     from turkflow.models import Bonus
 
     batch = session.get(Batch, batch_id)
@@ -225,7 +227,8 @@ def committed_cents(session: Session, batch_id: int) -> int:
         .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == batch_id)
     ).one()
-    return hits * batch.reward_cents + bonuses
+    spent = hits * batch.reward_cents + bonuses
+    return spent + percent_cents(spent, batch.fee_percent)
 
 
 def _within_budget(session: Session, batch: Batch) -> bool:

@@ -2,8 +2,11 @@
 
 MTurk charges a fee on every reward and every bonus: 20% of the amount, another 20% on rewards of HITs
 with 10 or more assignments (turn HITs have one), at least $0.01 per assignment or bonus payment
-(mturk.com/pricing). The local provider has no fees. Fractions of a cent are rounded half up, which is
-an assumption: MTurk does not document its rounding.
+(mturk.com/pricing). Prolific charges a service fee on every reward and bonus at the rate of
+TURKFLOW_PROLIFIC_FEE_PERCENT (an assumption to check on Prolific's pricing page), kept on each batch as
+launched (``Batch.fee_percent``), and counted in a Prolific batch's budget. The local provider has no
+fees. Fractions of a cent are rounded half up, which is an assumption: neither platform documents its
+rounding.
 
 Spend comes from our own records, which the MTurk reconciler settles against MTurk's (an assignment
 approved or rejected on MTurk is approved or rejected here), so a reward counts once its assignment is
@@ -36,13 +39,28 @@ MTURK_LARGE_HIT_ASSIGNMENTS = 10
 MTURK_MIN_FEE_CENTS = 1
 
 
-def fee_cents(provider: str, amount_cents: int, assignments: int = 1) -> int:
-    """The platform's fee on one reward (of a HIT with ``assignments`` assignments) or one bonus."""
-    if provider != "mturk" or amount_cents <= 0:
+def fee_cents(provider: str, amount_cents: int, assignments: int = 1, fee_percent: float = 0.0) -> int:
+    """The platform's fee on one reward (of a HIT with ``assignments`` assignments) or one bonus;
+    ``fee_percent`` is Prolific's rate."""
+    if amount_cents <= 0:
+        return 0
+    if provider == "prolific":
+        return percent_cents(amount_cents, fee_percent)
+    if provider != "mturk":
         return 0
     rate = MTURK_FEE + (MTURK_LARGE_HIT_FEE if assignments >= MTURK_LARGE_HIT_ASSIGNMENTS else 0)
     fee = (Decimal(amount_cents) * rate).quantize(Decimal(1), rounding=ROUND_HALF_UP)
     return max(int(fee), MTURK_MIN_FEE_CENTS)
+
+
+def percent_cents(amount_cents: int, percent: float) -> int:
+    """``percent`` of an amount, to the cent, half up."""
+    return int((Decimal(amount_cents) * Decimal(str(percent)) / 100).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def least_reward_cents(hourly_cents: int, minutes: int) -> int:
+    """The smallest reward for a task of ``minutes`` that pays ``hourly_cents`` an hour (Prolific's rule)."""
+    return -(-hourly_cents * minutes // 60)
 
 
 def usd(cents: int) -> str:
@@ -78,9 +96,10 @@ class CostEstimate:
 
 def estimate(provider: str, conversations: int, max_turns: int, reward_cents: int, bonus_cents: int, *,
              turns_per_conversation: Optional[int] = None, bonus_share: float = 1.0,
-             budget_cents: Optional[int] = None) -> CostEstimate:
+             budget_cents: Optional[int] = None, fee_percent: float = 0.0) -> CostEstimate:
     """The cost of a batch, by default the most it can cost: every conversation runs to ``max_turns`` and
-    every turn earns a bonus. A budget caps rewards plus bonuses (fees come on top)."""
+    every turn earns a bonus. A budget caps rewards plus bonuses (MTurk's fees come on top; Prolific's
+    service fee, ``fee_percent``, is inside the budget, as the running batch counts it)."""
     if not 0.0 <= bonus_share <= 1.0:
         raise ValueError("bonus share must be between 0 and 1")
     per_conversation = min(turns_per_conversation or max_turns, max_turns)
@@ -91,16 +110,21 @@ def estimate(provider: str, conversations: int, max_turns: int, reward_cents: in
         + (" (the maximum; the student may stop earlier)" if per_conversation == max_turns else ""),
         f"{bonus_share:.0%} of turns earn the {usd(bonus_cents)} bonus",
     ]
-    if budget_cents is not None and turns * reward_cents + bonuses * bonus_cents > budget_cents:
-        per_turn = reward_cents + bonus_cents * bonus_share
+    inside = 1 + Decimal(str(fee_percent)) / 100 if provider == "prolific" else 1
+    if budget_cents is not None and (turns * reward_cents + bonuses * bonus_cents) * inside > budget_cents:
+        per_turn = (reward_cents + bonus_cents * bonus_share) * float(inside)
         turns = int(budget_cents // per_turn) if per_turn else turns
         bonuses = int(Decimal(turns) * Decimal(str(bonus_share)))
         assumptions.append(f"the budget of ${usd(budget_cents)} stops the batch after about {turns} turns")
     if provider == "mturk":
         assumptions.append("MTurk fee: 20% of each reward and bonus, at least $0.01 each (one-assignment HITs)")
+    elif provider == "prolific":
+        assumptions.append(f"Prolific service fee: {fee_percent:g}% of each reward and bonus "
+                           "(TURKFLOW_PROLIFIC_FEE_PERCENT; check Prolific's pricing page for your rate)")
     else:
         assumptions.append(f"the {provider} provider charges no fees")
-    fees = turns * fee_cents(provider, reward_cents) + bonuses * fee_cents(provider, bonus_cents)
+    fees = (turns * fee_cents(provider, reward_cents, fee_percent=fee_percent)
+            + bonuses * fee_cents(provider, bonus_cents, fee_percent=fee_percent))
     return CostEstimate(provider=provider, conversations=conversations, turns=turns, bonuses=bonuses,
                         rewards_cents=turns * reward_cents, bonuses_cents=bonuses * bonus_cents,
                         fees_cents=fees, assumptions=assumptions)
@@ -126,32 +150,34 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
     """Money spent (and pending) on a batch, a worker or a turn; no filter means everything."""
     rewards = fees = pending = bonuses = 0
     reward_rows = session.exec(
-        _scoped(select(Assignment.status, Batch.provider, Batch.reward_cents, func.count())
+        _scoped(select(Assignment.status, Batch.provider, Batch.fee_percent, Batch.reward_cents, func.count())
                 .select_from(Assignment).join(Hit, Hit.id == Assignment.hit_id)
                 .join(Turn, Turn.id == Hit.turn_id), batch_id, turn_id)
         .where(col(Assignment.status).in_([AssignmentStatus.approved, AssignmentStatus.submitted]),
                *([Assignment.worker_id == worker_id] if worker_id is not None else []))
-        .group_by(Assignment.status, Batch.provider, Batch.reward_cents)
+        .group_by(Assignment.status, Batch.provider, Batch.fee_percent, Batch.reward_cents)
     ).all()
-    for status, provider, reward, count in reward_rows:
-        cost = count * (reward + fee_cents(provider, reward))
+    for status, provider, fee_percent, reward, count in reward_rows:
+        fee = fee_cents(provider, reward, fee_percent=fee_percent)
+        cost = count * (reward + fee)
         if status == AssignmentStatus.approved:
             rewards += count * reward
-            fees += count * fee_cents(provider, reward)
+            fees += count * fee
         else:
             pending += cost
     bonus_rows = session.exec(
-        _scoped(select(Bonus.status, Batch.provider, Bonus.amount_cents, func.count())
+        _scoped(select(Bonus.status, Batch.provider, Batch.fee_percent, Bonus.amount_cents, func.count())
                 .select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id), batch_id, turn_id)
         .where(*([Bonus.worker_id == worker_id] if worker_id is not None else []))
-        .group_by(Bonus.status, Batch.provider, Bonus.amount_cents)
+        .group_by(Bonus.status, Batch.provider, Batch.fee_percent, Bonus.amount_cents)
     ).all()
-    for status, provider, amount, count in bonus_rows:
+    for status, provider, fee_percent, amount, count in bonus_rows:
+        fee = fee_cents(provider, amount, fee_percent=fee_percent)
         if status == BonusStatus.paid:
             bonuses += count * amount
-            fees += count * fee_cents(provider, amount)
+            fees += count * fee
         else:
-            pending += count * (amount + fee_cents(provider, amount))
+            pending += count * (amount + fee)
     return Spend(rewards_cents=rewards, bonuses_cents=bonuses, fees_cents=fees, pending_cents=pending)
 
 

@@ -25,7 +25,13 @@ def _mturk(settings: Settings, client: Optional[Any]) -> CrowdProvider:
     return MTurkProvider(settings, client=client)
 
 
-PLATFORMS: dict[str, ProviderFactory] = {"local": _local, "mturk": _mturk}
+def _prolific(settings: Settings, client: Optional[Any]) -> CrowdProvider:
+    from turkflow.hits.prolific.provider import ProlificProvider
+
+    return ProlificProvider(settings, client=client)
+
+
+PLATFORMS: dict[str, ProviderFactory] = {"local": _local, "mturk": _mturk, "prolific": _prolific}
 
 
 def providers(settings: Settings, clients: Optional[dict[str, Any]] = None) -> Providers:

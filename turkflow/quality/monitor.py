@@ -282,7 +282,10 @@ def batch_of_rating(session: Session, rating_id: int) -> Batch:
 
 
 def unpaid_bonuses(session: Session, older_than: datetime, limit: int = 500) -> list[int]:
+    """Bonuses to pay (again); one claimed for a non-idempotent pay (Prolific) is settled by its platform's
+    poller from the platform's records instead."""
     return list(session.exec(
-        select(Bonus.id).where(Bonus.status == BonusStatus.pending, Bonus.created_at < older_than)
+        select(Bonus.id).where(Bonus.status == BonusStatus.pending, Bonus.created_at < older_than,
+                               col(Bonus.pay_claimed_at).is_(None))
         .order_by(Bonus.id).limit(limit)
     ))

@@ -222,6 +222,12 @@ class Stack:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            # Whatever the service forked and left behind (a killed worker's pool processes, its embedded
+            # beat) goes too: it must not outlive this stack and talk to the next one on a reused port.
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for log in self._logs:
             log.close()
         self._logs.clear()

@@ -22,7 +22,7 @@ from turkflow.hits.provider import Providers
 def create_app(settings: Settings | None = None, providers: Providers | None = None) -> Flask:
     settings = settings or Settings()
     app = Flask(__name__)
-    app.url_map.converters["int"] = Int64Converter  # before any route is added
+    app.url_map.converters["int"] = IdConverter  # before any route is added
     secure = urlsplit(settings.public_url).scheme == "https"
     # Over HTTPS, __Host- cookies can be set by this host only: no sibling subdomain can plant its own.
     cookie_prefix = "__Host-" if secure else ""
@@ -48,9 +48,15 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.mturk import bp as mturk_bp
     from turkflow.web.onboarding import bp as onboarding_bp
 
+    from turkflow.web.prolific import bp as prolific_bp
+
     app.register_blueprint(mturk_bp)
-    csrf = CSRFProtect(app)  # every POST carries its page's token, except MTurk's (a signed form token)
+    app.register_blueprint(prolific_bp)
+    # Every POST carries its page's token, except MTurk's and Prolific's (a signed form token; a webhook's
+    # signature).
+    csrf = CSRFProtect(app)
     csrf.exempt(mturk_bp)
+    csrf.exempt(prolific_bp)
     app.after_request(default_headers)
     app.register_blueprint(onboarding_bp)
     from turkflow.web.admin import init_admin
@@ -66,7 +72,7 @@ MAX_ID = 2**31 - 1  # id columns are INTEGER: 32 bits on PostgreSQL, so every la
 _ID = re.compile(r"[0-9]{1,10}")
 
 
-class Int64Converter(IntegerConverter):
+class IdConverter(IntegerConverter):
     """``<int:...>`` in every route is a database id: a number beyond ``MAX_ID`` is a 404, never an
     out-of-range error in the database driver."""
 

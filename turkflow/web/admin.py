@@ -35,6 +35,7 @@ from turkflow.db import session_scope
 from turkflow.errors import InvalidInput
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
+from turkflow.protocol import clean_text
 from turkflow.quality import dashboard, monitor, review
 from turkflow.web import charts, id_arg
 
@@ -256,7 +257,7 @@ def _decide(worker_id: int, permanent: bool) -> Response:
     if not form.validate():
         field, problems = next(iter(form.errors.items()))
         raise InvalidInput(problems[0], field)
-    note = (form.note.data or "").strip()
+    note = clean_text(form.note.data or "", "note")
     with _db() as session:
         worker = dashboard.get_worker(session, worker_id)
         provider = _providers().get(review.provider_name(session, worker, _settings().provider))

@@ -221,7 +221,7 @@ def submit(assignment_id: str) -> Any:
     except InvalidAnswer as error:  # the transaction rolled back: nothing of this submission is stored
         return _refused_answers(assignment_id, error, raw)
     if created:
-        _queue_next_turn(turn_id, worker)
+        queue_next_turn(turn_id, worker)
     if wants_json():
         return jsonify(turn_id=turn_id, created=created)
     return redirect(url_for("worker.queue", submitted=turn_id), 303)
@@ -270,7 +270,7 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer, raw: dict[str, An
                        lease_expires_at=hit.lease_expires_at, worker=worker, status=400)
 
 
-def _queue_next_turn(turn_id: int, worker: Worker) -> None:
+def queue_next_turn(turn_id: int, worker: Worker) -> None:
     """Ask Celery to open the next turn. The turn is already committed, so a broker outage only delays it:
     the reconciler advances conversations whose task never ran."""
     try:

@@ -7,9 +7,16 @@ assignment's is the Prolific submission id (``SESSION_ID`` on our page) and a wo
 (``PROLIFIC_PID``). Prolific has no researcher-side block, so blocking is membership of a participant
 group that every study lists as its block list (membership applies to published studies at once).
 
+A batch role's study is a ``ProlificStudy`` row, written before Prolific is asked to create it, so the
+study is found by our own key (batch, role) and never by listing the workspace's studies (only a row whose
+creation was interrupted looks for the draft by its ``internal_name``). While the batch runs the study keeps
+at least one free place and pauses when no turn waits, so it never runs out of places and drops to
+AWAITING REVIEW; when the batch ends, the study is stopped.
+
 Bonuses are paid exactly once although Prolific's pay call is not idempotent (see README.md): the bonus
-is claimed in a transaction of its own, committed before the pay call, and a claimed bonus is never paid
-again by this code, only settled from Prolific's record of payments on the submission.
+is claimed (``Bonus.pay_claimed_at`` and the bulk id in ``Bonus.external_id``) in a transaction of its own,
+committed before the pay call, and a claimed bonus is never paid again by this code, only settled from
+Prolific's record of payments on the submission.
 """
 
 from __future__ import annotations
@@ -17,14 +24,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select, update
 
 from turkflow import events
 from turkflow.config import Settings
+from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api
 from turkflow.hits.provider import CrowdProvider, HitCheck
@@ -32,11 +40,14 @@ from turkflow.models import (
     Assignment,
     AssignmentStatus,
     Batch,
+    BatchStatus,
     Bonus,
     BonusStatus,
     Conversation,
     Hit,
     HitStatus,
+    ProlificStudy,
+    Role,
     Turn,
     Worker,
     utcnow,
@@ -45,21 +56,17 @@ from turkflow.models import (
 log = logging.getLogger("turkflow.prolific")
 
 PROVIDER = "prolific"
+WORKER_PREFIX = "prolific:"
 
 
-@dataclass(frozen=True)
-class ProlificOptions:
-    """What the provider needs beyond ``Settings``; each field is meant to become ``TURKFLOW_PROLIFIC_*``."""
+def worker_external_id(participant_id: str) -> str:
+    """Our worker id for a Prolific participant: prefixed, so it never meets an MTurk or local id."""
+    return WORKER_PREFIX + participant_id
 
-    token: str
-    workspace_id: str
-    project_id: Optional[str] = None
-    base_url: str = api.DEFAULT_BASE_URL
-    study_name: str = "Write the next message of a how-to chat (one turn)"
-    study_description: str = ("Read a short chat between a student and a teacher about a how-to task and "
-                              "write the next message. Each submission is one message; come back for more.")
-    estimated_minutes: int = 3
-    maximum_minutes: int = 20
+
+def participant_id(worker: Worker) -> str:
+    """The Prolific participant id of one of our workers."""
+    return worker.external_id.removeprefix(WORKER_PREFIX)
 
 
 class SubmissionInProgress(Exception):
@@ -75,10 +82,9 @@ class BonusOutcomeUnknown(Exception):
 class ProlificProvider(CrowdProvider):
     name = PROVIDER
 
-    def __init__(self, settings: Settings, options: ProlificOptions,
-                 client: Optional[api.ProlificClient] = None):
-        self.settings, self.options = settings, options
-        self.client = client or api.ProlificClient(options.token, options.base_url)
+    def __init__(self, settings: Settings, client: Optional[api.ProlificClient] = None):
+        self.settings = settings
+        self.client = client or api.ProlificClient(settings.prolific_token, settings.prolific_base_url)
         self.install = hashlib.sha256(settings.secret_key.encode()).hexdigest()[:10]
         self._blocked_group: Optional[str] = None
 
@@ -99,77 +105,136 @@ class ProlificProvider(CrowdProvider):
     # -- turns --
 
     def publish_turn(self, session: Session, hit: Hit, batch: Batch) -> str:
-        """Make room for this turn on its batch role's study: create the study on first use, grow its
-        places to the places taken plus the turns waiting, and publish or resume it.
-
-        A participant who has just started but not yet reached our page is counted twice (taken, and the
-        turn they will take is still waiting), so places can run one ahead; our page then finds no turn
-        for them and asks them to return the submission.
-        """
-        study = self._study(batch, hit.role)
-        waiting = _waiting_turns(session, batch.id, hit.role, include=hit)
-        wanted = int(study.get("places_taken") or 0) + waiting
-        if study["status"] == "UNPUBLISHED" or wanted > (study.get("total_available_places") or 0):
-            api.update_study(self.client, study["id"], {"total_available_places": wanted})
-        if study["status"] == "UNPUBLISHED":
-            api.transition_study(self.client, study["id"], "PUBLISH")
-        elif study["status"] == "PAUSED":
-            api.transition_study(self.client, study["id"], "START")
-        return study["id"]
+        """Make room for this turn on its batch role's study (created on first use); returns the study id."""
+        study_id = self.study_id(session, batch, hit.role)
+        self.keep_in_step(session, batch, hit.role, include=hit)
+        return study_id
 
     def expire(self, session: Session, hit: Hit) -> None:
-        """Places cannot be taken back, so when no turn of the study waits any more the study pauses
-        (participants already in it may still finish); the next published turn resumes it."""
+        """Places cannot be taken back: the study pauses once no turn of it waits (participants already in
+        it may still finish), and stops once its batch is over."""
         if hit.external_id is None:
             return
-        batch = lifecycle.batch_of_hit(session, hit)
-        if _waiting_turns(session, batch.id, hit.role, exclude=hit) == 0:
-            if api.get_study(self.client, hit.external_id)["status"] == "ACTIVE":
-                api.transition_study(self.client, hit.external_id, "PAUSE")
+        self.keep_in_step(session, lifecycle.batch_of_hit(session, hit), hit.role, exclude=hit)
         events.record(session, "hit_expired", "provider", turn_id=hit.turn_id, hit_id=hit.id,
                       external_id=hit.external_id)
 
-    def verify_submission(self, session: Session, hit: Hit, assignment_id: str, worker_id: str) -> None:
-        raise NotImplementedError("Prolific's turn page is not built yet")
+    def keep_in_step(self, session: Session, batch: Batch, role: str, *, include: Optional[Hit] = None,
+                     exclude: Optional[Hit] = None) -> Optional[str]:
+        """Bring the batch role's study in line with the turns waiting for a participant.
 
-    def _study(self, batch: Batch, role: str) -> dict[str, Any]:
-        """The batch role's study as Prolific lists it (with ``places_taken``), created as a draft if new.
+        While the batch runs, the free places cover every waiting turn and never fall to 0 (a study with
+        no free place and nothing in progress drops to AWAITING REVIEW), and the study is paused while no
+        turn waits, so its spare place is not taken for nothing. A paused batch pauses the study; an ended
+        one stops it. Returns Prolific's status afterwards (None: the role has no study).
 
-        Two workers publishing a role's first turns at once may both create a draft; both then take the
-        earliest one, and the other stays an unpublished draft, which costs nothing.
+        A participant who has started but not yet reached our page is counted twice (their place is taken
+        and the turn they will take still waits), so places can run one ahead; our page then finds no turn
+        for one of them and asks them to return the submission.
         """
+        row = _study_row(session, batch.id, role)
+        if row is None or row.study_id is None or row.ended_at is not None:
+            return None
+        study = api.get_study(self.client, row.study_id)
+        status = study["status"]
+        if batch.status in (BatchStatus.completed, BatchStatus.cancelled):
+            if status in ("ACTIVE", "PAUSED"):
+                status = api.transition_study(self.client, row.study_id, "STOP")["status"]
+            if status != "UNPUBLISHED":
+                _end_study(session, row.id)
+            return status
+        waiting = _waiting_turns(session, batch.id, role, include=include, exclude=exclude)
+        wanted = int(study.get("places_taken") or 0) + max(waiting, 1)
+        if status == "UNPUBLISHED" or wanted > int(study.get("total_available_places") or 0):
+            status = api.update_study(self.client, row.study_id, {"total_available_places": wanted})["status"]
+        runs = batch.status == BatchStatus.active and waiting > 0
+        if status == "UNPUBLISHED" and runs:
+            status = api.transition_study(self.client, row.study_id, "PUBLISH")["status"]
+        elif status == "PAUSED" and runs:
+            status = api.transition_study(self.client, row.study_id, "START")["status"]
+        elif status == "ACTIVE" and not runs:
+            status = api.transition_study(self.client, row.study_id, "PAUSE")["status"]
+        return status
+
+    def study_id(self, session: Session, batch: Batch, role: str) -> str:
+        """The batch role's study id, creating the study once.
+
+        The ``ProlificStudy`` row is written (and committed) first; the study id is recorded on it once
+        Prolific made the draft. A row without an id means an attempt was interrupted or is under way: we
+        look for its draft by ``internal_name`` and create one only if there is none. Two workers doing
+        this at once may both create a draft; the first id recorded wins, and the other stays an
+        unpublished draft, which costs nothing.
+        """
+        with Session(session.get_bind()) as own:
+            row = _study_row(own, batch.id, role)
+            if row is not None and row.study_id is not None:
+                return row.study_id
+            if row is None:
+                try:
+                    own.add(ProlificStudy(batch_id=batch.id, role=role))
+                    own.commit()
+                except IntegrityError:
+                    own.rollback()
         name = self.internal_name(batch.id, role)
-        mine = self._studies_named(name)
-        if mine:
-            return mine[0]
-        created = self._create_study(batch, role, name)
-        return (self._studies_named(name) or [{**created, "places_taken": 0}])[0]
+        drafts = self._studies_named(name)
+        made = drafts[0]["id"] if drafts else self._create_study(batch, role, name)["id"]
+        with Session(session.get_bind()) as own:
+            own.execute(update(ProlificStudy).where(ProlificStudy.batch_id == batch.id, ProlificStudy.role == role,
+                                                    col(ProlificStudy.study_id).is_(None)).values(study_id=made))
+            own.commit()
+            return _study_row(own, batch.id, role).study_id
 
     def _studies_named(self, name: str) -> list[dict[str, Any]]:
+        """Drafts an interrupted creation left, earliest first (the only time we list the workspace's studies)."""
         return sorted((s for s in api.list_studies(self.client) if s.get("internal_name") == name),
                       key=lambda s: (s.get("date_created") or "", s["id"]))
 
     def _create_study(self, batch: Batch, role: str, name: str) -> dict[str, Any]:
+        settings = self.settings
+        allowed = _role_groups(settings.prolific_role_groups).get(role)
         body = api.study_body(
-            name=self.options.study_name, description=self.options.study_description,
+            name=f"{role.capitalize()}: {settings.prolific_study_name}",
+            description=settings.prolific_study_description,
             page_url=self.page_url(batch.id, role), completion_code=self.completion_code(batch.id, role),
-            reward_cents=batch.reward_cents, places=1, estimated_minutes=self.options.estimated_minutes,
-            maximum_minutes=self.options.maximum_minutes, internal_name=name,
-            block_groups=[self.blocked_group()], project=self.options.project_id)
+            reward_cents=batch.reward_cents, places=1, estimated_minutes=settings.prolific_estimated_minutes,
+            maximum_minutes=settings.prolific_max_minutes, internal_name=name,
+            allow_groups=[allowed] if allowed else [], block_groups=[self.blocked_group()],
+            project=settings.prolific_project_id or None)
         created = api.create_study(self.client, body)
         log.info("created Prolific study %s for batch %s %s", created["id"], batch.id, role)
         return created
 
-    # -- the reconciler (not built yet: README.md says how it must settle bonuses) --
+    def check_submission(self, study_id: str, submission_id: str, participant_id: str) -> None:
+        """Refuse unless Prolific has this submission in progress, by this participant, in this study: the
+        ids on our page's URL are whatever the browser sent."""
+        try:
+            submission = api.get_submission(self.client, submission_id)
+        except api.ProlificError as exc:
+            if exc.status in (400, 404):
+                raise Forbidden("Prolific knows no such submission") from None
+            raise
+        if submission.get("participant") != participant_id or submission.get("study_id") != study_id:
+            raise Forbidden("this submission belongs to another participant or study on Prolific")
+        if submission.get("status") != "ACTIVE":
+            raise Forbidden(f"this submission is {str(submission.get('status')).lower()} on Prolific, "
+                            "not in progress")
+
+    def verify_submission(self, session: Session, hit: Hit, assignment_id: str, worker_id: str) -> None:
+        self.check_submission(hit.external_id, assignment_id, worker_id)
+
+    # -- the reconciler: per study, not per HIT (``sync.poll``, on its own beat task) --
 
     def hits_to_check(self, session: Session, limit: int = 500) -> list[int]:
-        raise NotImplementedError("Prolific's reconciler is not built yet")
+        """None one by one: ``sync.poll`` reads each running study's submissions at once."""
+        return []
 
     def check_hit(self, session: Session, hit: Hit, now: datetime) -> HitCheck:
-        raise NotImplementedError("Prolific's reconciler is not built yet")
+        """Nothing per HIT (``hits_to_check`` lists none); ``sync.apply_status`` takes each submission's state."""
+        return HitCheck()
 
     def approvals_due(self, session: Session, settings: Settings, now: datetime, limit: int = 500) -> list[int]:
-        raise NotImplementedError("Prolific's reconciler is not built yet")
+        """None one by one: ``sync.approve_due`` asks Prolific to approve the due submissions in bulk."""
+        return []
 
     # -- submissions and money --
 
@@ -193,20 +258,21 @@ class ProlificProvider(CrowdProvider):
     def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> None:
         """Set up the bonus on the turn's submission, claim it, then pay once.
 
-        The claim is ``paid_at`` written while the bonus is still pending, committed in a transaction of
-        its own before the pay call (the caller must hold no uncommitted write to this bonus). A claimed
+        The claim is ``pay_claimed_at`` with the bulk id, written while the bonus is still pending and
+        committed in a transaction of its own before the pay call (the caller must hold no uncommitted
+        write to this bonus). A claimed
         bonus is settled only from the submission's ``bonus_payments``: a turn is one submission and
         earns at most one bonus, so a payment there is this one.
         """
         submission = api.get_submission(self.client, assignment.external_id)
         if submission.get("bonus_payments"):
             return
-        if bonus.paid_at is not None:
-            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.paid_at:%H:%M} UTC and "
-                                      f"submission {assignment.external_id} shows no payment yet")
+        if bonus.pay_claimed_at is not None:
+            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC "
+                                      f"and submission {assignment.external_id} shows no payment yet")
         bulk = api.set_up_bonus_payments(self.client, submission["study_id"],
                                          {assignment.external_id: bonus.amount_cents})
-        if not _claim(session, bonus.id):
+        if not _claim(session, bonus.id, bulk["id"]):
             raise BonusOutcomeUnknown(f"bonus {bonus.id} is being paid by another worker")
         try:
             api.pay_bonus_payments(self.client, bulk["id"])
@@ -220,18 +286,26 @@ class ProlificProvider(CrowdProvider):
     # -- participants --
 
     def check_onboarding_gate(self, session: Session, live: bool) -> None:
-        raise NotImplementedError("Prolific does not gate turns on the onboarding quiz yet")
+        """A role's study admits only the participant group TURKFLOW_PROLIFIC_ROLE_GROUPS names for it (e.g.
+        those who passed a screening study); a role without one admits anyone."""
+        groups = _role_groups(self.settings.prolific_role_groups)
+        missing = [role for role in (Role.student, Role.teacher) if role not in groups]
+        if missing:
+            raise ProviderError(f"TURKFLOW_PROLIFIC_ROLE_GROUPS names no participant group for "
+                                f"{' or '.join(missing)}: its study admits anyone")
 
     def soft_block(self, session: Session, worker: Worker, reason: str) -> None:
-        """The block-list group every study of ours lists."""
-        api.add_to_participant_group(self.client, self.blocked_group(), [worker.external_id])
+        """The block-list group every study of ours lists as a filter; the membership applies to published
+        studies at once."""
+        api.add_to_participant_group(self.client, self.blocked_group(), [participant_id(worker)])
 
     def block_permanently(self, session: Session, worker: Worker, reason: str) -> None:
         """The same block-list group: Prolific offers researchers nothing stronger."""
         self.soft_block(session, worker, reason)
 
     def unblock(self, session: Session, worker: Worker) -> None:
-        api.remove_from_participant_group(self.client, self.blocked_group(), [worker.external_id])
+        """Leave the block-list group; any other group the participant is in is left as it is."""
+        api.remove_from_participant_group(self.client, self.blocked_group(), [participant_id(worker)])
 
     def notify(self, session: Session, workers: list[Worker], subject: str, message: str) -> None:
         """Prolific sends a message in the context of a study the participant took part in: each
@@ -243,24 +317,24 @@ class ProlificProvider(CrowdProvider):
                 .where(Assignment.worker_id == worker.id, Hit.provider == PROVIDER)
                 .order_by(col(Assignment.id).desc())).first()
             if study_id is not None:
-                by_study.setdefault(study_id, []).append(worker.external_id)
-        for study_id, participant_ids in by_study.items():
-            api.send_message(self.client, study_id, participant_ids, f"{subject}\n\n{message}")
+                by_study.setdefault(study_id, []).append(participant_id(worker))
+        for study_id, participants in by_study.items():
+            api.send_message(self.client, study_id, participants, f"{subject}\n\n{message}")
 
     def blocked_group(self) -> str:
         """Our block-list group's id, found by name or created once per process."""
         if self._blocked_group is None:
             name = f"turkflow {self.install} blocked"
-            found = [g["id"] for g in api.list_participant_groups(self.client, self.options.workspace_id)
+            found = [g["id"] for g in api.list_participant_groups(self.client, self.settings.prolific_workspace_id)
                      if g.get("name") == name and not g.get("is_deleted")]
             self._blocked_group = found[0] if found else api.create_participant_group(
-                self.client, self.options.workspace_id, name,
+                self.client, self.settings.prolific_workspace_id, name,
                 "Participants turkflow keeps out of its studies (low-rated work under review).")["id"]
         return self._blocked_group
 
     def balance_cents(self, live: bool = True) -> Optional[int]:
         """What the workspace can still spend, in its currency's minor unit (Prolific has no sandbox)."""
-        balance = api.get_workspace_balance(self.client, self.options.workspace_id)
+        balance = api.get_workspace_balance(self.client, self.settings.prolific_workspace_id)
         return int(balance["available_balance"] or 0)
 
 
@@ -280,12 +354,13 @@ def _waiting_turns(session: Session, batch_id: int, role: str, *, include: Optio
     return len(ids)
 
 
-def _claim(session: Session, bonus_id: int) -> bool:
-    """Mark a pending bonus as about to be paid, durably and only once across workers."""
+def _claim(session: Session, bonus_id: int, bulk_id: str) -> bool:
+    """Mark a pending bonus as about to be paid with this bulk id, durably and only once across workers."""
     with Session(session.get_bind()) as own:
         claimed = own.execute(
             update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending,
-                                col(Bonus.paid_at).is_(None)).values(paid_at=utcnow())).rowcount
+                                col(Bonus.pay_claimed_at).is_(None))
+            .values(pay_claimed_at=utcnow(), external_id=bulk_id)).rowcount
         own.commit()
     return claimed == 1
 
@@ -294,5 +369,27 @@ def _release(session: Session, bonus_id: int) -> None:
     """Undo a claim whose pay call certainly did not reach Prolific or was refused."""
     with Session(session.get_bind()) as own:
         own.execute(update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending)
-                    .values(paid_at=None))
+                    .values(pay_claimed_at=None, external_id=None))
         own.commit()
+
+
+def _study_row(session: Session, batch_id: int, role: str) -> Optional[ProlificStudy]:
+    return session.exec(select(ProlificStudy).where(ProlificStudy.batch_id == batch_id,
+                                                    ProlificStudy.role == role)).first()
+
+
+def _end_study(session: Session, row_id: int) -> None:
+    row = session.get(ProlificStudy, row_id)
+    if row.ended_at is None:
+        row.ended_at = utcnow()
+        session.add(row)
+        events.record(session, "prolific_study_stopped", "provider", batch_id=row.batch_id, role=row.role,
+                      study_id=row.study_id)
+
+
+def _role_groups(text: str) -> dict[str, str]:
+    """``student=<id>,teacher=<id>`` (TURKFLOW_PROLIFIC_ROLE_GROUPS) as a mapping."""
+    pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+    if any(len(pair) != 2 or not pair[0].strip() or not pair[1].strip() for pair in pairs):
+        raise ValueError(f"TURKFLOW_PROLIFIC_ROLE_GROUPS must read role=<group id>,..., not {text!r}")
+    return {role.strip(): group.strip() for role, group in pairs}

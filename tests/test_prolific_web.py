@@ -1,0 +1,405 @@
+"""Prolific participants reaching turns through the study link, ``/prolific/turn``, and Prolific's webhook,
+``/prolific/webhook``, against the fake Prolific (every request and response checked against Prolific's
+OpenAPI description) on both databases: forged ids refused with nothing stored, returned submissions
+giving their turn back (by webhook or by the poller), blocks, and bonuses paid exactly once."""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from redis import Redis
+from sqlmodel import select
+
+from turkflow import pipeline
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.hits import lifecycle
+from turkflow.hits.prolific import api, sync
+from turkflow.hits.prolific.provider import BonusOutcomeUnknown
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    BatchStatus,
+    Bonus,
+    BonusStatus,
+    Event,
+    Hit,
+    ProlificStudy,
+    Task,
+    Turn,
+    TurnStatus,
+    Worker,
+    WorkerStatus,
+)
+from turkflow.quality import monitor, review
+
+pytest.register_assert_rewrite("tests.fake_prolific")
+from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
+from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+
+pytest_plugins = ["tests.fake_prolific"]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str, redis_url: str, fake_prolific: FakeProlific) -> Settings:
+    """Settings for a Prolific collection whose Prolific is the fake, with webhooks set up."""
+    client = api.ProlificClient(fake_prolific.token, fake_prolific.url)
+    return Settings(data_dir=tmp_path / "var", database_url=database_url, redis_url=redis_url,
+                    secret_key="test-secret", worker_hash_key="test-hash-key", public_url="http://127.0.0.1:5000",
+                    stuck_after_seconds=0, reopen_after_seconds=0, review_after_seconds=0, provider="prolific",
+                    prolific_token=fake_prolific.token, prolific_workspace_id=fake_prolific.workspace_id,
+                    prolific_base_url=fake_prolific.url,
+                    prolific_webhook_secret=api.create_webhook_secret(client, fake_prolific.workspace_id))
+
+
+@pytest.fixture(autouse=True)
+def broker(settings, providers, redis_url):  # noqa: ANN001, ANN201
+    """The Celery app on the test's Redis with no worker: a submission's message waits there unread (these
+    tests drive the steps themselves), and the app never keeps a connection to a Redis that is not there."""
+    import workers.app
+
+    workers.app.configure(settings, providers)
+    queue = Redis.from_url(redis_url)
+    queue.flushdb()
+    yield
+    queue.flushdb()
+    queue.close()
+
+
+def launch(settings, providers, conversations=1, max_turns=6) -> int:  # noqa: ANN001
+    """A Prolific batch whose first turns are published (the student study is live)."""
+    with session_scope(settings.database_url) as s:
+        load_documents(s, read_documents(sample_tasks_path()))
+        batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), conversations, name="prolific",
+                                             provider="prolific", max_turns=max_turns)
+        batch_id, hit_ids = batch.id, [h.id for h in hits]
+    for hit_id in hit_ids:
+        pipeline.publish(settings, providers, hit_id, "prolific")
+    return batch_id
+
+
+def study_of(settings, batch_id: int, role: str) -> str:  # noqa: ANN001
+    with session_scope(settings.database_url) as s:
+        return s.exec(select(ProlificStudy.study_id).where(ProlificStudy.batch_id == batch_id,
+                                                           ProlificStudy.role == role)).one()
+
+
+def study_link(fake: FakeProlific, study_id: str, participant_id: str, submission_id: str, base: str = "") -> str:
+    """The study's URL as Prolific sends a participant to it (its placeholders filled in)."""
+    url = fake.studies[study_id].fields["external_study_url"]
+    for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id), ("SESSION_ID", submission_id)):
+        url = url.replace("{{%" + name + "%}}", value)
+    parts = urlsplit(url)
+    return f"{base}{parts.path}?{parts.query}"
+
+
+def form_token(page: str) -> str:
+    return html.unescape(re.search(r'name="turkflow_form" value="([^"]+)"', page).group(1))
+
+
+def arrives(client, fake: FakeProlific, study_id: str, participant_id: str):  # noqa: ANN001, ANN201
+    """A participant starts the study on Prolific and opens its link: (submission id, link, page)."""
+    submission_id = fake.start(study_id, participant_id)
+    link = study_link(fake, study_id, participant_id, submission_id)
+    return submission_id, link, client.get(link)
+
+
+def stored(settings) -> tuple[list[Assignment], list[Turn], list[Worker]]:  # noqa: ANN001
+    with session_scope(settings.database_url) as s:
+        return (s.exec(select(Assignment)).all(), s.exec(select(Turn).where(Turn.status == TurnStatus.submitted)).all(),
+                s.exec(select(Worker)).all())
+
+
+def assignment(settings, submission_id: str) -> Assignment:  # noqa: ANN001
+    with session_scope(settings.database_url) as s:
+        return s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
+
+
+def completion(providers, batch_id: int, role: str) -> str:  # noqa: ANN001
+    return api.completion_url(providers.get("prolific").completion_code(batch_id, role))
+
+
+# ---- taking and writing a turn -------------------------------------------------------------------------
+
+
+def test_a_participant_takes_the_waiting_turn_and_goes_back_to_prolific_with_the_code(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    submission_id, link, page = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    assert page.status_code == 200 and 'id="submit-turn"' in page.get_data(as_text=True)
+    token = form_token(page.get_data(as_text=True))
+    for _ in range(2):  # a double submit stores one turn and finishes on Prolific again
+        done = client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": token})
+        assert done.status_code == 303 and done.location == completion(providers, batch_id, "student")
+    assert client.get(link).location == completion(providers, batch_id, "student")
+    assignments, turns, workers = stored(settings)
+    assert [(a.external_id, a.status) for a in assignments] == [(submission_id, AssignmentStatus.submitted)]
+    assert [t.text for t in turns] == [STUDENT_ANSWERS["response"]]
+    assert [(w.external_id, w.role, w.onboarded) for w in workers] == [("prolific:p1", "student", True)]
+
+
+def test_a_refused_answer_shows_the_page_again_and_stores_nothing(settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    _, link, page = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    refused = client.post(link, data={**STUDENT_ANSWERS, "response": "", "turkflow_form": form_token(page.text)})
+    assert refused.status_code == 400 and 'name="turkflow_form"' in refused.text
+    assert stored(settings)[1] == []
+
+
+def test_forged_or_mismatched_prolific_ids_get_a_403_and_store_nothing(settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers, conversations=2)
+    student_study = study_of(settings, batch_id, "student")
+    submission_id = fake_prolific.start(student_study, "p1")
+    link = study_link(fake_prolific, student_study, "p1", submission_id)
+    forged = [
+        study_link(fake_prolific, student_study, "p2", submission_id),  # someone else's submission
+        study_link(fake_prolific, student_study, "p1", "submission-404"),  # no such submission
+        link.replace(f"STUDY_ID={student_study}", "STUDY_ID=study-999"),  # not this batch role's study
+        link.replace("r=student", "r=teacher"),
+        link.replace("PROLIFIC_PID=p1", "PROLIFIC_PID=p1%27%3B--"),  # not a Prolific id at all
+    ]
+    for url in forged:
+        assert client.get(url).status_code == 403, url
+    assert stored(settings) == ([], [], [])
+
+    page = client.get(link)
+    token = form_token(page.text)
+    other = fake_prolific.start(student_study, "p2")
+    for url, form in [
+        (study_link(fake_prolific, student_study, "p2", other), token),  # p1's form for p2's submission
+        (link, "forged-token"),
+        (study_link(fake_prolific, student_study, "p2", submission_id), token),
+    ]:
+        assert client.post(url, data={**STUDENT_ANSWERS, "turkflow_form": form}).status_code == 403, url
+    assert stored(settings)[1] == []
+    assert [w.external_id for w in stored(settings)[2]] == ["prolific:p1"]
+
+
+def test_a_participant_who_finds_no_waiting_turn_is_asked_to_return_the_submission(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    study_id = study_of(settings, batch_id, "student")
+    early = fake_prolific.start(study_id, "p1")
+    fake_prolific.studies[study_id].fields["total_available_places"] += 1  # places ran one ahead
+    late = fake_prolific.start(study_id, "p2")
+    assert client.get(study_link(fake_prolific, study_id, "p1", early)).status_code == 200
+    page = client.get(study_link(fake_prolific, study_id, "p2", late))
+    assert page.status_code == 409 and "return this submission" in page.text
+    assert [a.external_id for a in stored(settings)[0]] == [early]
+
+
+# ---- submissions given back ----------------------------------------------------------------------------
+
+
+def test_a_returned_submission_gives_its_turn_to_the_next_participant_through_the_poller(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    study_id = study_of(settings, batch_id, "student")
+    first, _, _ = arrives(client, fake_prolific, study_id, "p1")
+    fake_prolific.return_submission(first)
+    found = sync.poll(settings, providers.get("prolific"))
+    assert found.released == [assignment(settings, first).id]
+    assert assignment(settings, first).status == AssignmentStatus.abandoned
+    assert fake_prolific.places_free(study_id) == 1 and fake_prolific.studies[study_id].status == "ACTIVE"
+    second, _, page = arrives(client, fake_prolific, study_id, "p2")
+    assert page.status_code == 200
+    assert assignment(settings, second).hit_id == assignment(settings, first).hit_id
+    assert not sync.poll(settings, providers.get("prolific")).released  # seen again: nothing changes
+
+
+def test_a_timed_out_submission_gives_its_turn_back_through_the_webhook_once(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    study_id = study_of(settings, batch_id, "student")
+    first, _, _ = arrives(client, fake_prolific, study_id, "p1")
+    fake_prolific.time_out(first)
+    event = fake_prolific.submission_event(first)
+    assert post_webhook(client, fake_prolific, event).status_code == 204
+    assert assignment(settings, first).status == AssignmentStatus.abandoned
+    second, _, _ = arrives(client, fake_prolific, study_id, "p2")
+    events_before = event_count(settings)
+    assert post_webhook(client, fake_prolific, event).status_code == 204  # Prolific delivers it again
+    assert assignment(settings, second).status == AssignmentStatus.accepted
+    assert event_count(settings) == events_before
+
+
+def test_a_webhook_with_a_bad_signature_or_an_old_timestamp_changes_nothing(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    first, _, _ = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    fake_prolific.return_submission(first)
+    event = fake_prolific.submission_event(first)
+    events_before = event_count(settings)
+    for changed in ({"secret": "not-our-secret"}, {"signature": "AAAA"}, {"timestamp": int(time.time()) - 3600}):
+        assert post_webhook(client, fake_prolific, event, **changed).status_code == 403, changed
+    assert client.post("/prolific/webhook", json=event).status_code == 403  # unsigned
+    assert assignment(settings, first).status == AssignmentStatus.accepted
+    assert event_count(settings) == events_before
+
+
+def post_webhook(client, fake: FakeProlific, event: dict, **changed):  # noqa: ANN001, ANN201
+    """``FakeProlific.send_webhook``'s signed request, delivered to the app under test."""
+    import base64
+    import hashlib
+    import hmac
+    import json
+
+    body = json.dumps(event).encode()
+    sent_at = str(changed.get("timestamp", int(time.time())))
+    key = changed.get("secret", fake.secrets[fake.workspace_id]["value"])
+    signature = changed.get("signature") or base64.b64encode(
+        hmac.new(key.encode(), sent_at.encode() + body, hashlib.sha256).digest()).decode()
+    return client.post("/prolific/webhook", data=body, content_type="application/json",
+                       headers={"X-Prolific-Request-Timestamp": sent_at, "X-Prolific-Request-Signature": signature})
+
+
+def event_count(settings) -> int:  # noqa: ANN001
+    with session_scope(settings.database_url) as s:
+        return len(s.exec(select(Event.id)).all())
+
+
+# ---- blocks --------------------------------------------------------------------------------------------
+
+
+def test_a_temporarily_blocked_participant_is_kept_out_until_unblocked(settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers, conversations=3)
+    study_id = study_of(settings, batch_id, "student")
+    first, link, page = arrives(client, fake_prolific, study_id, "p1")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    fake_prolific.complete(first, providers.get("prolific").completion_code(batch_id, "student"))
+    in_progress = fake_prolific.start(study_id, "p1")  # started again before the block
+    provider = providers.get("prolific")
+    with session_scope(settings.database_url) as s:  # what the monitor's block does (pipeline.judge)
+        worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
+        monitor.block_worker(s, worker, permanent=False, actor="system", reason="low ratings")
+        provider.soft_block(s, worker, reason="low ratings")
+    assert "p1" in fake_prolific.groups[provider.blocked_group()].members
+    with pytest.raises(Refused, match="blocks"):
+        fake_prolific.start(study_id, "p1")
+    assert client.get(study_link(fake_prolific, study_id, "p1", in_progress)).status_code == 403
+    assert len(stored(settings)[0]) == 1
+
+    with session_scope(settings.database_url) as s:  # the reviewer's unblock on the dashboard
+        worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
+        assert review.unblock(s, provider, worker, actor="requester:lab")
+        assert worker.status == WorkerStatus.active
+    assert "p1" not in fake_prolific.groups[provider.blocked_group()].members
+    assert client.get(study_link(fake_prolific, study_id, "p1", in_progress)).status_code == 200
+
+
+# ---- bonuses -------------------------------------------------------------------------------------------
+
+
+def bonus_on_a_stored_turn(settings, providers, client, fake: FakeProlific) -> tuple[int, str]:  # noqa: ANN001
+    """A turn written through the page, finished on Prolific, and a bonus the monitor recorded for it."""
+    batch_id = launch(settings, providers)
+    submission_id, link, page = arrives(client, fake, study_of(settings, batch_id, "student"), "p1")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    fake.complete(submission_id, providers.get("prolific").completion_code(batch_id, "student"))
+    with session_scope(settings.database_url) as s:
+        held = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
+        bonus = Bonus(turn_id=s.get(Hit, held.hit_id).turn_id, worker_id=held.worker_id, assignment_id=held.id,
+                      amount_cents=8, request_token="bonus-1")
+        s.add(bonus)
+        s.flush()
+        return bonus.id, submission_id
+
+
+def pay_calls(fake: FakeProlific) -> int:
+    return sum(1 for _, path in fake.requests if path.endswith("/pay/"))
+
+
+def test_a_bonus_is_paid_once_when_the_task_dies_between_set_up_and_pay_and_runs_again(
+        settings, providers, client, fake_prolific, monkeypatch):
+    bonus_id, submission_id = bonus_on_a_stored_turn(settings, providers, client, fake_prolific)
+    from turkflow.hits.prolific import provider as prolific_provider
+
+    with monkeypatch.context() as dying:
+        dying.setattr(prolific_provider, "_claim", lambda *a: (_ for _ in ()).throw(SystemExit("worker killed")))
+        with pytest.raises(SystemExit):
+            pipeline.pay_bonus(settings, providers, bonus_id)
+    assert len(fake_prolific.bulk_bonuses) == 1 and pay_calls(fake_prolific) == 0
+    assert pipeline.pay_bonus(settings, providers, bonus_id)  # the task runs again
+    assert pipeline.pay_bonus(settings, providers, bonus_id)  # and again: paid already
+    assert fake_prolific.paid(submission_id) == [8] and pay_calls(fake_prolific) == 1
+    with session_scope(settings.database_url) as s:
+        assert s.get(Bonus, bonus_id).status == BonusStatus.paid
+
+
+def test_a_bonus_whose_worker_died_after_the_pay_call_is_settled_by_the_poller_never_paid_again(
+        settings, providers, client, fake_prolific, monkeypatch):
+    fake_prolific.pay_later = True  # Prolific pays minutes after accepting the call
+    bonus_id, submission_id = bonus_on_a_stored_turn(settings, providers, client, fake_prolific)
+    with monkeypatch.context() as dying:
+        pay = api.pay_bonus_payments
+
+        def pay_then_die(*args):  # noqa: ANN002, ANN202
+            pay(*args)
+            raise SystemExit("worker killed before recording the payment")
+
+        dying.setattr(api, "pay_bonus_payments", pay_then_die)
+        with pytest.raises(SystemExit):
+            pipeline.pay_bonus(settings, providers, bonus_id)
+    with session_scope(settings.database_url) as s:
+        claimed = s.get(Bonus, bonus_id)
+        assert claimed.pay_claimed_at is not None and claimed.external_id in fake_prolific.bulk_bonuses
+        assert monitor.unpaid_bonuses(s, claimed.created_at.replace(year=2100)) == []  # not the generic sweep's
+    found = sync.poll(settings, providers.get("prolific"))
+    assert found.claimed_bonuses == [bonus_id]
+    with pytest.raises(BonusOutcomeUnknown, match="shows no payment yet"):
+        pipeline.pay_bonus(settings, providers, bonus_id)
+    fake_prolific.settle_payments()
+    assert pipeline.pay_bonus(settings, providers, bonus_id)
+    assert fake_prolific.paid(submission_id) == [8] and pay_calls(fake_prolific) == 1
+    assert sync.poll(settings, providers.get("prolific")).claimed_bonuses == []
+
+
+# ---- approvals and the study's places ------------------------------------------------------------------
+
+
+def test_stored_turns_are_approved_in_bulk_after_the_review_delay_and_never_rejected(
+        settings, providers, client, fake_prolific):
+    settings.prolific_approve_after_seconds = 0
+    batch_id = launch(settings, providers, conversations=2)
+    study_id = study_of(settings, batch_id, "student")
+    code = providers.get("prolific").completion_code(batch_id, "student")
+    finished, link, page = arrives(client, fake_prolific, study_id, "p1")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    fake_prolific.complete(finished, code)
+    not_back, link, page = arrives(client, fake_prolific, study_id, "p2")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})  # not back on Prolific yet
+    provider = providers.get("prolific")
+    assert sync.poll(settings, provider).approvals_asked == [assignment(settings, finished).id,
+                                                               assignment(settings, not_back).id]
+    assert sync.poll(settings, provider).settled == [assignment(settings, finished).id]
+    assert assignment(settings, finished).status == AssignmentStatus.approved
+    assert assignment(settings, not_back).status == AssignmentStatus.submitted
+    assert fake_prolific.submissions[not_back].status == "ACTIVE"
+    assert not any(path.endswith("/transition/") and "submissions" in path for _, path in fake_prolific.requests)
+
+
+def test_a_study_keeps_a_free_place_while_its_batch_runs_and_stops_when_it_ends(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    study_id = study_of(settings, batch_id, "student")
+    _, link, page = arrives(client, fake_prolific, study_id, "p1")
+    assert fake_prolific.places_free(study_id) == 0
+    provider = providers.get("prolific")
+    sync.poll(settings, provider)  # the only turn is held: a spare place, paused until a turn waits
+    assert fake_prolific.places_free(study_id) == 1 and fake_prolific.studies[study_id].status == "PAUSED"
+    with session_scope(settings.database_url) as s:
+        for hit in lifecycle.set_batch_status(s, s.get(Batch, batch_id), BatchStatus.cancelled, "requester:lab"):
+            provider.expire(s, hit)
+    assert fake_prolific.studies[study_id].status == "COMPLETED"
+    with session_scope(settings.database_url) as s:
+        assert s.exec(select(ProlificStudy)).one().ended_at is not None
+    requests_before = len(fake_prolific.requests)
+    sync.poll(settings, provider)
+    assert len(fake_prolific.requests) == requests_before  # an ended study is left alone

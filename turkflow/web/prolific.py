@@ -1,0 +1,155 @@
+"""The Prolific entry to the turn page, ``/prolific/turn``, and Prolific's webhook, ``/prolific/webhook``.
+
+A study's URL is ``/prolific/turn?b=<batch>&r=<role>`` with Prolific's ``PROLIFIC_PID``, ``STUDY_ID`` and
+``SESSION_ID`` added. A new submission is checked with Prolific before anything is stored; it then takes
+the next waiting turn of the study's role, and the page carries a token signed for that participant and
+submission (no cookie is needed). The answers go through ``lifecycle.submit_turn`` and the same Celery
+task as every other turn, and the participant is sent back to Prolific with the study's completion code.
+The steps are ``turkflow.hits.prolific.pages``; the page is the worker blueprint's ``render_turn``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from flask import Blueprint, Response, current_app, redirect, render_template, request
+
+from turkflow.config import Settings
+from turkflow.db import session_scope
+from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
+from turkflow.hits import lifecycle
+from turkflow.hits.prolific import api, pages, sync
+from turkflow.models import AssignmentStatus, Hit, Turn, Worker
+from turkflow.web import id_arg
+from turkflow.web.worker import queue_next_turn, render_turn, worker_page_headers
+
+bp = Blueprint("prolific", __name__, url_prefix="/prolific")
+log = logging.getLogger("turkflow.web.prolific")
+
+FORM_TOKEN = "turkflow_form"
+
+
+@bp.after_request
+def prolific_page_headers(response: Response) -> Response:
+    return worker_page_headers(response)
+
+
+def _settings() -> Settings:
+    return current_app.config["TURKFLOW_SETTINGS"]
+
+
+def _provider() -> Any:
+    return current_app.config["TURKFLOW_PROVIDERS"].get(pages.PROVIDER)
+
+
+def _link() -> tuple[Any, str, str, str, str]:
+    """The link's batch and role, and Prolific's participant, study and submission ids (checked)."""
+    args = request.args
+    participant_id, study_id, submission_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID"), args.get("SESSION_ID")
+    pages.check_ids(participant_id, study_id, submission_id)
+    return id_arg("b"), args.get("r", ""), participant_id, study_id, submission_id
+
+
+@bp.get("/turn")
+def turn() -> Any:
+    settings = _settings()
+    batch_id, role, participant_id, study_id, submission_id = _link()
+    with session_scope(settings.database_url) as session:
+        pages.study_of_link(session, batch_id, role, study_id)
+        known = pages.assignment_of(session, submission_id, participant_id)
+        done = known is not None and known.status in (AssignmentStatus.submitted, AssignmentStatus.approved)
+    if done:
+        return _back_to_prolific(batch_id, role)
+    _provider().check_submission(study_id, submission_id, participant_id)
+    with session_scope(settings.database_url) as session:
+        assignment = pages.assignment_of(session, submission_id, participant_id)
+        taken = assignment is None
+        if taken:
+            worker = pages.participant(session, participant_id, role)
+            assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id,
+                                              settings.prolific_max_minutes * 60)
+        if assignment is None:
+            return worker_page_headers(Response(render_template("prolific_no_turn.html", role=role), 409))
+        if assignment.status != AssignmentStatus.accepted:
+            raise Conflict("this turn went back to the pool; please return this submission on Prolific")
+        view = lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
+        token = pages.page_token(settings.secret_key, assignment, participant_id)
+    if taken:
+        _keep_study_in_step(batch_id, role)
+    return render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token})
+
+
+def _keep_study_in_step(batch_id: int, role: str) -> None:
+    """The study's places follow its waiting turns; the poller does it too, so a broker outage only delays."""
+    from workers import prolific_tasks
+
+    try:
+        prolific_tasks.keep_study_in_step.delay(batch_id, role)
+    except Exception as exc:  # noqa: BLE001 - any broker failure is repaired by the poller
+        log.warning("batch %s %s study not brought in step now (%s); the poller will", batch_id, role, exc)
+
+
+@bp.post("/turn")
+def submit() -> Any:
+    settings = _settings()
+    batch_id, role, participant_id, study_id, submission_id = _link()
+    raw = request.form.to_dict(flat=False)
+    token = (raw.pop(FORM_TOKEN, None) or [""])[0]
+    with session_scope(settings.database_url) as session:
+        pages.study_of_link(session, batch_id, role, study_id)
+        assignment = pages.assignment_of(session, submission_id, participant_id)
+        if assignment is None:
+            raise Forbidden("this submission holds no turn here; open the study again from Prolific")
+        pages.check_page_token(settings.secret_key, token, assignment, participant_id)
+        pending = assignment.status == AssignmentStatus.accepted
+    if pending:
+        _provider().check_submission(study_id, submission_id, participant_id)
+    try:
+        with session_scope(settings.database_url) as session:
+            worker = session.get(Worker, assignment.worker_id)
+            submission = lifecycle.submit_turn(session, submission_id, worker, raw)
+            turn_id, created = submission.turn.id, submission.created
+    except InvalidAnswer as error:  # rolled back: nothing of this submission is stored
+        with session_scope(settings.database_url) as session:
+            view = lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
+        return render_turn(view, form_action=request.full_path, errors={error.field: error.reason}, answers=raw,
+                           hidden={FORM_TOKEN: token}, status=400)
+    if created:
+        queue_next_turn(turn_id, worker)
+    return _back_to_prolific(batch_id, role)
+
+
+def _back_to_prolific(batch_id: int, role: str) -> Response:
+    """The turn is stored: the participant finishes the submission on Prolific with the study's code."""
+    return redirect(api.completion_url(_provider().completion_code(batch_id, role)), 303)
+
+
+@bp.post("/webhook")
+def webhook() -> Any:
+    """Prolific's ``submission.status.change`` events, signed with the workspace's webhook secret.
+
+    An unsigned, wrongly signed or stale request is refused and changes nothing; a repeated event finds
+    the change made already (``sync.apply_status`` is idempotent); other events are acknowledged only.
+    """
+    settings = _settings()
+    if not settings.prolific_webhook_secret:
+        raise NotFound("Prolific webhooks are not set up here (TURKFLOW_PROLIFIC_WEBHOOK_SECRET)")
+    body = request.get_data()
+    try:
+        api.verify_webhook(settings.prolific_webhook_secret, request.headers, body)
+    except api.InvalidSignature as exc:
+        raise Forbidden(f"not signed by Prolific: {exc}") from None
+    try:
+        event = json.loads(body)
+    except ValueError:
+        raise InvalidInput("the body is not JSON", "body") from None
+    if not isinstance(event, dict) or event.get("event_type") != "submission.status.change":
+        return Response(status=204)
+    submission_id, status = event.get("resource_id"), event.get("status")
+    if not isinstance(submission_id, str) or not isinstance(status, str):
+        raise InvalidInput("a submission event names its submission (resource_id) and status", "resource_id")
+    with session_scope(settings.database_url) as session:
+        sync.apply_status(session, submission_id, status, sync.ProlificRound())
+    return Response(status=204)

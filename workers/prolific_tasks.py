@@ -1,0 +1,47 @@
+"""Celery tasks for Prolific; each one calls one domain function in ``turkflow.hits.prolific.sync`` or the
+pipeline."""
+
+from __future__ import annotations
+
+import logging
+
+from turkflow import pipeline
+from turkflow.db import session_scope
+from turkflow.hits.prolific import sync
+from turkflow.hits.prolific.provider import PROVIDER, BonusOutcomeUnknown
+from workers.app import celery_app, providers, settings
+from turkflow.models import Batch
+from workers.tasks import RETRY, SWEEP_LIMITS
+
+log = logging.getLogger("turkflow.tasks.prolific")
+
+
+@celery_app.task(**SWEEP_LIMITS)
+def poll_prolific() -> None:
+    """Beat: follow every running study's submissions on Prolific (what webhooks would say, without a
+    public address), keep its places in step, ask for due approvals, and settle claimed bonuses."""
+    if not settings().prolific_token:
+        return
+    found = sync.poll(settings(), providers().get(PROVIDER))
+    for bonus_id in found.claimed_bonuses:
+        settle_bonus.delay(bonus_id)
+    if found:
+        log.warning("Prolific poller: %s", found)
+
+
+@celery_app.task
+def settle_bonus(bonus_id: int) -> None:
+    """A claimed bonus is settled from the submission's payments, never paid again. Not retried here: an
+    outcome still unknown is asked about again by the next round."""
+    try:
+        pipeline.pay_bonus(settings(), providers(), bonus_id)
+    except BonusOutcomeUnknown as exc:
+        log.info("bonus %s: %s", bonus_id, exc)
+
+
+@celery_app.task(**RETRY)
+def keep_study_in_step(batch_id: int, role: str) -> None:
+    """A participant took a turn of the study: keep a spare place (a study with no free place and nothing in
+    progress drops to AWAITING REVIEW) and pause it if no other turn waits, before the poller comes round."""
+    with session_scope(settings().database_url) as session:
+        providers().get(PROVIDER).keep_in_step(session, session.get(Batch, batch_id), role)

@@ -150,7 +150,7 @@ def test_two_workers_creating_a_roles_study_at_once_both_use_the_one_recorded_fi
         settings, provider, fake_prolific, monkeypatch):
     create = fake_prolific._create_study
 
-    def raced(request):  # noqa: ANN001, ANN202 - another worker creates and records its draft just before ours
+    def raced(request):  # noqa: ANN001, ANN202 - another worker creates and records its draft first
         if not fake_prolific.studies:
             _, theirs = create(request)
             with session_scope(settings.database_url) as s:
@@ -164,7 +164,8 @@ def test_two_workers_creating_a_roles_study_at_once_both_use_the_one_recorded_fi
     assert study_id == earliest.id and earliest.status == "ACTIVE" and other.status == "UNPUBLISHED"
 
 
-def test_a_creation_interrupted_before_its_study_was_recorded_takes_its_draft(settings, provider, fake_prolific):
+def test_a_creation_interrupted_before_its_study_was_recorded_takes_its_draft(
+        settings, provider, fake_prolific):
     batch_id, hits = launch(settings, conversations=1)
     with session_scope(settings.database_url) as s:
         s.add(ProlificStudy(batch_id=batch_id, role="student"))  # the worker died after creating the draft

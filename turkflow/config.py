@@ -128,7 +128,8 @@ class Settings(BaseSettings):
         "adaptive", description="botocore retry mode for MTurk calls (adaptive also rate-limits the client).")
     mturk_max_attempts: int = Field(8, description="botocore attempts per MTurk call before a task retries it.")
     prolific_token: str = Field("", description="Prolific API token (Prolific: Settings > API tokens).")
-    prolific_workspace_id: str = Field("", description="Prolific workspace whose balance pays for the studies.")
+    prolific_workspace_id: str = Field("", description="Prolific workspace whose balance pays for the "
+                                                       "studies.")
     prolific_project_id: str = Field("", description="Prolific project the studies go in; empty: the "
                                                      "workspace's default project.")
     prolific_base_url: str = Field("https://api.prolific.com", description="Prolific API address.")

@@ -15,13 +15,14 @@ import logging
 from typing import Any
 
 from flask import Blueprint, Response, current_app, redirect, render_template, request
+from sqlmodel import Session
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api, pages, sync
-from turkflow.models import AssignmentStatus, Hit, Turn, Worker
+from turkflow.models import Assignment, AssignmentStatus, Hit, Turn, Worker
 from turkflow.web import id_arg
 from turkflow.web.worker import queue_next_turn, render_turn, worker_page_headers
 
@@ -47,7 +48,8 @@ def _provider() -> Any:
 def _link() -> tuple[Any, str, str, str, str]:
     """The link's batch and role, and Prolific's participant, study and submission ids (checked)."""
     args = request.args
-    participant_id, study_id, submission_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID"), args.get("SESSION_ID")
+    participant_id, study_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID")
+    submission_id = args.get("SESSION_ID")
     pages.check_ids(participant_id, study_id, submission_id)
     return id_arg("b"), args.get("r", ""), participant_id, study_id, submission_id
 
@@ -74,7 +76,7 @@ def turn() -> Any:
             return worker_page_headers(Response(render_template("prolific_no_turn.html", role=role), 409))
         if assignment.status != AssignmentStatus.accepted:
             raise Conflict("this turn went back to the pool; please return this submission on Prolific")
-        view = lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
+        view = _turn_view(session, assignment)
         token = pages.page_token(settings.secret_key, assignment, participant_id)
     if taken:
         _keep_study_in_step(batch_id, role)
@@ -113,12 +115,16 @@ def submit() -> Any:
             turn_id, created = submission.turn.id, submission.created
     except InvalidAnswer as error:  # rolled back: nothing of this submission is stored
         with session_scope(settings.database_url) as session:
-            view = lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
-        return render_turn(view, form_action=request.full_path, errors={error.field: error.reason}, answers=raw,
-                           hidden={FORM_TOKEN: token}, status=400)
+            view = _turn_view(session, assignment)
+        return render_turn(view, form_action=request.full_path, errors={error.field: error.reason},
+                           answers=raw, hidden={FORM_TOKEN: token}, status=400)
     if created:
         queue_next_turn(turn_id, worker)
     return _back_to_prolific(batch_id, role)
+
+
+def _turn_view(session: Session, assignment: Assignment) -> lifecycle.TurnView:
+    return lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
 
 
 def _back_to_prolific(batch_id: int, role: str) -> Response:

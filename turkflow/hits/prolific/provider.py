@@ -177,13 +177,16 @@ class ProlificProvider(CrowdProvider):
         drafts = self._studies_named(name)
         made = drafts[0]["id"] if drafts else self._create_study(batch, role, name)["id"]
         with Session(session.get_bind()) as own:
-            own.execute(update(ProlificStudy).where(ProlificStudy.batch_id == batch.id, ProlificStudy.role == role,
-                                                    col(ProlificStudy.study_id).is_(None)).values(study_id=made))
+            own.execute(update(ProlificStudy)
+                        .where(ProlificStudy.batch_id == batch.id, ProlificStudy.role == role,
+                               col(ProlificStudy.study_id).is_(None))
+                        .values(study_id=made))
             own.commit()
             return _study_row(own, batch.id, role).study_id
 
     def _studies_named(self, name: str) -> list[dict[str, Any]]:
-        """Drafts an interrupted creation left, earliest first (the only time we list the workspace's studies)."""
+        """Drafts an interrupted creation left, earliest first (the only time we list the workspace's
+        studies)."""
         return sorted((s for s in api.list_studies(self.client) if s.get("internal_name") == name),
                       key=lambda s: (s.get("date_created") or "", s["id"]))
 
@@ -249,8 +252,8 @@ class ProlificProvider(CrowdProvider):
         if submission.get("bonus_payments"):
             return
         if bonus.pay_claimed_at is not None:
-            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC "
-                                      f"and submission {assignment.external_id} shows no payment yet")
+            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} "
+                                      f"UTC and submission {assignment.external_id} shows no payment yet")
         bulk = api.set_up_bonus_payments(self.client, submission["study_id"],
                                          {assignment.external_id: bonus.amount_cents})
         if not _claim(session, bonus.id, bulk["id"]):
@@ -293,10 +296,11 @@ class ProlificProvider(CrowdProvider):
         """Our block-list group's id, found by name or created once per process."""
         if self._blocked_group is None:
             name = f"turkflow {self.install} blocked"
-            found = [g["id"] for g in api.list_participant_groups(self.client, self.settings.prolific_workspace_id)
+            workspace_id = self.settings.prolific_workspace_id
+            found = [g["id"] for g in api.list_participant_groups(self.client, workspace_id)
                      if g.get("name") == name and not g.get("is_deleted")]
             self._blocked_group = found[0] if found else api.create_participant_group(
-                self.client, self.settings.prolific_workspace_id, name,
+                self.client, workspace_id, name,
                 "Participants turkflow keeps out of its studies (low-rated work under review).")["id"]
         return self._blocked_group
 

@@ -415,3 +415,24 @@ def test_a_study_keeps_a_free_place_while_its_batch_runs_and_stops_when_it_ends(
     requests_before = len(fake_prolific.requests)
     sync.poll(settings, provider)
     assert len(fake_prolific.requests) == requests_before  # an ended study is left alone
+
+
+def test_a_participant_holds_one_role_for_the_whole_collection(settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    submission_id, link, page = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    fake_prolific.complete(submission_id, providers.get("prolific").completion_code(batch_id, "student"))
+    with session_scope(settings.database_url) as s:
+        turn_id = s.exec(select(Turn.id).where(Turn.status == TurnStatus.submitted)).one()
+    pipeline.open_after(settings, providers, turn_id)  # what the Celery task does: the teacher's turn
+    _, _, as_teacher = arrives(client, fake_prolific, study_of(settings, batch_id, "teacher"), "p1")
+    assert as_teacher.status_code == 403 and "registered as a student" in as_teacher.text
+    assert len(stored(settings)[0]) == 1
+
+
+def test_the_poller_runs_on_celery_beat(settings):
+    from workers.app import celery_config
+
+    poll = celery_config(settings)["beat_schedule"]["poll-prolific"]
+    assert poll["task"] == "workers.prolific_tasks.poll_prolific"
+    assert poll["schedule"] == settings.prolific_poll_seconds

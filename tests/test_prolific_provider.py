@@ -392,3 +392,14 @@ def test_the_block_group_is_found_again_by_a_new_process(settings, provider, fak
 
 def test_the_workspace_balance_is_what_prolific_says(provider, fake_prolific):
     assert provider.balance_cents() == fake_prolific.balance_cents
+
+
+def test_a_trial_batch_runs_on_test_studies_that_only_test_participants_see(settings, fake_prolific):
+    provider = ProlificProvider(settings.model_copy(update={"prolific_test_studies": True}))
+    tester = api.create_test_participant(provider.client, "tester@lab.example.org")
+    _, hits = launch(settings, conversations=2)
+    study_id = publish(settings, provider, hits[0])
+    draft, test_copy = fake_prolific.studies.values()
+    assert study_id == test_copy.id and draft.status == "UNPUBLISHED" and test_copy.status == "ACTIVE"
+    assert publish(settings, provider, hits[1]) == study_id and fake_prolific.places_free(study_id) == 2
+    assert fake_prolific.start(study_id, tester)

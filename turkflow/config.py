@@ -155,6 +155,9 @@ class Settings(BaseSettings):
     prolific_study_description: str = Field(
         "Read a short chat between a student and a teacher about a how-to task and write the next message. "
         "Each submission is one message; come back for more.", description="Prolific study description.")
+    prolific_test_studies: bool = Field(
+        False, description="Publish each study to the workspace's test participants only (Prolific's test "
+                           "study, which pays nobody), to try a batch; Prolific enables it per workspace.")
     prolific_approve_after_seconds: int = Field(
         3600, ge=0, description="turkflow approves a stored turn's submission this long after it was stored.")
     prolific_poll_seconds: int = Field(

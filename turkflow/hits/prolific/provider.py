@@ -176,6 +176,8 @@ class ProlificProvider(CrowdProvider):
         name = self.internal_name(batch.id, role)
         drafts = self._studies_named(name)
         made = drafts[0]["id"] if drafts else self._create_study(batch, role, name)["id"]
+        if self.settings.prolific_test_studies:  # the draft stays a draft; its test copy is the study
+            made = api.create_test_study(self.client, made)["study_id"]
         with Session(session.get_bind()) as own:
             own.execute(update(ProlificStudy)
                         .where(ProlificStudy.batch_id == batch.id, ProlificStudy.role == role,

@@ -436,3 +436,18 @@ def test_the_poller_runs_on_celery_beat(settings):
     poll = celery_config(settings)["beat_schedule"]["poll-prolific"]
     assert poll["task"] == "workers.prolific_tasks.poll_prolific"
     assert poll["schedule"] == settings.prolific_poll_seconds
+
+
+def test_a_new_subscriptions_handshake_enables_it_and_a_made_up_one_enables_nothing(
+        settings, providers, client, fake_prolific):
+    provider = providers.get("prolific")
+    secret, subscription = provider.subscribe()
+    assert secret == settings.prolific_webhook_secret  # the workspace's secret is kept, not replaced
+    assert subscription["target_url"] == "http://127.0.0.1:5000/prolific/webhook"
+    assert provider.subscribe()[1]["id"] == subscription["id"]  # running it again subscribes nothing more
+    made_up = client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: "made-up"})
+    assert made_up.status_code == 403 and not fake_prolific.subscriptions[subscription["id"]]["is_enabled"]
+    real = fake_prolific.hook_secrets[subscription["id"]]
+    answer = client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: real})
+    assert answer.status_code == 200 and answer.headers[api.HOOK_SECRET_HEADER] == real
+    assert fake_prolific.subscriptions[subscription["id"]]["is_enabled"]

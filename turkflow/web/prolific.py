@@ -123,6 +123,14 @@ def submit() -> Any:
     return _back_to_prolific(batch_id, role)
 
 
+def _confirm_subscription(hook_secret: str) -> Response:
+    """A new subscription's handshake: Prolific enables it once we send its secret back through the API (a
+    made-up secret enables nothing)."""
+    if not _provider().confirm_webhook(hook_secret):
+        raise Forbidden("no subscription of ours is waiting for this secret")
+    return Response(status=200, headers={api.HOOK_SECRET_HEADER: hook_secret})
+
+
 def _turn_view(session: Session, assignment: Assignment) -> lifecycle.TurnView:
     return lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
 
@@ -137,9 +145,13 @@ def webhook() -> Any:
     """Prolific's ``submission.status.change`` events, signed with the workspace's webhook secret.
 
     An unsigned, wrongly signed or stale request is refused and changes nothing; a repeated event finds
-    the change made already (``sync.apply_status`` is idempotent); other events are acknowledged only.
+    the change made already (``sync.apply_status`` is idempotent); other events are acknowledged only. A
+    new subscription's handshake (``X-Hook-Secret``, unsigned) is confirmed through the API.
     """
     settings = _settings()
+    handshake = request.headers.get(api.HOOK_SECRET_HEADER)
+    if handshake and api.SIGNATURE_HEADER not in request.headers:
+        return _confirm_subscription(handshake)
     if not settings.prolific_webhook_secret:
         raise NotFound("Prolific webhooks are not set up here (TURKFLOW_PROLIFIC_WEBHOOK_SECRET)")
     body = request.get_data()

@@ -54,6 +54,7 @@ from turkflow.models import (
 log = logging.getLogger("turkflow.prolific")
 
 PROVIDER = "prolific"
+SUBMISSION_EVENT = "submission.status.change"
 WORKER_PREFIX = "prolific:"
 
 
@@ -293,6 +294,44 @@ class ProlificProvider(CrowdProvider):
                 by_study.setdefault(study_id, []).append(participant_id(worker))
         for study_id, participants in by_study.items():
             api.send_message(self.client, study_id, participants, f"{subject}\n\n{message}")
+
+    # -- webhooks --
+
+    def webhook_url(self) -> str:
+        return f"{self.settings.public_url.rstrip('/')}/prolific/webhook"
+
+    def subscribe(self) -> tuple[str, dict[str, Any]]:
+        """The workspace's webhook secret (created if it has none) and a subscription of our webhook URL to
+        submission status changes (created unless there is one); Prolific then sends the new
+        subscription's handshake to that URL, where ``confirm_webhook`` enables it."""
+        workspace_id = self.settings.prolific_workspace_id
+        secrets = api.list_webhook_secrets(self.client, workspace_id)
+        secret = secrets[0]["value"] if secrets else api.create_webhook_secret(self.client, workspace_id)
+        for enabled in (True, False):
+            for subscription in api.list_webhook_subscriptions(self.client, workspace_id, enabled):
+                if subscription.get("target_url") == self.webhook_url() and \
+                        subscription.get("event_type") == SUBMISSION_EVENT:
+                    return secret, subscription
+        return secret, api.create_webhook_subscription(self.client, workspace_id, SUBMISSION_EVENT,
+                                                       self.webhook_url())
+
+    def confirm_webhook(self, hook_secret: str) -> list[str]:
+        """Prolific's handshake: a new subscription is enabled by sending back the ``X-Hook-Secret`` Prolific
+        sent to its target. Each of our webhook URL's unconfirmed subscriptions is tried with it (Prolific
+        refuses any secret but the one it sent); returns the ids confirmed."""
+        confirmed = []
+        workspace_id = self.settings.prolific_workspace_id
+        for subscription in api.list_webhook_subscriptions(self.client, workspace_id, enabled=False):
+            if subscription.get("target_url") != self.webhook_url() or subscription.get("is_enabled"):
+                continue
+            try:
+                api.confirm_webhook_subscription(self.client, subscription["id"], hook_secret)
+            except api.ProlificError as exc:
+                if exc.status != 400:
+                    raise
+                continue
+            confirmed.append(subscription["id"])
+        return confirmed
 
     def blocked_group(self) -> str:
         """Our block-list group's id, found by name or created once per process."""

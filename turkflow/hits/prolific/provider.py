@@ -195,7 +195,7 @@ class ProlificProvider(CrowdProvider):
 
     def _create_study(self, batch: Batch, role: str, name: str) -> dict[str, Any]:
         settings = self.settings
-        allowed = _role_groups(settings.prolific_role_groups).get(role)
+        allowed = role_groups(settings.prolific_role_groups).get(role)
         body = api.study_body(
             name=f"{role.capitalize()}: {settings.prolific_study_name}",
             description=settings.prolific_study_description,
@@ -405,7 +405,7 @@ def _end_study(session: Session, row_id: int) -> None:
                       study_id=row.study_id)
 
 
-def _role_groups(text: str) -> dict[str, str]:
+def role_groups(text: str) -> dict[str, str]:
     """``student=<id>,teacher=<id>`` (TURKFLOW_PROLIFIC_ROLE_GROUPS) as a mapping."""
     pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
     if any(len(pair) != 2 or not pair[0].strip() or not pair[1].strip() for pair in pairs):

@@ -451,3 +451,13 @@ def test_a_new_subscriptions_handshake_enables_it_and_a_made_up_one_enables_noth
     answer = client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: real})
     assert answer.status_code == 200 and answer.headers[api.HOOK_SECRET_HEADER] == real
     assert fake_prolific.subscriptions[subscription["id"]]["is_enabled"]
+
+
+def test_a_stored_submission_never_gives_away_another_studys_completion_code(
+        settings, providers, client, fake_prolific):
+    first_batch, other_batch = launch(settings, providers), launch(settings, providers)
+    submission_id, link, page = arrives(client, fake_prolific, study_of(settings, first_batch, "student"), "p1")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    elsewhere = study_link(fake_prolific, study_of(settings, other_batch, "student"), "p1", submission_id)
+    refused = client.get(elsewhere)
+    assert refused.status_code == 403 and "another study" in refused.text

@@ -59,14 +59,14 @@ def turn() -> Any:
     settings = _settings()
     batch_id, role, participant_id, study_id, submission_id = _link()
     with session_scope(settings.database_url) as session:
-        pages.study_of_link(session, batch_id, role, study_id)
-        known = pages.assignment_of(session, submission_id, participant_id)
+        study = pages.study_of_link(session, batch_id, role, study_id)
+        known = pages.assignment_of(session, study, submission_id, participant_id)
         done = known is not None and known.status in (AssignmentStatus.submitted, AssignmentStatus.approved)
     if done:
         return _back_to_prolific(batch_id, role)
     _provider().check_submission(study_id, submission_id, participant_id)
     with session_scope(settings.database_url) as session:
-        assignment = pages.assignment_of(session, submission_id, participant_id)
+        assignment = pages.assignment_of(session, study, submission_id, participant_id)
         taken = assignment is None
         if taken:
             worker = pages.participant(session, participant_id, role)
@@ -100,8 +100,8 @@ def submit() -> Any:
     raw = request.form.to_dict(flat=False)
     token = (raw.pop(FORM_TOKEN, None) or [""])[0]
     with session_scope(settings.database_url) as session:
-        pages.study_of_link(session, batch_id, role, study_id)
-        assignment = pages.assignment_of(session, submission_id, participant_id)
+        study = pages.study_of_link(session, batch_id, role, study_id)
+        assignment = pages.assignment_of(session, study, submission_id, participant_id)
         if assignment is None:
             raise Forbidden("this submission holds no turn here; open the study again from Prolific")
         pages.check_page_token(settings.secret_key, token, assignment, participant_id)

@@ -81,14 +81,18 @@ def check_page_token(secret_key: str, token: str, assignment: Assignment, partic
 # ---- holding a turn -------------------------------------------------------------------------------------
 
 
-def assignment_of(session: Session, submission_id: str, participant_id: str) -> Optional[Assignment]:
-    """The turn this submission already holds, if any; another participant's is refused."""
+def assignment_of(session: Session, study: ProlificStudy, submission_id: str,
+                  participant_id: str) -> Optional[Assignment]:
+    """The turn this submission already holds, if any; another participant's, or one of another study
+    (whose completion code this link would give away), is refused."""
     assignment = session.exec(select(Assignment).where(Assignment.external_id == submission_id)).first()
     if assignment is None:
         return None
     worker = session.get(Worker, assignment.worker_id)
     if worker.external_id != worker_external_id(participant_id):
         raise Forbidden("this submission belongs to another participant")
+    if session.get(Hit, assignment.hit_id).external_id != study.study_id:
+        raise Forbidden("this submission belongs to another study")
     return assignment
 
 

@@ -42,7 +42,7 @@ from turkflow.quality import monitor, review
 
 pytest.register_assert_rewrite("tests.fake_prolific")
 from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS  # noqa: E402
 
 pytest_plugins = ["tests.fake_prolific"]
 
@@ -461,3 +461,27 @@ def test_a_stored_submission_never_gives_away_another_studys_completion_code(
     elsewhere = study_link(fake_prolific, study_of(settings, other_batch, "student"), "p1", submission_id)
     refused = client.get(elsewhere)
     assert refused.status_code == 403 and "another study" in refused.text
+
+
+def test_the_monitor_blocks_a_low_rated_participant_into_the_block_list_group(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers, conversations=5)
+    provider = providers.get("prolific")
+
+    def writes(role: str, who: str, answers: dict) -> int:
+        submission_id, link, page = arrives(client, fake_prolific, study_of(settings, batch_id, role), who)
+        client.post(link, data={**answers, "turkflow_form": form_token(page.text)})
+        fake_prolific.complete(submission_id, provider.completion_code(batch_id, role))
+        with session_scope(settings.database_url) as s:
+            return s.get(Hit, assignment(settings, submission_id).hit_id).turn_id
+
+    openings = [writes("student", "p1", STUDENT_ANSWERS) for _ in range(5)]
+    for turn_id in openings:
+        pipeline.open_after(settings, providers, turn_id)  # the teacher turns (the Celery task's first step)
+    poor = {**TEACHER_ANSWERS, "relevant": "no", "useful": "no"}
+    blocked = [pipeline.review_submission(settings, providers, writes("teacher", "p2", poor)).blocked_worker_id
+               for _ in openings]
+    with session_scope(settings.database_url) as s:
+        p1 = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
+    assert blocked[-1] == p1.id and p1.status == WorkerStatus.temporarily_blocked
+    assert list(fake_prolific.groups[provider.blocked_group()].members) == ["p1"]

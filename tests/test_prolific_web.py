@@ -39,8 +39,10 @@ from turkflow.models import (
     WorkerStatus,
 )
 from turkflow.quality import monitor, review
+from workers import prolific_tasks
 
 pytest.register_assert_rewrite("tests.fake_prolific")
+from tests.conftest import wait_until  # noqa: E402
 from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
 from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS  # noqa: E402
 
@@ -485,3 +487,12 @@ def test_the_monitor_blocks_a_low_rated_participant_into_the_block_list_group(
         p1 = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
     assert blocked[-1] == p1.id and p1.status == WorkerStatus.temporarily_blocked
     assert list(fake_prolific.groups[provider.blocked_group()].members) == ["p1"]
+
+
+def test_the_beat_task_gives_a_returned_turn_back_through_the_real_celery_worker(
+        settings, providers, client, fake_prolific, celery_worker):
+    batch_id = launch(settings, providers)
+    first, _, _ = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    fake_prolific.return_submission(first)
+    prolific_tasks.poll_prolific.delay()
+    assert wait_until(lambda: assignment(settings, first).status == AssignmentStatus.abandoned, timeout=10)

@@ -30,7 +30,8 @@ from bench._cpu import load
 OUT = Path(__file__).resolve().parent / "out"
 
 
-VARIANTS = (("keys_per_char", 0.3), ("keys_per_char", 0.7), ("typed_min_chars", 10), ("max_chars_per_second", 8.0))
+VARIANTS = (("keys_per_char", 0.3), ("keys_per_char", 0.7), ("typed_min_chars", 10),
+            ("max_chars_per_second", 8.0))
 
 
 def precision_recall(turns: list[tuple[bool, bool]]) -> dict[str, Any]:
@@ -56,7 +57,8 @@ def measure(conversations: int, workers: int, pasters: float, seed: int) -> dict
     from turkflow.simulator.crowd import Behaviour
     from turkflow.simulator.run import SimulationConfig, plan, run_with_stack
 
-    config = SimulationConfig(students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
+    config = SimulationConfig(students=workers // 2, teachers=workers - workers // 2,
+                              conversations=conversations,
                               max_turns=20, mean_turns=12, seed=seed, policy="none",
                               mix={"paster": pasters, "spammer": 0.10}, settle_timeout=120)
     behaviour = {w.name: w.behaviour for w in plan(config).crowd}
@@ -112,7 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     print(f"typing_flag: {args.conversations} conversations (mean 12 turns), {args.workers} workers, "
-          f"{100 * args.pasters:.0f}% pasters and 10% spammers per role, seed {args.seed}; {load()}", flush=True)
+          f"{100 * args.pasters:.0f}% pasters and 10% spammers per role, seed {args.seed}; {load()}",
+          flush=True)
     result = measure(args.conversations, args.workers, args.pasters, args.seed)
     (OUT / "typing_flag.json").write_text(json.dumps(result, indent=2))
     print(f"  {result['turns']} turns, {result['pasted_turns']} pasted ({result['judged_pasted_turns']} long "

@@ -28,8 +28,8 @@ def participants(chromium):  # noqa: ANN001, ANN201
     Prolific cannot be reached from here."""
     contexts = [chromium.new_context(), chromium.new_context()]
     for context in contexts:
-        context.route(f"{api.COMPLETE_URL.split('?')[0]}*",
-                      lambda route: route.fulfill(status=200, content_type="text/plain", body="Prolific: complete"))
+        context.route(f"{api.COMPLETE_URL.split('?')[0]}*", lambda route: route.fulfill(
+            status=200, content_type="text/plain", body="Prolific: complete"))
     yield [context.new_page() for context in contexts]
     for context in contexts:
         context.close()
@@ -42,13 +42,14 @@ def open_study(settings, batch_id: int, role: str, fake: FakeProlific) -> str:  
         with session_scope(settings.database_url) as s:
             study_id = s.exec(select(ProlificStudy.study_id).where(ProlificStudy.batch_id == batch_id,
                                                                    ProlificStudy.role == role)).first()
-        return study_id if study_id and fake.studies[study_id].status == "ACTIVE" and fake.places_free(study_id) \
-            else None
+        live = study_id and fake.studies[study_id].status == "ACTIVE" and fake.places_free(study_id)
+        return study_id if live else None
 
     return wait_until(ready, timeout=10, interval=0.05)
 
 
-def take_turn(page, live_server, settings, fake: FakeProlific, batch_id: int, role: str, who: str) -> str:  # noqa: ANN001
+def take_turn(page, live_server, settings, fake: FakeProlific, batch_id: int, role: str,  # noqa: ANN001
+              who: str) -> str:
     """The participant starts the role's study on Prolific and follows its link to the turn page."""
     study_id = open_study(settings, batch_id, role, fake)
     submission_id = fake.start(study_id, who)
@@ -57,7 +58,8 @@ def take_turn(page, live_server, settings, fake: FakeProlific, batch_id: int, ro
     return submission_id
 
 
-def submit(page, providers, fake: FakeProlific, batch_id: int, role: str, submission_id: str) -> None:  # noqa: ANN001
+def submit(page, providers, fake: FakeProlific, batch_id: int, role: str,  # noqa: ANN001
+           submission_id: str) -> None:
     """Submit the turn: the browser lands on Prolific's completion URL with the study's code, and the
     participant finishes the submission there."""
     code = providers.get("prolific").completion_code(batch_id, role)
@@ -66,7 +68,8 @@ def submit(page, providers, fake: FakeProlific, batch_id: int, role: str, submis
     fake.complete(submission_id, code)
 
 
-def student_turn(page, live_server, settings, providers, fake, batch_id, intent, text, real_life=""):  # noqa: ANN001
+def student_turn(page, live_server, settings, providers, fake, batch_id, intent, text,  # noqa: ANN001
+                 real_life=""):
     submission_id = take_turn(page, live_server, settings, fake, batch_id, "student", "p-student")
     if real_life:
         rate_previous(page)
@@ -76,7 +79,8 @@ def student_turn(page, live_server, settings, providers, fake, batch_id, intent,
     submit(page, providers, fake, batch_id, "student", submission_id)
 
 
-def teacher_turn(page, live_server, settings, providers, fake, batch_id, action, text, share=()):  # noqa: ANN001
+def teacher_turn(page, live_server, settings, providers, fake, batch_id, action, text,  # noqa: ANN001
+                 share=()):
     submission_id = take_turn(page, live_server, settings, fake, batch_id, "teacher", "p-teacher")
     rate_previous(page)
     page.check(f"input[name=action][value={action}]")
@@ -93,7 +97,8 @@ def test_a_student_and_a_teacher_from_prolific_complete_a_six_turn_conversation_
     args = (live_server, settings, providers, fake_prolific, batch_id)
 
     student_turn(student, *args, "request_items", "Hi! What do I need for pancakes?")
-    teacher_turn(teacher, *args, "return_items", "Flour, baking powder and buttermilk.", share=("item-1", "item-2"))
+    teacher_turn(teacher, *args, "return_items", "Flour, baking powder and buttermilk.",
+                 share=("item-1", "item-2"))
     student_turn(student, *args, "request_step", "Got them. How do I start?", real_life="Put it all out.")
     teacher_turn(teacher, *args, "return_step", "Whisk the dry things together first.", share=("step-1",))
     student_turn(student, *args, "question_step", "How long should I whisk?", real_life="Whisk flour.")

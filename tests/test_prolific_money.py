@@ -45,6 +45,6 @@ def test_a_running_prolific_batch_counts_the_fee_in_its_budget_and_its_spend(sql
                          status=AssignmentStatus.approved))
         batch_id = batch.id
     with session_scope(sqlite_url) as s:
-        assert lifecycle.committed_cents(s, batch_id) == 2 * 30  # two first turns and their fee: a third won't open
+        assert lifecycle.committed_cents(s, batch_id) == 2 * 30  # two first turns with the fee: no third
         spent = money.spend(s, batch_id=batch_id)
         assert (spent.rewards_cents, spent.fees_cents, spent.total_cents) == (20, 10, 30)

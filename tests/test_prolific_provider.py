@@ -150,7 +150,7 @@ def test_two_workers_creating_a_roles_study_at_once_both_use_the_one_recorded_fi
         settings, provider, fake_prolific, monkeypatch):
     create = fake_prolific._create_study
 
-    def raced(request):  # noqa: ANN001, ANN202 - another worker creates and records its draft just before ours
+    def raced(request):  # noqa: ANN001, ANN202 - another worker creates and records its draft first
         if not fake_prolific.studies:
             _, theirs = create(request)
             with session_scope(settings.database_url) as s:
@@ -164,7 +164,8 @@ def test_two_workers_creating_a_roles_study_at_once_both_use_the_one_recorded_fi
     assert study_id == earliest.id and earliest.status == "ACTIVE" and other.status == "UNPUBLISHED"
 
 
-def test_a_creation_interrupted_before_its_study_was_recorded_takes_its_draft(settings, provider, fake_prolific):
+def test_a_creation_interrupted_before_its_study_was_recorded_takes_its_draft(
+        settings, provider, fake_prolific):
     batch_id, hits = launch(settings, conversations=1)
     with session_scope(settings.database_url) as s:
         s.add(ProlificStudy(batch_id=batch_id, role="student"))  # the worker died after creating the draft
@@ -391,3 +392,14 @@ def test_the_block_group_is_found_again_by_a_new_process(settings, provider, fak
 
 def test_the_workspace_balance_is_what_prolific_says(provider, fake_prolific):
     assert provider.balance_cents() == fake_prolific.balance_cents
+
+
+def test_a_trial_batch_runs_on_test_studies_that_only_test_participants_see(settings, fake_prolific):
+    provider = ProlificProvider(settings.model_copy(update={"prolific_test_studies": True}))
+    tester = api.create_test_participant(provider.client, "tester@lab.example.org")
+    _, hits = launch(settings, conversations=2)
+    study_id = publish(settings, provider, hits[0])
+    draft, test_copy = fake_prolific.studies.values()
+    assert study_id == test_copy.id and draft.status == "UNPUBLISHED" and test_copy.status == "ACTIVE"
+    assert publish(settings, provider, hits[1]) == study_id and fake_prolific.places_free(study_id) == 2
+    assert fake_prolific.start(study_id, tester)

@@ -39,10 +39,12 @@ from turkflow.models import (
     WorkerStatus,
 )
 from turkflow.quality import monitor, review
+from workers import prolific_tasks
 
 pytest.register_assert_rewrite("tests.fake_prolific")
+from tests.conftest import wait_until  # noqa: E402
 from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS  # noqa: E402
 
 pytest_plugins = ["tests.fake_prolific"]
 
@@ -52,8 +54,9 @@ def settings(tmp_path: Path, database_url: str, redis_url: str, fake_prolific: F
     """Settings for a Prolific collection whose Prolific is the fake, with webhooks set up."""
     client = api.ProlificClient(fake_prolific.token, fake_prolific.url)
     return Settings(data_dir=tmp_path / "var", database_url=database_url, redis_url=redis_url,
-                    secret_key="test-secret", worker_hash_key="test-hash-key", public_url="http://127.0.0.1:5000",
-                    stuck_after_seconds=0, reopen_after_seconds=0, review_after_seconds=0, provider="prolific",
+                    secret_key="test-secret", worker_hash_key="test-hash-key",
+                    public_url="http://127.0.0.1:5000", stuck_after_seconds=0, reopen_after_seconds=0,
+                    review_after_seconds=0, provider="prolific",
                     prolific_token=fake_prolific.token, prolific_workspace_id=fake_prolific.workspace_id,
                     prolific_base_url=fake_prolific.url,
                     prolific_webhook_secret=api.create_webhook_secret(client, fake_prolific.workspace_id))
@@ -91,10 +94,12 @@ def study_of(settings, batch_id: int, role: str) -> str:  # noqa: ANN001
                                                            ProlificStudy.role == role)).one()
 
 
-def study_link(fake: FakeProlific, study_id: str, participant_id: str, submission_id: str, base: str = "") -> str:
+def study_link(fake: FakeProlific, study_id: str, participant_id: str, submission_id: str,
+               base: str = "") -> str:
     """The study's URL as Prolific sends a participant to it (its placeholders filled in)."""
     url = fake.studies[study_id].fields["external_study_url"]
-    for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id), ("SESSION_ID", submission_id)):
+    filled = (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id), ("SESSION_ID", submission_id))
+    for name, value in filled:
         url = url.replace("{{%" + name + "%}}", value)
     parts = urlsplit(url)
     return f"{base}{parts.path}?{parts.query}"
@@ -113,8 +118,8 @@ def arrives(client, fake: FakeProlific, study_id: str, participant_id: str):  # 
 
 def stored(settings) -> tuple[list[Assignment], list[Turn], list[Worker]]:  # noqa: ANN001
     with session_scope(settings.database_url) as s:
-        return (s.exec(select(Assignment)).all(), s.exec(select(Turn).where(Turn.status == TurnStatus.submitted)).all(),
-                s.exec(select(Worker)).all())
+        turns = s.exec(select(Turn).where(Turn.status == TurnStatus.submitted)).all()
+        return s.exec(select(Assignment)).all(), turns, s.exec(select(Worker)).all()
 
 
 def assignment(settings, submission_id: str) -> Assignment:  # noqa: ANN001
@@ -148,12 +153,14 @@ def test_a_participant_takes_the_waiting_turn_and_goes_back_to_prolific_with_the
 def test_a_refused_answer_shows_the_page_again_and_stores_nothing(settings, providers, client, fake_prolific):
     batch_id = launch(settings, providers)
     _, link, page = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
-    refused = client.post(link, data={**STUDENT_ANSWERS, "response": "", "turkflow_form": form_token(page.text)})
+    refused = client.post(link, data={**STUDENT_ANSWERS, "response": "",
+                                      "turkflow_form": form_token(page.text)})
     assert refused.status_code == 400 and 'name="turkflow_form"' in refused.text
     assert stored(settings)[1] == []
 
 
-def test_forged_or_mismatched_prolific_ids_get_a_403_and_store_nothing(settings, providers, client, fake_prolific):
+def test_forged_or_mismatched_prolific_ids_get_a_403_and_store_nothing(
+        settings, providers, client, fake_prolific):
     batch_id = launch(settings, providers, conversations=2)
     student_study = study_of(settings, batch_id, "student")
     submission_id = fake_prolific.start(student_study, "p1")
@@ -237,7 +244,8 @@ def test_a_webhook_with_a_bad_signature_or_an_old_timestamp_changes_nothing(
     fake_prolific.return_submission(first)
     event = fake_prolific.submission_event(first)
     events_before = event_count(settings)
-    for changed in ({"secret": "not-our-secret"}, {"signature": "AAAA"}, {"timestamp": int(time.time()) - 3600}):
+    forged = ({"secret": "not-our-secret"}, {"signature": "AAAA"}, {"timestamp": int(time.time()) - 3600})
+    for changed in forged:
         assert post_webhook(client, fake_prolific, event, **changed).status_code == 403, changed
     assert client.post("/prolific/webhook", json=event).status_code == 403  # unsigned
     assert assignment(settings, first).status == AssignmentStatus.accepted
@@ -257,7 +265,7 @@ def post_webhook(client, fake: FakeProlific, event: dict, **changed):  # noqa: A
     signature = changed.get("signature") or base64.b64encode(
         hmac.new(key.encode(), sent_at.encode() + body, hashlib.sha256).digest()).decode()
     return client.post("/prolific/webhook", data=body, content_type="application/json",
-                       headers={"X-Prolific-Request-Timestamp": sent_at, "X-Prolific-Request-Signature": signature})
+                       headers={api.TIMESTAMP_HEADER: sent_at, api.SIGNATURE_HEADER: signature})
 
 
 def event_count(settings) -> int:  # noqa: ANN001
@@ -268,7 +276,8 @@ def event_count(settings) -> int:  # noqa: ANN001
 # ---- blocks --------------------------------------------------------------------------------------------
 
 
-def test_a_temporarily_blocked_participant_is_kept_out_until_unblocked(settings, providers, client, fake_prolific):
+def test_a_temporarily_blocked_participant_is_kept_out_until_unblocked(
+        settings, providers, client, fake_prolific):
     batch_id = launch(settings, providers, conversations=3)
     study_id = study_of(settings, batch_id, "student")
     first, link, page = arrives(client, fake_prolific, study_id, "p1")
@@ -297,7 +306,8 @@ def test_a_temporarily_blocked_participant_is_kept_out_until_unblocked(settings,
 # ---- bonuses -------------------------------------------------------------------------------------------
 
 
-def bonus_on_a_stored_turn(settings, providers, client, fake: FakeProlific) -> tuple[int, str]:  # noqa: ANN001
+def bonus_on_a_stored_turn(settings, providers, client,  # noqa: ANN001
+                           fake: FakeProlific) -> tuple[int, str]:
     """A turn written through the page, finished on Prolific, and a bonus the monitor recorded for it."""
     batch_id = launch(settings, providers)
     submission_id, link, page = arrives(client, fake, study_of(settings, batch_id, "student"), "p1")
@@ -305,8 +315,8 @@ def bonus_on_a_stored_turn(settings, providers, client, fake: FakeProlific) -> t
     fake.complete(submission_id, providers.get("prolific").completion_code(batch_id, "student"))
     with session_scope(settings.database_url) as s:
         held = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
-        bonus = Bonus(turn_id=s.get(Hit, held.hit_id).turn_id, worker_id=held.worker_id, assignment_id=held.id,
-                      amount_cents=8, request_token="bonus-1")
+        bonus = Bonus(turn_id=s.get(Hit, held.hit_id).turn_id, worker_id=held.worker_id,
+                      assignment_id=held.id, amount_cents=8, request_token="bonus-1")
         s.add(bonus)
         s.flush()
         return bonus.id, submission_id
@@ -322,7 +332,10 @@ def test_a_bonus_is_paid_once_when_the_task_dies_between_set_up_and_pay_and_runs
     from turkflow.hits.prolific import provider as prolific_provider
 
     with monkeypatch.context() as dying:
-        dying.setattr(prolific_provider, "_claim", lambda *a: (_ for _ in ()).throw(SystemExit("worker killed")))
+        def die(*args):  # noqa: ANN002, ANN202
+            raise SystemExit("worker killed")
+
+        dying.setattr(prolific_provider, "_claim", die)
         with pytest.raises(SystemExit):
             pipeline.pay_bonus(settings, providers, bonus_id)
     assert len(fake_prolific.bulk_bonuses) == 1 and pay_calls(fake_prolific) == 0
@@ -350,7 +363,7 @@ def test_a_bonus_whose_worker_died_after_the_pay_call_is_settled_by_the_poller_n
     with session_scope(settings.database_url) as s:
         claimed = s.get(Bonus, bonus_id)
         assert claimed.pay_claimed_at is not None and claimed.external_id in fake_prolific.bulk_bonuses
-        assert monitor.unpaid_bonuses(s, claimed.created_at.replace(year=2100)) == []  # not the generic sweep's
+        assert monitor.unpaid_bonuses(s, claimed.created_at.replace(year=2100)) == []  # the poller settles it
     found = sync.poll(settings, providers.get("prolific"))
     assert found.claimed_bonuses == [bonus_id]
     with pytest.raises(BonusOutcomeUnknown, match="shows no payment yet"):
@@ -374,7 +387,7 @@ def test_stored_turns_are_approved_in_bulk_after_the_review_delay_and_never_reje
     client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
     fake_prolific.complete(finished, code)
     not_back, link, page = arrives(client, fake_prolific, study_id, "p2")
-    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})  # not back on Prolific yet
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})  # not back yet
     provider = providers.get("prolific")
     assert sync.poll(settings, provider).approvals_asked == [assignment(settings, finished).id,
                                                                assignment(settings, not_back).id]
@@ -382,7 +395,8 @@ def test_stored_turns_are_approved_in_bulk_after_the_review_delay_and_never_reje
     assert assignment(settings, finished).status == AssignmentStatus.approved
     assert assignment(settings, not_back).status == AssignmentStatus.submitted
     assert fake_prolific.submissions[not_back].status == "ACTIVE"
-    assert not any(path.endswith("/transition/") and "submissions" in path for _, path in fake_prolific.requests)
+    assert not [path for _, path in fake_prolific.requests if path.startswith("/api/v1/submissions/")
+                and path.endswith("/transition/")]  # nothing rejected (nor approved one by one)
 
 
 def test_a_study_keeps_a_free_place_while_its_batch_runs_and_stops_when_it_ends(
@@ -395,7 +409,7 @@ def test_a_study_keeps_a_free_place_while_its_batch_runs_and_stops_when_it_ends(
     sync.poll(settings, provider)  # the only turn is held: a spare place, paused until a turn waits
     assert fake_prolific.places_free(study_id) == 1 and fake_prolific.studies[study_id].status == "PAUSED"
     with session_scope(settings.database_url) as s:
-        for hit in lifecycle.set_batch_status(s, s.get(Batch, batch_id), BatchStatus.cancelled, "requester:lab"):
+        for hit in lifecycle.set_batch_status(s, s.get(Batch, batch_id), BatchStatus.cancelled, "requester"):
             provider.expire(s, hit)
     assert fake_prolific.studies[study_id].status == "COMPLETED"
     with session_scope(settings.database_url) as s:
@@ -403,3 +417,82 @@ def test_a_study_keeps_a_free_place_while_its_batch_runs_and_stops_when_it_ends(
     requests_before = len(fake_prolific.requests)
     sync.poll(settings, provider)
     assert len(fake_prolific.requests) == requests_before  # an ended study is left alone
+
+
+def test_a_participant_holds_one_role_for_the_whole_collection(settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    submission_id, link, page = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    fake_prolific.complete(submission_id, providers.get("prolific").completion_code(batch_id, "student"))
+    with session_scope(settings.database_url) as s:
+        turn_id = s.exec(select(Turn.id).where(Turn.status == TurnStatus.submitted)).one()
+    pipeline.open_after(settings, providers, turn_id)  # what the Celery task does: the teacher's turn
+    _, _, as_teacher = arrives(client, fake_prolific, study_of(settings, batch_id, "teacher"), "p1")
+    assert as_teacher.status_code == 403 and "registered as a student" in as_teacher.text
+    assert len(stored(settings)[0]) == 1
+
+
+def test_the_poller_runs_on_celery_beat(settings):
+    from workers.app import celery_config
+
+    poll = celery_config(settings)["beat_schedule"]["poll-prolific"]
+    assert poll["task"] == "workers.prolific_tasks.poll_prolific"
+    assert poll["schedule"] == settings.prolific_poll_seconds
+
+
+def test_a_new_subscriptions_handshake_enables_it_and_a_made_up_one_enables_nothing(
+        settings, providers, client, fake_prolific):
+    provider = providers.get("prolific")
+    secret, subscription = provider.subscribe()
+    assert secret == settings.prolific_webhook_secret  # the workspace's secret is kept, not replaced
+    assert subscription["target_url"] == "http://127.0.0.1:5000/prolific/webhook"
+    assert provider.subscribe()[1]["id"] == subscription["id"]  # running it again subscribes nothing more
+    made_up = client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: "made-up"})
+    assert made_up.status_code == 403 and not fake_prolific.subscriptions[subscription["id"]]["is_enabled"]
+    real = fake_prolific.hook_secrets[subscription["id"]]
+    answer = client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: real})
+    assert answer.status_code == 200 and answer.headers[api.HOOK_SECRET_HEADER] == real
+    assert fake_prolific.subscriptions[subscription["id"]]["is_enabled"]
+
+
+def test_a_stored_submission_never_gives_away_another_studys_completion_code(
+        settings, providers, client, fake_prolific):
+    first_batch, other_batch = launch(settings, providers), launch(settings, providers)
+    submission_id, link, page = arrives(client, fake_prolific, study_of(settings, first_batch, "student"), "p1")
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    elsewhere = study_link(fake_prolific, study_of(settings, other_batch, "student"), "p1", submission_id)
+    refused = client.get(elsewhere)
+    assert refused.status_code == 403 and "another study" in refused.text
+
+
+def test_the_monitor_blocks_a_low_rated_participant_into_the_block_list_group(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers, conversations=5)
+    provider = providers.get("prolific")
+
+    def writes(role: str, who: str, answers: dict) -> int:
+        submission_id, link, page = arrives(client, fake_prolific, study_of(settings, batch_id, role), who)
+        client.post(link, data={**answers, "turkflow_form": form_token(page.text)})
+        fake_prolific.complete(submission_id, provider.completion_code(batch_id, role))
+        with session_scope(settings.database_url) as s:
+            return s.get(Hit, assignment(settings, submission_id).hit_id).turn_id
+
+    openings = [writes("student", "p1", STUDENT_ANSWERS) for _ in range(5)]
+    for turn_id in openings:
+        pipeline.open_after(settings, providers, turn_id)  # the teacher turns (the Celery task's first step)
+    poor = {**TEACHER_ANSWERS, "relevant": "no", "useful": "no"}
+    blocked = [pipeline.review_submission(settings, providers, writes("teacher", "p2", poor)).blocked_worker_id
+               for _ in openings]
+    with session_scope(settings.database_url) as s:
+        p1 = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
+    assert blocked[-1] == p1.id and p1.status == WorkerStatus.temporarily_blocked
+    assert list(fake_prolific.groups[provider.blocked_group()].members) == ["p1"]
+
+
+def test_the_beat_task_gives_a_returned_turn_back_through_the_real_celery_worker(
+        settings, providers, client, fake_prolific, celery_worker):
+    batch_id = launch(settings, providers)
+    first, _, _ = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    fake_prolific.return_submission(first)
+    prolific_tasks.poll_prolific.delay()
+    assert wait_until(lambda: assignment(settings, first).status == AssignmentStatus.abandoned, timeout=10)

@@ -100,7 +100,8 @@ def test_a_report_is_checked_and_bounded_and_anything_else_is_unknown():
     assert writing_signals({}) == {"unknown": "absent"}
     assert writing_signals({"signals": [""]}) == {"unknown": "absent"}
     malformed = ["{", "[1, 2]", "null-ish", "x" * 10_000, json.dumps(report(keys=-1)),
-                 json.dumps(report(keys=10 ** 9)), json.dumps(report(keys=True)), json.dumps(report(keys="70")),
+                 json.dumps(report(keys=10 ** 9)), json.dumps(report(keys=True)),
+                 json.dumps(report(keys="70")),
                  '{"page_ms": NaN}', json.dumps(report(first_key_ms=90_000)), "[" * 400 + "]" * 400,
                  ["{}", "{}"], 17]
     for value in malformed:
@@ -115,7 +116,8 @@ def test_malformed_signals_never_give_a_server_error_nor_block_the_submission(ap
     student = joined(app, settings, "student")
     answers = {"intent": "request_items", "response": "Hi! What do I need for this?"}
     for value in sent:
-        response = student.post(take_first(student), data={**answers, **({"signals": value} if value else {})})
+        form = {**answers, "signals": value} if value else answers
+        response = student.post(take_first(student), data=form)
         assert response.status_code == 303, response.get_data(as_text=True)[:300]
     for body in bodies:
         response = student.post(take_first(student), json={**answers, **body}, headers=JSON)
@@ -124,17 +126,19 @@ def test_malformed_signals_never_give_a_server_error_nor_block_the_submission(ap
     assert response.status_code == 200
 
     stored = [t.signals for t in sorted(submitted_turns(settings), key=lambda t: t.id)]
-    assert stored == [{"unknown": "malformed"}] * 5 + [{"unknown": "absent"}] + [{"unknown": "malformed"}] * 3 \
-        + [TYPED]
+    malformed, absent = {"unknown": "malformed"}, {"unknown": "absent"}
+    assert stored == [malformed] * 5 + [absent] + [malformed] * 3 + [TYPED]
 
 
-def test_a_refused_page_sends_the_report_back_so_the_refilled_text_keeps_its_keystrokes(app, settings, providers):
+def test_a_refused_page_sends_the_report_back_so_the_refilled_text_keeps_its_keystrokes(app, settings,
+                                                                                         providers):
     launch(settings, providers)
     student = joined(app, settings, "student")
     page = student.post(take_first(student), data={"response": TEXT, "signals": json.dumps(TYPED)})
     assert page.status_code == 400  # no intent chosen
     html = page.get_data(as_text=True)
-    assert 'name="signals" data-writing-signals value="' + json.dumps(TYPED).replace('"', "&#34;") + '"' in html
+    sent_back = json.dumps(TYPED).replace('"', "&#34;")
+    assert f'name="signals" data-writing-signals value="{sent_back}"' in html
 
 
 # ---- where a reviewer and a dataset user see it ----------------------------------------------------
@@ -163,15 +167,16 @@ def test_export_includes_each_turns_signals_and_flag(settings, providers, tmp_pa
     [conversation] = conversation_ids(settings)
     say(settings, providers, conversation, "S-1", {"intent": "request_items", "response": STUDENT_LINES[0],
                                                    "signals": json.dumps(TYPED)})
-    say(settings, providers, conversation, "T-1", {"relevant": "yes", "useful": "yes", "action": "return_step",
-                                                   "response": TEXT, "signals": PASTED})
-    say(settings, providers, conversation, "S-1", {"relevant": "yes", "useful": "yes", "intent": "question_step",
-                                                   "real_life": "I mix.", "response": "How long should I whisk?"})
+    rated = {"relevant": "yes", "useful": "yes"}
+    say(settings, providers, conversation, "T-1", {**rated, "action": "return_step", "response": TEXT,
+                                                   "signals": PASTED})
+    say(settings, providers, conversation, "S-1", {**rated, "intent": "question_step", "real_life": "I mix.",
+                                                   "response": "How long should I whisk?"})
     with session_scope(settings.database_url) as s:
         export_dataset(s, tmp_path / "out", hash_key=settings.worker_hash_key)
     [doc] = [json.loads(line) for line in (tmp_path / "out" / "conversations.jsonl").read_text().splitlines()]
-    assert list(Draft202012Validator(json.loads((tmp_path / "out" / "schema.json").read_text())).iter_errors(doc)) \
-        == []
+    schema = json.loads((tmp_path / "out" / "schema.json").read_text())
+    assert list(Draft202012Validator(schema).iter_errors(doc)) == []
     turns = doc["turns"]
     assert [t["signals"] for t in turns] == [TYPED, PASTED, {"unknown": "absent"}]
     assert [NOT_TYPED in t["flags"] for t in turns] == [False, True, False]

@@ -128,7 +128,8 @@ class Settings(BaseSettings):
         "adaptive", description="botocore retry mode for MTurk calls (adaptive also rate-limits the client).")
     mturk_max_attempts: int = Field(8, description="botocore attempts per MTurk call before a task retries it.")
     prolific_token: str = Field("", description="Prolific API token (Prolific: Settings > API tokens).")
-    prolific_workspace_id: str = Field("", description="Prolific workspace whose balance pays for the studies.")
+    prolific_workspace_id: str = Field("", description="Prolific workspace whose balance pays for the "
+                                                       "studies.")
     prolific_project_id: str = Field("", description="Prolific project the studies go in; empty: the "
                                                      "workspace's default project.")
     prolific_base_url: str = Field("https://api.prolific.com", description="Prolific API address.")
@@ -154,6 +155,9 @@ class Settings(BaseSettings):
     prolific_study_description: str = Field(
         "Read a short chat between a student and a teacher about a how-to task and write the next message. "
         "Each submission is one message; come back for more.", description="Prolific study description.")
+    prolific_test_studies: bool = Field(
+        False, description="Publish each study to the workspace's test participants only (Prolific's test "
+                           "study, which pays nobody), to try a batch; Prolific enables it per workspace.")
     prolific_approve_after_seconds: int = Field(
         3600, ge=0, description="turkflow approves a stored turn's submission this long after it was stored.")
     prolific_poll_seconds: int = Field(

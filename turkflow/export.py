@@ -195,7 +195,8 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
     tasks = {t.id: t for t in session.exec(select(Task).where(col(Task.id).in_({c.task_id for c in page})))}
     turns = session.execute(
         select(Turn.id, Turn.conversation_id, Turn.index, Turn.role, Turn.text, Turn.label, Turn.answers,
-               Turn.flags, Turn.signals, Turn.submitted_at, Worker.external_id, Worker.status.label("worker_status"))
+               Turn.flags, Turn.signals, Turn.submitted_at, Worker.external_id,
+               Worker.status.label("worker_status"))
         .join(Worker, Worker.id == Turn.worker_id)
         .where(col(Turn.conversation_id).in_(ids), Turn.status == TurnStatus.submitted)
         .order_by(Turn.conversation_id, Turn.index)

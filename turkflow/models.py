@@ -108,8 +108,8 @@ class Batch(SQLModel, table=True):
     probation_rated_turns: int = 0
     settled_window: int = 0
     settled_block_below: float = 0.0
-    fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at launch, "
-                               "in percent, counted in the budget (Prolific's service fee).")
+    fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at "
+                               "launch, in percent, counted in the budget (Prolific's service fee).")
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -55,7 +55,8 @@ def fee_cents(provider: str, amount_cents: int, assignments: int = 1, fee_percen
 
 def percent_cents(amount_cents: int, percent: float) -> int:
     """``percent`` of an amount, to the cent, half up."""
-    return int((Decimal(amount_cents) * Decimal(str(percent)) / 100).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    share = Decimal(amount_cents) * Decimal(str(percent)) / 100
+    return int(share.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
 def least_reward_cents(hourly_cents: int, minutes: int) -> int:

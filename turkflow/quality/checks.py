@@ -1,11 +1,11 @@
 """Content checks: flag submitted turns a reviewer should look at. They never change or drop a turn.
 
-A check reads only the turn (with what its page saw of the typing), the previous turn of its conversation, its task document and the author's
-most recent turns (through the ``(worker_id, id)`` index), so the cost per submission stays constant as
-history grows. Span comparisons use plain lowercase word runs; spaCy helps where words alone do not: a
-response is "English" when most of its words are English stop words or lemmas in the lemmatizer's
-dictionary (WordNet's word lists ship with the English pipeline), which keyboard mash and other
-languages fail.
+A check reads only the turn (with what its page saw of the typing), the previous turn of its conversation,
+its task document and the author's most recent turns (through the ``(worker_id, id)`` index), so the cost
+per submission stays constant as history grows. Span comparisons use plain lowercase word runs; spaCy
+helps where words alone do not: a response is "English" when most of its words are English stop words or
+lemmas in the lemmatizer's dictionary (WordNet's word lists ship with the English pipeline), which
+keyboard mash and other languages fail.
 """
 
 from __future__ import annotations

@@ -164,8 +164,8 @@ def write_turn(worker: SimWorker, seed: int, conversation: int, script: Script, 
     form[label_name] = label
 
     form["response"] = _response(worker, script, index, rng)
-    form["signals"] = json.dumps(
-        writing_report(worker, form["response"], random.Random(f"{seed}:typing:{conversation}:{index}"), seed))
+    keyboard = random.Random(f"{seed}:typing:{conversation}:{index}")
+    form["signals"] = json.dumps(writing_report(worker, form["response"], keyboard, seed))
     if "real_life" in asked:
         form["real_life"] = rng.choice(REAL_LIFE) if worker.profile.writes == "replay" else form["response"]
     if "urls" in asked and label == "answer_external":

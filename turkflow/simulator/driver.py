@@ -12,6 +12,10 @@ with a deterministic scheduler:
 - Before the next round the driver waits until the pipeline has caught up with every judgement the round
   caused: every active conversation has its next HIT open, every rating has its quality decision and
   every submitted turn is reviewed (``Turn.reviewed_at``: the monitor and the content checks ran).
+  A quality decision alone does not say its block has landed: on SQLite the decision row commits when its
+  savepoint is released (pysqlite opens no transaction before it), a moment before the block, and a round
+  planned in that moment gave a turn to a worker blocked before they could submit it (a 403 that made two
+  runs of one seed differ). ``reviewed_at`` is written after the whole judgement has committed.
 
 Blocks only hit the authors being rated, who belong to the other role and do not act in this round; each
 author's ratings reach the monitor in round order. So the same seed gives the same turns, ratings,

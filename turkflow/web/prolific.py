@@ -15,13 +15,14 @@ import logging
 from typing import Any
 
 from flask import Blueprint, Response, current_app, redirect, render_template, request
+from sqlmodel import Session
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api, pages, sync
-from turkflow.models import AssignmentStatus, Hit, Turn, Worker
+from turkflow.models import Assignment, AssignmentStatus, Hit, Turn, Worker
 from turkflow.web import id_arg
 from turkflow.web.worker import queue_next_turn, render_turn, worker_page_headers
 
@@ -47,7 +48,8 @@ def _provider() -> Any:
 def _link() -> tuple[Any, str, str, str, str]:
     """The link's batch and role, and Prolific's participant, study and submission ids (checked)."""
     args = request.args
-    participant_id, study_id, submission_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID"), args.get("SESSION_ID")
+    participant_id, study_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID")
+    submission_id = args.get("SESSION_ID")
     pages.check_ids(participant_id, study_id, submission_id)
     return id_arg("b"), args.get("r", ""), participant_id, study_id, submission_id
 
@@ -57,14 +59,14 @@ def turn() -> Any:
     settings = _settings()
     batch_id, role, participant_id, study_id, submission_id = _link()
     with session_scope(settings.database_url) as session:
-        pages.study_of_link(session, batch_id, role, study_id)
-        known = pages.assignment_of(session, submission_id, participant_id)
+        study = pages.study_of_link(session, batch_id, role, study_id)
+        known = pages.assignment_of(session, study, submission_id, participant_id)
         done = known is not None and known.status in (AssignmentStatus.submitted, AssignmentStatus.approved)
     if done:
         return _back_to_prolific(batch_id, role)
     _provider().check_submission(study_id, submission_id, participant_id)
     with session_scope(settings.database_url) as session:
-        assignment = pages.assignment_of(session, submission_id, participant_id)
+        assignment = pages.assignment_of(session, study, submission_id, participant_id)
         taken = assignment is None
         if taken:
             worker = pages.participant(session, participant_id, role)
@@ -74,7 +76,7 @@ def turn() -> Any:
             return worker_page_headers(Response(render_template("prolific_no_turn.html", role=role), 409))
         if assignment.status != AssignmentStatus.accepted:
             raise Conflict("this turn went back to the pool; please return this submission on Prolific")
-        view = lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
+        view = _turn_view(session, assignment)
         token = pages.page_token(settings.secret_key, assignment, participant_id)
     if taken:
         _keep_study_in_step(batch_id, role)
@@ -98,8 +100,8 @@ def submit() -> Any:
     raw = request.form.to_dict(flat=False)
     token = (raw.pop(FORM_TOKEN, None) or [""])[0]
     with session_scope(settings.database_url) as session:
-        pages.study_of_link(session, batch_id, role, study_id)
-        assignment = pages.assignment_of(session, submission_id, participant_id)
+        study = pages.study_of_link(session, batch_id, role, study_id)
+        assignment = pages.assignment_of(session, study, submission_id, participant_id)
         if assignment is None:
             raise Forbidden("this submission holds no turn here; open the study again from Prolific")
         pages.check_page_token(settings.secret_key, token, assignment, participant_id)
@@ -113,12 +115,24 @@ def submit() -> Any:
             turn_id, created = submission.turn.id, submission.created
     except InvalidAnswer as error:  # rolled back: nothing of this submission is stored
         with session_scope(settings.database_url) as session:
-            view = lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
-        return render_turn(view, form_action=request.full_path, errors={error.field: error.reason}, answers=raw,
-                           hidden={FORM_TOKEN: token}, status=400)
+            view = _turn_view(session, assignment)
+        return render_turn(view, form_action=request.full_path, errors={error.field: error.reason},
+                           answers=raw, hidden={FORM_TOKEN: token}, status=400)
     if created:
         queue_next_turn(turn_id, worker)
     return _back_to_prolific(batch_id, role)
+
+
+def _confirm_subscription(hook_secret: str) -> Response:
+    """A new subscription's handshake: Prolific enables it once we send its secret back through the API (a
+    made-up secret enables nothing)."""
+    if not _provider().confirm_webhook(hook_secret):
+        raise Forbidden("no subscription of ours is waiting for this secret")
+    return Response(status=200, headers={api.HOOK_SECRET_HEADER: hook_secret})
+
+
+def _turn_view(session: Session, assignment: Assignment) -> lifecycle.TurnView:
+    return lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
 
 
 def _back_to_prolific(batch_id: int, role: str) -> Response:
@@ -131,9 +145,13 @@ def webhook() -> Any:
     """Prolific's ``submission.status.change`` events, signed with the workspace's webhook secret.
 
     An unsigned, wrongly signed or stale request is refused and changes nothing; a repeated event finds
-    the change made already (``sync.apply_status`` is idempotent); other events are acknowledged only.
+    the change made already (``sync.apply_status`` is idempotent); other events are acknowledged only. A
+    new subscription's handshake (``X-Hook-Secret``, unsigned) is confirmed through the API.
     """
     settings = _settings()
+    handshake = request.headers.get(api.HOOK_SECRET_HEADER)
+    if handshake and api.SIGNATURE_HEADER not in request.headers:
+        return _confirm_subscription(handshake)
     if not settings.prolific_webhook_secret:
         raise NotFound("Prolific webhooks are not set up here (TURKFLOW_PROLIFIC_WEBHOOK_SECRET)")
     body = request.get_data()

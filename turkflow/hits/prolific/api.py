@@ -30,6 +30,7 @@ COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc="
 URL_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP")
 SIGNATURE_HEADER = "X-Prolific-Request-Signature"
+HOOK_SECRET_HEADER = "X-Hook-Secret"  # Prolific's handshake with a new subscription's target
 TIMESTAMP_HEADER = "X-Prolific-Request-Timestamp"
 # Prolific's recommended ceilings per request.
 MAX_BONUSES_PER_REQUEST = 200
@@ -358,9 +359,11 @@ def confirm_webhook_subscription(client: ProlificClient, subscription_id: str, h
                        json={"secret": hook_secret})
 
 
-def list_webhook_subscriptions(client: ProlificClient, workspace_id: str) -> list[dict[str, Any]]:
+def list_webhook_subscriptions(client: ProlificClient, workspace_id: str, enabled: bool = True
+                               ) -> list[dict[str, Any]]:
+    """The workspace's subscriptions, enabled ones or (``enabled=False``) those still to confirm."""
     return client.call("GET", "/api/v1/hooks/subscriptions/",
-                       params={"workspace_id": workspace_id})["results"]
+                       params={"workspace_id": workspace_id, "is_enabled": str(enabled).lower()})["results"]
 
 
 def delete_webhook_subscription(client: ProlificClient, subscription_id: str) -> None:

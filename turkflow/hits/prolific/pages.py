@@ -41,7 +41,8 @@ _PROLIFIC_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def check_ids(participant_id: Optional[str], study_id: Optional[str], submission_id: Optional[str]) -> None:
-    for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id), ("SESSION_ID", submission_id)):
+    named = (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id), ("SESSION_ID", submission_id))
+    for name, value in named:
         if not value or not _PROLIFIC_ID.match(value):
             raise Forbidden(f"{name} is not a Prolific id")
 
@@ -80,14 +81,18 @@ def check_page_token(secret_key: str, token: str, assignment: Assignment, partic
 # ---- holding a turn -------------------------------------------------------------------------------------
 
 
-def assignment_of(session: Session, submission_id: str, participant_id: str) -> Optional[Assignment]:
-    """The turn this submission already holds, if any; another participant's is refused."""
+def assignment_of(session: Session, study: ProlificStudy, submission_id: str,
+                  participant_id: str) -> Optional[Assignment]:
+    """The turn this submission already holds, if any; another participant's, or one of another study
+    (whose completion code this link would give away), is refused."""
     assignment = session.exec(select(Assignment).where(Assignment.external_id == submission_id)).first()
     if assignment is None:
         return None
     worker = session.get(Worker, assignment.worker_id)
     if worker.external_id != worker_external_id(participant_id):
         raise Forbidden("this submission belongs to another participant")
+    if session.get(Hit, assignment.hit_id).external_id != study.study_id:
+        raise Forbidden("this submission belongs to another study")
     return assignment
 
 
@@ -117,26 +122,27 @@ def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, s
     arriving at once never get the same turn; the same submission arriving twice gets one turn.
     """
     now = now or utcnow()
+    free = or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now)
     waiting = session.exec(
-        select(Hit.id).join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+        select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
         .join(Batch, Batch.id == Conversation.batch_id)
-        .where(Conversation.batch_id == batch_id, Batch.status == BatchStatus.active, Hit.provider == PROVIDER,
-               Hit.role == role, Hit.status == HitStatus.open,
-               or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
+        .where(Conversation.batch_id == batch_id, Batch.status == BatchStatus.active,
+               Hit.provider == PROVIDER, Hit.role == role, Hit.status == HitStatus.open, free)
         .order_by(Hit.id).limit(20)
     ).all()
     for hit_id in waiting:
         try:
             with session.begin_nested():
                 claimed = session.execute(
-                    update(Hit).where(Hit.id == hit_id, Hit.status == HitStatus.open,
-                                      or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
+                    update(Hit).where(Hit.id == hit_id, Hit.status == HitStatus.open, free)
                     .values(lease_expires_at=now + timedelta(seconds=lease_seconds))).rowcount
                 if claimed != 1:
                     continue
                 hit = session.get(Hit, hit_id)
-                for stale in session.exec(select(Assignment).where(Assignment.hit_id == hit_id,
-                                                                   Assignment.status == AssignmentStatus.accepted)):
+                held = select(Assignment).where(Assignment.hit_id == hit_id,
+                                                Assignment.status == AssignmentStatus.accepted)
+                for stale in session.exec(held):
                     lifecycle.abandon_assignment(session, stale, "lease_expired")
                 assignment = Assignment(hit_id=hit_id, worker_id=worker.id, external_id=submission_id,
                                         accepted_at=now)

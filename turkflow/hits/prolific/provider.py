@@ -56,6 +56,7 @@ from turkflow.models import (
 log = logging.getLogger("turkflow.prolific")
 
 PROVIDER = "prolific"
+SUBMISSION_EVENT = "submission.status.change"
 WORKER_PREFIX = "prolific:"
 
 
@@ -178,20 +179,25 @@ class ProlificProvider(CrowdProvider):
         name = self.internal_name(batch.id, role)
         drafts = self._studies_named(name)
         made = drafts[0]["id"] if drafts else self._create_study(batch, role, name)["id"]
+        if self.settings.prolific_test_studies:  # the draft stays a draft; its test copy is the study
+            made = api.create_test_study(self.client, made)["study_id"]
         with Session(session.get_bind()) as own:
-            own.execute(update(ProlificStudy).where(ProlificStudy.batch_id == batch.id, ProlificStudy.role == role,
-                                                    col(ProlificStudy.study_id).is_(None)).values(study_id=made))
+            own.execute(update(ProlificStudy)
+                        .where(ProlificStudy.batch_id == batch.id, ProlificStudy.role == role,
+                               col(ProlificStudy.study_id).is_(None))
+                        .values(study_id=made))
             own.commit()
             return _study_row(own, batch.id, role).study_id
 
     def _studies_named(self, name: str) -> list[dict[str, Any]]:
-        """Drafts an interrupted creation left, earliest first (the only time we list the workspace's studies)."""
+        """Drafts an interrupted creation left, earliest first (the only time we list the workspace's
+        studies)."""
         return sorted((s for s in api.list_studies(self.client) if s.get("internal_name") == name),
                       key=lambda s: (s.get("date_created") or "", s["id"]))
 
     def _create_study(self, batch: Batch, role: str, name: str) -> dict[str, Any]:
         settings = self.settings
-        allowed = _role_groups(settings.prolific_role_groups).get(role)
+        allowed = role_groups(settings.prolific_role_groups).get(role)
         body = api.study_body(
             name=f"{role.capitalize()}: {settings.prolific_study_name}",
             description=settings.prolific_study_description,
@@ -268,8 +274,8 @@ class ProlificProvider(CrowdProvider):
         if submission.get("bonus_payments"):
             return
         if bonus.pay_claimed_at is not None:
-            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC "
-                                      f"and submission {assignment.external_id} shows no payment yet")
+            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} "
+                                      f"UTC and submission {assignment.external_id} shows no payment yet")
         bulk = api.set_up_bonus_payments(self.client, submission["study_id"],
                                          {assignment.external_id: bonus.amount_cents})
         if not _claim(session, bonus.id, bulk["id"]):
@@ -288,7 +294,7 @@ class ProlificProvider(CrowdProvider):
     def check_onboarding_gate(self, session: Session, live: bool) -> None:
         """A role's study admits only the participant group TURKFLOW_PROLIFIC_ROLE_GROUPS names for it (e.g.
         those who passed a screening study); a role without one admits anyone."""
-        groups = _role_groups(self.settings.prolific_role_groups)
+        groups = role_groups(self.settings.prolific_role_groups)
         missing = [role for role in (Role.student, Role.teacher) if role not in groups]
         if missing:
             raise ProviderError(f"TURKFLOW_PROLIFIC_ROLE_GROUPS names no participant group for "
@@ -321,14 +327,53 @@ class ProlificProvider(CrowdProvider):
         for study_id, participants in by_study.items():
             api.send_message(self.client, study_id, participants, f"{subject}\n\n{message}")
 
+    # -- webhooks --
+
+    def webhook_url(self) -> str:
+        return f"{self.settings.public_url.rstrip('/')}/prolific/webhook"
+
+    def subscribe(self) -> tuple[str, dict[str, Any]]:
+        """The workspace's webhook secret (created if it has none) and a subscription of our webhook URL to
+        submission status changes (created unless there is one); Prolific then sends the new
+        subscription's handshake to that URL, where ``confirm_webhook`` enables it."""
+        workspace_id = self.settings.prolific_workspace_id
+        secrets = api.list_webhook_secrets(self.client, workspace_id)
+        secret = secrets[0]["value"] if secrets else api.create_webhook_secret(self.client, workspace_id)
+        for enabled in (True, False):
+            for subscription in api.list_webhook_subscriptions(self.client, workspace_id, enabled):
+                if subscription.get("target_url") == self.webhook_url() and \
+                        subscription.get("event_type") == SUBMISSION_EVENT:
+                    return secret, subscription
+        return secret, api.create_webhook_subscription(self.client, workspace_id, SUBMISSION_EVENT,
+                                                       self.webhook_url())
+
+    def confirm_webhook(self, hook_secret: str) -> list[str]:
+        """Prolific's handshake: a new subscription is enabled by sending back the ``X-Hook-Secret`` Prolific
+        sent to its target. Each of our webhook URL's unconfirmed subscriptions is tried with it (Prolific
+        refuses any secret but the one it sent); returns the ids confirmed."""
+        confirmed = []
+        workspace_id = self.settings.prolific_workspace_id
+        for subscription in api.list_webhook_subscriptions(self.client, workspace_id, enabled=False):
+            if subscription.get("target_url") != self.webhook_url() or subscription.get("is_enabled"):
+                continue
+            try:
+                api.confirm_webhook_subscription(self.client, subscription["id"], hook_secret)
+            except api.ProlificError as exc:
+                if exc.status != 400:
+                    raise
+                continue
+            confirmed.append(subscription["id"])
+        return confirmed
+
     def blocked_group(self) -> str:
         """Our block-list group's id, found by name or created once per process."""
         if self._blocked_group is None:
             name = f"turkflow {self.install} blocked"
-            found = [g["id"] for g in api.list_participant_groups(self.client, self.settings.prolific_workspace_id)
+            workspace_id = self.settings.prolific_workspace_id
+            found = [g["id"] for g in api.list_participant_groups(self.client, workspace_id)
                      if g.get("name") == name and not g.get("is_deleted")]
             self._blocked_group = found[0] if found else api.create_participant_group(
-                self.client, self.settings.prolific_workspace_id, name,
+                self.client, workspace_id, name,
                 "Participants turkflow keeps out of its studies (low-rated work under review).")["id"]
         return self._blocked_group
 
@@ -387,7 +432,7 @@ def _end_study(session: Session, row_id: int) -> None:
                       study_id=row.study_id)
 
 
-def _role_groups(text: str) -> dict[str, str]:
+def role_groups(text: str) -> dict[str, str]:
     """``student=<id>,teacher=<id>`` (TURKFLOW_PROLIFIC_ROLE_GROUPS) as a mapping."""
     pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
     if any(len(pair) != 2 or not pair[0].strip() or not pair[1].strip() for pair in pairs):

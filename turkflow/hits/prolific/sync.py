@@ -118,11 +118,12 @@ def approve_due(settings: Settings, provider: ProlificProvider, now: datetime) -
     """Ask Prolific to approve, in bulk, the submissions whose turn was stored at least the review delay
     ago; the next round settles ours from what Prolific then says (a submission whose participant has not
     gone back to Prolific yet cannot be approved, and is asked again)."""
+    stored_before = now - timedelta(seconds=settings.prolific_approve_after_seconds)
     with session_scope(settings.database_url) as session:
         due = session.exec(
             select(Assignment.id, Assignment.external_id).join(Hit, Hit.id == Assignment.hit_id)
             .where(Hit.provider == pages.PROVIDER, Assignment.status == AssignmentStatus.submitted,
-                   col(Assignment.submitted_at) <= now - timedelta(seconds=settings.prolific_approve_after_seconds))
+                   col(Assignment.submitted_at) <= stored_before)
             .order_by(Assignment.id).limit(api.MAX_APPROVALS_PER_REQUEST)
         ).all()
     if due:
@@ -134,7 +135,8 @@ def claimed_bonuses(session: Session, limit: int = 500) -> list[int]:
     """Prolific bonuses claimed for payment and not yet known paid (a crash or a lost answer after the
     claim); ``pipeline.pay_bonus`` settles each from the submission's ``bonus_payments``, never pays again."""
     return list(session.exec(
-        select(Bonus.id).join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+        select(Bonus.id).join(Turn, Turn.id == Bonus.turn_id)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
         .join(Batch, Batch.id == Conversation.batch_id)
         .where(Batch.provider == pages.PROVIDER, Bonus.status == BonusStatus.pending,
                col(Bonus.pay_claimed_at).is_not(None))

@@ -59,6 +59,25 @@ def session_scope(database_url: str) -> Iterator[Session]:
             raise
 
 
+@contextmanager
+def savepoint(session: Session) -> Iterator[None]:
+    """``session.begin_nested()`` that stays inside the session's transaction on SQLite too.
+
+    pysqlite opens its transaction only at the first INSERT, UPDATE or DELETE. A SAVEPOINT issued before
+    any write therefore opens a transaction of its own, and releasing it commits at once: a quality
+    decision became visible (and durable) before the block it causes, and a crash between the two left a
+    decision whose block never happened. So on SQLite a write transaction is begun first (IMMEDIATE: the
+    session is about to write, and taking the lock now waits on the busy timeout instead of failing later
+    on a stale read snapshot).
+    """
+    if session.get_bind().dialect.name == "sqlite":
+        connection = session.connection()
+        if not connection.connection.dbapi_connection.in_transaction:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+    with session.begin_nested():
+        yield
+
+
 def alembic_config(database_url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(files("turkflow") / "migrations"))

@@ -19,6 +19,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, NotFound
 from turkflow.hits.money import percent_cents
 from turkflow.hits.provider import CrowdProvider
@@ -167,7 +168,7 @@ def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit
         events.record(session, "batch_paused", "system", batch_id=batch.id, reason="budget reached")
         return None
     try:
-        with session.begin_nested():
+        with savepoint(session):
             return _open_turn(session, batch, conversation, last.index + 1, protocol.next_role(last.role))
     except IntegrityError:
         return None  # another worker process opened it first: one open turn per conversation

@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.db import savepoint
 from turkflow.config import Settings
 from turkflow.errors import InvalidInput
 from turkflow.models import (
@@ -216,7 +217,7 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
                  "relevant": r.relevant, "useful": r.useful} for r in window],
     )
     try:
-        with session.begin_nested():
+        with savepoint(session):
             session.add(decision)
             session.flush()
     except IntegrityError:
@@ -246,7 +247,7 @@ def _record_bonus(session: Session, policy: Policy, batch: Batch, turn: Turn, au
     bonus = Bonus(turn_id=turn.id, worker_id=author.id, assignment_id=assignment.id, decision_id=decision.id,
                   amount_cents=policy.bonus_cents, request_token=f"turkflow-bonus-turn-{turn.id}")
     try:
-        with session.begin_nested():
+        with savepoint(session):
             session.add(bonus)
             session.flush()
     except IntegrityError:

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from turkflow import events
+from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden
 from turkflow.hits import lifecycle
 from turkflow.hits.mturk.answers import parse_answers
@@ -45,7 +46,7 @@ def accept_assignment(session: Session, hit: Hit, assignment_id: str, worker_id:
         lifecycle.abandon_assignment(session, stale, "replaced by a new MTurk assignment")
     assignment = Assignment(hit_id=hit.id, worker_id=worker.id, external_id=assignment_id, accepted_at=now)
     try:
-        with session.begin_nested():
+        with savepoint(session):
             session.add(assignment)
             session.flush()
     except IntegrityError:  # the same page loaded twice at once
@@ -61,7 +62,7 @@ def _worker(session: Session, external_id: str, role: str) -> Worker:
         return worker
     worker = Worker(external_id=external_id, role=role, onboarded=True)
     try:
-        with session.begin_nested():
+        with savepoint(session):
             session.add(worker)
             session.flush()
     except IntegrityError:

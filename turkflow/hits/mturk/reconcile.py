@@ -16,6 +16,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.db import savepoint
 from turkflow.errors import TurkflowError
 from turkflow.hits import lifecycle
 from turkflow.hits.mturk.assignments import MTURK_STATUS, store_missed_submission
@@ -54,7 +55,7 @@ def check_hit(session: Session, hit: Hit, remote_hit: dict[str, Any], remote_ass
                 found.settled.append(ours.id)
             continue
         try:
-            with session.begin_nested():
+            with savepoint(session):
                 found.stored_turn_id = store_missed_submission(session, hit, remote).turn.id
         except (ValueError, TurkflowError) as exc:
             log.warning("HIT %s: MTurk assignment %s is submitted but cannot be stored (%s); reopening the turn",

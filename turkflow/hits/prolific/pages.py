@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.db import savepoint
 from turkflow.errors import Forbidden
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific.provider import PROVIDER, worker_external_id
@@ -104,7 +105,7 @@ def participant(session: Session, participant_id: str, role: str) -> Worker:
     if worker is None:
         worker = Worker(external_id=external_id, role=role, onboarded=True)
         try:
-            with session.begin_nested():
+            with savepoint(session):
                 session.add(worker)
                 session.flush()
         except IntegrityError:  # the same link opened twice at once
@@ -133,7 +134,7 @@ def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, s
     ).all()
     for hit_id in waiting:
         try:
-            with session.begin_nested():
+            with savepoint(session):
                 claimed = session.execute(
                     update(Hit).where(Hit.id == hit_id, Hit.status == HitStatus.open, free)
                     .values(lease_expires_at=now + timedelta(seconds=lease_seconds))).rowcount

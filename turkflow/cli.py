@@ -36,6 +36,7 @@ from turkflow.cli_common import (
 )
 from turkflow.cli_dataset import analyse, export
 from turkflow.cli_mturk import batch_expire, mturk
+from turkflow.cli_prolific import launch_fee_percent, prolific
 from turkflow.cli_review import admin, review
 from turkflow.config import Settings
 from turkflow.hits import registry
@@ -137,7 +138,8 @@ def batch() -> None:
 @click.option("--live", is_flag=True,
               help="MTurk only: publish on the live marketplace (real money) instead of the sandbox; "
                    "asks for confirmation.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (for --live in scripts).")
+@click.option("--yes", "-y", is_flag=True,
+              help="Do not ask for confirmation (for --live and Prolific batches in scripts).")
 @click.option("--skip-if-exists", is_flag=True,
               help="Launch nothing if an active or paused batch with this --name exists (safe re-runs).")
 @click.option("--policy", "policy_text", metavar="POLICY",
@@ -191,7 +193,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     except monitor.PolicyError as bad:
         raise CommandError(f"--policy: {bad}") from None
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
-    cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget)
+    fee_percent = launch_fee_percent(settings, provider, reward)
+    cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget,
+                          fee_percent=fee_percent)
     click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
                f"{dollars(reward)} a turn on {where}")
     click.echo(f"at most {dollars(cost.total_cents)}: {dollars(cost.rewards_cents)} rewards + "
@@ -206,6 +210,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if live and not yes:
         click.confirm(f"Publish on the LIVE MTurk marketplace, paying up to {dollars(cost.total_cents)} "
                       "of real money?", abort=True)
+    if provider == "prolific" and not settings.prolific_test_studies and not yes:
+        click.confirm(f"Publish on Prolific, paying up to {dollars(cost.total_cents)} of real money?",
+                      abort=True)
 
     quality = policy.batch_fields()
     with app.session() as session:
@@ -219,6 +226,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality,
         )
+        new_batch.fee_percent = fee_percent
         batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
 
     publish_all(app, batch_id, provider, hit_ids)
@@ -369,7 +377,8 @@ def batch_resume(app: App, batch_id: int) -> None:
 
     with app.session() as session:
         lifecycle.set_batch_status(session, find_batch(session, batch_id), BatchStatus.active, requester())
-    repairs = pipeline.reconcile(app.settings.model_copy(update={"stuck_after_seconds": 0}), app.providers)
+    repairs = pipeline.reconcile(app.settings.model_copy(update={"stuck_after_seconds": 0, "reopen_after_seconds": 0}),
+                                 app.providers)
     click.echo(f"batch {batch_id} resumed: {len(repairs.conversations_advanced)} stalled conversations reopened, "
                f"{len(repairs.hits_published)} waiting HITs published")
 
@@ -528,4 +537,5 @@ main.add_command(export)
 main.add_command(analyse)
 main.add_command(simulate)
 main.add_command(mturk)
+main.add_command(prolific)
 batch.add_command(batch_expire)

@@ -174,8 +174,7 @@ def reconcile(settings: Settings, providers: Providers) -> Repairs:
     # A lost opening is judged by its submitted turn's age, not by how long the conversation was idle: a turn
     # submitted reopen_after_seconds ago whose next turn is not open lost its message (the task takes
     # well under a second), while a conversation waiting for a worker has an open turn and is not stalled.
-    # A run with no repair grace at all (stuck_after_seconds=0: `turkflow batch resume`) reopens at once too.
-    reopen = now - timedelta(seconds=min(settings.reopen_after_seconds, settings.stuck_after_seconds))
+    reopen = now - timedelta(seconds=settings.reopen_after_seconds)
     review = now - timedelta(seconds=settings.review_after_seconds)
     with session_scope(settings.database_url) as session:
         repairs.leases_released = lifecycle.release_expired_leases(session, now)

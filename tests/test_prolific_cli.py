@@ -1,0 +1,117 @@
+"""``turkflow prolific ...`` and the Prolific side of ``batch launch``, through click's runner against the
+fake Prolific (every request and response checked against Prolific's OpenAPI description)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from sqlmodel import select
+
+from tests.test_prolific_web import settings  # noqa: F401 - the Prolific settings fixture
+from turkflow.cli import App, main
+from turkflow.db import session_scope
+from turkflow.documents import sample_tasks_path
+from turkflow.hits.prolific import api
+from turkflow.models import Batch
+
+pytest.register_assert_rewrite("tests.fake_prolific")
+from tests.fake_prolific import FakeProlific  # noqa: E402
+
+pytest_plugins = ["tests.fake_prolific"]
+
+
+@pytest.fixture
+def turkflow(settings, providers):  # noqa: ANN001, ANN201
+    def run(*args: str, input: str | None = None, **changed):  # noqa: ANN202
+        app = App(settings_=settings.model_copy(update=changed), providers_=None if changed else providers)
+        return CliRunner().invoke(main, list(args), obj=app, input=input, catch_exceptions=False)
+
+    return run
+
+
+def one_line(text: str) -> str:
+    assert len(text.strip().splitlines()) == 1, text
+    return text.strip()
+
+
+def test_check_shows_the_token_the_balance_and_what_is_missing(turkflow):
+    result = turkflow("prolific", "check")
+    assert result.exit_code == 1
+    assert "the token works (lab@example.org)" in result.stdout
+    assert 'workspace "Lab": available balance 1000.00 GBP' in result.stdout
+    assert "students: no allow-list group" in result.stdout
+    assert "pay: at least 0.40 a turn (8.00 an hour at 3 minutes a turn)" in result.stdout
+    assert "TURKFLOW_PUBLIC_URL must be an HTTPS address" in one_line(result.stderr)
+
+
+def test_check_passes_with_an_https_address_and_the_role_groups(turkflow, fake_prolific: FakeProlific):
+    client = api.ProlificClient(fake_prolific.token, fake_prolific.url)
+    student, teacher = (api.create_participant_group(client, fake_prolific.workspace_id, f"{role}s")["id"]
+                        for role in ("student", "teacher"))
+    result = turkflow("prolific", "check", public_url="https://turkflow.example.org",
+                      prolific_role_groups=f"student={student},teacher={teacher}")
+    assert result.exit_code == 0, result.stderr
+    assert f'teachers: participant group "teachers" ({teacher})' in result.stdout
+    assert "study links: https://turkflow.example.org/prolific/turn" in result.stdout
+    missing = turkflow("prolific", "check", public_url="https://turkflow.example.org",
+                       prolific_role_groups="student=group-404")
+    assert missing.exit_code == 1 and "names group-404 for students" in one_line(missing.stderr)
+
+
+def test_a_refused_token_or_a_missing_one_is_one_line(turkflow):
+    refused = turkflow("prolific", "check", prolific_token="wrong")
+    assert refused.exit_code == 1 and "refused the token" in one_line(refused.stderr)
+    missing = turkflow("prolific", "groups", prolific_token="")
+    assert missing.exit_code == 1 and "TURKFLOW_PROLIFIC_TOKEN is not set" in one_line(missing.stderr)
+
+
+def test_groups_lists_the_block_list_group_and_test_participants_are_created(turkflow, fake_prolific):
+    result = turkflow("prolific", "groups")
+    assert result.exit_code == 0 and "blocks" in result.stdout
+    created = turkflow("prolific", "test-participant", "tester@lab.example.org")
+    assert created.exit_code == 0 and fake_prolific.test_participants[0] in created.stdout
+
+
+def test_webhook_needs_https_and_subscribes_our_url_once(turkflow, fake_prolific, settings):
+    assert "HTTPS" in one_line(turkflow("prolific", "webhook").stderr)
+    for _ in range(2):
+        result = turkflow("prolific", "webhook", public_url="https://turkflow.example.org")
+        assert result.exit_code == 0, result.stderr
+        assert f"TURKFLOW_PROLIFIC_WEBHOOK_SECRET={settings.prolific_webhook_secret}" in result.stdout
+    [subscription] = fake_prolific.subscriptions.values()
+    assert subscription["target_url"] == "https://turkflow.example.org/prolific/webhook"
+
+
+def test_launch_refuses_a_reward_below_prolifics_hourly_minimum(turkflow, fake_prolific):
+    result = turkflow("batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                      "-n", "1", "--reward", "0.30", "-y")
+    assert result.exit_code == 1
+    assert "--reward" in one_line(result.stderr) and "0.40" in result.stderr
+    assert fake_prolific.studies == {}
+
+
+def test_launch_on_prolific_counts_the_service_fee_and_opens_the_student_study(
+        turkflow, fake_prolific, settings):
+    result = turkflow("batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                      "-n", "2", "--max-turns", "6", "--reward", "0.50", "--budget", "20", "-y")
+    assert result.exit_code == 0, result.stderr
+    assert "Prolific service fee: 33.33% of each reward and bonus" in result.stdout
+    [study] = fake_prolific.studies.values()
+    assert (study.status, study.fields["reward"], fake_prolific.places_free(study.id)) == ("ACTIVE", 50, 2)
+    with session_scope(settings.database_url) as s:
+        assert s.exec(select(Batch.fee_percent)).one() == pytest.approx(33.33)
+    spent = turkflow("prolific", "spend")
+    assert spent.exit_code == 0 and "(prolific)" in spent.stdout
+
+
+def test_launch_on_prolific_asks_before_spending_real_money(turkflow, fake_prolific):
+    declined = turkflow("batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                        "-n", "1", "--reward", "0.50", input="n\n")
+    assert declined.exit_code == 1 and "Publish on Prolific, paying up to" in declined.stdout
+    assert fake_prolific.studies == {}
+
+
+def test_prolific_help_lists_every_command():
+    result = CliRunner().invoke(main, ["prolific", "--help"])
+    for command in ("check", "groups", "spend", "test-participant", "webhook"):
+        assert command in result.stdout

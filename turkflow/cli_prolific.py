@@ -1,0 +1,190 @@
+"""``turkflow prolific``: the Prolific workspace turkflow collects in (check, participant groups, spend, test
+participants, webhooks).
+
+Registered by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors) is
+``turkflow.cli_common``'s.
+A Prolific batch is launched with ``turkflow batch launch --provider prolific``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from turkflow.cli_common import CONTEXT, App, CommandError, dollars, pass_app, table
+from turkflow.cli_mturk import mturk_spend
+from turkflow.hits import money
+from turkflow.hits.prolific import api
+from turkflow.config import Settings
+from turkflow.hits.prolific.provider import ProlificProvider, role_groups
+
+
+def launch_fee_percent(settings: Settings, provider: str, reward_cents: int) -> float:
+    """The platform fee a new batch counts in its budget; on Prolific, refuses a reward below Prolific's
+    minimum pay at the estimated minutes a turn."""
+    if provider != "prolific":
+        return 0.0
+    hourly, minutes = settings.prolific_min_hourly_cents, settings.prolific_estimated_minutes
+    least = money.least_reward_cents(hourly, minutes)
+    if reward_cents < least:
+        raise CommandError(f"--reward {dollars(reward_cents)} is below Prolific's minimum pay: at least "
+                           f"{dollars(least)} a turn ({dollars(hourly)} an hour at {minutes} minutes a turn)")
+    return settings.prolific_fee_percent
+
+
+def _provider(app: App) -> ProlificProvider:
+    if not app.settings.prolific_token:
+        raise CommandError("TURKFLOW_PROLIFIC_TOKEN is not set (Prolific: Settings > API tokens)")
+    return app.providers.get("prolific")
+
+
+def _asking(app: App, call: Callable[[], Any]) -> Any:
+    """One call to Prolific; a refusal or no answer is one line naming the address."""
+    try:
+        return call()
+    except api.ProlificError as exc:
+        raise CommandError(f"Prolific at {app.settings.prolific_base_url} {_refused(exc)}") from None
+
+
+def _refused(exc: api.ProlificError) -> str:
+    if exc.status in (401, 403):
+        return f"refused the token: {exc.detail}"
+    if exc.status == 0:
+        return f"could not be reached: {exc.detail}"
+    return f"refused {exc.method} {exc.path} ({exc.status}): {exc.detail}"
+
+
+@click.group(context_settings=CONTEXT)
+def prolific() -> None:
+    """Your Prolific workspace: token, balance, participant groups, spend, test participants, webhooks.
+
+    \b
+    turkflow runs one study per batch and role; each submission is one turn. First steps:
+      export TURKFLOW_PROLIFIC_TOKEN=... TURKFLOW_PROLIFIC_WORKSPACE_ID=...
+      turkflow prolific check
+      turkflow batch launch --provider prolific --all -n 2 --max-turns 6 --dry-run
+    """
+
+
+@prolific.command("check", context_settings=CONTEXT)
+@pass_app
+def prolific_check(app: App) -> None:
+    """Check the token and the workspace, show the balance, and say what is missing before a batch runs.
+
+    Also shows the role groups, the pay rules turkflow applies and whether webhooks or polling follow
+    submissions. Exits non-zero, naming each problem, when something must be fixed first.
+    """
+    settings = app.settings
+    provider = _provider(app)
+    me = _asking(app, lambda: api.get_me(provider.client))
+    who = me.get("email") or me.get("id")
+    click.echo(f"Prolific at {settings.prolific_base_url}: the token works ({who})")
+    workspaces = {w["id"]: w for w in _asking(app, lambda: api.list_workspaces(provider.client))}
+    workspace = workspaces.get(settings.prolific_workspace_id)
+    if workspace is None:
+        raise CommandError(f"TURKFLOW_PROLIFIC_WORKSPACE_ID={settings.prolific_workspace_id!r} is not one of "
+                           f"the token's workspaces: {', '.join(sorted(workspaces)) or 'none'}")
+    balance = _asking(app, lambda: api.get_workspace_balance(provider.client, workspace["id"]))
+    click.echo(f"workspace \"{workspace.get('title', workspace['id'])}\": available balance "
+               f"{_amount(balance.get('available_balance'), balance.get('currency_code'))}")
+    problems = []
+    groups = {g["id"]: g for g in _asking(app, lambda: api.list_participant_groups(provider.client,
+                                                                                   workspace["id"]))}
+    try:
+        groups_of_roles = role_groups(settings.prolific_role_groups)
+    except ValueError as bad:
+        raise CommandError(str(bad)) from None
+    for role in ("student", "teacher"):
+        group = groups_of_roles.get(role)
+        if group is None:
+            click.echo(f"{role}s: no allow-list group (TURKFLOW_PROLIFIC_ROLE_GROUPS): anyone on Prolific "
+                       "may take part")
+        elif group in groups:
+            click.echo(f"{role}s: participant group \"{groups[group]['name']}\" ({group})")
+        else:
+            problems.append(f"TURKFLOW_PROLIFIC_ROLE_GROUPS names {group} for {role}s, not a group of this "
+                            "workspace (`turkflow prolific groups` lists them)")
+    least = money.least_reward_cents(settings.prolific_min_hourly_cents, settings.prolific_estimated_minutes)
+    hourly = _amount(settings.prolific_min_hourly_cents)
+    click.echo(f"pay: at least {_amount(least)} a turn ({hourly} an hour "
+               f"at {settings.prolific_estimated_minutes} minutes a turn); service fee "
+               f"{settings.prolific_fee_percent:g}% assumed, check Prolific's pricing page")
+    if settings.prolific_webhook_secret:
+        click.echo(f"submissions: webhooks at {provider.webhook_url()}, and the poller every "
+                   f"{settings.prolific_poll_seconds} s")
+    else:
+        click.echo(f"submissions: the poller every {settings.prolific_poll_seconds} s (webhooks: off; "
+                   "`turkflow prolific webhook`)")
+    if settings.prolific_test_studies:
+        click.echo("studies: test studies, for the workspace's test participants only (nobody is paid)")
+    if not settings.public_url.startswith("https://"):
+        problems.append(f"TURKFLOW_PUBLIC_URL must be an HTTPS address participants' browsers can reach "
+                        f"(it is {settings.public_url})")
+    else:
+        click.echo(f"study links: {settings.public_url.rstrip('/')}/prolific/turn")
+    if problems:
+        raise CommandError("; ".join(problems))
+
+
+@prolific.command("groups", context_settings=CONTEXT)
+@pass_app
+def prolific_groups(app: App) -> None:
+    """List the workspace's participant groups and what turkflow uses each for.
+
+    A role's group (TURKFLOW_PROLIFIC_ROLE_GROUPS) is the allow list of its studies; turkflow's own
+    block-list group holds blocked participants. Prolific's participant counts can lag behind changes.
+    """
+    provider = _provider(app)
+    roles = {group: role for role, group in role_groups(app.settings.prolific_role_groups).items()}
+    blocked = _asking(app, provider.blocked_group)
+    workspace_id = app.settings.prolific_workspace_id
+    found = _asking(app, lambda: api.list_participant_groups(provider.client, workspace_id))
+    table(f"Prolific participant groups of workspace {workspace_id}",
+          ["id", "name", "participants", "turkflow uses it for"],
+          [(g["id"], g.get("name") or "", g.get("participant_count", ""),
+            "blocks" if g["id"] == blocked else f"{roles[g['id']]}s' allow list" if g["id"] in roles else "")
+           for g in found if not g.get("is_deleted")])
+
+
+prolific.add_command(mturk_spend, "spend")  # spend is our records, the same for every platform
+
+
+@prolific.command("test-participant", context_settings=CONTEXT)
+@click.argument("email")
+@pass_app
+def prolific_test_participant(app: App, email: str) -> None:
+    """Create a Prolific test participant account (EMAIL) that can take test studies, which pay nobody.
+
+    Run batches on test studies with TURKFLOW_PROLIFIC_TEST_STUDIES=true; Prolific enables test
+    participants and test studies per workspace.
+    """
+    provider = _provider(app)
+    participant_id = _asking(app, lambda: api.create_test_participant(provider.client, email))
+    click.echo(f"test participant {participant_id} ({email}); add them to the role groups if you set any")
+
+
+@prolific.command("webhook", context_settings=CONTEXT)
+@pass_app
+def prolific_webhook(app: App) -> None:
+    """Subscribe turkflow's webhook URL to submission status changes and show the secret that signs them.
+
+    Needs TURKFLOW_PUBLIC_URL to be a public HTTPS address (Prolific posts there); the web process
+    confirms Prolific's handshake. Set TURKFLOW_PROLIFIC_WEBHOOK_SECRET to the secret shown for the web
+    process. Safe to run again: the workspace's secret and the subscription are kept.
+    """
+    if not app.settings.public_url.startswith("https://"):
+        raise CommandError(f"Prolific posts webhooks to public HTTPS addresses only; TURKFLOW_PUBLIC_URL is "
+                           f"{app.settings.public_url} (without webhooks the poller follows submissions)")
+    provider = _provider(app)
+    secret, subscription = _asking(app, provider.subscribe)
+    state = "enabled" if subscription.get("is_enabled") else "waiting for the web process to confirm it"
+    click.echo(f"subscription {subscription['id']}: {subscription['event_type']} to "
+               f"{subscription['target_url']} ({state})")
+    click.echo(f"TURKFLOW_PROLIFIC_WEBHOOK_SECRET={secret}")
+
+
+def _amount(minor: Any, currency: str = "") -> str:
+    """Minor units (pence, cents) as an amount: 4000 -> "40.00"."""
+    cents = int(minor or 0)
+    return f"{cents // 100}.{cents % 100:02d}" + (f" {currency}" if currency else "")

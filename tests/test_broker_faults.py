@@ -159,3 +159,25 @@ def test_worker_killed_between_turn_stored_and_next_turn_opened_loses_no_turn(st
     crowd.write_round()  # and the revived worker carries on as usual
     wait_until(crowd.settled, timeout=SETTLE_SECONDS, interval=0.2)
     crowd.assert_intact()
+
+
+def test_tasks_go_to_the_broker_of_the_latest_settings_not_the_first_one_used(redis_url):
+    """A web app built for one Redis after tasks were sent to another (a test after another, the factory
+    after an import-time default) sends to its own: before, the first broker's pooled connection kept
+    every later task, and the next test's worker never saw its turns."""
+    from workers import app as celery_module, tasks
+
+    first, second = redis_url[:-1] + "1", redis_url[:-1] + "2"
+    queues = {url: Redis.from_url(url) for url in (first, second)}
+    for queue in queues.values():
+        queue.flushdb()
+    try:
+        celery_module.use_broker(first)
+        tasks.turn_submitted.delay(1)
+        celery_module.use_broker(second)
+        tasks.turn_submitted.delay(2)
+        assert [queues[url].llen("turkflow") for url in (first, second)] == [1, 1]
+    finally:
+        for queue in queues.values():
+            queue.flushdb()
+            queue.close()

@@ -72,8 +72,28 @@ def configure(settings: Settings, providers: Optional[Providers] = None) -> Cele
     global _settings, _providers
     _settings = settings
     _providers = providers or registry.providers(settings)
+    use_broker(settings.redis_url)
     celery_app.conf.update(celery_config(settings))
     return celery_app
+
+
+def use_broker(redis_url: str) -> None:
+    """Send this process's tasks to ``redis_url``: the web app's own settings, not the environment's.
+
+    The app keeps its broker connections (and producers) for its whole life, so a process whose broker
+    changed after its first task (the app factory after an import-time default, one test after another)
+    kept sending to the broker it first used, where no worker listened. They are dropped on a change, as
+    Celery itself drops them after a fork.
+    """
+    if celery_app.conf.broker_url == redis_url:
+        return
+    celery_app.conf.broker_url = redis_url
+    if celery_app._pool is not None:
+        celery_app._pool.force_close_all()
+        celery_app._pool = None
+    amqp = celery_app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
 
 
 def settings() -> Settings:

@@ -12,7 +12,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from redis import Redis
 from sqlmodel import select
 
 from turkflow import pipeline
@@ -60,20 +59,6 @@ def settings(tmp_path: Path, database_url: str, redis_url: str, fake_prolific: F
                     prolific_token=fake_prolific.token, prolific_workspace_id=fake_prolific.workspace_id,
                     prolific_base_url=fake_prolific.url,
                     prolific_webhook_secret=api.create_webhook_secret(client, fake_prolific.workspace_id))
-
-
-@pytest.fixture(autouse=True)
-def broker(settings, providers, redis_url):  # noqa: ANN001, ANN201
-    """The Celery app on the test's Redis with no worker: a submission's message waits there unread (these
-    tests drive the steps themselves), and the app never keeps a connection to a Redis that is not there."""
-    import workers.app
-
-    workers.app.configure(settings, providers)
-    queue = Redis.from_url(redis_url)
-    queue.flushdb()
-    yield
-    queue.flushdb()
-    queue.close()
 
 
 def launch(settings, providers, conversations=1, max_turns=6) -> int:  # noqa: ANN001

@@ -42,6 +42,7 @@ def test_check_shows_the_token_the_balance_and_what_is_missing(turkflow):
     assert "students: no allow-list group" in result.stdout
     assert "pay: at least 0.40 a turn (8.00 an hour at 3 minutes a turn)" in result.stdout
     assert "TURKFLOW_PUBLIC_URL must be an HTTPS address" in one_line(result.stderr)
+    assert "names no participant group for student or teacher" in result.stderr
 
 
 def test_check_passes_with_an_https_address_and_the_role_groups(turkflow, fake_prolific: FakeProlific):

@@ -17,6 +17,7 @@ from turkflow.cli_mturk import mturk_spend
 from turkflow.hits import money
 from turkflow.hits.prolific import api
 from turkflow.config import Settings
+from turkflow.errors import ProviderError
 from turkflow.hits.prolific.provider import ProlificProvider, role_groups
 
 
@@ -95,6 +96,11 @@ def prolific_check(app: App) -> None:
         groups_of_roles = role_groups(settings.prolific_role_groups)
     except ValueError as bad:
         raise CommandError(str(bad)) from None
+    try:
+        with app.session() as session:
+            provider.check_onboarding_gate(session, live=True)
+    except ProviderError as gate:
+        problems.append(str(gate))
     for role in ("student", "teacher"):
         group = groups_of_roles.get(role)
         if group is None:

@@ -443,7 +443,8 @@ def test_a_new_subscriptions_handshake_enables_it_and_a_made_up_one_enables_noth
 def test_a_stored_submission_never_gives_away_another_studys_completion_code(
         settings, providers, client, fake_prolific):
     first_batch, other_batch = launch(settings, providers), launch(settings, providers)
-    submission_id, link, page = arrives(client, fake_prolific, study_of(settings, first_batch, "student"), "p1")
+    first_study = study_of(settings, first_batch, "student")
+    submission_id, link, page = arrives(client, fake_prolific, first_study, "p1")
     client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
     elsewhere = study_link(fake_prolific, study_of(settings, other_batch, "student"), "p1", submission_id)
     refused = client.get(elsewhere)
@@ -466,8 +467,8 @@ def test_the_monitor_blocks_a_low_rated_participant_into_the_block_list_group(
     for turn_id in openings:
         pipeline.open_after(settings, providers, turn_id)  # the teacher turns (the Celery task's first step)
     poor = {**TEACHER_ANSWERS, "relevant": "no", "useful": "no"}
-    blocked = [pipeline.review_submission(settings, providers, writes("teacher", "p2", poor)).blocked_worker_id
-               for _ in openings]
+    rated = [writes("teacher", "p2", poor) for _ in openings]
+    blocked = [pipeline.review_submission(settings, providers, turn_id).blocked_worker_id for turn_id in rated]
     with session_scope(settings.database_url) as s:
         p1 = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
     assert blocked[-1] == p1.id and p1.status == WorkerStatus.temporarily_blocked

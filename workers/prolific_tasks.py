@@ -9,8 +9,8 @@ from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.hits.prolific import sync
 from turkflow.hits.prolific.provider import PROVIDER, BonusOutcomeUnknown
-from workers.app import celery_app, providers, settings
 from turkflow.models import Batch
+from workers.app import celery_app, providers, settings
 from workers.tasks import RETRY, SWEEP_LIMITS
 
 log = logging.getLogger("turkflow.tasks.prolific")

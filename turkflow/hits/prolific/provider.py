@@ -235,10 +235,12 @@ class ProlificProvider(CrowdProvider):
         return []
 
     def check_hit(self, session: Session, hit: Hit, now: datetime) -> HitCheck:
-        """Nothing per HIT (``hits_to_check`` lists none); ``sync.apply_status`` takes each submission's state."""
+        """Nothing per HIT (``hits_to_check`` lists none); ``sync.apply_status`` takes each submission's
+        state."""
         return HitCheck()
 
-    def approvals_due(self, session: Session, settings: Settings, now: datetime, limit: int = 500) -> list[int]:
+    def approvals_due(self, session: Session, settings: Settings, now: datetime,
+                      limit: int = 500) -> list[int]:
         """None one by one: ``sync.approve_due`` asks Prolific to approve the due submissions in bulk."""
         return []
 

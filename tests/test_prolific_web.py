@@ -468,7 +468,7 @@ def test_the_monitor_blocks_a_low_rated_participant_into_the_block_list_group(
         pipeline.open_after(settings, providers, turn_id)  # the teacher turns (the Celery task's first step)
     poor = {**TEACHER_ANSWERS, "relevant": "no", "useful": "no"}
     rated = [writes("teacher", "p2", poor) for _ in openings]
-    blocked = [pipeline.review_submission(settings, providers, turn_id).blocked_worker_id for turn_id in rated]
+    blocked = [pipeline.review_submission(settings, providers, turn).blocked_worker_id for turn in rated]
     with session_scope(settings.database_url) as s:
         p1 = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
     assert blocked[-1] == p1.id and p1.status == WorkerStatus.temporarily_blocked

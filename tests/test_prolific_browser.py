@@ -116,6 +116,10 @@ def test_a_student_and_a_teacher_from_prolific_complete_a_six_turn_conversation_
     assert turns[1].answers["shared"] == ["item-1", "item-2"]
     submissions = [s for s in fake_prolific.submissions.values() if s.status == "AWAITING REVIEW"]
     assert len(submissions) == 6 and {s.participant_id for s in submissions} == {"p-student", "p-teacher"}
+    provider = providers.get("prolific")
+    members = {role: list(fake_prolific.groups[provider.role_group(role)].members)
+               for role in ("student", "teacher")}
+    assert members == {"student": ["p-student"], "teacher": ["p-teacher"]}  # kept out of the other's study
 
     found = sync.poll(settings, providers.get("prolific"))  # the batch is over: both studies end
     assert sorted(found.studies.values()) == ["COMPLETED", "COMPLETED"]

@@ -141,7 +141,8 @@ def test_the_first_turn_creates_and_publishes_the_roles_study_with_a_place_per_w
     assert study.fields["submissions_config"] == {"max_submissions_per_participant": -1}
     assert study.fields["completion_codes"][0]["code"] == provider.completion_code(batch_id, "student")
     assert study.fields["filters"] == [{"filter_id": "participant_group_blocklist",
-                                        "selected_values": [provider.blocked_group()]}]
+                                        "selected_values": [provider.blocked_group(),
+                                                            provider.role_group("teacher")]}]
     with session_scope(settings.database_url) as s:
         assert {s.get(Hit, h).status for h in hits} == {HitStatus.open}
 

@@ -412,9 +412,15 @@ def test_a_participant_holds_one_role_for_the_whole_collection(settings, provide
     with session_scope(settings.database_url) as s:
         turn_id = s.exec(select(Turn.id).where(Turn.status == TurnStatus.submitted)).one()
     pipeline.open_after(settings, providers, turn_id)  # what the Celery task does: the teacher's turn
-    _, _, as_teacher = arrives(client, fake_prolific, study_of(settings, batch_id, "teacher"), "p1")
+    teacher_study = study_of(settings, batch_id, "teacher")
+    refused, _, as_teacher = arrives(client, fake_prolific, teacher_study, "p1")  # Prolific not told yet
     assert as_teacher.status_code == 403 and "registered as a student" in as_teacher.text
     assert len(stored(settings)[0]) == 1
+    with session_scope(settings.database_url) as s:  # what the task after taking a turn does
+        providers.get("prolific").join_role(s.exec(select(Worker).where(Worker.role == "student")).one())
+    fake_prolific.return_submission(refused)  # as the page asked
+    with pytest.raises(Refused, match="blocks"):  # now Prolific keeps them out of the teacher study
+        fake_prolific.start(teacher_study, "p1")
 
 
 def test_the_poller_runs_on_celery_beat(settings):

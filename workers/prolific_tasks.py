@@ -9,7 +9,7 @@ from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.hits.prolific import sync
 from turkflow.hits.prolific.provider import PROVIDER, BonusOutcomeUnknown
-from turkflow.models import Batch
+from turkflow.models import Batch, Worker
 from workers.app import celery_app, providers, settings
 from workers.tasks import RETRY, SWEEP_LIMITS
 
@@ -40,8 +40,11 @@ def settle_bonus(bonus_id: int) -> None:
 
 
 @celery_app.task(**RETRY)
-def keep_study_in_step(batch_id: int, role: str) -> None:
+def turn_taken(batch_id: int, role: str, worker_id: int) -> None:
     """A participant took a turn of the study: keep a spare place (a study with no free place and nothing in
-    progress drops to AWAITING REVIEW) and pause it if no other turn waits, before the poller comes round."""
+    progress drops to AWAITING REVIEW) and pause it if no other turn waits, before the poller comes round;
+    and put the participant in their role's group, which the other roles' studies keep out."""
+    provider = providers().get(PROVIDER)
     with session_scope(settings().database_url) as session:
-        providers().get(PROVIDER).keep_in_step(session, session.get(Batch, batch_id), role)
+        provider.keep_in_step(session, session.get(Batch, batch_id), role)
+        provider.join_role(session.get(Worker, worker_id))

@@ -79,16 +79,18 @@ def turn() -> Any:
         view = _turn_view(session, assignment)
         token = pages.page_token(settings.secret_key, assignment, participant_id)
     if taken:
-        _keep_study_in_step(batch_id, role)
+        _after_taking(batch_id, role, assignment.worker_id)
     return render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token})
 
 
-def _keep_study_in_step(batch_id: int, role: str) -> None:
-    """The study's places follow its waiting turns; the poller does it too, so a broker outage only delays."""
+def _after_taking(batch_id: int, role: str, worker_id: int) -> None:
+    """The study's places follow its waiting turns and the participant joins their role's group, off the
+    request. A broker outage only delays the first (the poller does it too); the second is a convenience
+    for the participant, since this page refuses the other role's turns anyway."""
     from workers import prolific_tasks
 
     try:
-        prolific_tasks.keep_study_in_step.delay(batch_id, role)
+        prolific_tasks.turn_taken.delay(batch_id, role, worker_id)
     except Exception as exc:  # noqa: BLE001 - any broker failure is repaired by the poller
         log.warning("batch %s %s study not brought in step now (%s); the poller will", batch_id, role, exc)
 

@@ -36,6 +36,7 @@ from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api
 from turkflow.hits.provider import CrowdProvider, HitCheck
+from turkflow.protocol import get_protocol
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -87,7 +88,7 @@ class ProlificProvider(CrowdProvider):
         self.settings = settings
         self.client = client or api.ProlificClient(settings.prolific_token, settings.prolific_base_url)
         self.install = hashlib.sha256(settings.secret_key.encode()).hexdigest()[:10]
-        self._blocked_group: Optional[str] = None
+        self._groups: dict[str, str] = {}  # our participant groups' ids by name, found once per process
 
     # -- names and codes --
 
@@ -198,13 +199,15 @@ class ProlificProvider(CrowdProvider):
     def _create_study(self, batch: Batch, role: str, name: str) -> dict[str, Any]:
         settings = self.settings
         allowed = role_groups(settings.prolific_role_groups).get(role)
+        others = [other for other in get_protocol(batch.protocol).roles if other != role]
         body = api.study_body(
             name=f"{role.capitalize()}: {settings.prolific_study_name}",
             description=settings.prolific_study_description,
             page_url=self.page_url(batch.id, role), completion_code=self.completion_code(batch.id, role),
             reward_cents=batch.reward_cents, places=1, estimated_minutes=settings.prolific_estimated_minutes,
             maximum_minutes=settings.prolific_max_minutes, internal_name=name,
-            allow_groups=[allowed] if allowed else [], block_groups=[self.blocked_group()],
+            allow_groups=[allowed] if allowed else [],
+            block_groups=[self.blocked_group(), *(self.role_group(other) for other in others)],
             project=settings.prolific_project_id or None)
         created = api.create_study(self.client, body)
         log.info("created Prolific study %s for batch %s %s", created["id"], batch.id, role)
@@ -368,16 +371,29 @@ class ProlificProvider(CrowdProvider):
         return confirmed
 
     def blocked_group(self) -> str:
-        """Our block-list group's id, found by name or created once per process."""
-        if self._blocked_group is None:
-            name = f"turkflow {self.install} blocked"
+        """Our block-list group: every study of ours keeps its members out."""
+        return self._group(f"turkflow {self.install} blocked",
+                           "Participants turkflow keeps out of its studies (low-rated work under review).")
+
+    def role_group(self, role: str) -> str:
+        """The participants who write as ``role``: the other roles' studies keep them out, so a participant
+        holds one role for the whole collection without ever seeing a study they would be refused at."""
+        return self._group(f"turkflow {self.install} {role}s",
+                           f"Participants who write as {role}s in turkflow's collections.")
+
+    def join_role(self, worker: Worker) -> None:
+        """Record the participant's role on Prolific (a member already in is ignored)."""
+        api.add_to_participant_group(self.client, self.role_group(worker.role), [participant_id(worker)])
+
+    def _group(self, name: str, description: str) -> str:
+        """A participant group of ours, found by name or created, once per process."""
+        if name not in self._groups:
             workspace_id = self.settings.prolific_workspace_id
             found = [g["id"] for g in api.list_participant_groups(self.client, workspace_id)
                      if g.get("name") == name and not g.get("is_deleted")]
-            self._blocked_group = found[0] if found else api.create_participant_group(
-                self.client, workspace_id, name,
-                "Participants turkflow keeps out of its studies (low-rated work under review).")["id"]
-        return self._blocked_group
+            self._groups[name] = found[0] if found else api.create_participant_group(
+                self.client, workspace_id, name, description)["id"]
+        return self._groups[name]
 
     def balance_cents(self, live: bool = True) -> Optional[int]:
         """What the workspace can still spend, in its currency's minor unit (Prolific has no sandbox)."""

@@ -22,6 +22,7 @@ from turkflow.hits.prolific.provider import (
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
+    Batch,
     Bonus,
     BonusStatus,
     Conversation,
@@ -404,3 +405,23 @@ def test_a_trial_batch_runs_on_test_studies_that_only_test_participants_see(sett
     assert study_id == test_copy.id and draft.status == "UNPUBLISHED" and test_copy.status == "ACTIVE"
     assert publish(settings, provider, hits[1]) == study_id and fake_prolific.places_free(study_id) == 2
     assert fake_prolific.start(study_id, tester)
+
+
+def test_a_turn_opened_while_its_study_is_being_paused_resumes_it(
+        settings, provider, fake_prolific, monkeypatch):
+    batch_id, hits = launch(settings, conversations=2)
+    study_id = publish(settings, provider, hits[0])
+    publish(settings, provider, hits[1])
+    arrives(settings, fake_prolific, hits[0], "p1")
+    arrives(settings, fake_prolific, hits[1], "p2")  # nothing waits: a look at the study pauses it
+    transition = fake_prolific._transition_study
+
+    def a_turn_opens_meanwhile(request, study_id):  # noqa: ANN001, ANN202 - another worker's new turn lands
+        if request.get_json()["action"] == "PAUSE":
+            reopen(settings, hits[1])
+        return transition(request, study_id)
+
+    monkeypatch.setattr(fake_prolific, "_transition_study", a_turn_opens_meanwhile)
+    with session_scope(settings.database_url) as s:
+        assert provider.keep_in_step(s, s.get(Batch, batch_id), "student") == "ACTIVE"
+    assert fake_prolific.studies[study_id].status == "ACTIVE" and fake_prolific.places_free(study_id) == 1

@@ -130,6 +130,10 @@ class ProlificProvider(CrowdProvider):
         turn waits, so its spare place is not taken for nothing. A paused batch pauses the study; an ended
         one stops it. Returns Prolific's status afterwards (None: the role has no study).
 
+        A turn opened while the study is being paused is found by counting again after the pause (its row is
+        committed as pending before it is published): then the study resumes, or its publisher, which
+        reads the study after that commit, finds it paused and resumes it.
+
         A participant who has started but not yet reached our page is counted twice (their place is taken
         and the turn they will take still waits), so places can run one ahead; our page then finds no turn
         for one of them and asks them to return the submission.
@@ -153,10 +157,21 @@ class ProlificProvider(CrowdProvider):
         if status == "UNPUBLISHED" and runs:
             status = api.transition_study(self.client, row.study_id, "PUBLISH")["status"]
         elif status == "PAUSED" and runs:
-            status = api.transition_study(self.client, row.study_id, "START")["status"]
+            status = self._transition(row.study_id, "START")
         elif status == "ACTIVE" and not runs:
-            status = api.transition_study(self.client, row.study_id, "PAUSE")["status"]
+            status = self._transition(row.study_id, "PAUSE")
+            if batch.status == BatchStatus.active and _waiting_now(session, batch.id, role, exclude) > 0:
+                status = self._transition(row.study_id, "START")
         return status
+
+    def _transition(self, study_id: str, action: str) -> str:
+        """PAUSE or START; one another worker made first (Prolific refuses it then) is taken as done."""
+        try:
+            return api.transition_study(self.client, study_id, action)["status"]
+        except api.ProlificError as exc:
+            if exc.status != 400:
+                raise
+            return api.get_study(self.client, study_id)["status"]
 
     def study_id(self, session: Session, batch: Batch, role: str) -> str:
         """The batch role's study id, creating the study once.
@@ -415,6 +430,12 @@ def _waiting_turns(session: Session, batch_id: int, role: str, *, include: Optio
     if exclude is not None:
         ids.discard(exclude.id)
     return len(ids)
+
+
+def _waiting_now(session: Session, batch_id: int, role: str, exclude: Optional[Hit]) -> int:
+    """``_waiting_turns`` as committed now, outside the caller's snapshot (SQLite keeps a transaction's)."""
+    with Session(session.get_bind()) as fresh:
+        return _waiting_turns(fresh, batch_id, role, exclude=exclude)
 
 
 def _claim(session: Session, bonus_id: int, bulk_id: str) -> bool:

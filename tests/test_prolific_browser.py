@@ -55,6 +55,7 @@ def take_turn(page, live_server, settings, fake: FakeProlific, batch_id: int, ro
     submission_id = fake.start(study_id, who)
     page.goto(study_link(fake, study_id, who, submission_id, base=live_server.url))
     assert page.locator("#submit-turn").is_visible()
+    wait_until(lambda: fake.places_free(study_id) >= 1)  # the spare place, kept by the task after the take
     return submission_id
 
 
@@ -66,6 +67,9 @@ def submit(page, providers, fake: FakeProlific, batch_id: int, role: str,  # noq
     page.click("#submit-turn")
     page.wait_for_url(api.completion_url(code))
     fake.complete(submission_id, code)
+    study_id = fake.submissions[submission_id].study_id
+    assert fake.places_free(study_id) >= 1  # a spare place: the study never drops to AWAITING REVIEW
+    assert fake.studies[study_id].status in ("ACTIVE", "PAUSED")
 
 
 def student_turn(page, live_server, settings, providers, fake, batch_id, intent, text,  # noqa: ANN001

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 import time
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -36,6 +37,7 @@ from turkflow.models import (
     TurnStatus,
     Worker,
     WorkerStatus,
+    utcnow,
 )
 from turkflow.quality import monitor, review
 from workers import prolific_tasks
@@ -488,3 +490,15 @@ def test_the_beat_task_gives_a_returned_turn_back_through_the_real_celery_worker
     fake_prolific.return_submission(first)
     prolific_tasks.poll_prolific.delay()
     assert wait_until(lambda: assignment(settings, first).status == AssignmentStatus.abandoned, timeout=10)
+
+
+def test_a_participant_whose_turn_went_back_to_the_pool_is_asked_to_return_the_submission(
+        settings, providers, client, fake_prolific):
+    batch_id = launch(settings, providers)
+    submission_id, link, _ = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    with session_scope(settings.database_url) as s:  # the lease ran out (the reconciler's sweep)
+        s.get(Hit, assignment(settings, submission_id).hit_id).lease_expires_at = utcnow() - timedelta(seconds=1)
+    with session_scope(settings.database_url) as s:
+        lifecycle.release_expired_leases(s)
+    page = client.get(link)
+    assert page.status_code == 409 and "return this submission" in page.text

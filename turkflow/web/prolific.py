@@ -19,7 +19,7 @@ from sqlmodel import Session
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
+from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Hit, Turn, Worker
@@ -73,9 +73,12 @@ def turn() -> Any:
             assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id,
                                               settings.prolific_max_minutes * 60)
         if assignment is None:
-            return worker_page_headers(Response(render_template("prolific_no_turn.html", role=role), 409))
+            return _please_return("No turn is waiting for you right now",
+                                  f"Every {role} turn of this study has just been taken by someone else.")
         if assignment.status != AssignmentStatus.accepted:
-            raise Conflict("this turn went back to the pool; please return this submission on Prolific")
+            return _please_return("This turn is no longer yours",
+                                  "Your time on it ran out, or the submission was returned, and the turn went "
+                                  "to someone else.")
         view = _turn_view(session, assignment)
         token = pages.page_token(settings.secret_key, assignment, participant_id)
     if taken:
@@ -123,6 +126,12 @@ def submit() -> Any:
     if created:
         queue_next_turn(turn_id, worker)
     return _back_to_prolific(batch_id, role)
+
+
+def _please_return(headline: str, reason: str) -> Response:
+    """A participant with no turn to write: Prolific counts a returned submission against nobody."""
+    page = render_template("prolific_return.html", headline=headline, reason=reason)
+    return worker_page_headers(Response(page, 409))
 
 
 def _confirm_subscription(hook_secret: str) -> Response:

@@ -497,7 +497,8 @@ def test_a_participant_whose_turn_went_back_to_the_pool_is_asked_to_return_the_s
     batch_id = launch(settings, providers)
     submission_id, link, _ = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
     with session_scope(settings.database_url) as s:  # the lease ran out (the reconciler's sweep)
-        s.get(Hit, assignment(settings, submission_id).hit_id).lease_expires_at = utcnow() - timedelta(seconds=1)
+        held = s.get(Hit, assignment(settings, submission_id).hit_id)
+        held.lease_expires_at = utcnow() - timedelta(seconds=1)
     with session_scope(settings.database_url) as s:
         lifecycle.release_expired_leases(s)
     page = client.get(link)

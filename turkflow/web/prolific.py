@@ -76,9 +76,8 @@ def turn() -> Any:
             return _please_return("No turn is waiting for you right now",
                                   f"Every {role} turn of this study has just been taken by someone else.")
         if assignment.status != AssignmentStatus.accepted:
-            return _please_return("This turn is no longer yours",
-                                  "Your time on it ran out, or the submission was returned, and the turn went "
-                                  "to someone else.")
+            return _please_return("This turn is no longer yours", "Your time on it ran out, or the "
+                                  "submission was returned, and the turn went to someone else.")
         view = _turn_view(session, assignment)
         token = pages.page_token(settings.secret_key, assignment, participant_id)
     if taken:

@@ -503,3 +503,17 @@ def test_a_participant_whose_turn_went_back_to_the_pool_is_asked_to_return_the_s
         lifecycle.release_expired_leases(s)
     page = client.get(link)
     assert page.status_code == 409 and "return this submission" in page.text
+
+
+def test_two_participants_arriving_at_once_never_get_the_same_turn(settings, providers, app, fake_prolific):
+    from concurrent.futures import ThreadPoolExecutor
+
+    batch_id = launch(settings, providers)
+    study_id = study_of(settings, batch_id, "student")
+    fake_prolific.studies[study_id].fields["total_available_places"] += 3  # places ran ahead
+    links = [study_link(fake_prolific, study_id, who, fake_prolific.start(study_id, who))
+             for who in ("p1", "p2", "p3", "p4")]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = sorted(pool.map(lambda link: app.test_client().get(link).status_code, links))
+    assert answers == [200, 409, 409, 409]
+    assert len(stored(settings)[0]) == 1

@@ -164,7 +164,8 @@ def test_worker_killed_between_turn_stored_and_next_turn_opened_loses_no_turn(st
 def test_tasks_go_to_the_broker_of_the_latest_settings_not_the_first_one_used(redis_url):
     """A web app built for one Redis after tasks were sent to another (a test after another, the factory
     after an import-time default) sends to its own: before, the first broker's pooled connection kept
-    every later task, and the next test's worker never saw its turns."""
+    every later task, and the next test's worker never saw its turns. Coming back to a broker used before
+    works too (closing the pool it left behind once failed every later task: "Acquire on closed pool")."""
     from workers import app as celery_module, tasks
 
     first, second = redis_url[:-1] + "1", redis_url[:-1] + "2"
@@ -177,6 +178,9 @@ def test_tasks_go_to_the_broker_of_the_latest_settings_not_the_first_one_used(re
         celery_module.use_broker(second)
         tasks.turn_submitted.delay(2)
         assert [queues[url].llen("turkflow") for url in (first, second)] == [1, 1]
+        celery_module.use_broker(first)  # back to a broker used before: its pool still works
+        tasks.turn_submitted.delay(3)
+        assert [queues[url].llen("turkflow") for url in (first, second)] == [2, 1]
     finally:
         for queue in queues.values():
             queue.flushdb()

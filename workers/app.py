@@ -82,15 +82,15 @@ def use_broker(redis_url: str) -> None:
 
     The app keeps its broker connections (and producers) for its whole life, so a process whose broker
     changed after its first task (the app factory after an import-time default, one test after another)
-    kept sending to the broker it first used, where no worker listened. They are dropped on a change, as
-    Celery itself drops them after a fork.
+    kept sending to the broker it first used, where no worker listened. The app forgets them on a change,
+    and its next task looks up the pool of the new address. The old pools stay open in kombu's registry,
+    keyed by address: closing one there handed a closed pool ("Acquire on closed pool") to the next app
+    that came back to that address.
     """
     if celery_app.conf.broker_url == redis_url:
         return
     celery_app.conf.broker_url = redis_url
-    if celery_app._pool is not None:
-        celery_app._pool.force_close_all()
-        celery_app._pool = None
+    celery_app._pool = None
     amqp = celery_app.__dict__.get("amqp")
     if amqp is not None:
         amqp._producer_pool = None

@@ -104,7 +104,9 @@ def test_worker_invite_onboarded_skips_the_quiz(settings):
 
 
 @pytest.mark.parametrize("command", [["batch", "status"], ["batch", "status", "1"], ["tasks", "list"],
-                                     ["worker", "list"], ["worker", "link", "Ann"]])
+                                     ["worker", "list"], ["worker", "link", "Ann"], ["review", "list"],
+                                     ["review", "block", "Ann"], ["export", "--out", "dataset"],
+                                     ["batch", "pause", "1"], ["mturk", "spend"]])
 def test_a_read_only_command_in_a_folder_without_a_database_says_so_and_creates_nothing(tmp_path, command):
     elsewhere = tmp_path / "elsewhere" / "var"
     env = {"TURKFLOW_DATA_DIR": str(elsewhere), "TURKFLOW_DATABASE_URL": ""}

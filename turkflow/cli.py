@@ -90,7 +90,7 @@ def tasks_load(app: App, file: Path) -> None:
     from turkflow.documents import load_documents, read_documents
 
     docs = read_documents(file)
-    with app.session() as session:
+    with app.session(create=True) as session:
         result = load_documents(session, docs)
     click.echo(f"loaded {len(docs)} task documents from {file}: {result.created} created, {result.updated} updated")
 
@@ -102,7 +102,7 @@ def tasks_list(app: App, domain: Optional[str]) -> None:
     """List the loaded task documents and how many conversations each has."""
     from turkflow.reports import task_usage
 
-    with app.session(read_only=True) as session:
+    with app.session() as session:
         usage = [u for u in task_usage(session) if domain is None or u.task.domain == domain]
     if not usage:
         click.echo(f"no task documents loaded in {shown_url(app.database_url)}; run `turkflow tasks load FILE`")
@@ -177,7 +177,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     docs = read_documents(tasks_file) if tasks_file else None
 
     if skip_if_exists:
-        with app.session() as session:
+        with app.session(create=True) as session:
             existing = session.exec(
                 select(Batch).where(Batch.name == name,
                                     col(Batch.status).in_([BatchStatus.active, BatchStatus.paused]))
@@ -215,7 +215,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                       abort=True)
 
     quality = policy.batch_fields()
-    with app.session() as session:
+    with app.session(create=True) as session:
         if docs is not None:
             load_documents(session, docs)
             chosen = list(session.exec(select(Task).where(col(Task.key).in_([d["key"] for d in docs]))
@@ -287,7 +287,7 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
     from turkflow.reports import batch_progress, recent_batches
 
     if batch_id is None and not watch:
-        with app.session(read_only=True) as session:
+        with app.session() as session:
             rows = [batch_progress(session, b.id) for b in recent_batches(session)]
         if not rows:
             click.echo(f"no batches yet in {shown_url(app.database_url)}; launch one with `turkflow batch launch`")
@@ -300,7 +300,7 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
                 dollars(p.batch.budget_cents) if p.batch.budget_cents is not None else "")
                for p in rows])
         return
-    with app.session(read_only=True) as session:
+    with app.session() as session:
         batch_id = find_batch(session, batch_id).id
         progress = batch_progress(session, batch_id)
     if watch:
@@ -432,7 +432,7 @@ def worker_invite(app: App, role: str, name: Optional[str], onboarded: bool) -> 
     """
     from turkflow.invites import invite_worker
 
-    with app.session() as session:
+    with app.session(create=True) as session:
         new, url = invite_worker(session, app.settings.secret_key, app.settings.public_url, role, name, onboarded)
     first = "onboarded already" if onboarded else f"the {role} onboarding quiz comes first"
     click.echo(f"invited worker {new.id} ({role}{', ' + name if name else ''}; {first}); their join link:", err=True)
@@ -446,7 +446,7 @@ def worker_link(app: App, worker_ref: str) -> None:
     """Print the join link of an existing worker again (WORKER_REF: id, worker id or unique name)."""
     from turkflow.invites import invite_url
 
-    with app.session(read_only=True) as session:
+    with app.session() as session:
         found = find_worker(session, worker_ref)
     click.echo(invite_url(app.settings.secret_key, app.settings.public_url, found))
 
@@ -459,7 +459,7 @@ def worker_list(app: App, role: Optional[str], status: Optional[str]) -> None:
     """List workers with their role, status and the turns they wrote."""
     from turkflow.reports import worker_activity
 
-    with app.session(read_only=True) as session:
+    with app.session() as session:
         rows = worker_activity(session, role=role, status=status)
     if not rows:
         found = "match" if role or status else "yet"

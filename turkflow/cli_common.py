@@ -69,16 +69,17 @@ class App:
             return self.settings_.database_url
         return Settings(secret_key="unused", worker_hash_key="unused").database_url
 
-    def session(self, read_only: bool = False):  # noqa: ANN201 - a context manager from turkflow.db
+    def session(self, create: bool = False):  # noqa: ANN201 - a context manager from turkflow.db
         """A transaction on a database whose schema is current (checked once per run).
 
-        A command that only reads refuses a SQLite database that does not exist rather than creating an
-        empty one: run from the wrong folder, it would otherwise answer "no batches yet".
+        Only the commands that put the first things in (``create``: loading tasks, launching, inviting, a
+        dashboard login) may start a new SQLite database; every other command refuses one that does not
+        exist rather than creating it empty: run from the wrong folder, it would answer "no batches yet".
         """
         from turkflow.db import session_scope
 
         if not self._schema_ready:
-            if read_only:
+            if not create:
                 require_database(self.database_url)
             ensure_schema(self.settings.database_url)
             self._schema_ready = True

@@ -12,7 +12,7 @@ from typing import Optional
 
 import click
 
-from turkflow.cli_common import CONTEXT, App, CommandError, pass_app, progress_bar
+from turkflow.cli_common import CONTEXT, App, CommandError, pass_app, progress_bar, shown_url
 
 
 @click.command(context_settings=CONTEXT)
@@ -47,8 +47,8 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
                             exclude_blocked=exclude_blocked)
     try:
-        scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
         with app.session() as session, progress_bar(transient=True) as bar:
+            scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
             total = count_conversations(session, filters)
             if total == 0:
                 raise CommandError("no conversations match these filters; nothing exported")
@@ -57,7 +57,8 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
                                      scrubber=scrubber, on_document=lambda doc: bar.advance(task))
     except (ExportError, ModelMissing) as exc:
         raise CommandError(str(exc)) from None
-    click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) to {summary.out_dir}")
+    click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) from "
+               f"{shown_url(app.database_url)} to {summary.out_dir}")
 
 
 @click.command(context_settings=CONTEXT)

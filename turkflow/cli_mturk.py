@@ -89,7 +89,7 @@ def mturk_quals(app: App, live: bool, study: str) -> None:
     require it not to exist, so a temporarily blocked worker does not even see them. Safe to run again.
     """
     live = live or app.settings.mturk_live
-    with app.session() as session:
+    with app.session(create=True) as session:
         quals = _provider(app).ensure_qualification_types(session, live, study)
         rows = [(q.purpose, q.type_id, q.name, "live" if q.live else "sandbox") for q in quals]
     table("MTurk qualification types", ["purpose", "type id", "name", "marketplace"], rows)

@@ -128,7 +128,7 @@ def admin_create(app: App, username: str, password_stdin: bool) -> None:
         password = sys.stdin.readline().rstrip("\r\n")
     else:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-    with app.session() as session:
+    with app.session(create=True) as session:
         try:
             create_requester(session, username, password)
         except ValueError as exc:

@@ -15,7 +15,7 @@ import spacy
 from click.testing import CliRunner
 
 from tests.conftest import SHARED_DATA
-from tests.test_export import TURKFLOW, conversation_ids, environment, full_conversation, launch
+from tests.test_export import TURKFLOW, conversation_ids, full_conversation, launch
 from turkflow.analysis.corpora import Source, read_corpus
 from turkflow.analysis.figures import write_figures
 from turkflow.analysis.nlp import SYNTAX, load_pipeline

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import signal
-import time
 from typing import Iterator
 
 import pytest

@@ -40,7 +40,7 @@ def take_next_turn(page, live_server):
         button = page.locator("#open-turns button").first
         return button if button.count() else None
 
-    wait_until(take_button, timeout=5, interval=0.1).click()
+    wait_until(take_button, interval=0.1).click()
     page.wait_for_url("**/turn/*")
 
 

@@ -266,7 +266,7 @@ def test_a_throttled_create_hit_is_retried_by_celery_with_the_same_token(mturk_s
         with session_scope(mturk_settings.database_url) as s:
             return s.get(Hit, hit_id).external_id
 
-    assert wait_until(published, timeout=20) == mturk_id("3HIT", 1)
+    assert wait_until(published) == mturk_id("3HIT", 1)
     with session_scope(mturk_settings.database_url) as s:
         assert len(s.exec(select(Hit)).all()) == 1
     stubber.assert_no_pending_responses()
@@ -536,7 +536,7 @@ def test_a_bonus_is_paid_once_across_retries_while_the_assignment_is_in_flight(m
         with session_scope(mturk_settings.database_url) as s:
             return s.get(Bonus, bonus_id).status == BonusStatus.paid
 
-    assert wait_until(paid, timeout=20)
+    assert wait_until(paid)
     assert pipeline.pay_bonus(mturk_settings, mturk_providers, bonus_id)  # paid already: no SendBonus
     with session_scope(mturk_settings.database_url) as s:
         assert len(s.exec(select(Event).where(Event.kind == "bonus_paid")).all()) == 1

@@ -116,7 +116,7 @@ def test_a_verified_submit_stores_the_turn_posts_externalsubmit_and_opens_the_ne
             ended = s.exec(select(Event).where(Event.kind == "hit_expired")).first()
             return teacher is not None and teacher.status == HitStatus.open and ended is not None
 
-    assert wait_until(next_hit_open_and_answered_hit_ended, timeout=20)
+    assert wait_until(next_hit_open_and_answered_hit_ended)
     stubber.assert_no_pending_responses()
 
 
@@ -137,7 +137,7 @@ def test_submitting_twice_stores_one_turn_and_finishes_on_mturk_again(mturk_sett
         with session_scope(mturk_settings.database_url) as s:
             return s.exec(select(Event).where(Event.kind == "hit_expired")).first() is not None
 
-    assert wait_until(chained, timeout=20)
+    assert wait_until(chained)
     stubber.add_response("get_assignment", {"Assignment": {  # by now the worker finished on MTurk too
         "AssignmentId": ASG1, "WorkerId": WORKER1, "HITId": HIT1, "AssignmentStatus": "Submitted"}},
         {"AssignmentId": ASG1})

@@ -62,8 +62,8 @@ def test_celery_opens_the_next_turn_then_reviews_the_submission(settings, provid
             return s.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id)
                           .where(Turn.index == 2, Hit.status == HitStatus.open)).first()
 
-    assert wait_until(next_open, timeout=10)
-    assert wait_until(lambda: decisions(settings), timeout=10)
+    assert wait_until(next_open)
+    assert wait_until(lambda: decisions(settings))
 
 
 def test_celery_worker_processes_load_the_language_model_as_they_start(tmp_path):

@@ -50,7 +50,7 @@ def test_submitted_turn_opens_the_next_hit_through_celery(settings, providers, c
         with session_scope(settings.database_url) as s:
             return s.exec(select(Hit).where(Hit.role == "teacher", Hit.status == HitStatus.open)).first()
 
-    assert wait_until(next_open, timeout=5)
+    assert wait_until(next_open)
 
 
 def test_double_submit_stores_one_turn(settings, providers):

@@ -45,7 +45,7 @@ def open_study(settings, batch_id: int, role: str, fake: FakeProlific) -> str:  
         live = study_id and fake.studies[study_id].status == "ACTIVE" and fake.places_free(study_id)
         return study_id if live else None
 
-    return wait_until(ready, timeout=10, interval=0.05)
+    return wait_until(ready, interval=0.05)
 
 
 def take_turn(page, live_server, settings, fake: FakeProlific, batch_id: int, role: str,  # noqa: ANN001
@@ -113,7 +113,7 @@ def test_a_student_and_a_teacher_from_prolific_complete_a_six_turn_conversation_
             conversation = s.exec(select(Conversation)).one()
             return conversation if conversation.status == "completed" else None
 
-    assert (completed_conversation := wait_until(completed, timeout=10))
+    assert (completed_conversation := wait_until(completed))
     assert (completed_conversation.end_reason, completed_conversation.turn_count) == ("max_turns", 6)
     turns = submitted_turns(settings)
     assert [t.role for t in turns] == ["student", "teacher"] * 3

@@ -489,7 +489,7 @@ def test_the_beat_task_gives_a_returned_turn_back_through_the_real_celery_worker
     first, _, _ = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
     fake_prolific.return_submission(first)
     prolific_tasks.poll_prolific.delay()
-    assert wait_until(lambda: assignment(settings, first).status == AssignmentStatus.abandoned, timeout=10)
+    assert wait_until(lambda: assignment(settings, first).status == AssignmentStatus.abandoned)
 
 
 def test_a_participant_whose_turn_went_back_to_the_pool_is_asked_to_return_the_submission(

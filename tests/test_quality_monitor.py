@@ -110,8 +110,8 @@ def test_bonus_is_paid_once_when_the_celery_task_runs_twice(settings, providers,
         bonuses = _bonuses(settings, teacher.id)
         return bonuses if bonuses and all(b.status == BonusStatus.paid for b in bonuses) else None
 
-    wait_until(paid, timeout=15)
-    wait_until(lambda: _celery_idle(celery_worker), timeout=15)
+    wait_until(paid)
+    wait_until(lambda: _celery_idle(celery_worker))
     bonuses = _bonuses(settings, teacher.id)
     assert len(bonuses) == 1 and bonuses[0].status == BonusStatus.paid
     with session_scope(settings.database_url) as s:

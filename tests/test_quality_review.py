@@ -64,7 +64,7 @@ def test_celery_beat_task_builds_the_queue(settings, providers, celery_worker):
         with session_scope(settings.database_url) as s:
             return s.exec(select(ReviewEntry).where(ReviewEntry.worker_id == teacher.id)).first()
 
-    assert wait_until(queued, timeout=10).status == ReviewStatus.pending
+    assert wait_until(queued).status == ReviewStatus.pending
 
 
 def test_resolved_entry_stays_resolved_until_the_worker_is_blocked_again(settings, providers):
@@ -171,4 +171,4 @@ def test_celery_beat_task_refreshes_rollups_and_snapshots(settings, providers, c
         with session_scope(settings.database_url) as s:
             return s.get(BatchSnapshot, crowd.batch_id) and s.exec(select(func.count()).select_from(BatchHour)).one()
 
-    assert wait_until(refreshed, timeout=10)
+    assert wait_until(refreshed)

@@ -4,7 +4,6 @@ turns are open (found by the crowd simulator: one query per listed turn made /qu
 from __future__ import annotations
 
 from sqlalchemy import event
-from sqlmodel import select
 
 from tests.test_pipeline import STUDENT_ANSWERS, launch, make_worker
 from turkflow.db import get_engine, session_scope

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Optional
+from functools import partial
+from typing import Any, Callable, Optional
 
 from sqlalchemy import update
 from sqlmodel import col, select
@@ -20,8 +21,8 @@ from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
 from turkflow.hits.provider import HitCheck, Providers
-from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Hit, HitStatus, Rating, Turn,
-                             TurnStatus, Worker, utcnow)
+from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
+                             Rating, Turn, TurnStatus, Worker, utcnow)
 from turkflow.quality import checks, monitor, stall
 
 log = logging.getLogger("turkflow.pipeline")
@@ -98,15 +99,16 @@ def check_content(settings: Settings, turn_id: int) -> tuple[bool, list[str]]:
     with session_scope(settings.database_url) as session:
         flags = checks.check_turn(session, turn_id, checks.CheckPolicy.of(settings))
         claimed = session.execute(
-            update(Turn).where(Turn.id == turn_id, Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
+            update(Turn)
+            .where(Turn.id == turn_id, Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
             .values(reviewed_at=utcnow())
         ).rowcount
         if claimed != 1:
             session.rollback()
             return False, []
         turn = session.get(Turn, turn_id)
-        events.record(session, "turn_reviewed", "system", conversation_id=turn.conversation_id, turn_id=turn_id,
-                      worker_id=turn.worker_id, flags=flags)
+        events.record(session, "turn_reviewed", "system", conversation_id=turn.conversation_id,
+                      turn_id=turn_id, worker_id=turn.worker_id, flags=flags)
         return True, flags
 
 
@@ -149,8 +151,9 @@ def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
         if paid != 1:
             session.rollback()
             return True
-        events.record(session, "bonus_paid", "provider", batch_id=batch.id, conversation_id=turn.conversation_id,
-                      turn_id=turn.id, worker_id=bonus.worker_id, bonus_id=bonus.id, amount_cents=bonus.amount_cents)
+        events.record(session, "bonus_paid", "provider", batch_id=batch.id,
+                      conversation_id=turn.conversation_id, turn_id=turn.id, worker_id=bonus.worker_id,
+                      bonus_id=bonus.id, amount_cents=bonus.amount_cents)
     return True
 
 
@@ -163,13 +166,22 @@ class Repairs:
     unpaid_bonuses: list[int] = field(default_factory=list)
     roles_stalled: list[tuple[int, str]] = field(default_factory=list)  # (batch, role) newly stalled
     assignments_approved: list[int] = field(default_factory=list)  # local turns whose review delay passed
+    failed: list[tuple[str, int]] = field(default_factory=list)  # (step, item id) of repairs that raised
 
 
-def reconcile(settings: Settings, providers: Providers) -> Repairs:
+def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] = None, *,
+              stop_on: tuple[type[BaseException], ...] = ()) -> Repairs:
     """Repair what crashes and lost messages left: stale leases, stalled conversations, unpublished HITs;
-    and approve the local turns whose review delay has passed (nothing else approves them)."""
+    and approve the local turns whose review delay has passed (nothing else approves them).
+
+    Each item's repair is a unit of its own, in its own transactions: one that raises (a turn whose review
+    trips on its row, a batch whose next turn cannot be opened) is logged, recorded once as a
+    ``repair_failed`` event and tried again next run, while the sweep goes on with the rest; otherwise one
+    bad turn would hold up every later repair, and the stall sweep, on every run. ``stop_on`` names the
+    exceptions that end the whole sweep instead (the Celery task's soft time limit).
+    """
     repairs = Repairs()
-    now = utcnow()
+    now = now or utcnow()
     grace = now - timedelta(seconds=settings.stuck_after_seconds)
     # A lost opening is judged by its submitted turn's age, not by how long the conversation was idle: a turn
     # submitted reopen_after_seconds ago whose next turn is not open lost its message (the task takes
@@ -179,29 +191,84 @@ def reconcile(settings: Settings, providers: Providers) -> Repairs:
     with session_scope(settings.database_url) as session:
         repairs.leases_released = lifecycle.release_expired_leases(session, now)
         stalled = lifecycle.stalled_conversations(session, reopen)
-        pending = [(hit_id, session.get(Hit, hit_id).provider) for hit_id in lifecycle.unpublished_hits(session, grace)]
+        pending = [session.get(Hit, hit_id) for hit_id in lifecycle.unpublished_hits(session, grace)]
         unreviewed = lifecycle.unreviewed_turns(session, review)
         repairs.unpaid_bonuses = monitor.unpaid_bonuses(session, grace)
-        local = providers.get("local")
-        repairs.assignments_approved = local.approvals_due(session, settings, now)
-        for assignment_id in repairs.assignments_approved:
-            local.approve(session, session.get(Assignment, assignment_id))
+        approvals = [(assignment_id, session.get(Hit, session.get(Assignment, assignment_id).hit_id).turn_id)
+                     for assignment_id in providers.get("local").approvals_due(session, settings, now)]
+    item = _Unit(settings, stop_on, repairs)
     for conversation_id in stalled:
-        hit_id = open_next_turn(settings, providers, conversation_id)
-        if hit_id is not None:
+        done, hit_id = item("opening", conversation_id,
+                            partial(open_next_turn, settings, providers, conversation_id),
+                            conversation_id=conversation_id)
+        if done and hit_id is not None:
             repairs.conversations_advanced.append(conversation_id)
-    for hit_id, provider_name in pending:
-        publish(settings, providers, hit_id, provider_name)
-        repairs.hits_published.append(hit_id)
+    for hit in pending:
+        if item("publishing", hit.id, partial(publish, settings, providers, hit.id, hit.provider),
+                turn_id=hit.turn_id)[0]:
+            repairs.hits_published.append(hit.id)
     for turn_id in unreviewed:
-        outcome = review_submission(settings, providers, turn_id)
-        if outcome.reviewed:
+        done, outcome = item("review", turn_id, partial(review_submission, settings, providers, turn_id),
+                             turn_id=turn_id)
+        if done and outcome.reviewed:
             repairs.turns_reviewed.append(turn_id)
-        repairs.unpaid_bonuses.extend(outcome.bonus_ids)
+        if done:
+            repairs.unpaid_bonuses.extend(outcome.bonus_ids)
+    for assignment_id, turn_id in approvals:
+        if item("approval", assignment_id, partial(approve, settings, providers, assignment_id),
+                turn_id=turn_id)[0]:
+            repairs.assignments_approved.append(assignment_id)
     with session_scope(settings.database_url) as session:
         changes = stall.sweep(session, now, timedelta(seconds=settings.stall_after_seconds))
         repairs.roles_stalled = [(s.batch_id, s.role) for s in changes.stalled]
     return repairs
+
+
+class _Unit:
+    """Runs one item's repair for ``reconcile``: returns ``(True, its result)``, or ``(False, None)`` after
+    logging and recording a failure."""
+
+    def __init__(self, settings: Settings, stop_on: tuple[type[BaseException], ...], repairs: Repairs):
+        self.settings, self.stop_on, self.repairs = settings, stop_on, repairs
+
+    def __call__(self, step: str, item_id: int, run: Callable[[], Any], *,
+                 conversation_id: Optional[int] = None, turn_id: Optional[int] = None) -> tuple[bool, Any]:
+        try:
+            return True, run()
+        except self.stop_on:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one item's trouble must not stop the other repairs
+            self.repairs.failed.append((step, item_id))
+            self.failed(step, item_id, exc, conversation_id, turn_id)
+            return False, None
+
+    def failed(self, step: str, item_id: int, exc: Exception, conversation_id: Optional[int],
+               turn_id: Optional[int]) -> None:
+        """Log the failure, and record it as an event the first time this item's step fails: the reconciler
+        tries again every run, and an item that keeps failing must not fill the event log."""
+        what = f"conversation {conversation_id}" if turn_id is None else f"turn {turn_id}"
+        if step in ("publishing", "approval"):
+            what = f"{'HIT' if step == 'publishing' else 'assignment'} {item_id} ({what})"
+        first = False
+        try:
+            with session_scope(self.settings.database_url) as session:
+                if turn_id is not None:
+                    turn = session.get(Turn, turn_id)
+                    conversation_id = turn.conversation_id if turn else None
+                    same = Event.turn_id == turn_id
+                else:
+                    same = Event.conversation_id == conversation_id
+                earlier = session.exec(select(Event.data).where(Event.kind == "repair_failed", same)).all()
+                first = not any(data.get("step") == step and data.get("item_id") == item_id
+                                for data in earlier)
+                if first:
+                    events.record(session, "repair_failed", "system", conversation_id=conversation_id,
+                                  turn_id=turn_id, step=step, item_id=item_id,
+                                  error=f"{type(exc).__name__}: {exc}")
+        except Exception:  # noqa: BLE001 - the database may be what failed; the log below still says what
+            log.exception("reconciler: could not record that the %s of %s failed", step, what)
+        log.error("reconciler: the %s of %s failed; the other repairs go on (%s: %s)", step, what,
+                  type(exc).__name__, exc, exc_info=exc if first else None)
 
 
 # ---- platforms whose own records are the truth about work done there (MTurk) ------------------------------
@@ -213,7 +280,7 @@ class PlatformRepairs:
     assignments_settled: list[int] = field(default_factory=list)
     assignments_abandoned: list[int] = field(default_factory=list)
     hits_reopened: list[int] = field(default_factory=list)  # ids of the new HIT attempts, published
-    unreadable: list[int] = field(default_factory=list)  # HITs whose submission at the platform could not be stored
+    unreadable: list[int] = field(default_factory=list)  # HITs whose submission there could not be stored
     failed: list[int] = field(default_factory=list)  # HITs the platform could not be asked about this round
     approvals_due: list[int] = field(default_factory=list)  # assignment ids for the approve task
     bonus_ids: list[int] = field(default_factory=list)  # bonuses the stored submissions earned, to pay

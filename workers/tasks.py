@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.quality import activity, review
@@ -58,10 +60,13 @@ SWEEP_LIMITS = {"soft_time_limit": 50, "time_limit": 60}
 
 @celery_app.task(**SWEEP_LIMITS)
 def reconcile() -> None:
-    repairs = pipeline.reconcile(settings(), providers())
+    """One reconciler sweep (beat). A repair that raises is logged and skipped by the sweep itself; the soft
+    time limit is not such an error, and ends the sweep."""
+    repairs = pipeline.reconcile(settings(), providers(), stop_on=(SoftTimeLimitExceeded,))
     for bonus_id in repairs.unpaid_bonuses:
         pay_bonus.delay(bonus_id)
-    if repairs.conversations_advanced or repairs.hits_published or repairs.leases_released or repairs.turns_reviewed:
+    if (repairs.conversations_advanced or repairs.hits_published or repairs.leases_released
+            or repairs.turns_reviewed):
         log.warning("reconciler repaired %s", repairs)
 
 

@@ -10,8 +10,13 @@ and repairs after two; ``bench.chaos`` measures the defaults.
 
 from __future__ import annotations
 
+import ast
 import itertools
+import json
 import signal
+import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
 import pytest
@@ -25,12 +30,13 @@ from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.documents import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle, registry
-from turkflow.models import Bonus, Conversation, Event, Hit, HitStatus, QualityDecision, Rating, Task, Turn, TurnStatus, Worker
+from turkflow.models import (Bonus, Conversation, Event, Hit, HitStatus, QualityDecision, Rating, Task, Turn,
+                             TurnStatus, Worker)
 from turkflow.simulator.driver import pipeline_backlog
 from turkflow.simulator.stack import Stack
 from workers.app import celery_config
 
-SETTLE_SECONDS = 90  # generous: the machine running the suite may be busy; the wait ends as soon as it settles
+SETTLE_SECONDS = 90  # generous: the machine may be busy; the wait ends as soon as it settles
 _texts = itertools.count()
 
 
@@ -38,8 +44,8 @@ _texts = itertools.count()
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("broker-faults")
     settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}", secret_key="test",
-                        worker_hash_key="test", reconcile_seconds=1, reopen_after_seconds=2, review_after_seconds=2,
-                        stuck_after_seconds=2)
+                        worker_hash_key="test", reconcile_seconds=1, reopen_after_seconds=2,
+                        review_after_seconds=2, stuck_after_seconds=2)
     with Stack(settings, work / "logs", web_workers=1, web_threads=2, celery_concurrency=2) as running:
         yield running
 
@@ -56,7 +62,8 @@ class Crowd:
             if not s.exec(select(Task)).first():
                 load_documents(s, read_documents(sample_tasks_path()))
             batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), conversations, name="faults",
-                                                 max_turns=40, quality={"quality_window": 1})  # a bonus a turn
+                                                 max_turns=40,
+                                                 quality={"quality_window": 1})  # a bonus a turn
             self.batch_id = batch.id
             self.workers = {}
             for role in ("student", "teacher"):
@@ -69,8 +76,9 @@ class Crowd:
             with session_scope(self.settings.database_url) as s:
                 lifecycle.publish_hit(s, registry.providers(self.settings).get("local"), hit_id)
 
-    def write_round(self) -> list[int]:
-        """Write every open turn of the batch; returns the turn ids. Queueing fails while Redis is down."""
+    def write_round(self, send: bool = True) -> list[int]:
+        """Write every open turn of the batch and (unless ``send`` is false) queue each one's message as the
+        web does; returns the turn ids. Queueing fails while Redis is down."""
         with session_scope(self.settings.database_url) as s:
             open_hits = s.exec(
                 select(Hit.id, Hit.role).join(Turn, Turn.id == Hit.turn_id)
@@ -80,8 +88,8 @@ class Crowd:
         turn_ids = []
         for hit_id, role in open_hits:
             text = f"Message number {next(_texts)} about the next step, written carefully."
-            answers = ({"relevant": "yes", "useful": "yes", "real_life": "I would do it", "intent": "request_step",
-                        "response": text} if role == "student" else
+            answers = ({"relevant": "yes", "useful": "yes", "real_life": "I would do it",
+                        "intent": "request_step", "response": text} if role == "student" else
                        {"relevant": "yes", "useful": "yes", "action": "return_step", "response": text})
             with session_scope(self.settings.database_url) as s:
                 worker = s.get(Worker, self.workers[role].id)
@@ -89,11 +97,16 @@ class Crowd:
                 turn_id = lifecycle.submit_turn(s, assignment.external_id, worker, answers).turn.id
             self.written[turn_id] = text
             turn_ids.append(turn_id)
+            if send:
+                self.send([turn_id])
+        return turn_ids
+
+    def send(self, turn_ids: list[int]) -> None:
+        for turn_id in turn_ids:
             try:
                 self.producer.send_task("workers.tasks.turn_submitted", (turn_id,), retry=False)
             except Exception:  # noqa: BLE001, S110 - stored but not queued: the reconciler's job
                 pass
-        return turn_ids
 
     def settled(self) -> bool:
         """Every conversation has its next turn open, every turn is reviewed, every bonus paid."""
@@ -106,7 +119,8 @@ class Crowd:
             turns = s.exec(select(Turn).join(Conversation, Conversation.id == Turn.conversation_id)
                            .where(Conversation.batch_id == self.batch_id)).all()
             submitted = {t.id: t for t in turns if t.status == TurnStatus.submitted}
-            assert {turn_id: submitted[turn_id].text for turn_id in self.written if turn_id in submitted} == self.written
+            stored = {turn_id: submitted[turn_id].text for turn_id in self.written if turn_id in submitted}
+            assert stored == self.written
             assert len({(t.conversation_id, t.index) for t in turns}) == len(turns)
             ids = [t.id for t in turns]
             hits_per_turn = s.exec(select(Hit.turn_id, func.count()).where(col(Hit.turn_id).in_(ids))
@@ -123,14 +137,43 @@ class Crowd:
                                .group_by(QualityDecision.rating_id)).all()
             assert dict(decisions) == {rating_id: 1 for rating_id in ratings}
             bonuses = s.exec(select(Bonus.id).where(col(Bonus.turn_id).in_(ids))).all()
-            paid = s.exec(select(Event.data).where(Event.kind == "bonus_paid", col(Event.turn_id).in_(ids))).all()
+            paid = s.exec(select(Event.data)
+                          .where(Event.kind == "bonus_paid", col(Event.turn_id).in_(ids))).all()
             assert sorted(data["bonus_id"] for data in paid) == sorted(bonuses)
         return len(bonuses)
 
 
-def worker_holds_a_message(stack: Stack) -> bool:
-    """The worker has received a task it has not acknowledged yet (kombu keeps those in ``unacked``)."""
-    return Redis.from_url(stack.settings.redis_url).hlen("unacked") > 0
+def submissions_held(stack: Stack) -> set[int]:
+    """The turns whose ``turn_submitted`` message a worker has received and not acknowledged: kombu keeps
+    such a message in Redis' ``unacked`` hash until the ack, or (its worker dead) for the visibility
+    timeout."""
+    redis = Redis.from_url(stack.settings.redis_url)
+    try:
+        messages = [json.loads(raw)[0] for raw in redis.hvals("unacked")]
+    finally:
+        redis.close()
+    return {ast.literal_eval(m["headers"]["argsrepr"])[0] for m in messages
+            if m["headers"].get("task") == "workers.tasks.turn_submitted"}
+
+
+@contextmanager
+def writes_held(settings: Settings) -> Iterator[None]:
+    """Another process holds SQLite's write lock (a long write elsewhere): every write waits on the busy
+    timeout, 30 s, while reads go on (WAL)."""
+    lock = sqlite3.connect(settings.database_url.removeprefix("sqlite:///"), isolation_level=None, timeout=30)
+    try:
+        lock.execute("BEGIN IMMEDIATE")
+        yield
+        lock.execute("ROLLBACK")
+    finally:
+        lock.close()
+
+
+def next_turn_exists(settings: Settings, turn_id: int) -> bool:
+    with session_scope(settings.database_url) as s:
+        turn = s.get(Turn, turn_id)
+        return s.exec(select(Turn.id).where(Turn.conversation_id == turn.conversation_id,
+                                            Turn.index == turn.index + 1)).first() is not None
 
 
 def test_worker_survives_redis_stopped_and_restarted_mid_task_and_every_conversation_moves_again(stack):
@@ -148,16 +191,86 @@ def test_worker_survives_redis_stopped_and_restarted_mid_task_and_every_conversa
 
 
 def test_worker_killed_between_turn_stored_and_next_turn_opened_loses_no_turn(stack):
+    """The window is held open, not hoped for: the turns are stored, then a long write elsewhere holds the
+    database while their messages go out, so the worker receives a ``turn_submitted`` and waits to open the
+    next turn. It is killed right there, holding that message unacknowledged (Redis gives it back only
+    after the visibility timeout, ten minutes): the reconciler opens the next turn instead."""
     crowd = Crowd(stack)
-    crowd.write_round()
-    wait_until(lambda: worker_holds_a_message(stack) or crowd.settled(), timeout=SETTLE_SECONDS, interval=0.001)
-    stack.kill("celery", signal.SIGKILL)  # its messages stay unacknowledged in Redis for the visibility timeout
-    crowd.write_round()  # whatever opened before the kill is written; nothing consumes the messages now
+    stored = crowd.write_round(send=False)
+    with writes_held(stack.settings):
+        crowd.send(stored)
+        held = wait_until(lambda: submissions_held(stack) & set(stored), timeout=SETTLE_SECONDS,
+                          interval=0.01)
+        assert not any(next_turn_exists(stack.settings, turn_id) for turn_id in held)  # inside the window
+        stack.kill("celery", signal.SIGKILL)
+    assert held <= submissions_held(stack)  # the dead worker's messages stay unacknowledged
     stack.revive("celery")
     wait_until(crowd.settled, timeout=SETTLE_SECONDS, interval=0.2)
+    assert all(next_turn_exists(stack.settings, turn_id) for turn_id in held)
+    assert held <= submissions_held(stack)  # still unacknowledged: the repair was the reconciler's
     crowd.write_round()  # and the revived worker carries on as usual
     wait_until(crowd.settled, timeout=SETTLE_SECONDS, interval=0.2)
     crowd.assert_intact()
+
+
+def test_beat_copies_sent_while_no_worker_consumed_are_dropped_when_it_returns_not_run_back_to_back(
+        sqlite_url, redis_url, tmp_path):
+    """While no worker consumes (it crashed, Redis' host was cut off from it), beat keeps sending the
+    reconciler every interval. Each copy expires when the next one is due, so the worker that comes back
+    drops the stale copies instead of running the whole backlog back to back, then runs the next one."""
+    from celery.contrib.testing.worker import start_worker
+    from celery.signals import task_revoked
+
+    import workers.app
+    from tests.test_pipeline import STUDENT_ANSWERS, launch, make_worker
+
+    settings = Settings(data_dir=tmp_path / "var", database_url=sqlite_url, redis_url=redis_url,
+                        secret_key="test", worker_hash_key="test", reconcile_seconds=1,
+                        reopen_after_seconds=0, review_after_seconds=0, stuck_after_seconds=0)
+    providers = registry.providers(settings)
+    launch(settings, providers)
+    student = make_worker(settings, "student", "s1")
+    with session_scope(settings.database_url) as s:  # a turn whose opening message was lost: any
+        hit = lifecycle.open_hits_for(s, student)[0]  # reconciler run that happens opens the next turn
+        assignment = lifecycle.take_turn(s, student, hit.id, lease_seconds=60)
+        lifecycle.submit_turn(s, assignment.external_id, student, STUDENT_ANSWERS)
+
+    def next_turn_open() -> bool:
+        with session_scope(settings.database_url) as s:
+            opened = s.exec(select(Hit).where(Hit.role == "teacher", Hit.status == HitStatus.open)).first()
+            return opened is not None
+
+    app = workers.app.configure(settings, providers)
+    broker = Redis.from_url(redis_url)
+    broker.flushdb()
+    entry = app.conf.beat_schedule["reconcile"]
+    for _ in range(3):  # three intervals of beat with no worker
+        app.send_task(entry["task"], **entry.get("options", {}))
+    next_due = datetime.now(timezone.utc) + timedelta(seconds=entry["schedule"])
+    queued = [json.loads(raw) for raw in broker.lrange("turkflow", 0, -1)]
+    assert len(queued) == 3
+    stale = max([next_due, *(datetime.fromisoformat(m["headers"]["expires"]) for m in queued
+                             if m["headers"].get("expires"))])
+    wait_until(lambda: datetime.now(timezone.utc) > stale, timeout=10)  # the worker comes back after that
+
+    dropped: list[str] = []
+
+    def on_revoked(request=None, expired: bool = False, **_: object) -> None:  # noqa: ANN001
+        dropped.append(request.task if expired else "revoked, not expired")
+
+    task_revoked.connect(on_revoked, weak=False)
+    try:
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10,
+                          loglevel="WARNING"):
+            wait_until(lambda: len(dropped) == 3 or next_turn_open())
+            assert not next_turn_open(), "a stale copy of the reconciler ran"
+            assert dropped == [entry["task"]] * 3 and broker.llen("turkflow") == 0
+            app.send_task(entry["task"])  # the next copy, sent with the worker back, runs
+            wait_until(next_turn_open)
+    finally:
+        task_revoked.disconnect(on_revoked)
+        broker.flushdb()
+        broker.close()
 
 
 def test_tasks_go_to_the_broker_of_the_latest_settings_not_the_first_one_used(redis_url):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlmodel import col, select
 
 from tests.conftest import wait_until
@@ -201,3 +202,5 @@ def test_a_conversation_whose_repairs_keep_failing_holds_up_no_other(settings, p
             ("review", broken_turn.conversation_id, broken_turn.id)]
     assert f"the opening of conversation {broken_turn.conversation_id} failed" in caplog.text
     assert f"the review of turn {broken_turn.id} failed" in caplog.text
+    with pytest.raises(ValueError, match="retired_protocol"):  # what the caller names (the Celery task's
+        pipeline.reconcile(stalling, providers, stop_on=(ValueError,))  # time limit) ends the sweep instead

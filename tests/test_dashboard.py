@@ -114,6 +114,7 @@ def test_a_note_longer_than_500_characters_is_a_400_naming_the_field(client, see
 
 
 @pytest.mark.parametrize("path, field", [("/admin/review?day=yesterday", "day"),
+                                         ("/admin/review?after=s12:wizard", "after"),
                                          ("/admin/workers?before=abc", "before"),
                                          ("/admin/workers?status=sleepy", "status")])
 def test_bad_query_values_are_a_400_naming_the_field(client, seeded, path, field):

@@ -1,6 +1,8 @@
 """A batch whose waiting turns have no eligible worker left says so, once, and clears by itself."""
 
+import re
 from datetime import timedelta
+from html import unescape
 
 from sqlmodel import select
 
@@ -93,6 +95,74 @@ def test_workers_who_never_onboarded_or_never_came_do_not_make_a_stall(settings,
             ("student", 0, 0, 1), ("teacher", 0, 0, 0)]
 
 
+def test_inviting_and_onboarding_a_new_student_clears_the_stall(settings, providers):
+    from turkflow import invites
+    from turkflow.hits import onboarding
+
+    crowd = Crowd(settings, providers)
+    batch_id = crowd.launch(conversations=1)
+    _block(settings, crowd.worker("student", "ann"))
+    start = utcnow()
+    _sweep(settings, start)
+    assert len(_sweep(settings, start + GRACE).stalled) == 1
+
+    with session_scope(settings.database_url) as s:
+        newcomer, _ = invites.invite_worker(s, settings.secret_key, settings.public_url, "student",
+                                            name="Cleo")
+    assert _sweep(settings, start + GRACE + timedelta(seconds=1)).cleared == []  # invited, not yet onboarded
+    with session_scope(settings.database_url) as s:
+        quiz = onboarding.quiz_for("student")
+        answers = {q.name: q.answer for q in quiz.questions}
+        assert onboarding.onboard_worker(s, s.get(Worker, newcomer.id), answers,
+                                         settings.onboarding_pass_percent).passed
+    changes = _sweep(settings, start + GRACE + timedelta(seconds=2))
+    assert [(x.batch_id, x.role) for x in changes.cleared] == [(batch_id, "student")]
+    with session_scope(settings.database_url) as s:
+        assert stall.stalls(s, batch_id) == []
+
+
+def _prolific_batch_with_one_student_turn(settings):
+    """A Prolific batch of two conversations whose first student turn a participant wrote (arriving from
+    Prolific, as ``hits.prolific.pages`` records them); its HITs are never published."""
+    from tests.test_pipeline import STUDENT_ANSWERS
+    from turkflow.documents import load_documents, read_documents, sample_tasks_path
+    from turkflow.hits import lifecycle
+    from turkflow.hits.prolific.provider import worker_external_id
+    from turkflow.models import Assignment, Task
+
+    with session_scope(settings.database_url) as s:
+        load_documents(s, read_documents(sample_tasks_path()))
+        batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), 2, name="prolific",
+                                             provider="prolific")
+        participant = Worker(external_id=worker_external_id("P1"), role="student", onboarded=True)
+        s.add(participant)
+        s.flush()
+        s.add(Assignment(hit_id=hits[0].id, worker_id=participant.id, external_id="SUBMISSION1"))
+        s.flush()
+        lifecycle.submit_turn(s, "SUBMISSION1", participant, STUDENT_ANSWERS)
+        return batch.id, participant
+
+
+def test_a_local_worker_who_cannot_take_a_prolific_batchs_turns_does_not_hide_its_stall(settings, providers):
+    from turkflow import invites
+
+    batch_id, participant = _prolific_batch_with_one_student_turn(settings)
+    with session_scope(settings.database_url) as s:  # on the local queue: never sees a Prolific study
+        invites.invite_worker(s, settings.secret_key, settings.public_url, "student", name="Lou",
+                              onboarded=True)
+    _block(settings, participant)
+    start = utcnow()
+    _sweep(settings, start)
+    changes = _sweep(settings, start + GRACE)
+    assert [(x.batch_id, x.role, x.workers, x.waiting) for x in changes.stalled] == [
+        (batch_id, "student", 1, 1)]
+
+    local_batch = Crowd(settings, providers).launch(conversations=1)  # and the participant is no local supply
+    with session_scope(settings.database_url) as s:
+        assert [(x.role, x.workers, x.eligible) for x in stall.role_supply(s, local_batch)] == [
+            ("student", 1, 1), ("teacher", 0, 0)]
+
+
 # ---- acceptance: a batch driven until every student is blocked -------------------------------------------
 
 
@@ -172,6 +242,145 @@ def test_the_review_queue_lists_workers_of_a_stalled_role_first(settings, provid
         assert [item.worker.role for item in queue.items] == ["student", "student", "teacher"]
         assert queue.stalled == [f"Batch {batch_id} “quality” is stalled: all 2 students are blocked; 4 turns "
                                  "wait for a student; review the queue or change the policy"]
+
+
+# ---- the review queue of a stalled role ------------------------------------------------------------------
+
+
+def _stalled_queue(settings, providers, *, students, teachers):
+    """A local batch whose waiting student turn has nobody left: ``teachers`` blocked teachers (invited first,
+    so their entries come first by id; teachers have no waiting turn, so no stall) and ``students`` blocked
+    students. The day's queue is built and the stall confirmed. Returns the batch, student and teacher ids."""
+    from turkflow.quality import review
+
+    crowd = Crowd(settings, providers)
+    batch_id = crowd.launch(conversations=1)
+    teachers = [crowd.worker("teacher", f"t{i}") for i in range(teachers)]
+    students = [crowd.worker("student", f"s{i}") for i in range(students)]
+    _block(settings, *teachers, *students)
+    with session_scope(settings.database_url) as s:
+        review.daily_review(s, review.ReviewPolicy())
+        stall.sweep(s, utcnow(), timedelta(0))
+    return batch_id, [w.id for w in students], [w.id for w in teachers]
+
+
+def _signed_in(settings, client):
+    from tests.test_dashboard import sign_in
+    from turkflow.requesters import create_requester
+
+    with session_scope(settings.database_url) as s:
+        create_requester(s, "ada", "correct horse")
+    assert sign_in(client).status_code == 302
+
+
+def test_the_review_page_walks_every_worker_of_the_stalled_role_first_then_the_rest_each_once(
+        settings, providers, client):
+    _, students, teachers = _stalled_queue(settings, providers, students=25, teachers=17)
+    _signed_in(settings, client)
+    seen, url, pages = [], "/admin/review", 0
+    while url:
+        page = client.get(url)
+        assert page.status_code == 200, url
+        html = page.get_data(as_text=True)
+        seen += [int(i) for i in re.findall(r'<article class="card entry" id="worker-(\d+)"', html)]
+        following = re.search(r'<p class="pager"><a href="([^"]+)">Next workers', html)
+        url = unescape(following.group(1)) if following else None
+        pages += 1
+    assert seen == students + teachers  # 20 students; 5 students and 15 teachers; 2 teachers
+    assert pages == 3
+
+
+def test_the_review_page_shows_the_stall_in_a_banner_above_the_queue(settings, providers, client):
+    batch_id, students, _ = _stalled_queue(settings, providers, students=2, teachers=1)
+    _signed_in(settings, client)
+    html = client.get("/admin/review").get_data(as_text=True)
+    banner = (f'<p class="stalled" role="alert">Batch {batch_id} “quality” is stalled: all 2 students are '
+              "blocked; 1 turn waits for a student; review the queue or change the policy. Their blocked "
+              "workers are listed first below.</p>")
+    assert banner in html
+    assert html.index(banner) < html.index(f'id="worker-{students[0]}"')
+
+
+def test_review_list_puts_the_stalled_role_first_and_marks_it(settings, providers):
+    from click.testing import CliRunner
+
+    from tests.test_cli import environment
+    from turkflow.cli import main
+
+    _, students, teachers = _stalled_queue(settings, providers, students=2, teachers=2)
+    result = CliRunner().invoke(main, ["review", "list"], env=environment(settings))
+    assert result.exit_code == 0, result.output
+    cells = [[c.strip() for c in line.split("│")[1:4]] for line in result.output.splitlines()
+             if re.match(r"│ \d+ ", line)]
+    assert cells == ([[str(i), f"s{n}", "student (stalled)"] for n, i in enumerate(students)]
+                     + [[str(i), f"t{n}", "teacher"] for n, i in enumerate(teachers)])
+
+
+# ---- batch status shows a stall while watching and in the table ----------------------------------------
+
+
+def test_batch_status_watch_prints_a_stall_when_it_happens_and_when_it_clears(settings, providers):
+    import subprocess
+    import threading
+
+    from tests.conftest import wait_until
+    from tests.test_cli import TURKFLOW, environment
+    from turkflow.hits import lifecycle
+    from turkflow.models import Batch, BatchStatus
+
+    crowd = Crowd(settings, providers)
+    batch_id = crowd.launch(conversations=1)
+    ann = crowd.worker("student", "ann")
+    watch = ["batch", "status", str(batch_id), "--watch", "--interval", "0.2"]
+    watcher = subprocess.Popen([str(TURKFLOW), *watch],
+                               env={"PATH": "/usr/bin:/bin", **environment(settings)}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(watcher.stdout), daemon=True)
+    reader.start()
+    try:
+        _block(settings, ann)
+        start = utcnow()
+        _sweep(settings, start)
+        _sweep(settings, start + GRACE)
+        stalled = ("stalled: the only student is blocked; 1 turn waits for a student; review the queue or "
+                   "change the policy\n")
+        wait_until(lambda: stalled in lines or watcher.poll() is not None)
+        assert watcher.poll() is None, watcher.stderr.read()  # still watching: the batch has not ended
+
+        with session_scope(settings.database_url) as s:
+            monitor.unblock_worker(s, s.get(Worker, ann.id), actor="requester:r")
+        _sweep(settings, start + GRACE + timedelta(seconds=1))
+        wait_until(lambda: "stall cleared: student\n" in lines or watcher.poll() is not None)
+        with session_scope(settings.database_url) as s:
+            lifecycle.set_batch_status(s, s.get(Batch, batch_id), BatchStatus.cancelled, "requester:r")
+        assert watcher.wait(timeout=60) == 0, watcher.stderr.read()
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    reader.join(timeout=60)
+    assert lines.count(stalled) == 1 and lines.count("stall cleared: student\n") == 1
+    [ended] = [n for n, line in enumerate(lines) if line.startswith(f'batch {batch_id} "quality": cancelled')]
+    assert lines.index(stalled) < lines.index("stall cleared: student\n") < ended
+
+
+def test_the_table_of_recent_batches_marks_a_stalled_batch(settings, providers):
+    from click.testing import CliRunner
+
+    from tests.test_cli import environment
+    from turkflow.cli import main
+
+    crowd = Crowd(settings, providers)
+    stalled_batch = crowd.launch(conversations=1)
+    _block(settings, crowd.worker("student", "ann"))
+    _sweep(settings, utcnow() - GRACE)
+    _sweep(settings, utcnow())
+    moving_batch = Crowd(settings, providers).launch(conversations=1)
+    result = CliRunner().invoke(main, ["batch", "status"], env=environment(settings))
+    assert result.exit_code == 0, result.output
+    statuses = {int(cells[1]): cells[4] for line in result.output.splitlines()
+                if len(cells := [c.strip() for c in line.split("│")]) > 4 and cells[1].isdigit()}
+    assert statuses == {stalled_batch: "active (stalled: student)", moving_batch: "active"}
 
 
 # ---- named policies at launch ---------------------------------------------------------------------------

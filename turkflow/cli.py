@@ -274,7 +274,8 @@ def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> N
 @click.argument("batch_id", type=int, required=False)
 @click.option("--watch", is_flag=True,
               help="Show a live progress bar until the batch completes or is cancelled (the newest batch "
-                   "if no BATCH_ID). Ctrl-C stops watching, not the batch.")
+                   "if no BATCH_ID), and a 'stalled:' line when a role stalls (again when it clears). "
+                   "Ctrl-C stops watching, not the batch.")
 @click.option("--interval", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
               help="Seconds between refreshes with --watch.")
 @pass_app
@@ -283,6 +284,7 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
 
     Shows conversations completed and active, turns submitted, open HITs (and how many a worker holds
     right now) and money: spent (approved rewards, paid bonuses, fees), pending, committed, the budget.
+    A role whose waiting turns have no eligible worker left shows as 'stalled'.
     """
     from turkflow.reports import batch_progress, recent_batches
 
@@ -295,7 +297,8 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
         click.echo(f"database: {shown_url(app.database_url)}")
         table("batches (newest first)",
               ["id", "name", "provider", "status", "conversations done", "turns", "open HITs", "spent", "budget"],
-              [(p.batch.id, p.batch.name, p.batch.provider + (" live" if p.batch.live else ""), p.batch.status,
+              [(p.batch.id, p.batch.name, p.batch.provider + (" live" if p.batch.live else ""),
+                p.batch.status + (f" (stalled: {', '.join(p.stalled_roles)})" if p.stalled_roles else ""),
                 f"{p.completed}/{p.conversations}", p.turns_submitted, p.hits_open, dollars(p.spend.total_cents),
                 dollars(p.batch.budget_cents) if p.batch.budget_cents is not None else "")
                for p in rows])
@@ -309,21 +312,37 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
 
 
 def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - reports.BatchProgress
+    """Refresh the bar until the batch ends; a stall is printed (on stdout) once when seen, and once when it
+    clears, because a stalled batch never ends by itself."""
     from turkflow.reports import batch_progress
 
     def detail(p) -> str:  # noqa: ANN001
+        stalled = f" · stalled: {', '.join(p.stalled_roles)}" if p.stalled_roles else ""
         return (f"done · {p.batch.status} · {p.turns_submitted} turns · {p.hits_open} open HITs · "
-                f"{dollars(p.spend.total_cents)} spent")
+                f"{dollars(p.spend.total_cents)} spent{stalled}")
+
+    shown: set[str] = set()
+
+    def tell(p) -> None:  # noqa: ANN001
+        for role, message in zip(p.stalled_roles, p.stalled):
+            if role not in shown:
+                click.echo(f"stalled: {message}")
+        for role in sorted(shown - set(p.stalled_roles)):
+            click.echo(f"stall cleared: {role}")
+        shown.clear()
+        shown.update(p.stalled_roles)
 
     with progress_bar() as bar:
         task = bar.add_task(f"batch {progress.batch.id}", total=progress.conversations,
                             completed=progress.completed + progress.cancelled, detail=detail(progress))
+        tell(progress)
         try:
             while not progress.finished:
                 time.sleep(interval)
                 with app.session() as session:
                     progress = batch_progress(session, progress.batch.id)
                 bar.update(task, completed=progress.completed + progress.cancelled, detail=detail(progress))
+                tell(progress)
         except KeyboardInterrupt:
             pass
     return progress

@@ -48,24 +48,22 @@ def review_list(app: App, day: Optional[date], show_all: bool, build: bool) -> N
             click.echo("The review queue has not been built yet; run `turkflow review list --build`.")
             return
         status = None if show_all else ReviewStatus.pending
-        first, stalled = reviewing.stalled_first(session, day, status=status, limit=10_000)
-        pages = [first]
-        after = 0
-        while page := reviewing.entries(session, day, status=status, after_id=after, limit=200,
-                                        roles=stalled or None, other_roles=True):
-            pages.append(page)
-            after = page[-1].id
         rows = []
-        for page in pages:
+        after: Optional[str] = None
+        while True:  # the dashboard's pages, in the same order: stalled roles first
+            page = reviewing.queue_page(session, day, status=status, after=after, limit=200)
             workers = {w.id: w for w in session.exec(
-                select(Worker).where(col(Worker.id).in_([e.worker_id for e in page]))
-            )}
-            for entry in page:
+                select(Worker).where(col(Worker.id).in_([e.worker_id for e in page.entries]))
+            )} if page.entries else {}
+            for entry in page.entries:
                 worker = workers[entry.worker_id]
-                rows.append((worker.id, worker.external_id, worker.role + (" (stalled)" if worker.role in stalled else ""),
-                             entry.status, _means(entry.ratings),
+                role = worker.role + (" (stalled)" if worker.role in page.stalled else "")
+                rows.append((worker.id, worker.external_id, role, entry.status, _means(entry.ratings),
                              ", ".join(f"{k} {v}" for k, v in sorted(entry.flags.items())), entry.reason,
                              when(entry.resolved_at)))
+            if page.next is None:
+                break
+            after = page.next
     if not rows:
         click.echo(f"Nobody is waiting for review on {day}.")
         return

@@ -47,6 +47,7 @@ class BatchProgress:
     spend: Spend
     committed_cents: int  # what the batch is bound to pay, the figure the budget is checked against
     stalled: tuple[str, ...] = ()  # one message per stalled role (turkflow.quality.stall)
+    stalled_roles: tuple[str, ...] = ()  # those roles, in the same order
 
     @property
     def finished(self) -> bool:
@@ -69,6 +70,7 @@ def batch_progress(session: Session, batch_id: int, now: Optional[datetime] = No
     hits = dict(session.exec(
         select(Hit.status, func.count()).join(Turn, Turn.id == Hit.turn_id).where(in_batch).group_by(Hit.status)
     ).all())
+    stalls = stall.stalls(session, batch_id)
     held = select(Assignment.id).where(Assignment.hit_id == Hit.id, Assignment.status == AssignmentStatus.accepted)
     taken = session.exec(
         select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
@@ -87,7 +89,8 @@ def batch_progress(session: Session, batch_id: int, now: Optional[datetime] = No
         hits_pending=hits.get(HitStatus.pending, 0),
         spend=spend(session, batch_id=batch_id),
         committed_cents=committed_cents(session, batch_id),
-        stalled=tuple(stall.describe(s.role, s.workers, s.waiting) for s in stall.stalls(session, batch_id)),
+        stalled=tuple(stall.describe(s.role, s.workers, s.waiting) for s in stalls),
+        stalled_roles=tuple(s.role for s in stalls),
     )
 
 

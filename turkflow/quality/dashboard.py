@@ -73,24 +73,21 @@ class ReviewQueue:
     day: Optional[date]
     days: list[date]
     items: list[QueueItem]
-    next_after: Optional[int]  # id to pass as ``after`` for the next page
+    next_after: Optional[str]  # cursor to pass as ``after`` for the next page (``review.QueueCursor``)
     outliers: list[tuple[RaterAgreement, Worker]]
     raters: tuple[int, Optional[float]]  # raters judged on the latest run, their mean agreement
     blocked_not_queued: int  # temporarily blocked since the queue was built
     stalled: list[str] = field(default_factory=list)  # banners: batches whose role has nobody left
 
 
-def review_queue(session: Session, day: Optional[date], status: Optional[str], after_id: int = 0,
+def review_queue(session: Session, day: Optional[date], status: Optional[str], after: Optional[str] = None,
                  limit: int = PAGE) -> ReviewQueue:
+    """A page of the review queue (``review.queue_page``: stalled roles first) with each entry's evidence."""
     days = review.queue_days(session)
     day = day or (days[0] if days else None)
-    first, stalled_roles = review.stalled_first(session, day, status=status, limit=limit) if day else ([], set())
-    entries = review.entries(session, day, status=status, after_id=after_id, limit=limit + 1,
-                             roles=stalled_roles or None, other_roles=True) if day else []
-    more = len(entries) > limit
-    entries = entries[:limit]
-    next_after = entries[-1].id if more else None
-    entries = (first if not after_id else []) + entries
+    page = review.queue_page(session, day, status=status, after=after, limit=limit) if day else None
+    entries = page.entries if page else []
+    next_after = page.next if page else None
     workers = _workers(session, [e.worker_id for e in entries])
     ids = [i for e in entries for s in e.sample for i in (s["turn_id"], s.get("before_id"), s.get("after_id"))]
     turns = review.turns_by_id(session, ids)

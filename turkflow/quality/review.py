@@ -10,6 +10,7 @@ worker, never a scan of all turns, so the dashboard reads a handful of rows howe
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date
@@ -20,6 +21,7 @@ from sqlmodel import Session, col, select
 
 from turkflow import events
 from turkflow.config import Settings
+from turkflow.errors import InvalidInput
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import (
     Batch,
@@ -29,6 +31,7 @@ from turkflow.models import (
     Rating,
     ReviewEntry,
     ReviewStatus,
+    Role,
     Turn,
     TurnStatus,
     Worker,
@@ -188,12 +191,66 @@ def entries(session: Session, day: date, *, status: Optional[str] = ReviewStatus
     return list(session.exec(query.order_by(ReviewEntry.id).limit(limit)))
 
 
-def stalled_first(session: Session, day: date, *, status: Optional[str] = ReviewStatus.pending,
-                  limit: int = 20) -> tuple[list[ReviewEntry], set[str]]:
-    """The entries of workers whose role is stalled in some batch (unblocking one of them moves it again),
-    reviewed before the rest; and those roles."""
-    roles = stall.stalled_roles(session)
-    return (entries(session, day, status=status, limit=limit, roles=roles) if roles else []), roles
+_CURSOR = re.compile(r"([so])(\d{1,18}):([a-z,]{0,100})")
+
+
+@dataclass(frozen=True)
+class QueueCursor:
+    """Where a walk through the queue stands. It carries the roles that were stalled when the walk began,
+    so the order stays the same on every page even if a stall clears or begins meanwhile: no entry is
+    skipped or shown twice. As text (the dashboard's ``after``): ``s12:student`` is "in the stalled roles'
+    part, after entry 12", ``o40:student`` "in the rest, after entry 40", ``o40:`` "nothing was stalled"."""
+
+    roles: tuple[str, ...]
+    in_stalled: bool
+    after_id: int
+
+    def __str__(self) -> str:
+        return f"{'s' if self.in_stalled else 'o'}{self.after_id}:{','.join(self.roles)}"
+
+    @classmethod
+    def parse(cls, text: str) -> "QueueCursor":
+        match = _CURSOR.fullmatch(text)
+        roles = tuple(r for r in match.group(3).split(",") if r) if match else ()
+        known = {r.value for r in Role}
+        if match is None or not set(roles) <= known or (match.group(1) == "s" and not roles):
+            raise InvalidInput(f"not a place in the review queue: {text[:40]!r}", "after")
+        return cls(roles=roles, in_stalled=match.group(1) == "s", after_id=int(match.group(2)))
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    entries: list[ReviewEntry]
+    stalled: frozenset[str]  # the roles put first (stalled in some batch when the walk began)
+    next: Optional[str]  # the cursor of the next page, None on the last page
+
+
+def queue_page(session: Session, day: date, *, status: Optional[str] = ReviewStatus.pending,
+               after: Optional[str] = None, limit: int = 20) -> QueuePage:
+    """One page of the day's queue in its one order: the workers of roles stalled in some batch first
+    (unblocking one of them moves a batch again), then everyone else, each part in entry id order.
+
+    Every page is at most two keyset reads over the ``(day, status, id)`` index; ``after`` is the
+    previous page's ``next`` (``QueueCursor``)."""
+    if after:
+        cursor = QueueCursor.parse(after)
+    else:
+        roles = tuple(sorted(stall.stalled_roles(session)))
+        cursor = QueueCursor(roles=roles, in_stalled=bool(roles), after_id=0)
+    rows: list[tuple[bool, ReviewEntry]] = []
+    if cursor.in_stalled:
+        rows = [(True, e) for e in entries(session, day, status=status, after_id=cursor.after_id,
+                                           limit=limit + 1, roles=cursor.roles)]
+    if len(rows) <= limit:
+        rows += [(False, e) for e in entries(session, day, status=status,
+                                             after_id=0 if cursor.in_stalled else cursor.after_id,
+                                             limit=limit + 1 - len(rows), roles=cursor.roles or None,
+                                             other_roles=True)]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = QueueCursor(cursor.roles, rows[-1][0], rows[-1][1].id) if more else None
+    return QueuePage(entries=[e for _, e in rows], stalled=frozenset(cursor.roles),
+                     next=str(last) if last else None)
 
 
 def turns_by_id(session: Session, ids: Iterable[Optional[int]]) -> dict[int, Turn]:

@@ -3,10 +3,20 @@
 The monitor blocks workers one by one; with a strict policy and noisy raters it can block every worker of a
 role, and then the queue is simply empty for everyone left. Each sweep (the reconciler runs it) counts, per
 running batch and role, the turns waiting and the onboarded workers who could take them. A role whose
-turns wait while every onboarded worker is blocked is *noticed*; still so after the grace period, it is
+turns wait while every such worker is blocked is *noticed*; still so after the grace period, it is
 *stalled*: one ``batch_stalled`` event, a banner, a ``stalled:`` line in ``turkflow batch status``. It
 clears by itself once a worker of that role can work again (unblocked, newly onboarded) or the batch ends.
-Workers who never onboarded are left out: they could never take a turn, so they are no supply lost.
+
+Who could take a batch's turns: an onboarded worker of the role *on the batch's platform*. A worker's
+platform is that of the batch of their latest turn, the same rule ``review.provider_name`` uses to carry out
+their block; a worker without a turn yet counts for local batches only, because MTurk and Prolific create a
+worker as they arrive to take a turn while a local worker is invited and onboarded before their first. So a
+local-queue worker never hides a stall of a Prolific or MTurk batch (they cannot take its HITs), nor the
+other way round, and a student invited and onboarded for a local batch clears its stall at once. (A crowd
+worker who arrived but has not submitted a turn yet counts as local until they do; rare, and only for as
+long as that.) Workers who never onboarded are left out: they could never take a turn, so they are no
+supply lost. The count is one grouped query over the workers, reading each one's latest turn through the
+``(worker_id, id)`` index; it never scans a batch's turns.
 """
 
 from __future__ import annotations
@@ -16,9 +26,11 @@ from datetime import datetime, timedelta
 from typing import Optional
 
 from sqlalchemy import func
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.hits.lifecycle import LOCAL
 from turkflow.models import (
     Batch,
     BatchStatus,
@@ -38,7 +50,7 @@ class RoleSupply:
 
     role: str
     waiting: int  # open turns of this role in the batch
-    workers: int  # onboarded workers of the role
+    workers: int  # onboarded workers of the role on the batch's platform
     eligible: int  # of those, not blocked
 
     @property
@@ -47,15 +59,24 @@ class RoleSupply:
 
 
 def role_supply(session: Session, batch_id: int) -> list[RoleSupply]:
-    """Waiting turns and onboarded workers per role: two grouped counts over indexed columns."""
+    """Waiting turns and the onboarded workers who could take them, per role (see the module docstring)."""
     waiting = dict(session.exec(
         select(Turn.role, func.count()).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == batch_id, Turn.status == TurnStatus.open).group_by(Turn.role)
     ).all())
+    provider = session.get(Batch, batch_id).provider
+    latest = aliased(Turn)
+    platform = (  # of the batch of the worker's latest turn
+        select(Batch.provider).join(Conversation, Conversation.batch_id == Batch.id)
+        .join(latest, latest.conversation_id == Conversation.id)
+        .where(latest.worker_id == Worker.id).order_by(col(latest.id).desc()).limit(1)
+        .correlate(Worker).scalar_subquery()
+    )
     workers: dict[str, int] = {}
     eligible: dict[str, int] = {}
     for role, status, count in session.exec(
-        select(Worker.role, Worker.status, func.count()).where(Worker.onboarded == True)  # noqa: E712
+        select(Worker.role, Worker.status, func.count())
+        .where(Worker.onboarded == True, func.coalesce(platform, LOCAL) == provider)  # noqa: E712
         .group_by(Worker.role, Worker.status)
     ).all():
         workers[role] = workers.get(role, 0) + count

@@ -235,7 +235,7 @@ def review_queue() -> str:
     status = _choice_arg("status", [*statuses, "all"]) or ReviewStatus.pending
     with _db() as session:
         queue = dashboard.review_queue(session, _day_arg(), None if status == "all" else status,
-                                       after_id=id_arg("after") or 0)
+                                       after=request.args.get("after") or None)
     return render_template("admin/review.html", queue=queue, status=status, statuses=[*statuses, "all"])
 
 

@@ -289,7 +289,8 @@ class RoleStall(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     batch_id: int = Field(foreign_key="batch.id", index=True)
     role: str
-    workers: int = Field(default=0, description="Onboarded workers of the role, all blocked.")
+    workers: int = Field(default=0,
+                         description="Onboarded workers of the role on the batch's platform, all blocked.")
     waiting: int = Field(default=0, description="Turns of the role waiting when last counted.")
     noticed_at: datetime
     stalled_at: Optional[datetime] = None
@@ -444,7 +445,21 @@ class ProlificStudy(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     batch_id: int = Field(foreign_key="batch.id")
     role: str
-    study_id: Optional[str] = Field(default=None, unique=True, description="Prolific's id; None until created.")
+    study_id: Optional[str] = Field(default=None, unique=True,
+                                    description="Prolific's id; None until created.")
     created_at: datetime = Field(default_factory=utcnow)
     ended_at: Optional[datetime] = Field(default=None, description="When turkflow stopped the study (its batch "
                                          "ended); the poller leaves it alone afterwards.")
+
+
+class ProlificOnboarding(SQLModel, table=True):
+    """The onboarding study of one role (``turkflow prolific onboarding``): written before the role's group
+    and study are made (the intent), their ids recorded as Prolific makes them. Passing the role's quiz
+    through the study adds a participant to ``group_id``, the allow list of the role's turn studies."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    role: str = Field(unique=True)
+    group_id: Optional[str] = Field(default=None, description="Prolific's id of the group passing adds to.")
+    study_id: Optional[str] = Field(default=None, unique=True,
+                                    description="Prolific's id; None until created.")
+    created_at: datetime = Field(default_factory=utcnow)

@@ -11,7 +11,9 @@ It plays Prolific's states: studies (UNPUBLISHED, ACTIVE, PAUSED, AWAITING REVIE
 used and the last submissions wait for review, COMPLETED), submissions (RESERVED, ACTIVE, AWAITING
 REVIEW, APPROVED, REJECTED, RETURNED, TIMED-OUT), bonus set-up and payment (paying the same bulk id twice
 pays twice, and every payment is recorded), participant groups and the allow/block list filters that
-read them, webhook secrets and subscriptions. The participant's side has no API, so test helpers play
+read them, completion codes whose actions add a participant to a group or take them out of it (the group
+must exist when the code is set; the group lists the study as a feeder), webhook secrets and
+subscriptions. The participant's side has no API, so test helpers play
 it: ``reserve``, ``start``, ``complete``, ``return_submission``, ``time_out``, ``fill_places``, and
 ``send_webhook`` POSTs a signed event to a URL of ours.
 
@@ -319,6 +321,7 @@ class FakeProlific:
         return 200, {"results": [self._study_short(study) for study in self.studies.values()]}
 
     def _create_study(self, request: Request) -> tuple[int, Any]:
+        self._check_group_actions(request.get_json())
         study = Study(id=self.new_id("study"), fields=dict(request.get_json()))
         self.studies[study.id] = study
         return 201, self._study_json(study)
@@ -328,6 +331,7 @@ class FakeProlific:
 
     def _update_study(self, request: Request, study_id: str) -> tuple[int, Any]:
         study, changes = self._study(study_id), request.get_json()
+        self._check_group_actions(changes)
         if study.status != "UNPUBLISHED":
             fixed = sorted(set(changes) - PUBLISHED_FIELDS)
             if fixed:
@@ -341,6 +345,15 @@ class FakeProlific:
         study.fields.update(changes)
         self._settle_study(study)
         return 200, self._study_json(study)
+
+    def _check_group_actions(self, fields: dict[str, Any]) -> None:
+        """A completion code's ``ADD_TO_PARTICIPANT_GROUP`` / ``REMOVE_FROM_PARTICIPANT_GROUP`` action must
+        name a participant group of the workspace (the contract has already checked its shape)."""
+        for code in fields.get("completion_codes") or []:
+            for action in code.get("actions") or []:
+                group = action.get("participant_group")
+                if action.get("action", "").endswith("_PARTICIPANT_GROUP") and group not in self.groups:
+                    raise ApiError(400, {"completion_codes": [f"Participant group {group} does not exist."]})
 
     def _transition_study(self, request: Request, study_id: str) -> tuple[int, Any]:
         study, action = self._study(study_id), request.get_json()["action"]
@@ -572,10 +585,12 @@ class FakeProlific:
                 raise Refused(f"{code!r} is not a completion code of study {submission.study_id}")
             submission.completed_at, submission.study_code = _now(), code
             actions = [a["action"] for a in codes[code]["actions"]]
-            for action in codes[code]["actions"]:
+            for action in codes[code]["actions"]:  # the groups were checked when the code was set
                 if action["action"] == "ADD_TO_PARTICIPANT_GROUP":
                     group = self.groups[action["participant_group"]]
                     group.members.setdefault(submission.participant_id, _now())
+                elif action["action"] == "REMOVE_FROM_PARTICIPANT_GROUP":
+                    self.groups[action["participant_group"]].members.pop(submission.participant_id, None)
             self._move(submission, "APPROVED" if "AUTOMATICALLY_APPROVE" in actions else "AWAITING REVIEW")
 
     def return_submission(self, submission_id: str) -> None:
@@ -734,11 +749,23 @@ class FakeProlific:
                 "study_id": submission.study_id, "started_at": submission.started_at,
                 "completed_at": submission.completed_at, "entered_code": submission.study_code}
 
-    @staticmethod
-    def _group_json(group: Group) -> dict[str, Any]:
+    def _group_json(self, group: Group) -> dict[str, Any]:
         return {"id": group.id, "name": group.name, "workspace_id": group.workspace_id,
                 "description": group.description, "participant_count": len(group.members),
-                "is_deleted": False, "feeder_studies": []}
+                "is_deleted": False, "feeder_studies": self._feeder_studies(group)}
+
+    def _feeder_studies(self, group: Group) -> list[dict[str, Any]]:
+        """The studies whose completion codes add participants to the group or remove them from it."""
+        feeders = []
+        for study in self.studies.values():
+            codes = [{"code": code["code"], "code_type": code.get("code_type"), "action": action["action"]}
+                     for code in study.fields.get("completion_codes") or []
+                     for action in code.get("actions") or [] if action.get("participant_group") == group.id]
+            if codes:
+                feeders.append({"id": study.id, "name": study.fields.get("name"), "status": study.status,
+                                "internal_name": study.fields.get("internal_name"),
+                                "feeder_completion_codes": codes})
+        return feeders
 
     @staticmethod
     def _members_json(group: Group) -> dict[str, Any]:

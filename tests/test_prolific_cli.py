@@ -3,12 +3,15 @@ fake Prolific (every request and response checked against Prolific's OpenAPI des
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 from sqlmodel import select
 
 from tests.test_prolific_web import settings  # noqa: F401 - the Prolific settings fixture
 from turkflow.cli import App, main
+from turkflow.cli_prolific import prolific
 from turkflow.db import session_scope
 from turkflow.documents import sample_tasks_path
 from turkflow.hits.prolific import api
@@ -35,14 +38,15 @@ def one_line(text: str) -> str:
 
 
 def test_check_shows_the_token_the_balance_and_what_is_missing(turkflow):
-    result = turkflow("prolific", "check")
+    result = turkflow("prolific", "check", prolific_role_groups="")
     assert result.exit_code == 1
     assert "the token works (lab@example.org)" in result.stdout
     assert 'workspace "Lab": available balance 1000.00 GBP' in result.stdout
-    assert "students: no allow-list group" in result.stdout
+    assert "students: no onboarding study yet (`turkflow prolific onboarding --role student`)" \
+        in result.stdout
     assert "pay: at least 0.40 a turn (8.00 an hour at 3 minutes a turn)" in result.stdout
     assert "TURKFLOW_PUBLIC_URL must be an HTTPS address" in one_line(result.stderr)
-    assert "names no participant group for student or teacher" in result.stderr
+    assert "no onboarding study for students or teachers" in result.stderr
 
 
 def test_check_passes_with_an_https_address_and_the_role_groups(turkflow, fake_prolific: FakeProlific):
@@ -52,7 +56,7 @@ def test_check_passes_with_an_https_address_and_the_role_groups(turkflow, fake_p
     result = turkflow("prolific", "check", public_url="https://turkflow.example.org",
                       prolific_role_groups=f"student={student},teacher={teacher}")
     assert result.exit_code == 0, result.stderr
-    assert f'teachers: participant group "teachers" ({teacher})' in result.stdout
+    assert f'teachers: hand-made participant group "teachers" ({teacher})' in result.stdout
     assert "study links: https://turkflow.example.org/prolific/turn" in result.stdout
     missing = turkflow("prolific", "check", public_url="https://turkflow.example.org",
                        prolific_role_groups="student=group-404")
@@ -114,5 +118,6 @@ def test_launch_on_prolific_asks_before_spending_real_money(turkflow, fake_proli
 
 def test_prolific_help_lists_every_command():
     result = CliRunner().invoke(main, ["prolific", "--help"])
-    for command in ("check", "groups", "spend", "test-participant", "webhook"):
-        assert command in result.stdout
+    listed = re.findall(r"^  (\S+) ", result.stdout.split("\nCommands:\n")[1], re.MULTILINE)
+    assert listed == ["check", "groups", "onboarding", "spend", "test-participant", "webhook"]
+    assert listed == sorted(prolific.commands)  # a new command shows in the list

@@ -44,23 +44,40 @@ from workers import prolific_tasks
 
 pytest.register_assert_rewrite("tests.fake_prolific")
 from tests.conftest import wait_until  # noqa: E402
-from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
+from tests.fake_prolific import ApiError, FakeProlific, Refused  # noqa: E402
 from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS  # noqa: E402
 
 pytest_plugins = ["tests.fake_prolific"]
 
 
+# The participants the researcher put in the hand-made role groups these tests run with (they stand for
+# onboarding: Prolific lets only their members into a role's studies); the onboarding study's tests
+# (test_prolific_onboarding.py) run with none, and the onboarding study makes the groups.
+VOUCHED = ("p1", "p2", "p3", "p4", "p-student", "p-teacher")
+
+
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str, redis_url: str, fake_prolific: FakeProlific) -> Settings:
-    """Settings for a Prolific collection whose Prolific is the fake, with webhooks set up."""
-    client = api.ProlificClient(fake_prolific.token, fake_prolific.url)
+    """Settings for a Prolific collection whose Prolific is the fake, with webhooks set up and hand-made
+    role groups (TURKFLOW_PROLIFIC_ROLE_GROUPS) holding ``VOUCHED``."""
+    return prolific_settings(tmp_path, database_url, redis_url, fake_prolific, VOUCHED)
+
+
+def prolific_settings(tmp_path: Path, database_url: str, redis_url: str, fake: FakeProlific,
+                      vouched: tuple[str, ...]) -> Settings:
+    """Webhooks set up; with ``vouched``, hand-made role groups of those participants."""
+    client = api.ProlificClient(fake.token, fake.url)
+    groups = {role: api.create_participant_group(client, fake.workspace_id, f"Lab's {role}s",
+                                                 participant_ids=vouched)["id"]
+              for role in ("student", "teacher")} if vouched else {}
     return Settings(data_dir=tmp_path / "var", database_url=database_url, redis_url=redis_url,
                     secret_key="test-secret", worker_hash_key="test-hash-key",
                     public_url="http://127.0.0.1:5000", stuck_after_seconds=0, reopen_after_seconds=0,
                     review_after_seconds=0, provider="prolific",
-                    prolific_token=fake_prolific.token, prolific_workspace_id=fake_prolific.workspace_id,
-                    prolific_base_url=fake_prolific.url,
-                    prolific_webhook_secret=api.create_webhook_secret(client, fake_prolific.workspace_id))
+                    prolific_token=fake.token, prolific_workspace_id=fake.workspace_id,
+                    prolific_base_url=fake.url,
+                    prolific_role_groups=",".join(f"{role}={group}" for role, group in groups.items()),
+                    prolific_webhook_secret=api.create_webhook_secret(client, fake.workspace_id))
 
 
 def launch(settings, providers, conversations=1, max_turns=6) -> int:  # noqa: ANN001
@@ -174,6 +191,35 @@ def test_forged_or_mismatched_prolific_ids_get_a_403_and_store_nothing(
         assert client.post(url, data={**STUDENT_ANSWERS, "turkflow_form": form}).status_code == 403, url
     assert stored(settings)[1] == []
     assert [w.external_id for w in stored(settings)[2]] == ["prolific:p1"]
+
+
+def test_prolific_down_during_the_submission_check_shows_a_clear_page_and_stores_nothing(
+        settings, providers, client, fake_prolific, monkeypatch):
+    batch_id = launch(settings, providers)
+    study_id = study_of(settings, batch_id, "student")
+    submission_id = fake_prolific.start(study_id, "p1")
+    link = study_link(fake_prolific, study_id, "p1", submission_id)
+
+    def unavailable(request, submission_id):  # noqa: ANN001, ANN202
+        raise ApiError(503, "Service temporarily unavailable.")
+
+    monkeypatch.setattr(fake_prolific, "_get_submission", unavailable)
+    page = client.get(link)
+    assert page.status_code == 503
+    assert "Prolific could not be reached" in page.text and "try again" in page.text
+    as_json = client.get(link, headers={"Accept": "application/json"})
+    assert as_json.status_code == 503 and "Prolific could not be reached" in as_json.get_json()["error"]
+    assert stored(settings) == ([], [], [])
+
+    monkeypatch.undo()  # Prolific is back: the participant takes the turn, then Prolific goes down again
+    token = form_token(client.get(link).text)
+    monkeypatch.setattr(fake_prolific, "_get_submission", unavailable)
+    refused = client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": token})
+    assert refused.status_code == 503 and "try again" in refused.text
+    assert stored(settings)[1] == []  # no turn stored; the participant still holds it
+    monkeypatch.undo()
+    done = client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": token})
+    assert done.location == completion(providers, batch_id, "student")
 
 
 def test_a_participant_who_finds_no_waiting_turn_is_asked_to_return_the_submission(

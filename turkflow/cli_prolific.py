@@ -1,5 +1,5 @@
-"""``turkflow prolific``: the Prolific workspace turkflow collects in (check, participant groups, spend, test
-participants, webhooks).
+"""``turkflow prolific``: the Prolific workspace turkflow collects in (check, each role's onboarding study,
+participant groups, spend, test participants, webhooks).
 
 Registered by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors) is
 ``turkflow.cli_common``'s.
@@ -12,13 +12,14 @@ from typing import Any, Callable
 
 import click
 
-from turkflow.cli_common import CONTEXT, App, CommandError, dollars, pass_app, table
+from turkflow.cli_common import CONTEXT, App, CommandError, Dollars, dollars, pass_app, table
 from turkflow.cli_mturk import mturk_spend
 from turkflow.hits import money
 from turkflow.hits.prolific import api
 from turkflow.config import Settings
 from turkflow.errors import ProviderError
 from turkflow.hits.prolific.provider import ProlificProvider, role_groups
+from turkflow.models import Role
 
 
 def launch_fee_percent(settings: Settings, provider: str, reward_cents: int) -> float:
@@ -49,20 +50,22 @@ def _asking(app: App, call: Callable[[], Any]) -> Any:
 
 
 def _refused(exc: api.ProlificError) -> str:
-    if exc.status in (401, 403):
+    if exc.prolific_status in (401, 403):
         return f"refused the token: {exc.detail}"
-    if exc.status == 0:
+    if exc.prolific_status == 0:
         return f"could not be reached: {exc.detail}"
-    return f"refused {exc.method} {exc.path} ({exc.status}): {exc.detail}"
+    return f"refused {exc.method} {exc.path} ({exc.prolific_status}): {exc.detail}"
 
 
 @click.group(context_settings=CONTEXT)
 def prolific() -> None:
-    """Your Prolific workspace: token, balance, participant groups, spend, test participants, webhooks.
+    """Your Prolific workspace: token, balance, onboarding, groups, spend, test participants, webhooks.
 
     \b
     turkflow runs one study per batch and role; each submission is one turn. First steps:
       export TURKFLOW_PROLIFIC_TOKEN=... TURKFLOW_PROLIFIC_WORKSPACE_ID=...
+      turkflow prolific onboarding --role student --reward 0.50
+      turkflow prolific onboarding --role teacher --reward 0.50
       turkflow prolific check
       turkflow batch launch --provider prolific --all -n 2 --max-turns 6 --dry-run
     """
@@ -96,18 +99,22 @@ def prolific_check(app: App) -> None:
         groups_of_roles = role_groups(settings.prolific_role_groups)
     except ValueError as bad:
         raise CommandError(str(bad)) from None
-    try:
-        with app.session() as session:
+    with app.session() as session:
+        allowed = {role: provider.allow_group(session, role) for role in Role}
+        try:
             provider.check_onboarding_gate(session, live=True)
-    except ProviderError as gate:
-        problems.append(str(gate))
-    for role in ("student", "teacher"):
+        except ProviderError as gate:
+            problems.append(str(gate))
+    for role in Role:
         group = groups_of_roles.get(role)
-        if group is None:
-            click.echo(f"{role}s: no allow-list group (TURKFLOW_PROLIFIC_ROLE_GROUPS): anyone on Prolific "
-                       "may take part")
+        if group is None and allowed[role] is None:
+            click.echo(f"{role}s: no onboarding study yet (`turkflow prolific onboarding --role {role}`)")
+        elif group is None:
+            name = groups.get(allowed[role], {}).get("name", "")
+            click.echo(f"{role}s: onboarding study; passing it adds to participant group \"{name}\" "
+                       f"({allowed[role]}), which their studies admit")
         elif group in groups:
-            click.echo(f"{role}s: participant group \"{groups[group]['name']}\" ({group})")
+            click.echo(f"{role}s: hand-made participant group \"{groups[group]['name']}\" ({group})")
         else:
             problems.append(f"TURKFLOW_PROLIFIC_ROLE_GROUPS names {group} for {role}s, not a group of this "
                             "workspace (`turkflow prolific groups` lists them)")
@@ -131,6 +138,43 @@ def prolific_check(app: App) -> None:
         click.echo(f"study links: {settings.public_url.rstrip('/')}/prolific/turn")
     if problems:
         raise CommandError("; ".join(problems))
+
+
+@prolific.command("onboarding", context_settings=CONTEXT)
+@click.option("--role", type=click.Choice([role.value for role in Role]), required=True,
+              help="The role whose onboarding study to set up.")
+@click.option("--reward", type=Dollars(), required=True, metavar="AMOUNT",
+              help="What the study pays each participant, pass or fail (e.g. 0.50, workspace currency).")
+@click.option("--places", type=click.IntRange(1), default=50, show_default=True,
+              help="How many participants may take it.")
+@click.option("--minutes", type=click.IntRange(1), default=3, show_default=True,
+              help="Minutes the quiz takes, as the study tells participants (and as Prolific judges pay).")
+@pass_app
+def prolific_onboarding(app: App, role: str, reward: int, places: int, minutes: int) -> None:
+    """Set up and publish the role's onboarding study: turkflow's quiz for that role, taken once.
+
+    Passing sends the participant back to Prolific with a code that adds them to the role's participant
+    group (the hand-made one in TURKFLOW_PROLIFIC_ROLE_GROUPS, else one turkflow makes); the role's turn
+    studies admit only that group, and the turn page refuses anyone who has not passed. Failing approves
+    the submission without adding them. Run it before launching a batch; running it again makes nothing
+    twice (it finishes a set-up that was interrupted, and shows the study).
+    """
+    settings = app.settings
+    least = money.least_reward_cents(settings.prolific_min_hourly_cents, minutes)
+    if reward < least:
+        raise CommandError(f"--reward {_amount(reward)} is below Prolific's minimum pay: at least "
+                           f"{_amount(least)} ({_amount(settings.prolific_min_hourly_cents)} an hour at "
+                           f"{minutes} minutes)")
+    provider = _provider(app)
+    with app.session(create=True) as session:
+        row, status = _asking(app, lambda: provider.set_up_onboarding(
+            session, role, reward_cents=reward, places=places, estimated_minutes=minutes))
+    study = _asking(app, lambda: api.get_study(provider.client, row.study_id))
+    click.echo(f"{role} onboarding study {row.study_id} ({status.lower()}): reward "
+               f"{_amount(study.get('reward'))}, {study.get('places_taken') or 0} of "
+               f"{study.get('total_available_places')} places taken; quiz at {provider.onboarding_url(role)}")
+    click.echo(f"passing adds participants to group {row.group_id}, which {role} turn studies admit; "
+               "failing approves the submission without adding them")
 
 
 @prolific.command("groups", context_settings=CONTEXT)

@@ -148,8 +148,9 @@ class Settings(BaseSettings):
         20, ge=1, description="Minutes a participant has for one turn before Prolific times the submission out "
                               "and the turn goes back to the pool.")
     prolific_role_groups: str = Field(
-        "", description="Participant groups each role's study admits, `student=<group id>,teacher=<group id>` "
-                        "(e.g. those who passed a screening study); a role not named admits anyone.")
+        "", description="Hand-made participant groups each role's studies admit, `student=<group id>,teacher="
+                        "<group id>`, whose members count as onboarded; a role not named uses the group its "
+                        "onboarding study (`turkflow prolific onboarding`) adds those who pass to.")
     prolific_study_name: str = Field("Write the next message of a how-to chat (one turn)",
                                      description="Prolific study title; the role is added in front.")
     prolific_study_description: str = Field(

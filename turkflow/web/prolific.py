@@ -1,4 +1,5 @@
-"""The Prolific entry to the turn page, ``/prolific/turn``, and Prolific's webhook, ``/prolific/webhook``.
+"""The Prolific entry to the turn page, ``/prolific/turn``, to a role's onboarding quiz,
+``/prolific/onboarding``, and Prolific's webhook, ``/prolific/webhook``.
 
 A study's URL is ``/prolific/turn?b=<batch>&r=<role>`` with Prolific's ``PROLIFIC_PID``, ``STUDY_ID`` and
 ``SESSION_ID`` added. A new submission is checked with Prolific before anything is stored; it then takes
@@ -6,6 +7,10 @@ the next waiting turn of the study's role, and the page carries a token signed f
 submission (no cookie is needed). The answers go through ``lifecycle.submit_turn`` and the same Celery
 task as every other turn, and the participant is sent back to Prolific with the study's completion code.
 The steps are ``turkflow.hits.prolific.pages``; the page is the worker blueprint's ``render_turn``.
+
+An onboarding study's URL is ``/prolific/onboarding?r=<role>`` with the same three ids: the role's quiz
+(the one local workers take), graded once, then back to Prolific with the passing code, whose action adds
+the participant to the group the role's turn studies admit, or the failing one, which does not.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from sqlmodel import Session
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
-from turkflow.hits import lifecycle
+from turkflow.hits import lifecycle, onboarding
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Hit, Turn, Worker
 from turkflow.web import id_arg
@@ -69,7 +74,7 @@ def turn() -> Any:
         assignment = pages.assignment_of(session, study, submission_id, participant_id)
         taken = assignment is None
         if taken:
-            worker = pages.participant(session, participant_id, role)
+            worker = pages.participant(session, participant_id, role, _provider().vouched_by_group(role))
             assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id,
                                               settings.prolific_max_minutes * 60)
         if assignment is None:
@@ -125,6 +130,59 @@ def submit() -> Any:
     if created:
         queue_next_turn(turn_id, worker)
     return _back_to_prolific(batch_id, role)
+
+
+@bp.get("/onboarding")
+def onboarding_quiz() -> Any:
+    """The role's onboarding quiz, reached from the role's onboarding study (``turkflow prolific
+    onboarding``): the submission is checked with Prolific before the quiz is shown, as a turn's is."""
+    settings = _settings()
+    role, participant_id, study_id, submission_id = _onboarding_link()
+    with session_scope(settings.database_url) as session:
+        pages.onboarding_study_of_link(session, role, study_id)
+        passed = pages.onboarding_outcome(session, participant_id, role)
+    if passed is not None:
+        return _onboarding_done(role, passed)
+    _provider().check_submission(study_id, submission_id, participant_id)
+    token = pages.onboarding_token(settings.secret_key, participant_id, submission_id, role)
+    return render_template("onboarding.html", quiz=onboarding.quiz_for(role), answers={}, result=None,
+                           form_action=request.full_path, hidden={FORM_TOKEN: token})
+
+
+@bp.post("/onboarding")
+def onboarding_grade() -> Any:
+    """Graded once; the participant goes back to Prolific with the passing code (which adds them to the
+    role's group) or the other one."""
+    settings = _settings()
+    role, participant_id, study_id, submission_id = _onboarding_link()
+    answers = {name: value for name, value in request.form.items() if name != FORM_TOKEN}
+    pages.check_onboarding_token(settings.secret_key, request.form.get(FORM_TOKEN, ""), participant_id,
+                                 submission_id, role)
+    with session_scope(settings.database_url) as session:
+        pages.onboarding_study_of_link(session, role, study_id)
+        passed = pages.onboarding_outcome(session, participant_id, role)
+    if passed is None:
+        _provider().check_submission(study_id, submission_id, participant_id)
+        with session_scope(settings.database_url) as session:
+            passed = pages.grade_onboarding(session, participant_id, role, answers,
+                                            settings.onboarding_pass_percent)
+    return _onboarding_done(role, passed)
+
+
+def _onboarding_link() -> tuple[str, str, str, str]:
+    """The quiz link's role, and Prolific's participant, study and submission ids (checked)."""
+    role = request.args.get("r", "")
+    if role not in onboarding.QUIZZES:
+        raise InvalidInput(f"expected one of {', '.join(onboarding.QUIZZES)}, got {role[:40]!r}", "r")
+    args = request.args
+    participant_id, study_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID")
+    submission_id = args.get("SESSION_ID")
+    pages.check_ids(participant_id, study_id, submission_id)
+    return role, participant_id, study_id, submission_id
+
+
+def _onboarding_done(role: str, passed: bool) -> Response:
+    return redirect(api.completion_url(_provider().onboarding_code(role, passed)), 303)
 
 
 def _please_return(headline: str, reason: str) -> Response:

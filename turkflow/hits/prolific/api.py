@@ -2,10 +2,10 @@
 
 Each function takes a ``ProlificClient`` and plain values and returns Prolific's JSON as it came (the
 field names are Prolific's, documented in ``../shared/prolific/publicapi.yaml``). Nothing here retries:
-a refused or failed call raises ``ProlificError`` and the caller (a Celery task with bounded backoff)
-decides. That matters for the one call that is not idempotent, ``pay_bonus_payments``: a blind retry
-would pay twice, so the provider records its intent first and reconciles from Prolific's state before
-ever calling it again (see README.md).
+a refused or failed call raises ``ProlificError`` (a ``turkflow.errors.ProviderError``, the only import
+from turkflow) and the caller (a Celery task with bounded backoff) decides. That matters for the one call
+that is not idempotent, ``pay_bonus_payments``: a blind retry would pay twice, so the provider records its
+intent first and reconciles from Prolific's state before ever calling it again (see README.md).
 
 Money: ``reward`` and every amount Prolific returns are in the study currency's minor unit (pence or
 cents); only the bonus CSV takes a decimal amount ("1.50"), which ``bonus_csv`` writes from cents.
@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 import requests
 from urllib3.exceptions import ConnectTimeoutError  # also the base of "connection refused"
 
+from turkflow.errors import ProviderError
+
 DEFAULT_BASE_URL = "https://api.prolific.com"
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc="
 # Prolific fills these in when it sends a participant to the study URL.
@@ -37,16 +39,33 @@ MAX_BONUSES_PER_REQUEST = 200
 MAX_APPROVALS_PER_REQUEST = 1000
 
 
-class ProlificError(Exception):
-    """Prolific refused or failed a request; ``status`` is the HTTP status (0: no answer at all).
+class ProlificError(ProviderError):
+    """Prolific refused or failed a request: a ``ProviderError``, so the web's one error handler and the CLI's
+    one wrapper say so in the user's words (a page or JSON with 503 when Prolific could not be reached or
+    failed, so trying again later may work; 502 when it refused the request).
 
-    ``sent`` is False only when no connection was ever made, so the request cannot have had an effect;
-    after a read timeout or a 5xx it may have, which matters for the one call that is not idempotent.
+    ``prolific_status`` is Prolific's HTTP status (0: no answer at all); ``status`` is ours, as for every
+    ``TurkflowError``. ``sent`` is False only when no connection was ever made, so the request cannot have
+    had an effect; after a read timeout or a 5xx it may have, which matters for the one call that is not
+    idempotent.
     """
 
     def __init__(self, method: str, path: str, status: int, detail: str, sent: bool = True):
-        self.method, self.path, self.status, self.detail, self.sent = method, path, status, detail, sent
-        super().__init__(f"Prolific {method} {path} failed ({status or 'no answer'}): {detail}")
+        self.method, self.path, self.detail, self.sent = method, path, detail, sent
+        self.prolific_status = status
+        self.status = 503 if status == 0 or status == 429 or status >= 500 else 502
+        if status == 0:
+            message = (f"Prolific could not be reached ({method} {path}: no answer: {detail}); "
+                       "try again in a minute")
+        elif self.status == 503:
+            message = (f"Prolific could not be reached ({method} {path} failed with {status}: {detail}); "
+                       "try again in a minute")
+        else:
+            message = f"Prolific refused {method} {path} ({status}): {detail}"
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a Celery result or retry carries it pickled
+        return type(self), (self.method, self.path, self.prolific_status, self.detail, self.sent)
 
 
 class InvalidSignature(Exception):
@@ -130,36 +149,49 @@ def completion_url(code: str) -> str:
     return COMPLETE_URL + code
 
 
-def study_body(*, name: str, description: str, page_url: str, completion_code: str, reward_cents: int,
-               places: int, estimated_minutes: int, internal_name: str, maximum_minutes: Optional[int] = None,
-               allow_groups: Iterable[str] = (), block_groups: Iterable[str] = (),
-               project: Optional[str] = None, auto_approve: bool = False) -> dict[str, Any]:
+def completion_code_item(code: str, *actions: Mapping[str, Any], code_type: str = "COMPLETED"
+                         ) -> dict[str, Any]:
+    """One of a study's completion codes: what Prolific does when a participant comes back with it (e.g.
+    ``{"action": "ADD_TO_PARTICIPANT_GROUP", "participant_group": <id>}``)."""
+    return {"code": code, "code_type": code_type, "actions": [dict(action) for action in actions]}
+
+
+def study_body(*, name: str, description: str, page_url: str, completion_code: Optional[str] = None,
+               reward_cents: int, places: int, estimated_minutes: int, internal_name: str,
+               maximum_minutes: Optional[int] = None, allow_groups: Iterable[str] = (),
+               block_groups: Iterable[str] = (), project: Optional[str] = None, auto_approve: bool = False,
+               completion_codes: Optional[list[dict[str, Any]]] = None,
+               submissions_per_participant: int = -1) -> dict[str, Any]:
     """A draft study that one participant may submit any number of times, one submission per turn.
 
     ``internal_name`` (never shown to participants, listed by ``list_studies``) is how a retried creation
     finds the draft an earlier attempt made. Submissions wait for our review (``MANUALLY_REVIEW``) unless
     ``auto_approve``. Participant groups are the allow list (who may take part) and the block list.
+    ``completion_codes`` (built with ``completion_code_item``) replace the single ``completion_code``, and
+    ``submissions_per_participant`` the any-number-of-times (an onboarding study allows one).
     """
     filters = [{"filter_id": filter_id, "selected_values": list(groups)}
                for filter_id, groups in (("participant_group_allowlist", tuple(allow_groups)),
                                          ("participant_group_blocklist", tuple(block_groups))) if groups]
+    if completion_codes is None:
+        if completion_code is None:
+            raise ValueError("a study needs a completion_code or completion_codes")
+        review = {"action": "AUTOMATICALLY_APPROVE" if auto_approve else "MANUALLY_REVIEW"}
+        completion_codes = [completion_code_item(completion_code, review)]
     body: dict[str, Any] = {
         "name": name,
         "internal_name": internal_name,
         "description": description,
         "external_study_url": study_url(page_url),
         "prolific_id_option": "url_parameters",
-        "completion_codes": [{
-            "code": completion_code, "code_type": "COMPLETED",
-            "actions": [{"action": "AUTOMATICALLY_APPROVE" if auto_approve else "MANUALLY_REVIEW"}],
-        }],
+        "completion_codes": completion_codes,
         "estimated_completion_time": estimated_minutes,
         "reward": reward_cents,
         "total_available_places": places,
         "device_compatibility": ["desktop", "tablet", "mobile"],
         "peripheral_requirements": [],
         "filters": filters,
-        "submissions_config": {"max_submissions_per_participant": -1},
+        "submissions_config": {"max_submissions_per_participant": submissions_per_participant},
     }
     if maximum_minutes is not None:
         body["maximum_allowed_time"] = maximum_minutes

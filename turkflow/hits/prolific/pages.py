@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.db import savepoint
 from turkflow.errors import Forbidden
-from turkflow.hits import lifecycle
+from turkflow.hits import lifecycle, onboarding
 from turkflow.hits.prolific.provider import PROVIDER, worker_external_id
 from turkflow.models import (
     Assignment,
@@ -32,9 +32,11 @@ from turkflow.models import (
     Conversation,
     Hit,
     HitStatus,
+    ProlificOnboarding,
     ProlificStudy,
     Turn,
     Worker,
+    WorkerStatus,
     utcnow,
 )
 
@@ -97,11 +99,15 @@ def assignment_of(session: Session, study: ProlificStudy, submission_id: str,
     return assignment
 
 
-def participant(session: Session, participant_id: str, role: str) -> Worker:
-    """The participant as our worker, joining with the study's role: a participant holds one role for the
-    whole collection. They come onboarded, because Prolific only lets the role's allow-list group in."""
+def participant(session: Session, participant_id: str, role: str, vouched: bool) -> Worker:
+    """The participant as our worker, who must have passed the role's onboarding study (then they are a
+    worker already, onboarded) unless the role's hand-made allow-list group vouches for them (``vouched``:
+    Prolific lets only its members in, so they join onboarded). A participant holds one role for the
+    whole collection."""
     external_id = worker_external_id(participant_id)
     worker = session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    if worker is None and not vouched:
+        raise Forbidden(not_onboarded(role))
     if worker is None:
         worker = Worker(external_id=external_id, role=role, onboarded=True)
         try:
@@ -111,8 +117,80 @@ def participant(session: Session, participant_id: str, role: str) -> Worker:
         except IntegrityError:  # the same link opened twice at once
             return session.exec(select(Worker).where(Worker.external_id == external_id)).one()
         events.record(session, "worker_joined", "provider", worker_id=worker.id, role=role, provider=PROVIDER)
+    if worker.role == role and worker.status == WorkerStatus.active and not worker.onboarded:
+        raise Forbidden(not_onboarded(role))
     lifecycle.check_can_work(worker, role)
     return worker
+
+
+def not_onboarded(role: str) -> str:
+    return (f"you have not passed the {role} onboarding quiz: only participants who passed it may write "
+            f"{role} turns. Please return this submission on Prolific")
+
+
+# ---- the onboarding study -------------------------------------------------------------------------------
+
+
+def onboarding_study_of_link(session: Session, role: str, study_id: str) -> ProlificOnboarding:
+    """The role's onboarding study, which must be the study Prolific says the participant came from."""
+    row = session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role)).first()
+    if row is None or row.study_id != study_id:
+        raise Forbidden("this link does not belong to that Prolific onboarding study")
+    return row
+
+
+def onboarding_outcome(session: Session, participant_id: str, role: str) -> Optional[bool]:
+    """Whether the participant passed the role's quiz already (None: not graded yet). The quiz is graded
+    once: Prolific lets a participant take the onboarding study once, and a second try within the same
+    submission gets the first answer's code again. A participant of another role is refused."""
+    external_id = worker_external_id(participant_id)
+    worker = session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    if worker is None:
+        return None
+    if worker.role != role:
+        raise Forbidden(f"this quiz is for {role}s; you are registered as a {worker.role}")
+    return worker.onboarded
+
+
+def grade_onboarding(session: Session, participant_id: str, role: str, answers: dict[str, str],
+                     pass_percent: int) -> bool:
+    """Grade the participant's quiz and record them as our worker of that role, onboarded if they passed
+    (a failed one stays a worker who is not onboarded, so the turn page refuses them); True if passed."""
+    known = onboarding_outcome(session, participant_id, role)
+    if known is not None:
+        return known
+    result = onboarding.grade(onboarding.quiz_for(role), answers, pass_percent)
+    worker = Worker(external_id=worker_external_id(participant_id), role=role, onboarded=result.passed)
+    try:
+        with savepoint(session):
+            session.add(worker)
+            session.flush()
+    except IntegrityError:  # the same form sent twice at once: the first grade stands
+        return bool(onboarding_outcome(session, participant_id, role))
+    events.record(session, "worker_joined", "provider", worker_id=worker.id, role=role, provider=PROVIDER)
+    events.record(session, "onboarding_graded", f"worker:{worker.id}", worker_id=worker.id, role=role,
+                  score=result.score, passed=result.passed, wrong=result.wrong, provider=PROVIDER)
+    return result.passed
+
+
+def _onboarding_signer(secret_key: str) -> URLSafeSerializer:
+    return URLSafeSerializer(secret_key, salt="turkflow-prolific-onboarding")
+
+
+def onboarding_token(secret_key: str, participant_id: str, submission_id: str, role: str) -> str:
+    """Carried in the quiz form, as ``page_token`` is in a turn's: the POST comes from the quiz we served
+    this participant for this submission."""
+    return _onboarding_signer(secret_key).dumps([participant_id, submission_id, role])
+
+
+def check_onboarding_token(secret_key: str, token: str, participant_id: str, submission_id: str,
+                           role: str) -> None:
+    try:
+        signed = _onboarding_signer(secret_key).loads(token or "")
+    except BadSignature:
+        raise Forbidden("this form was not issued by turkflow; open the study again from Prolific") from None
+    if signed != [participant_id, submission_id, role]:
+        raise Forbidden("this form was issued for another participant or submission")
 
 
 def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, submission_id: str,

@@ -34,6 +34,7 @@ from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import lifecycle
+from turkflow.hits import onboarding
 from turkflow.hits.prolific import api
 from turkflow.hits.provider import CrowdProvider, HitCheck
 from turkflow.protocol import get_protocol
@@ -47,6 +48,7 @@ from turkflow.models import (
     Conversation,
     Hit,
     HitStatus,
+    ProlificOnboarding,
     ProlificStudy,
     Role,
     Turn,
@@ -103,6 +105,29 @@ class ProlificProvider(CrowdProvider):
 
     def page_url(self, batch_id: int, role: str) -> str:
         return f"{self.settings.public_url.rstrip('/')}/prolific/turn?b={batch_id}&r={role}"
+
+    def onboarding_code(self, role: str, passed: bool) -> str:
+        """The code the onboarding quiz sends a participant back with: the passing one adds them to the
+        role's group (``ADD_TO_PARTICIPANT_GROUP``), the other only approves their submission."""
+        key = self.settings.secret_key.encode()
+        text = f"prolific onboarding {role} {'passed' if passed else 'failed'}"
+        return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:10].upper()
+
+    def onboarding_url(self, role: str) -> str:
+        return f"{self.settings.public_url.rstrip('/')}/prolific/onboarding?r={role}"
+
+    def vouched_by_group(self, role: str) -> bool:
+        """True when a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS) admits the role's participants: then
+        Prolific's allow list alone stands for onboarding, and a new participant arrives onboarded."""
+        return role in role_groups(self.settings.prolific_role_groups)
+
+    def allow_group(self, session: Session, role: str) -> Optional[str]:
+        """The group a role's turn studies admit: the hand-made one, else the onboarding study's."""
+        configured = role_groups(self.settings.prolific_role_groups).get(role)
+        if configured:
+            return configured
+        row = _onboarding_row(session, role)
+        return row.group_id if row is not None else None
 
     # -- turns --
 
@@ -169,7 +194,7 @@ class ProlificProvider(CrowdProvider):
         try:
             return api.transition_study(self.client, study_id, action)["status"]
         except api.ProlificError as exc:
-            if exc.status != 400:
+            if exc.prolific_status != 400:
                 raise
             return api.get_study(self.client, study_id)["status"]
 
@@ -194,7 +219,8 @@ class ProlificProvider(CrowdProvider):
                     own.rollback()
         name = self.internal_name(batch.id, role)
         drafts = self._studies_named(name)
-        made = drafts[0]["id"] if drafts else self._create_study(batch, role, name)["id"]
+        allowed = self.allow_group(session, role)
+        made = drafts[0]["id"] if drafts else self._create_study(batch, role, name, allowed)["id"]
         if self.settings.prolific_test_studies:  # the draft stays a draft; its test copy is the study
             made = api.create_test_study(self.client, made)["study_id"]
         with Session(session.get_bind()) as own:
@@ -211,9 +237,8 @@ class ProlificProvider(CrowdProvider):
         return sorted((s for s in api.list_studies(self.client) if s.get("internal_name") == name),
                       key=lambda s: (s.get("date_created") or "", s["id"]))
 
-    def _create_study(self, batch: Batch, role: str, name: str) -> dict[str, Any]:
+    def _create_study(self, batch: Batch, role: str, name: str, allowed: Optional[str]) -> dict[str, Any]:
         settings = self.settings
-        allowed = role_groups(settings.prolific_role_groups).get(role)
         others = [other for other in get_protocol(batch.protocol).roles if other != role]
         body = api.study_body(
             name=f"{role.capitalize()}: {settings.prolific_study_name}",
@@ -234,7 +259,7 @@ class ProlificProvider(CrowdProvider):
         try:
             submission = api.get_submission(self.client, submission_id)
         except api.ProlificError as exc:
-            if exc.status in (400, 404):
+            if exc.prolific_status in (400, 404):
                 raise Forbidden("Prolific knows no such submission") from None
             raise
         if submission.get("participant") != participant_id or submission.get("study_id") != study_id:
@@ -271,7 +296,7 @@ class ProlificProvider(CrowdProvider):
         try:
             api.transition_submission(self.client, assignment.external_id, "APPROVE")
         except api.ProlificError as exc:
-            if exc.status != 400:
+            if exc.prolific_status != 400:
                 raise
             status = api.get_submission(self.client, assignment.external_id)["status"]
             if status in ("RESERVED", "ACTIVE"):
@@ -303,7 +328,7 @@ class ProlificProvider(CrowdProvider):
         try:
             api.pay_bonus_payments(self.client, bulk["id"])
         except api.ProlificError as exc:
-            if not exc.sent or 400 <= exc.status < 500:  # certainly not paid: let a retry pay it
+            if not exc.sent or 400 <= exc.prolific_status < 500:  # certainly not paid: let a retry pay it
                 _release(session, bonus.id)
             raise
         events.record(session, "prolific_bonus_sent", "provider", bonus_id=bonus.id, bulk_id=bulk["id"],
@@ -312,13 +337,80 @@ class ProlificProvider(CrowdProvider):
     # -- participants --
 
     def check_onboarding_gate(self, session: Session, live: bool) -> None:
-        """A role's study admits only the participant group TURKFLOW_PROLIFIC_ROLE_GROUPS names for it (e.g.
-        those who passed a screening study); a role without one admits anyone."""
-        groups = role_groups(self.settings.prolific_role_groups)
-        missing = [role for role in (Role.student, Role.teacher) if role not in groups]
+        """A role's turn studies admit the group its onboarding study adds those who pass to (``turkflow
+        prolific onboarding``), or a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS); without either, our
+        turn page refuses every new participant of the role."""
+        missing = [role for role in (Role.student, Role.teacher) if not self.vouched_by_group(role)
+                   and _onboarding_row(session, role) is None]
         if missing:
-            raise ProviderError(f"TURKFLOW_PROLIFIC_ROLE_GROUPS names no participant group for "
-                                f"{' or '.join(missing)}: its study admits anyone")
+            roles = " or ".join(f"{role}s" for role in missing)
+            raise ProviderError(f"no onboarding study for {roles}: run `turkflow prolific onboarding --role "
+                                f"{missing[0]}` (or name hand-made groups in TURKFLOW_PROLIFIC_ROLE_GROUPS); "
+                                "until then nobody can take their turns")
+
+    def set_up_onboarding(self, session: Session, role: str, *, reward_cents: int, places: int,
+                          estimated_minutes: int) -> tuple[ProlificOnboarding, str]:
+        """The role's onboarding study, made once: returns its row and Prolific's status.
+
+        As with a batch role's study, the ``ProlificOnboarding`` row is written (and committed) first; the
+        group (the hand-made one, else our role group, found by name or created) and then the study (a draft
+        an interrupted attempt left is found by ``internal_name``) are recorded on it as Prolific makes them,
+        so running this again finishes an interrupted set-up and makes nothing twice. The study's URL is our
+        onboarding quiz; its passing code adds the participant to the group, and both codes approve the
+        submission (the quiz is paid whether passed or not). Participants of another role, or blocked, are
+        kept out; each participant takes it once.
+        """
+        quiz = onboarding.quiz_for(role)
+        bind = session.get_bind()
+        with Session(bind) as own:
+            if _onboarding_row(own, role) is None:
+                try:
+                    own.add(ProlificOnboarding(role=role))
+                    own.commit()
+                except IntegrityError:
+                    own.rollback()
+            row = _onboarding_row(own, role)
+            group_id = row.group_id or role_groups(self.settings.prolific_role_groups).get(role) \
+                or self.role_group(role)
+            own.execute(update(ProlificOnboarding).where(ProlificOnboarding.role == role,
+                                                         col(ProlificOnboarding.group_id).is_(None))
+                        .values(group_id=group_id))
+            own.commit()
+            own.refresh(row)
+            group_id, study_id = row.group_id, row.study_id
+        if study_id is None:
+            name = f"turkflow {self.install} onboarding {role}"
+            drafts = self._studies_named(name)
+            others = [other for other in (Role.student, Role.teacher) if other != role]
+            made = drafts[0]["id"] if drafts else api.create_study(self.client, api.study_body(
+                name=quiz.title, description=f"{quiz.intro} One attempt; paid whether you pass or not.",
+                page_url=self.onboarding_url(role), reward_cents=reward_cents, places=places,
+                estimated_minutes=estimated_minutes, internal_name=name,
+                block_groups=[self.blocked_group(), *(self.role_group(other) for other in others)],
+                project=self.settings.prolific_project_id or None, submissions_per_participant=1,
+                completion_codes=self._onboarding_codes(role, group_id)))["id"]
+            if self.settings.prolific_test_studies:
+                made = api.create_test_study(self.client, made)["study_id"]
+            with Session(bind) as own:
+                own.execute(update(ProlificOnboarding).where(ProlificOnboarding.role == role,
+                                                             col(ProlificOnboarding.study_id).is_(None))
+                            .values(study_id=made))
+                own.commit()
+            events.record(session, "prolific_onboarding_created", "provider", role=role, study_id=made,
+                          group_id=group_id)
+            log.info("created Prolific onboarding study %s for %ss (group %s)", made, role, group_id)
+        with Session(bind) as own:
+            row = _onboarding_row(own, role)
+        status = api.get_study(self.client, row.study_id)["status"]
+        if status == "UNPUBLISHED":
+            status = api.transition_study(self.client, row.study_id, "PUBLISH")["status"]
+        return row, status
+
+    def _onboarding_codes(self, role: str, group_id: str) -> list[dict[str, Any]]:
+        approve = {"action": "AUTOMATICALLY_APPROVE"}
+        joins = {"action": "ADD_TO_PARTICIPANT_GROUP", "participant_group": group_id}
+        return [api.completion_code_item(self.onboarding_code(role, True), approve, joins),
+                api.completion_code_item(self.onboarding_code(role, False), approve, code_type="OTHER")]
 
     def soft_block(self, session: Session, worker: Worker, reason: str) -> None:
         """The block-list group every study of ours lists as a filter; the membership applies to published
@@ -379,7 +471,7 @@ class ProlificProvider(CrowdProvider):
             try:
                 api.confirm_webhook_subscription(self.client, subscription["id"], hook_secret)
             except api.ProlificError as exc:
-                if exc.status != 400:
+                if exc.prolific_status != 400:
                     raise
                 continue
             confirmed.append(subscription["id"])
@@ -455,6 +547,10 @@ def _release(session: Session, bonus_id: int) -> None:
         own.execute(update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending)
                     .values(pay_claimed_at=None, external_id=None))
         own.commit()
+
+
+def _onboarding_row(session: Session, role: str) -> Optional[ProlificOnboarding]:
+    return session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role)).first()
 
 
 def _study_row(session: Session, batch_id: int, role: str) -> Optional[ProlificStudy]:

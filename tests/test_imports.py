@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HITS = ROOT / "turkflow" / "hits"
 PLATFORMS = sorted(p.name for p in HITS.iterdir() if (p / "__init__.py").exists())
 FRAMEWORKS = ("flask", "celery", "click", "workers", "turkflow.pipeline")
-SUBCOMMAND_MODULES = ("turkflow/cli_mturk.py", "turkflow/cli_review.py", "turkflow/cli_dataset.py",
-                      "turkflow/simulator/cli.py")
+SUBCOMMAND_MODULES = ("turkflow/cli_mturk.py", "turkflow/cli_prolific.py", "turkflow/cli_review.py",
+                      "turkflow/cli_dataset.py", "turkflow/simulator/cli.py")
 
 
 def modules() -> dict[str, list[str]]:
@@ -50,7 +50,7 @@ def platform_of(module: str) -> str | None:
 
 
 def test_the_platform_folders_are_found():
-    assert {"local", "mturk"} <= set(PLATFORMS)
+    assert {"local", "mturk", "prolific"} <= set(PLATFORMS)
 
 
 @pytest.mark.parametrize("package", ["turkflow/hits/", "turkflow/quality/"])

@@ -4,6 +4,7 @@ fake Prolific (every request and response checked against Prolific's OpenAPI des
 from __future__ import annotations
 
 import re
+import socket
 
 import pytest
 from click.testing import CliRunner
@@ -114,6 +115,18 @@ def test_launch_on_prolific_asks_before_spending_real_money(turkflow, fake_proli
                         "-n", "1", "--reward", "0.50", input="n\n")
     assert declined.exit_code == 1 and "Publish on Prolific, paying up to" in declined.stdout
     assert fake_prolific.studies == {}
+
+
+def test_launch_while_prolific_cannot_be_reached_is_one_line_and_cancels_the_batch(turkflow, settings):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    result = turkflow("batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                      "-n", "1", "--reward", "0.50", "-y", prolific_base_url=nowhere)
+    assert result.exit_code == 1
+    assert "Prolific could not be reached" in one_line(result.stderr) and "is cancelled" in result.stderr
+    with session_scope(settings.database_url) as s:
+        assert s.exec(select(Batch.status)).one() == "cancelled"
 
 
 def test_prolific_help_lists_every_command():

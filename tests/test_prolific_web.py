@@ -222,6 +222,29 @@ def test_prolific_down_during_the_submission_check_shows_a_clear_page_and_stores
     assert done.location == completion(providers, batch_id, "student")
 
 
+def test_a_dashboard_block_while_prolific_is_down_shows_a_clear_page_and_blocks_nobody(
+        settings, providers, client, fake_prolific, monkeypatch):
+    from tests.test_dashboard import csrf_token, sign_in
+    from turkflow.requesters import create_requester
+
+    batch_id = launch(settings, providers)
+    arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    with session_scope(settings.database_url) as s:
+        create_requester(s, "ada", "correct horse")
+        worker_id = s.exec(select(Worker.id).where(Worker.external_id == "prolific:p1")).one()
+    sign_in(client)
+
+    def unavailable(request, group_id):  # noqa: ANN001, ANN202
+        raise ApiError(503, "Service temporarily unavailable.")
+
+    monkeypatch.setattr(fake_prolific, "_add_members", unavailable)
+    token = csrf_token(client, f"/admin/workers/{worker_id}")
+    page = client.post(f"/admin/workers/{worker_id}/block", data={"csrf_token": token, "note": "spam"})
+    assert page.status_code == 503 and "Prolific could not be reached" in page.text
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, worker_id).status == WorkerStatus.active
+
+
 def test_a_participant_who_finds_no_waiting_turn_is_asked_to_return_the_submission(
         settings, providers, client, fake_prolific):
     batch_id = launch(settings, providers)

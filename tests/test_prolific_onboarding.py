@@ -148,6 +148,8 @@ def test_setting_up_twice_makes_one_study_and_one_group_and_check_reports_it(
     first = set_up(turkflow, settings)
     assert set_up(turkflow, settings) == first
     assert len(fake_prolific.studies) == 1
+    more = turkflow("prolific", "onboarding", "--role", "student", "--reward", "0.50", "--places", "30")
+    assert more.exit_code == 0 and "0 of 30 places taken" in more.stdout  # places grow, nothing new
     assert [g.id for g in fake_prolific.groups.values() if "students" in g.name] == [first.group_id]
     teacher = set_up(turkflow, settings, "teacher")
     [blocks] = fake_prolific.studies[teacher.study_id].fields["filters"]

@@ -157,7 +157,7 @@ def prolific_onboarding(app: App, role: str, reward: int, places: int, minutes: 
     group (the hand-made one in TURKFLOW_PROLIFIC_ROLE_GROUPS, else one turkflow makes); the role's turn
     studies admit only that group, and the turn page refuses anyone who has not passed. Failing approves
     the submission without adding them. Run it before launching a batch; running it again makes nothing
-    twice (it finishes a set-up that was interrupted, and shows the study).
+    twice (it finishes a set-up that was interrupted, grows the study to --places, and shows it).
     """
     settings = app.settings
     least = money.least_reward_cents(settings.prolific_min_hourly_cents, minutes)

@@ -355,7 +355,8 @@ class ProlificProvider(CrowdProvider):
         As with a batch role's study, the ``ProlificOnboarding`` row is written (and committed) first; the
         group (the hand-made one, else our role group, found by name or created) and then the study (a draft
         an interrupted attempt left is found by ``internal_name``) are recorded on it as Prolific makes them,
-        so running this again finishes an interrupted set-up and makes nothing twice. The study's URL is our
+        so running this again finishes an interrupted set-up and makes nothing twice (it grows the study to
+        ``places`` if it has fewer). The study's URL is our
         onboarding quiz; its passing code adds the participant to the group, and both codes approve the
         submission (the quiz is paid whether passed or not). Participants of another role, or blocked, are
         kept out; each participant takes it once.
@@ -401,7 +402,10 @@ class ProlificProvider(CrowdProvider):
             log.info("created Prolific onboarding study %s for %ss (group %s)", made, role, group_id)
         with Session(bind) as own:
             row = _onboarding_row(own, role)
-        status = api.get_study(self.client, row.study_id)["status"]
+        study = api.get_study(self.client, row.study_id)
+        status = study["status"]
+        if int(study.get("total_available_places") or 0) < places:  # places only ever grow
+            status = api.update_study(self.client, row.study_id, {"total_available_places": places})["status"]
         if status == "UNPUBLISHED":
             status = api.transition_study(self.client, row.study_id, "PUBLISH")["status"]
         return row, status

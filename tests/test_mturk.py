@@ -393,9 +393,10 @@ def test_an_expired_unanswered_hit_reopens_the_turn_as_a_new_hit(mturk_settings,
     accepted(mturk_settings, hit_id, mturk_id("3ASG", 1), "AWORKER1")  # and abandoned on MTurk
     hit_state(stubber, mturk_id("3HIT", 1), pending=0, expires_in=-timedelta(minutes=1))
     stubber.add_response("list_assignments_for_hit", {"Assignments": [], "NumResults": 0}, None)
-    expect_create_hit(stubber, hit_id + 1, "student", mturk_id("3HIT", 2))
     repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert repairs.hits_reopened == [hit_id + 1]
+    expect_create_hit(stubber, hit_id + 1, "student", mturk_id("3HIT", 2))
+    publish(mturk_settings, mturk_providers, hit_id + 1)  # what the queued publish task does
     with session_scope(mturk_settings.database_url) as s:
         old, new = s.get(Hit, hit_id), s.get(Hit, hit_id + 1)
         assert (old.status, new.status, new.attempt, new.turn_id) == (HitStatus.expired, HitStatus.open, 2, old.turn_id)
@@ -428,15 +429,47 @@ def test_the_reconciler_stores_a_submission_mturk_has_and_we_missed(mturk_settin
         "AssignmentStatus": "Submitted", "AcceptTime": now - timedelta(minutes=5), "SubmitTime": now,
         "Answer": answer_xml(form_answers({"intent": "request_items", "response": "What do I need?"})),
     }], "NumResults": 1}, None)
-    expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))  # the next turn opens
     repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert len(repairs.submissions_stored) == 1
+    stubber.assert_no_pending_responses()  # the reconciler itself opens nothing: it queues turn_submitted
+    expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))  # the next turn opens
+    pipeline.after_submission(mturk_settings, mturk_providers, repairs.submissions_stored[0])
     with session_scope(mturk_settings.database_url) as s:
         turn = s.get(Turn, repairs.submissions_stored[0])
         assert (turn.status, turn.text, turn.label) == (TurnStatus.submitted, "What do I need?", "request_items")
         assert s.exec(select(Assignment)).one().status == AssignmentStatus.submitted
         assert s.get(Hit, hit_id + 1).external_id == mturk_id("3HIT", 2)
         assert s.exec(select(Event).where(Event.kind == "missed_submission_stored")).one()
+    stubber.assert_no_pending_responses()
+
+
+def test_the_mturk_beat_task_sends_a_missed_submission_the_way_of_a_live_one(mturk_settings, mturk_providers,
+                                                                             stubber, mturk_celery):
+    """The reconciler stores what MTurk has and queues the live submission's task: through the real worker
+    the next turn opens on MTurk and the stored turn is reviewed once, as a submission through the page."""
+    from workers import mturk_tasks
+
+    _, (hit_id,) = launch(mturk_settings)
+    expect_create_hit(stubber, hit_id, "student", mturk_id("3HIT", 1))
+    publish(mturk_settings, mturk_providers, hit_id)
+    now = datetime.now(timezone.utc)
+    hit_state(stubber, mturk_id("3HIT", 1), pending=0)
+    stubber.add_response("list_assignments_for_hit", {"Assignments": [{
+        "AssignmentId": mturk_id("3ASG", 1), "WorkerId": "AWORKER1", "HITId": mturk_id("3HIT", 1),
+        "AssignmentStatus": "Submitted", "AcceptTime": now - timedelta(minutes=5), "SubmitTime": now,
+        "Answer": answer_xml(form_answers({"intent": "request_items", "response": "What do I need?"})),
+    }], "NumResults": 1}, None)
+    expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))
+    mturk_tasks.reconcile_mturk.delay()
+
+    def opened_and_reviewed():
+        with session_scope(mturk_settings.database_url) as s:
+            nxt, first = s.get(Hit, hit_id + 1), s.exec(select(Turn).where(Turn.index == 0)).one()
+            return nxt is not None and nxt.status == HitStatus.open and first.reviewed_at is not None
+
+    assert wait_until(opened_and_reviewed)
+    with session_scope(mturk_settings.database_url) as s:
+        assert len(s.exec(select(Event).where(Event.kind == "turn_reviewed")).all()) == 1
     stubber.assert_no_pending_responses()
 
 
@@ -448,7 +481,6 @@ def test_an_unreadable_mturk_submission_reopens_the_turn(mturk_settings, mturk_p
     stubber.add_response("list_assignments_for_hit", {"Assignments": [{
         "AssignmentId": mturk_id("3ASG", 1), "WorkerId": "AWORKER1", "HITId": mturk_id("3HIT", 1),
         "AssignmentStatus": "Submitted", "Answer": "<QuestionFormAnswers/>"}], "NumResults": 1}, None)
-    expect_create_hit(stubber, hit_id + 1, "student", mturk_id("3HIT", 2))
     repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert (repairs.unreadable, repairs.hits_reopened, repairs.submissions_stored) == ([hit_id], [hit_id + 1], [])
     with session_scope(mturk_settings.database_url) as s:
@@ -646,7 +678,6 @@ def test_a_throttled_hit_does_not_stop_the_reconcilers_round(mturk_settings, mtu
                              http_status_code=400, expected_params={"HITId": mturk_id("3HIT", 1)})
     hit_state(stubber, mturk_id("3HIT", 2), pending=0, expires_in=-timedelta(minutes=1))
     stubber.add_response("list_assignments_for_hit", {"Assignments": [], "NumResults": 0}, None)
-    expect_create_hit(stubber, hit_ids[1] + 1, "student", mturk_id("3HIT", 3))
     repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert (repairs.failed, repairs.hits_reopened) == ([hit_ids[0]], [hit_ids[1] + 1])
     stubber.assert_no_pending_responses()

@@ -279,11 +279,10 @@ class PlatformRepairs:
     submissions_stored: list[int] = field(default_factory=list)  # turn ids
     assignments_settled: list[int] = field(default_factory=list)
     assignments_abandoned: list[int] = field(default_factory=list)
-    hits_reopened: list[int] = field(default_factory=list)  # ids of the new HIT attempts, published
+    hits_reopened: list[int] = field(default_factory=list)  # ids of the new HIT attempts, to publish
     unreadable: list[int] = field(default_factory=list)  # HITs whose submission there could not be stored
     failed: list[int] = field(default_factory=list)  # HITs the platform could not be asked about this round
     approvals_due: list[int] = field(default_factory=list)  # assignment ids for the approve task
-    bonus_ids: list[int] = field(default_factory=list)  # bonuses the stored submissions earned, to pay
 
     def __bool__(self) -> bool:
         return any((self.submissions_stored, self.assignments_settled, self.assignments_abandoned,
@@ -292,9 +291,12 @@ class PlatformRepairs:
 
 def reconcile_platform(settings: Settings, providers: Providers, name: str,
                        now: Optional[datetime] = None) -> PlatformRepairs:
-    """Compare every open HIT of one platform with the platform's records, one HIT per transaction; then,
-    after commit, run for what it found the steps a live submission gets (open the next turn, review) and
-    publish reopened turns. Also lists the approvals that are due."""
+    """Compare every open HIT of one platform with the platform's records, one HIT per transaction, and list
+    what the caller queues: the stored submissions go to the same task a live submission goes to (open the
+    next turn, then review), the reopened turns' HITs to the publish task, the due approvals to the approve
+    task. Nothing after-submission runs here: one path for every submission, and a lost message is found
+    again by ``reconcile`` (a conversation whose next turn is not open, a turn not reviewed, a HIT not
+    published)."""
     now = now or utcnow()
     provider = providers.get(name)
     repairs = PlatformRepairs()
@@ -316,9 +318,7 @@ def reconcile_platform(settings: Settings, providers: Providers, name: str,
             repairs.unreadable.append(hit_id)
         if found.stored_turn_id is not None:
             repairs.submissions_stored.append(found.stored_turn_id)
-            repairs.bonus_ids += after_submission(settings, providers, found.stored_turn_id).bonus_ids
         if found.reopened_hit_id is not None:
-            publish(settings, providers, found.reopened_hit_id, name)
             repairs.hits_reopened.append(found.reopened_hit_id)
     return repairs
 

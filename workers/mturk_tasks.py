@@ -7,7 +7,7 @@ import logging
 from turkflow import pipeline
 from turkflow.hits.mturk import NotPayableYet
 from workers.app import celery_app, providers, settings
-from workers.tasks import RETRY, SWEEP_LIMITS, pay_bonus
+from workers.tasks import RETRY, SWEEP_LIMITS, publish_hit, turn_submitted
 
 log = logging.getLogger("turkflow.tasks.mturk")
 
@@ -29,11 +29,14 @@ def expire_hit(hit_id: int) -> None:
 
 @celery_app.task(**SWEEP_LIMITS)
 def reconcile_mturk() -> None:
-    """Beat: compare open HITs with MTurk, repair, and queue due approvals and earned bonuses."""
+    """Beat: compare open HITs with MTurk, repair, and queue what it found: a missed submission goes the way
+    of a live one (``turn_submitted``), a reopened turn is published, a due approval approved."""
     repairs = pipeline.reconcile_platform(settings(), providers(), "mturk")
+    for turn_id in repairs.submissions_stored:
+        turn_submitted.delay(turn_id)
+    for hit_id in repairs.hits_reopened:
+        publish_hit.delay(hit_id, "mturk")
     for assignment_id in repairs.approvals_due:
         approve_assignment.delay(assignment_id)
-    for bonus_id in repairs.bonus_ids:
-        pay_bonus.delay(bonus_id)
     if repairs:
         log.warning("MTurk reconciler repaired %s", repairs)

@@ -1,0 +1,1 @@
+"""STAR protocol foundation: task schemas, the knowledge base and reply suggestions (see README.md)."""

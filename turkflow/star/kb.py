@@ -2,12 +2,13 @@
 
 STAR does not ship rows: ``apis/dbs/<db>.json`` lists each column's type and domain, and STAR's server drew
 random rows at start-up (its api.py says 100, 1,000 for planes; the logged items carry ids up to 999 in every
-database, so the server that collected the data drew 1,000 everywhere, and so do we). We draw them the same way from a seeded random
-generator, so a database is the same on every machine and every run. ``query`` applies STAR's constraint
-semantics (a plain value means equality; ``api.is_one_of([...])`` and friends are predicates; several
-constraints on one field must all hold) and returns every match in id order, where STAR returned one match
-at random. Constraints arrive in STAR's logged form (``{"Day": "\\"Monday\\""}``, a Python expression) and
-are parsed, never evaluated: ``!`` expressions in the database files go through a small whitelist evaluator.
+database, so the server that collected the data drew 1,000 everywhere, and so do we). We draw them the
+same way from a seeded random generator, so a database is the same on every machine and every run.
+``query`` applies STAR's constraint semantics (a plain value means equality; ``api.is_one_of([...])`` and
+friends are predicates; several constraints on one field must all hold) and returns every match in id
+order, where STAR returned one match at random. Constraints arrive in STAR's logged form
+(``{"Day": "\\"Monday\\""}``, a Python expression) and are parsed, never evaluated: ``!`` expressions in
+the database files go through a small whitelist evaluator.
 """
 
 from __future__ import annotations

@@ -9,12 +9,13 @@ holding it returns it) and that its values lie in the database's domain (so our 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.star.kb import Column, KnowledgeBase
+from turkflow.star.suggestions import DialogState
 
 # outcomes of one logged query
 AGREES = "agrees"                # the logged item meets the constraints and fits the database
@@ -59,7 +60,8 @@ def _in_domain(column: Column, value: Any) -> bool:
     return True
 
 
-def check_query(kb: KnowledgeBase, api_name: str, constraints: Any, returned: Mapping[str, Any]) -> QueryCheck:
+def check_query(kb: KnowledgeBase, api_name: str, constraints: Any,
+                returned: Mapping[str, Any]) -> QueryCheck:
     """Judge one logged query against what STAR's knowledge base returned for it."""
     api = kb.api(api_name)
     try:
@@ -103,3 +105,39 @@ def check_dialogues(kb: KnowledgeBase, dialogues: Iterable[Mapping[str, Any]]) -
             check = check_query(kb, query["APIName"], query.get("Constraints") or [], returned)
             checks.append(QueryCheck(dialogue.get("DialogueID"), check.api, check.outcome, check.detail))
     return checks
+
+
+def states_before_picks(dialogue: Mapping[str, Any]) -> Iterator[tuple[DialogState, Mapping[str, Any]]]:
+    """For every Wizard ``pick_suggestion``, the state the wizard's page had just before it, from the log.
+
+    The draft is the text of the wizard's last ``request_suggestions`` since its previous reply (STAR ranked
+    on it); the item is the one the pick event shows as selected, else the last one returned.
+    """
+    state = DialogState()
+    events = dialogue["Events"]
+    for event in events:
+        agent, action = event.get("Agent"), event.get("Action")
+        if agent == "User" and action == "utter":
+            state = replace(state, user_text=event.get("Text") or "")
+        elif agent == "Wizard" and action == "query":
+            state = replace(state, queried=True, nothing_found=False)
+        elif agent == "KnowledgeBase" and action == "return_item":
+            item = event.get("Item")
+            state = replace(state, nothing_found=not item, item=_row(item) if item else state.item)
+        elif agent == "Wizard" and action in ("request_suggestions", "select_primary"):
+            item = event.get("PrimaryItem")
+            state = replace(state, draft=event.get("Text") or state.draft,
+                            item=_row(item) if item else state.item)
+        elif agent == "Wizard" and action == "pick_suggestion":
+            item = event.get("PrimaryItem")
+            before = replace(state, item=_row(item) if item else state.item)
+            yield before, event
+            label = event.get("ActionLabel")
+            state = replace(before, last_label=label, queried=False, nothing_found=False, draft="",
+                            used=(*before.used, label))
+        elif agent == "Wizard" and action == "utter":
+            state = replace(state, draft="")
+
+
+def _row(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k != "APIName"}

@@ -92,7 +92,7 @@ def _slots(path: Path, label: str, text: str) -> tuple[Slot, ...]:
     return tuple(found)
 
 
-def _start(path: Path, edges: Mapping[str, str], labels: list[str]) -> str:
+def _start(path: Path, edges: Mapping[str, str]) -> str:
     """STAR graphs begin at ``hello``; otherwise the first source node no edge leads to."""
     if "hello" in edges:
         return "hello"
@@ -124,7 +124,7 @@ def parse_schema(path: Path, document: object, name: Optional[str] = None) -> Ta
             if node not in templates:
                 raise InvalidDocument(f"{path}: graph node {node!r} has no reply")
     nodes = tuple(dict.fromkeys([*edges, *edges.values()]))
-    graph = Graph(dict(edges), nodes, _start(path, edges, list(templates)))
+    graph = Graph(dict(edges), nodes, _start(path, edges))
     folder = name or path.parent.name
     image = path.parent / f"{folder}.jpg"
     return TaskSchema(folder, document["task"], graph, templates, image if image.exists() else None, path)

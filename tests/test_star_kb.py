@@ -62,6 +62,9 @@ def test_is_not_wraps_a_condition_or_a_plain_value(kb):
     ([{"Day": '__import__("os").system("true")'}], "Day", "not a plain value"),
     ([{"City": '"Chicago"'}], "Day", "required"),
     ([{"Day": 'api.is_greater_than("Monday")'}], "Day", "compares numbers"),
+    ([{"Day": '"Funday"'}], "Day", "not one of the choices (Sunday, Monday"),
+    ([{"Day": '"Monday"'}, {"City": 'api.is_one_of(["Chicago","Atlantis"])'}], "City",
+     "'Atlantis' is not one"),
 ])
 def test_bad_constraints_are_a_domain_error_naming_the_field(kb, constraints, field, words):
     with pytest.raises(InvalidInput) as raised:

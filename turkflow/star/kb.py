@@ -26,6 +26,7 @@ from turkflow.errors import InvalidDocument, InvalidInput
 
 TEXT_TYPES = ("Categorical", "RequestType", "ShortString", "LongString", "CategoricalMultiple")
 SEARCH_FUNCTIONS = ("generic_sample", "plane_search")
+CHOICES = ("Categorical", "RequestType")  # a form's drop-down: every logged value is one of its choices
 FREE_TEXT = ("ShortString", "LongString")  # STAR's form logged digits typed here as a number: 639431
 ROWS = 1000
 
@@ -316,6 +317,10 @@ def _check_value(api: Api, constraint: Constraint) -> None:
             ok = True
         if not ok:
             raise InvalidInput(f"expected {expected}, got {value!r}", constraint.field)
+        if column.type in CHOICES and column.categories and value not in column.categories:
+            shown = ", ".join(str(c) for c in column.categories[:8])
+            more = ", ..." if len(column.categories) > 8 else ""
+            raise InvalidInput(f"{value!r} is not one of the choices ({shown}{more})", constraint.field)
     if constraint.op in ORDERING and column.type != "Integer":
         raise InvalidInput(f"api.{constraint.op} compares numbers; this field is {column.type}",
                            constraint.field)

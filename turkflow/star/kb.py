@@ -263,7 +263,7 @@ ConstraintInput = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
 def _literal(node: ast.AST, name: str) -> Any:
     try:
         return ast.literal_eval(node)
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):
         raise InvalidInput(f"not a plain value: {ast.unparse(node)}", name) from None
 
 
@@ -273,7 +273,7 @@ def parse_constraint(name: str, expression: str) -> Constraint:
         raise InvalidInput("expected a constraint expression (text)", name)
     try:
         node = ast.parse(expression.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise InvalidInput(f"cannot read constraint {expression!r}", name) from None
     negated = False
     if _api_call(node) == "is_not":

@@ -64,6 +64,7 @@ def test_is_not_wraps_a_condition_or_a_plain_value(kb):
     ([{"Day": "{[1]: 2}"}], "Day", "not a plain value"),
     ([{"Day": "[" * 5000 + "]" * 5000}], "Day", "cannot read"),
     ([{"Day": "Monday\x00"}], "Day", "cannot read"),
+    ([{"Day": "-" * 100_000 + "1"}], "Day", "cannot read constraint '-----"),
     ([{"Day": 'api.is_greater_than("Monday")'}], "Day", "compares numbers"),
     ([{"Day": '"Funday"'}], "Day", "not one of the choices (Sunday, Monday"),
     ([{"Day": '"Monday"'}, {"City": 'api.is_one_of(["Chicago","Atlantis"])'}], "City",
@@ -73,6 +74,7 @@ def test_bad_constraints_are_a_domain_error_naming_the_field(kb, constraints, fi
     with pytest.raises(InvalidInput) as raised:
         kb.query("weather", constraints)
     assert raised.value.field == field and words in raised.value.reason
+    assert len(raised.value.message) < 200  # a page shows it next to the field
 
 
 def test_an_outcome_api_is_refused_for_search_and_an_unknown_api_names_the_api(kb):

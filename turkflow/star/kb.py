@@ -24,7 +24,6 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from turkflow.errors import InvalidDocument, InvalidInput
 
-TEXT_TYPES = ("Categorical", "RequestType", "ShortString", "LongString", "CategoricalMultiple")
 SEARCH_FUNCTIONS = ("generic_sample", "plane_search")
 CHOICES = ("Categorical", "RequestType")  # a form's drop-down: every logged value is one of its choices
 FREE_TEXT = ("ShortString", "LongString")  # STAR's form logged digits typed here as a number: 639431
@@ -260,11 +259,16 @@ def load_database(path: Path, rows: Optional[int] = None, seed: Optional[int] = 
 ConstraintInput = Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]
 
 
-def _literal(node: ast.AST, name: str) -> Any:
+def _literal(node: ast.AST, name: str, expression: str) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, RecursionError):
-        raise InvalidInput(f"not a plain value: {ast.unparse(node)}", name) from None
+        raise InvalidInput(f"not a plain value: {_short(expression)}", name) from None
+
+
+def _short(text: str) -> str:
+    """Enough of a bad value to recognise it; an error message never echoes a page of input."""
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def parse_constraint(name: str, expression: str) -> Constraint:
@@ -274,18 +278,18 @@ def parse_constraint(name: str, expression: str) -> Constraint:
     try:
         node = ast.parse(expression.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise InvalidInput(f"cannot read constraint {expression!r}", name) from None
+        raise InvalidInput(f"cannot read constraint {_short(expression)!r}", name) from None
     negated = False
     if _api_call(node) == "is_not":
         negated, node = True, node.args[0]
     op = _api_call(node)
     if op is None:
         if negated:  # STAR's is_not wanted a condition; wizards also gave a value, meaning "not equal"
-            return Constraint(name, "equals", _literal(node, name), True)
-        return Constraint(name, "equals", _literal(node, name))
+            return Constraint(name, "equals", _literal(node, name, expression), True)
+        return Constraint(name, "equals", _literal(node, name, expression))
     if op not in OPS:
         raise InvalidInput(f"unknown condition api.{op}", name)
-    return Constraint(name, op, _literal(node.args[0], name), negated)
+    return Constraint(name, op, _literal(node.args[0], name, expression), negated)
 
 
 def _api_call(node: ast.AST) -> Optional[str]:
@@ -301,6 +305,8 @@ def _check_value(api: Api, constraint: Constraint) -> None:
     column = api.inputs.get(constraint.field)
     if column is None:
         raise InvalidInput(f"no such field in API {api.name!r}", constraint.field)
+    if constraint.op not in OPS:
+        raise InvalidInput(f"unknown condition {constraint.op!r}", constraint.field)
     arity = OPS[constraint.op][0]
     values = constraint.value if arity == "list" else [constraint.value]
     if arity == "list" and not isinstance(constraint.value, (list, tuple)):

@@ -222,8 +222,10 @@ def test_prolific_down_during_the_submission_check_shows_a_clear_page_and_stores
     assert done.location == completion(providers, batch_id, "student")
 
 
-def test_a_dashboard_block_while_prolific_is_down_shows_a_clear_page_and_blocks_nobody(
+def test_a_dashboard_block_while_prolific_is_down_is_kept_and_reaches_prolific_once_it_answers(
         settings, providers, client, fake_prolific, monkeypatch):
+    """The person's decision is recorded (our pages refuse the participant at once) and the page says
+    Prolific was not told yet; the reconciler puts them on the block list once Prolific answers."""
     from tests.test_dashboard import csrf_token, sign_in
     from turkflow.requesters import create_requester
 
@@ -239,10 +241,21 @@ def test_a_dashboard_block_while_prolific_is_down_shows_a_clear_page_and_blocks_
 
     monkeypatch.setattr(fake_prolific, "_add_members", unavailable)
     token = csrf_token(client, f"/admin/workers/{worker_id}")
-    page = client.post(f"/admin/workers/{worker_id}/block", data={"csrf_token": token, "note": "spam"})
-    assert page.status_code == 503 and "Prolific could not be reached" in page.text
+    page = client.post(f"/admin/workers/{worker_id}/block", data={"csrf_token": token, "note": "spam"},
+                       follow_redirects=True)
+    assert page.status_code == 200 and "is blocked permanently" in page.text
+    assert "could not be told yet" in page.text and "Prolific could not be reached" in page.text
+    blocked = providers.get("prolific").blocked_group()
     with session_scope(settings.database_url) as s:
-        assert s.get(Worker, worker_id).status == WorkerStatus.active
+        worker = s.get(Worker, worker_id)
+        assert (worker.status, worker.platform_status) == (WorkerStatus.blocked, WorkerStatus.active)
+    assert "p1" not in fake_prolific.groups[blocked].members
+    assert pipeline.reconcile(settings, providers).platform_statuses == []  # still down: kept for later
+    monkeypatch.undo()
+    assert pipeline.reconcile(settings, providers).platform_statuses == [worker_id]
+    assert "p1" in fake_prolific.groups[blocked].members
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, worker_id).platform_status == WorkerStatus.blocked
 
 
 def test_a_participant_who_finds_no_waiting_turn_is_asked_to_return_the_submission(
@@ -344,7 +357,7 @@ def test_a_temporarily_blocked_participant_is_kept_out_until_unblocked(
     with session_scope(settings.database_url) as s:  # what the monitor's block does (pipeline.judge)
         worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
         monitor.block_worker(s, worker, permanent=False, actor="system", reason="low ratings")
-        provider.soft_block(s, worker, reason="low ratings")
+    assert pipeline.carry_out_status(settings, providers, worker.id)  # after the decision commits
     assert "p1" in fake_prolific.groups[provider.blocked_group()].members
     with pytest.raises(Refused, match="blocks"):
         fake_prolific.start(study_id, "p1")
@@ -353,8 +366,9 @@ def test_a_temporarily_blocked_participant_is_kept_out_until_unblocked(
 
     with session_scope(settings.database_url) as s:  # the reviewer's unblock on the dashboard
         worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
-        assert review.unblock(s, provider, worker, actor="requester:lab")
+        assert review.unblock(s, worker, actor="requester:lab")
         assert worker.status == WorkerStatus.active
+    assert pipeline.carry_out_status(settings, providers, worker.id)
     assert "p1" not in fake_prolific.groups[provider.blocked_group()].members
     assert client.get(study_link(fake_prolific, study_id, "p1", in_progress)).status_code == 200
 
@@ -528,8 +542,11 @@ def test_a_stored_submission_never_gives_away_another_studys_completion_code(
     assert refused.status_code == 403 and "another study" in refused.text
 
 
+@pytest.mark.parametrize("prolific_down", [False, True], ids=["prolific-up", "prolific-down"])
 def test_the_monitor_blocks_a_low_rated_participant_into_the_block_list_group(
-        settings, providers, client, fake_prolific):
+        settings, providers, client, fake_prolific, monkeypatch, prolific_down):
+    """The block is decided and committed first, then Prolific is told; if Prolific is down then, the block
+    holds on our pages and the reconciler tells Prolific once it answers."""
     batch_id = launch(settings, providers, conversations=5)
     provider = providers.get("prolific")
 
@@ -545,11 +562,22 @@ def test_the_monitor_blocks_a_low_rated_participant_into_the_block_list_group(
         pipeline.open_after(settings, providers, turn_id)  # the teacher turns (the Celery task's first step)
     poor = {**TEACHER_ANSWERS, "relevant": "no", "useful": "no"}
     rated = [writes("teacher", "p2", poor) for _ in openings]
+    group = provider.blocked_group()
+    if prolific_down:
+        def unavailable(request, group_id):  # noqa: ANN001, ANN202
+            raise ApiError(503, "Service temporarily unavailable.")
+
+        monkeypatch.setattr(fake_prolific, "_add_members", unavailable)
     blocked = [pipeline.review_submission(settings, providers, turn).blocked_worker_id for turn in rated]
     with session_scope(settings.database_url) as s:
         p1 = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
     assert blocked[-1] == p1.id and p1.status == WorkerStatus.temporarily_blocked
-    assert list(fake_prolific.groups[provider.blocked_group()].members) == ["p1"]
+    if prolific_down:
+        assert not fake_prolific.groups[group].members
+        assert p1.platform_status == WorkerStatus.active
+        monkeypatch.undo()
+        assert pipeline.reconcile(settings, providers).platform_statuses == [p1.id]
+    assert list(fake_prolific.groups[group].members) == ["p1"]
 
 
 def test_the_beat_task_gives_a_returned_turn_back_through_the_real_celery_worker(

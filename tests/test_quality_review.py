@@ -72,8 +72,8 @@ def test_resolved_entry_stays_resolved_until_the_worker_is_blocked_again(setting
     policy = review.ReviewPolicy.of(settings)
     with session_scope(settings.database_url) as s:
         review.daily_review(s, policy)
-        assert review.unblock(s, providers.get("local"), s.get(Worker, teacher.id), actor="requester:ada", note="ok")
-        assert not review.unblock(s, providers.get("local"), s.get(Worker, teacher.id), actor="requester:ada")
+        assert review.unblock(s, s.get(Worker, teacher.id), actor="requester:ada", note="ok")
+        assert not review.unblock(s, s.get(Worker, teacher.id), actor="requester:ada")
     with session_scope(settings.database_url) as s:
         review.daily_review(s, policy)
         assert s.exec(select(ReviewEntry)).one().status == ReviewStatus.unblocked
@@ -92,7 +92,7 @@ def test_permanent_block_marks_every_open_entry_of_the_worker(settings, provider
     with session_scope(settings.database_url) as s:
         review.daily_review(s, policy, day=today - timedelta(days=1))
         review.daily_review(s, policy, day=today)
-        assert review.block_permanently(s, providers.get("local"), s.get(Worker, teacher.id), actor="requester:ada")
+        assert review.block_permanently(s, s.get(Worker, teacher.id), actor="requester:ada")
     with session_scope(settings.database_url) as s:
         assert s.get(Worker, teacher.id).status == WorkerStatus.blocked
         assert {e.status for e in s.exec(select(ReviewEntry))} == {ReviewStatus.blocked}

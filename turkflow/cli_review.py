@@ -13,7 +13,9 @@ from typing import Optional
 import click
 from sqlmodel import col, select
 
+from turkflow import pipeline
 from turkflow.cli_common import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
+from turkflow.errors import ProviderError
 from turkflow.models import ReviewStatus, Worker
 from turkflow.quality import review as reviewing
 
@@ -81,14 +83,18 @@ def _means(ratings: dict) -> str:
 def _decide(app: App, worker_ref: str, note: str, permanent: bool) -> None:
     with app.session() as session:
         worker = find_worker(session, worker_ref)
-        provider = app.providers.get(reviewing.provider_name(session, worker, app.settings.provider))
         act = reviewing.block_permanently if permanent else reviewing.unblock
-        changed = act(session, provider, worker, actor=requester(), note=note)
-        label = f"worker {worker.id} ({worker.external_id})"
+        changed = act(session, worker, actor=requester(), note=note)
+        label, worker_id = f"worker {worker.id} ({worker.external_id})", worker.id
     if not changed:
         click.echo(f"{label} was already {'blocked permanently' if permanent else 'active'}; nothing changed.")
-    else:
-        click.echo(f"{label} {'blocked permanently' if permanent else 'unblocked: they can take turns again'}.")
+        return
+    click.echo(f"{label} {'blocked permanently' if permanent else 'unblocked: they can take turns again'}.")
+    try:
+        pipeline.carry_out_status(app.settings, app.providers, worker_id)
+    except ProviderError as exc:
+        click.echo(f"warning: their crowd platform could not be told yet ({exc}); the reconciler keeps trying",
+                   err=True)
 
 
 @review.command("block", context_settings=CONTEXT)

@@ -137,6 +137,11 @@ class Worker(SQLModel, table=True):
     window_after_rating_id: int = Field(
         default=0, description="The quality window only counts ratings after this one (set on unblock)."
     )
+    platform_status: str = Field(
+        default=WorkerStatus.active,
+        description="The status the worker's crowd platform was last made to reflect (its block list, "
+        "qualification or worker block); the reconciler carries out any difference from status.",
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 

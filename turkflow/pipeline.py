@@ -19,11 +19,12 @@ from sqlmodel import col, select
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.db import session_scope
+from turkflow.errors import ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits.provider import HitCheck, Providers
 from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
-                             Rating, Turn, TurnStatus, Worker, utcnow)
-from turkflow.quality import checks, monitor, stall
+                             Rating, Turn, TurnStatus, Worker, WorkerStatus, utcnow)
+from turkflow.quality import checks, monitor, review, stall
 
 log = logging.getLogger("turkflow.pipeline")
 
@@ -87,6 +88,12 @@ def review_submission(settings: Settings, providers: Providers, turn_id: int) ->
     if rating_id is not None:
         judge(settings, providers, rating_id, result)
     result.reviewed, result.flags = check_content(settings, turn_id)
+    if result.blocked_worker_id is not None:
+        try:
+            carry_out_status(settings, providers, result.blocked_worker_id)
+        except ProviderError as exc:  # recorded already: the reconciler tells the platform when it answers
+            log.warning("worker %s is blocked here; their platform could not be told yet (%s)",
+                        result.blocked_worker_id, exc)
     return result
 
 
@@ -113,22 +120,45 @@ def check_content(settings: Settings, turn_id: int) -> tuple[bool, list[str]]:
 
 
 def judge(settings: Settings, providers: Providers, rating_id: int, result: AfterSubmission) -> None:
-    """Run the quality monitor on one rating and carry out a new block through the provider.
-
-    The platform's block shares the decision's transaction (a failed call rolls the decision back for the
-    task to retry), so it holds that transaction's locks while it runs; moving it after commit needs the
-    block's intent recorded durably first, as bonuses are."""
+    """Run the quality monitor on one rating. A block is recorded in the worker's status with the decision;
+    the platform is told after commit (``carry_out_status``), so no platform call holds the decision's
+    locks, and a failed one loses nothing: the status is the durable intent the reconciler sweeps."""
     with session_scope(settings.database_url) as session:
         evaluation = monitor.evaluate_rating(session, rating_id)
         if evaluation is None:
             return
         if evaluation.blocked:
-            author = session.get(Worker, evaluation.decision.worker_id)
-            provider_name = monitor.batch_of_rating(session, rating_id).provider
-            providers.get(provider_name).soft_block(session, author, reason="low ratings")
-            result.blocked_worker_id = author.id
+            result.blocked_worker_id = evaluation.decision.worker_id
         if evaluation.bonus:
             result.bonus_ids.append(evaluation.bonus.id)
+
+
+def carry_out_status(settings: Settings, providers: Providers, worker_id: int) -> bool:
+    """Make the worker's crowd platform reflect their status (a block list, a qualification, a worker
+    block, or none of them) and record that it does; True once it does, False if the status changed
+    meanwhile (the next call carries out the new one).
+
+    Called after a status change commits: by the review that blocked, by the dashboard and the CLI right
+    after a person's decision, and by the reconciler for every worker still out of step. The platform is
+    asked while this transaction has only read, and the outcome written in a new one (on SQLite a read
+    transaction that turns into a write fails if another write came between), so no lock is held while it
+    answers; every platform's calls here are safe to repeat."""
+    with session_scope(settings.database_url) as session:
+        worker = session.get(Worker, worker_id)
+        target = WorkerStatus(worker.status)
+        if target == worker.platform_status:
+            return True
+        provider = providers.get(review.provider_name(session, worker, settings.provider))
+        if target == WorkerStatus.active:
+            provider.unblock(session, worker)
+        elif target == WorkerStatus.blocked:
+            provider.block_permanently(session, worker, reason=review.PERMANENT_BLOCK)
+        else:
+            provider.soft_block(session, worker, reason="low ratings")
+    with session_scope(settings.database_url) as session:
+        return session.execute(
+            update(Worker).where(Worker.id == worker_id, Worker.status == target).values(platform_status=target)
+        ).rowcount == 1
 
 
 def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
@@ -166,6 +196,7 @@ class Repairs:
     unpaid_bonuses: list[int] = field(default_factory=list)
     roles_stalled: list[tuple[int, str]] = field(default_factory=list)  # (batch, role) newly stalled
     assignments_approved: list[int] = field(default_factory=list)  # local turns whose review delay passed
+    platform_statuses: list[int] = field(default_factory=list)  # workers whose block their platform now has
     failed: list[tuple[str, int]] = field(default_factory=list)  # (step, item id) of repairs that raised
 
 
@@ -187,12 +218,13 @@ def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] 
     # submitted reopen_after_seconds ago whose next turn is not open lost its message (the task takes
     # well under a second), while a conversation waiting for a worker has an open turn and is not stalled.
     reopen = now - timedelta(seconds=settings.reopen_after_seconds)
-    review = now - timedelta(seconds=settings.review_after_seconds)
+    review_before = now - timedelta(seconds=settings.review_after_seconds)
     with session_scope(settings.database_url) as session:
         repairs.leases_released = lifecycle.release_expired_leases(session, now)
         stalled = lifecycle.stalled_conversations(session, reopen)
         pending = [session.get(Hit, hit_id) for hit_id in lifecycle.unpublished_hits(session, grace)]
-        unreviewed = lifecycle.unreviewed_turns(session, review)
+        unreviewed = lifecycle.unreviewed_turns(session, review_before)
+        out_of_step = monitor.workers_out_of_step(session)
         repairs.unpaid_bonuses = monitor.unpaid_bonuses(session, grace)
         approvals = [(assignment_id, session.get(Hit, session.get(Assignment, assignment_id).hit_id).turn_id)
                      for assignment_id in providers.get("local").approvals_due(session, settings, now)]
@@ -218,6 +250,10 @@ def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] 
         if item("approval", assignment_id, partial(approve, settings, providers, assignment_id),
                 turn_id=turn_id)[0]:
             repairs.assignments_approved.append(assignment_id)
+    for worker_id in out_of_step:
+        if item("platform status", worker_id, partial(carry_out_status, settings, providers, worker_id),
+                worker_id=worker_id)[0]:
+            repairs.platform_statuses.append(worker_id)
     with session_scope(settings.database_url) as session:
         changes = stall.sweep(session, now, timedelta(seconds=settings.stall_after_seconds))
         repairs.roles_stalled = [(s.batch_id, s.role) for s in changes.stalled]
@@ -231,28 +267,32 @@ class _Unit:
     def __init__(self, settings: Settings, stop_on: tuple[type[BaseException], ...], repairs: Repairs):
         self.settings, self.stop_on, self.repairs = settings, stop_on, repairs
 
-    def __call__(self, step: str, item_id: int, run: Callable[[], Any], *,
-                 conversation_id: Optional[int] = None, turn_id: Optional[int] = None) -> tuple[bool, Any]:
+    def __call__(self, step: str, item_id: int, run: Callable[[], Any], *, conversation_id: Optional[int] = None,
+                 turn_id: Optional[int] = None, worker_id: Optional[int] = None) -> tuple[bool, Any]:
         try:
             return True, run()
         except self.stop_on:
             raise
         except Exception as exc:  # noqa: BLE001 - one item's trouble must not stop the other repairs
             self.repairs.failed.append((step, item_id))
-            self.failed(step, item_id, exc, conversation_id, turn_id)
+            self.failed(step, item_id, exc, conversation_id, turn_id, worker_id)
             return False, None
 
     def failed(self, step: str, item_id: int, exc: Exception, conversation_id: Optional[int],
-               turn_id: Optional[int]) -> None:
+               turn_id: Optional[int], worker_id: Optional[int]) -> None:
         """Log the failure, and record it as an event the first time this item's step fails: the reconciler
         tries again every run, and an item that keeps failing must not fill the event log."""
         what = f"conversation {conversation_id}" if turn_id is None else f"turn {turn_id}"
+        if worker_id is not None:
+            what = f"worker {worker_id}"
         if step in ("publishing", "approval"):
             what = f"{'HIT' if step == 'publishing' else 'assignment'} {item_id} ({what})"
         first = False
         try:
             with session_scope(self.settings.database_url) as session:
-                if turn_id is not None:
+                if worker_id is not None:
+                    same = Event.worker_id == worker_id
+                elif turn_id is not None:
                     turn = session.get(Turn, turn_id)
                     conversation_id = turn.conversation_id if turn else None
                     same = Event.turn_id == turn_id
@@ -263,7 +303,7 @@ class _Unit:
                                 for data in earlier)
                 if first:
                     events.record(session, "repair_failed", "system", conversation_id=conversation_id,
-                                  turn_id=turn_id, step=step, item_id=item_id,
+                                  turn_id=turn_id, worker_id=worker_id, step=step, item_id=item_id,
                                   error=f"{type(exc).__name__}: {exc}")
         except Exception:  # noqa: BLE001 - the database may be what failed; the log below still says what
             log.exception("reconciler: could not record that the %s of %s failed", step, what)

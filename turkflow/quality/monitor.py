@@ -277,6 +277,14 @@ def unblock_worker(session: Session, worker: Worker, *, actor: str, note: str = 
     events.record(session, "worker_unblocked", actor, worker_id=worker.id, note=note)
 
 
+def workers_out_of_step(session: Session, limit: int = 500) -> list[int]:
+    """Workers whose crowd platform does not reflect their status yet: a block or unblock whose platform
+    call failed or never ran (a crash after the decision committed)."""
+    return list(session.exec(
+        select(Worker.id).where(Worker.status != Worker.platform_status).order_by(Worker.id).limit(limit)
+    ))
+
+
 def batch_of_rating(session: Session, rating_id: int) -> Batch:
     rated = session.get(Turn, session.get(Rating, rating_id).rated_turn_id)
     return session.get(Batch, session.get(Conversation, rated.conversation_id).batch_id)

@@ -22,7 +22,6 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import InvalidInput
-from turkflow.hits.provider import CrowdProvider
 from turkflow.models import (
     Batch,
     Conversation,
@@ -271,6 +270,9 @@ def ratings_received(session: Session, turn_ids: Iterable[int]) -> dict[int, Rat
 # ---- deciding -----------------------------------------------------------------------------------------
 
 
+PERMANENT_BLOCK = "blocked permanently after review"
+
+
 def provider_name(session: Session, worker: Worker, default: str) -> str:
     """The crowd provider a worker works through: that of the batch of their latest turn."""
     name = session.exec(
@@ -281,24 +283,22 @@ def provider_name(session: Session, worker: Worker, default: str) -> str:
     return name or default
 
 
-def block_permanently(session: Session, provider: CrowdProvider, worker: Worker, *, actor: str,
-                      note: str = "") -> bool:
-    """Block a worker for good, on the platform too; False if they already were (a double click)."""
+def block_permanently(session: Session, worker: Worker, *, actor: str, note: str = "") -> bool:
+    """Block a worker for good; False if they already were (a double click). The platform is told after
+    this commits (``pipeline.carry_out_status``)."""
     if worker.status == WorkerStatus.blocked:
         return False
-    reason = "blocked permanently after review"
-    monitor.block_worker(session, worker, permanent=True, actor=actor, reason=reason, note=note)
-    provider.block_permanently(session, worker, reason=reason)
+    monitor.block_worker(session, worker, permanent=True, actor=actor, reason=PERMANENT_BLOCK, note=note)
     _resolve(session, worker, ReviewStatus.blocked, actor, note)
     return True
 
 
-def unblock(session: Session, provider: CrowdProvider, worker: Worker, *, actor: str, note: str = "") -> bool:
-    """Let a worker take turns again with a fresh quality window; False if they were not blocked."""
+def unblock(session: Session, worker: Worker, *, actor: str, note: str = "") -> bool:
+    """Let a worker take turns again with a fresh quality window; False if they were not blocked. The
+    platform is told after this commits (``pipeline.carry_out_status``)."""
     if worker.status == WorkerStatus.active:
         return False
     monitor.unblock_worker(session, worker, actor=actor, note=note)
-    provider.unblock(session, worker)
     _resolve(session, worker, ReviewStatus.unblocked, actor, note)
     return True
 

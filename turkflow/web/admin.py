@@ -29,10 +29,10 @@ from flask_wtf import FlaskForm
 from wtforms import PasswordField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length
 
-from turkflow import requesters
+from turkflow import pipeline, requesters
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.errors import InvalidInput
+from turkflow.errors import InvalidInput, ProviderError
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.protocol import clean_text
@@ -260,14 +260,18 @@ def _decide(worker_id: int, permanent: bool) -> Response:
     note = clean_text(form.note.data or "", "note")
     with _db() as session:
         worker = dashboard.get_worker(session, worker_id)
-        provider = _providers().get(review.provider_name(session, worker, _settings().provider))
         act = review.block_permanently if permanent else review.unblock
-        changed = act(session, provider, worker, actor=current_user.actor, note=note)
+        changed = act(session, worker, actor=current_user.actor, note=note)
         name = worker.name or worker.external_id
     if not changed:
         flash(f"{name} was already {'blocked permanently' if permanent else 'active'}; nothing changed.")
     else:
         flash(f"{name} {'is blocked permanently' if permanent else 'is unblocked and can take turns again'}.")
+        try:
+            pipeline.carry_out_status(_settings(), _providers(), worker_id)
+        except ProviderError as exc:
+            flash(f"Their crowd platform could not be told yet ({exc}); turkflow keeps trying every few "
+                  "seconds, and its own pages follow the decision already.")
     return redirect(_safe_next(url_for("admin.worker", worker_id=worker_id)))
 
 

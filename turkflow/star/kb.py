@@ -386,6 +386,7 @@ class KnowledgeBase:
         api = self.api(api_name)
         constraints = self.validate(api_name, raw)
         if not api.searchable:
+            # pages call turkflow.star.outcomes.call, which answers these APIs
             raise InvalidInput(f"API {api_name!r} books or checks something; it has no rows to search", "api")
         candidates = list(self.databases[api.db].rows) + list(rows)
         found = [row for row in candidates if all(c.holds(row) for c in constraints)]

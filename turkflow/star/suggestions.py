@@ -131,7 +131,7 @@ class Ranker:
         text_words = {t.label: words(t.text + " " + t.label.replace("_", " ")) for t in schema.replies()}
         return cls(schema, text_words, frozenset(after_roots), frozenset(after_queries | after_roots))
 
-    def _graph_score(self, label: str, state: DialogState) -> float:
+    def _graph_score(self, label: str, state: DialogState, ahead: list[str]) -> float:
         graph = self.schema.graph
         if state.last_label is None and not state.queried:
             return NEXT_NODE if label == graph.start else 0.0
@@ -140,7 +140,6 @@ class Ranker:
                 return NEXT_NODE if state.nothing_found else 0.0
             return NEXT_NODE if label in self.query_targets else 0.0
         following = graph.successor(state.last_label) if state.last_label else None
-        ahead = self._ahead(state)
         if ahead and label == ahead[0]:
             return NEXT_NODE
         if label in self.branch_targets and (following is None or following in self.schema.templates
@@ -167,10 +166,11 @@ class Ranker:
         """Every reply template, best first, filled from ``state.item``; ties keep the schema's order."""
         user, draft = words(state.user_text), words(state.draft)
         item = words(" ".join(str(v) for v in state.item.values())) if state.item and state.queried else None
+        ahead = self._ahead(state)
         scored = []
         for position, template in enumerate(self.schema.replies()):
             label = template.label
-            score = self._graph_score(label, state)
+            score = self._graph_score(label, state, ahead)
             if any(part in label for part in CLOSING):
                 score = max(score, CLOSING_BASE)
             vocabulary = self.template_words[label]

@@ -44,6 +44,12 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
                    f"together against p) such as 'pooled k=6,p=0.5'. Default: {'; '.join(DEFAULT_POLICIES)}.")
 @click.option("--dialogs", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory of SGD dialogues_*.json.gz to replay (default: ../shared/data/sgd/dev).")
+@click.option("--provider", type=click.Choice(["local", "prolific"]), default="local", show_default=True,
+              help="Crowd platform of the batch: local (invited workers on the queue) or prolific "
+                   "(participants work through Prolific studies on a fake Prolific on a loopback port).")
+@click.option("--prolific-contract", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Prolific's OpenAPI description the fake Prolific checks every call against "
+                   "(default: ../shared/prolific/publicapi.yaml beside the checkout, if present).")
 @click.option("--url", default=None,
               help="Use the web server already running here (with its Celery worker and TURKFLOW_* settings) "
                    "instead of starting one.")
@@ -62,7 +68,8 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 @pass_app
 def simulate(app: App, students: int, teachers: int, conversations: int, max_turns: int, mean_turns: Optional[int],
              spammers: float, lazy: float, careless: float, harsh: float, think_time: float, concurrency: int,
-             seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path], url: Optional[str],
+             seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path],
+             provider: str, prolific_contract: Optional[Path], url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
              celery_concurrency: int, settle_timeout: float, json_path: Optional[str]) -> None:
     """Simulate a crowd working a batch through the real stack, and report.
@@ -74,6 +81,11 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
     worker has a hidden true quality; the report judges the quality monitor against it and replays the
     collected ratings under other policies.
 
+    With --provider prolific the batch runs on Prolific, played by a fake Prolific in this process that
+    checks every call against Prolific's contract: the batch's studies are created through the real
+    provider, and each participant starts a submission, writes the turn our study link gives them and
+    completes the submission with the code they are sent back with (one at a time within a round).
+
     The same seed gives the same turns, ratings, blocks, bonuses and money ("reproducible" in --json);
     times, throughput and latency are measured and vary from run to run.
 
@@ -82,6 +94,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --conversations 20
       turkflow simulate --conversations 549 --students 200 --teachers 200 --mean-turns 33 --max-turns 60
       turkflow simulate --policy k=6,p=0.4 --compare k=5,p=0.5 --compare k=8,p=0.4 --json report.json
+      turkflow simulate --provider prolific --conversations 4 --students 3 --teachers 3
     """
     settings = app.settings
     config = SimulationConfig(
@@ -91,7 +104,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         policy=policy or Policy.of_settings(settings, round(settings.bonus * 100)).text,
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
         bonus_cents=round(settings.bonus * 100), reward_cents=round(settings.reward * 100),
-        settle_timeout=settle_timeout, dialogs=dialogs,
+        settle_timeout=settle_timeout, dialogs=dialogs, provider=provider,
     )
     with progress_bar() as bar:
         task = bar.add_task("simulating", total=None, detail="")
@@ -103,7 +116,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
             report = run_on(settings, url.rstrip("/"), config, progress)
         else:
             report = _with_own_stack(settings, config, database_url, run_dir, web_workers, web_threads,
-                                     celery_concurrency, progress)
+                                     celery_concurrency, progress, prolific_contract)
     if json_path:
         text = json.dumps(report, indent=2, default=str)
         if json_path == "-":
@@ -115,14 +128,15 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
 
 def _with_own_stack(settings: Settings, config: SimulationConfig, database_url: Optional[str],
                     run_dir: Optional[Path], web_workers: int, web_threads: int, celery_concurrency: int,
-                    progress) -> dict[str, Any]:  # noqa: ANN001
+                    progress, prolific_contract: Optional[Path]) -> dict[str, Any]:  # noqa: ANN001
     directory = run_dir or Path(tempfile.mkdtemp(prefix="turkflow-simulate-"))
     try:
         own = Settings(**{**settings.model_dump(), "data_dir": directory, "database_url": database_url or
                           f"sqlite:///{(directory / 'turkflow.db').resolve()}", "secret_key": "",
                           "worker_hash_key": ""})
         return run_with_stack(own, directory, config, web_workers=web_workers, web_threads=web_threads,
-                              celery_concurrency=celery_concurrency, progress=progress)
+                              celery_concurrency=celery_concurrency, progress=progress,
+                              prolific_contract=prolific_contract)
     finally:
         if run_dir is None:
             shutil.rmtree(directory, ignore_errors=True)
@@ -139,6 +153,14 @@ def show(report: dict[str, Any]) -> None:
                f"({done['stop_reason']}); lost {turns['lost']}, unexpected {turns['unexpected']}, "
                f"history mismatches {turns['history_mismatches']}.")
     click.echo(f"{measured['wall_seconds']} s wall time, {measured['turns_per_second']} turns/s.")
+    if "prolific" in report:
+        seen = report["prolific"]
+        checked = (f"checked against {seen['contract']}: {seen['violations']} contract violations"
+                   if seen["checked"] else f"not checked against its contract: {seen['unchecked_because']}")
+        click.echo(f"Prolific (fake): {seen['calls']} API calls, {checked}; submissions "
+                   f"{', '.join(f'{n} {status}' for status, n in seen['submissions'].items()) or 'none'}.")
+        for violation in seen["violation_details"]:
+            click.echo(f"  contract violation: {violation}")
     for message in done["stalled"]:
         click.echo(f"stalled: {message} (the batch cannot finish; compare policies with --compare)")
     table("Crowd (hidden truth)", ["behaviour", "workers", "turns", "blocked", "earned"],

@@ -22,6 +22,19 @@ author's ratings reach the monitor in round order. So the same seed gives the sa
 blocks and bonuses on any machine, while wall time, throughput and latency are measured, not reproduced.
 The driver reads the database (open turns, worker status) to schedule and to wait; every write goes
 through the worker pages, except launching the batch and inviting workers, which are the requester's.
+
+On Prolific (``prolific``: the fake Prolific the stack's provider talks to) a participant cannot pick a
+turn: they start a submission on their role's study, open its link, and our page gives them the oldest
+waiting turn (the lowest HIT id). Which turn that is depends on the order the Celery worker opened the
+turns in, which is a race when turns are submitted together. So a Prolific round serves its participants
+one at a time, in the scheduled (shuffled) order, and waits for the pipeline to catch up with each turn
+before the next participant starts: every HIT is then opened in the same order on every run, the k-th
+participant of a round gets the same turn, and every rating reaches the monitor in the same order (so
+the round needs no rule about an author's ratings). The same seed gives the same report on Prolific, at
+the price of parallelism within a round. A participant starts the submission at the fake, reads the turn
+page (JSON), submits the form, and completes the submission at the fake with the code of the completion
+URL our page redirects to; nobody is invited: participants become workers when they first arrive, let
+in by the role groups (``TURKFLOW_PROLIFIC_ROLE_GROUPS``) the simulator made on the fake.
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime, timezone
 from typing import Any, Optional
+from urllib.parse import parse_qs, urlsplit
 
 import requests
 from sqlalchemy import func
@@ -47,12 +61,14 @@ from turkflow.documents import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.hits import registry
 from turkflow.models import (
+    Assignment,
     Bonus,
     BonusStatus,
     Conversation,
     ConversationStatus,
     Hit,
     HitStatus,
+    ProlificStudy,
     QualityDecision,
     Rating,
     Task,
@@ -65,6 +81,8 @@ from turkflow.models import (
 from turkflow.protocol import get_protocol
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import SimWorker, revise, write_turn
+from turkflow.simulator.fake_prolific import Refused
+from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.utterances import Script
 
 HTTP_TIMEOUT = 60
@@ -95,12 +113,11 @@ class HttpLog:
                 self.errors[f"{route} {status}"] += 1
 
 
-class WorkerClient:
-    """One simulated worker's browser: a ``requests.Session`` holding the cookie their invite link set."""
+class HttpClient:
+    """One simulated person's browser: a ``requests.Session`` asking for the pages' JSON."""
 
-    def __init__(self, base_url: str, join_url: str, log: HttpLog):
+    def __init__(self, base_url: str, log: HttpLog):
         self.base_url = base_url.rstrip("/")
-        self.join_url = join_url
         self.log = log
         self.http = requests.Session()
         self.http.headers["Accept"] = "application/json"
@@ -122,6 +139,14 @@ class WorkerClient:
                 return response
         raise AssertionError("unreachable")
 
+
+class WorkerClient(HttpClient):
+    """A local worker's browser, holding the cookie their invite link set."""
+
+    def __init__(self, base_url: str, join_url: str, log: HttpLog):
+        super().__init__(base_url, log)
+        self.join_url = join_url
+
     def join(self) -> dict[str, Any]:
         """Open the invite link; the queue it leads to hands out the CSRF token every POST sends back."""
         path = self.join_url[len(self.base_url):] if self.join_url.startswith(self.base_url) else self.join_url
@@ -140,6 +165,26 @@ class WorkerClient:
 
     def submit(self, assignment_id: str, form: dict[str, Any]) -> dict[str, Any]:
         return _json(self._call("POST", "POST /turn", f"/turn/{assignment_id}", data=form), "submit")
+
+
+class ParticipantClient(HttpClient):
+    """A Prolific participant's browser on our study link (no cookie: the page carries a signed token)."""
+
+    def view(self, link: str) -> dict[str, Any]:
+        return _json(self._call("GET", "GET /prolific/turn", link), "turn page")
+
+    def submit(self, link: str, form: dict[str, Any], token: str) -> str:
+        """Submit the turn; returns the completion code of the Prolific URL our page redirects to."""
+        response = self._call("POST", "POST /prolific/turn", link, data={**form, "turkflow_form": token},
+                              allow_redirects=False)
+        if response.status_code != 303:
+            _json(response, "submit")  # raises on a refusal
+            raise TurnRefused("submit", response.status_code, None, "no redirect to Prolific")
+        location = urlsplit(response.headers["Location"])
+        code = parse_qs(location.query).get("cc")
+        if location.hostname != "app.prolific.com" or not code:
+            raise TurnRefused("submit", response.status_code, None, f"redirected to {location.geturl()[:100]}")
+        return code[0]
 
 
 def _json(response: requests.Response, what: str) -> dict[str, Any]:
@@ -165,10 +210,11 @@ class TurnRefused(RuntimeError):
 
 @dataclass
 class Job:
-    """One turn a simulated worker works in a round."""
+    """One turn a simulated worker works in a round (on Prolific: whichever turn our page gives them, so
+    ``hit_id``, ``conversation`` and ``index`` are known only once they have it)."""
 
     worker: SimWorker
-    hit_id: int
+    hit_id: Optional[int]
     conversation: int  # position in the batch
     index: int
     arrive_after: float  # seconds after the round starts
@@ -217,9 +263,10 @@ class Outcome:
 
 
 def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
-           max_turns: int, policy: Policy, reward_cents: int, seed: int) -> tuple[int, dict[str, str], dict[str, int],
-                                                                                  list[int]]:
-    """The requester's part: task documents, one invite per simulated worker, the batch and its first HITs.
+           max_turns: int, policy: Policy, reward_cents: int, seed: int,
+           provider: str = "local") -> tuple[int, dict[str, str], dict[str, int], list[int]]:
+    """The requester's part: task documents, one invite per simulated worker (local only: Prolific's
+    participants arrive through the study), the batch and its first HITs (on Prolific, its studies).
 
     Returns the batch id, each worker's join URL and database id, and the conversation ids in batch order.
     """
@@ -229,26 +276,31 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
             load_documents(session, read_documents(sample_tasks_path()))
         tasks = list(session.exec(select(Task).order_by(Task.id)))
         join_urls, worker_ids = {}, {}
-        for worker in crowd:
+        for worker in crowd if provider == "local" else ():
             row, url = invites.invite_worker(session, settings.secret_key, base_url, worker.role, name=worker.name,
                                              onboarded=True)  # a simulated crowd studies no guidelines
             join_urls[worker.name], worker_ids[worker.name] = url, row.id
         batch, hits = lifecycle.launch_batch(
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
-            reward_cents=reward_cents,
+            reward_cents=reward_cents, provider=provider,
             quality=policy.batch_fields(),
         )
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
-        for hit in hits:
-            lifecycle.publish_hit(session, providers.get("local"), hit.id)
-        return batch.id, join_urls, worker_ids, conversation_ids
+        batch_id, hit_ids = batch.id, [hit.id for hit in hits]
+    for hit_id in hit_ids:  # committed first: Prolific's provider records its study in a session of its own
+        with session_scope(settings.database_url) as session:
+            lifecycle.publish_hit(session, providers.get(provider), hit_id)
+    return batch_id, join_urls, worker_ids, conversation_ids
 
 
 class Simulation:
     def __init__(self, settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
                  seed: int, max_turns: int, policy: Policy, reward_cents: int = 20, think_time: float = 0.0,
-                 concurrency: int = 16, settle_timeout: float = 60.0, progress=None):  # noqa: ANN001
+                 concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
+                 prolific: Optional[ProlificCrowd] = None):
         self.settings = settings
+        self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
+        self.prolific = prolific.fake if prolific else None
         self.base_url = base_url.rstrip("/")
         self.crowd = crowd
         self.by_name = {w.name: w for w in crowd}
@@ -267,13 +319,16 @@ class Simulation:
     def run(self) -> Outcome:
         batch_id, join_urls, worker_ids, conversation_ids = launch(
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
-            reward_cents=self.reward_cents, seed=self.seed)
+            reward_cents=self.reward_cents, seed=self.seed,
+            provider="prolific" if self.prolific else "local")
         out = Outcome(batch_id=batch_id, crowd=self.crowd, scripts=self.scripts, policy=self.policy,
                       max_turns=self.max_turns, worker_ids=worker_ids, conversation_ids=conversation_ids)
         self.out = out
         self.position = {cid: n for n, cid in enumerate(conversation_ids)}
         self.last_round: dict[int, int] = {}  # conversation position -> round of its latest turn
         self.clients = {name: WorkerClient(self.base_url, url, out.http) for name, url in join_urls.items()}
+        self.participants = {w.name: ParticipantClient(self.base_url, out.http) for w in self.crowd
+                             if self.prolific}
         planned = sum(s.turns(self.max_turns) for s in self.scripts)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sim") as pool:
@@ -291,6 +346,9 @@ class Simulation:
                     if idle_rounds == 2:  # neither role can move
                         out.stop_reason = self._stuck_reason()
                         break
+                elif self.prolific:
+                    idle_rounds = 0
+                    written = self._serve_participants(jobs, out.rounds)
                 else:
                     idle_rounds = 0
                     written = self._work_round(pool, jobs, out.rounds)
@@ -314,10 +372,7 @@ class Simulation:
                 .where(Conversation.batch_id == self.out.batch_id, Hit.status == HitStatus.open,
                        or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
             ).all()
-            active = set(session.exec(
-                select(Worker.name).where(col(Worker.id).in_(list(self.out.worker_ids.values())),
-                                          Worker.status == WorkerStatus.active)
-            ).all())
+        active = {name for name, status in self._statuses().items() if status == WorkerStatus.active}
         candidates = sorted(
             ((self.last_round.get(self.position[cid], -1), self.position[cid], hit_id, index)
              for hit_id, cid, index, hit_role in open_hits if hit_role == role),
@@ -325,6 +380,10 @@ class Simulation:
         workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active)
         rng = random.Random(f"{self.seed}:round:{round_no}")
         rng.shuffle(workers)
+        if self.prolific:  # our page picks the turn; the order of the participants is ours
+            jobs = [Job(self.by_name[name], None, -1, -1, self._think(round_no, name))
+                    for name in list(reversed(workers))[:len(candidates)]]
+            return jobs, len(open_hits)
         jobs, rated = [], set()
         for _, conversation, hit_id, index in candidates:
             if not workers:
@@ -335,9 +394,20 @@ class Simulation:
                     continue  # the author's next rating waits a round, so the monitor sees ratings in order
                 rated.add(author)
             name = workers.pop()
-            arrive = random.Random(f"{self.seed}:think:{round_no}:{name}").uniform(0, 2 * self.think_time)
-            jobs.append(Job(self.by_name[name], hit_id, conversation, index, arrive))
+            jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _think(self, round_no: int, name: str) -> float:
+        return random.Random(f"{self.seed}:think:{round_no}:{name}").uniform(0, 2 * self.think_time)
+
+    def _statuses(self) -> dict[str, WorkerStatus]:
+        """Each simulated worker's status; a Prolific participant who has not arrived yet (no worker of
+        ours yet) is active."""
+        ids = {worker_id: name for name, worker_id in self.out.worker_ids.items()}
+        with session_scope(self.settings.database_url) as session:
+            rows = session.exec(select(Worker.id, Worker.status).where(col(Worker.id).in_(list(ids)))).all()
+        found = {ids[worker_id]: status for worker_id, status in rows}
+        return {w.name: found.get(w.name, WorkerStatus.active) for w in self.crowd}
 
     def _unfinished(self) -> int:
         with session_scope(self.settings.database_url) as session:
@@ -347,10 +417,7 @@ class Simulation:
             ).one()
 
     def _stuck_reason(self) -> str:
-        with session_scope(self.settings.database_url) as session:
-            statuses = Counter(
-                (w.role, w.status) for w in session.exec(
-                    select(Worker).where(col(Worker.id).in_(list(self.out.worker_ids.values())))))
+        statuses = Counter((self.by_name[name].role, status) for name, status in self._statuses().items())
         waiting = [role for role in ("student", "teacher") if statuses[(role, WorkerStatus.active)] == 0]
         if waiting:
             return f"every {' and every '.join(waiting)} is blocked; the open turns wait for a review"
@@ -402,6 +469,92 @@ class Simulation:
             self.out.turns[(job.conversation, job.index)] = record
             self.last_round[job.conversation] = round_no
         return record.turn_id
+
+    def _serve_participants(self, jobs: list[Job], round_no: int) -> list[int]:
+        """A Prolific round: one participant at a time, each turn caught up with before the next (see the
+        module's docstring); returns the ids of the turns stored."""
+        written = []
+        for job in jobs:
+            turn_id = self._work_participant(job, round_no)
+            if turn_id is not None:
+                written.append(turn_id)
+                self._settle(self.out.batch_id, [turn_id])
+        return written
+
+    def _work_participant(self, job: Job, round_no: int) -> Optional[int]:
+        """A participant starts a submission on their role's study, takes the turn our page gives them,
+        writes and submits it, and completes the submission with the code they are sent back with."""
+        fake, client = self.prolific, self.participants[job.worker.name]
+        participant_id = self.on_prolific.participant_ids[job.worker.name]
+        study_id = self._open_study(job.worker.role)
+        try:
+            submission_id = fake.start(study_id, participant_id)
+        except Refused:  # Prolific would not show them the study (blocked, say)
+            with self._lock:
+                self.out.refused["start on Prolific"] += 1
+            return None
+        url = fake.studies[study_id].fields["external_study_url"]
+        for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id),
+                            ("SESSION_ID", submission_id)):
+            url = url.replace("{{%" + name + "%}}", value)
+        link = url[len(self.base_url):] if url.startswith(self.base_url) else url
+        try:
+            view = client.view(link)
+            job.hit_id, job.index = None, view["turn_index"]
+            job.conversation = self.position[view["conversation_id"]]
+            self._check_history(job, view)
+            previous = self.out.turns.get((job.conversation, job.index - 1))
+            script = self.scripts[job.conversation]
+            written = write_turn(job.worker, self.seed, job.conversation, script, view,
+                                 previous.good if previous else None)
+            if job.arrive_after:
+                time.sleep(job.arrive_after)
+            try:
+                code = client.submit(link, written.form, view["turkflow_form"])
+            except TurnRefused as refusal:
+                revised = revise(written, refusal.field) if refusal.status == 400 else None
+                if revised is None:
+                    raise
+                with self._lock:
+                    self.out.revised[refusal.field] += 1
+                written = revised
+                code = client.submit(link, written.form, view["turkflow_form"])
+        except TurnRefused as refusal:
+            fake.return_submission(submission_id)  # as a participant with nothing to do is asked to
+            with self._lock:
+                self.out.refused[f"{refusal.what} {refusal.status}"] += 1
+            return None
+        fake.complete(submission_id, code)
+        with session_scope(self.settings.database_url) as session:
+            worker_id = session.exec(select(Assignment.worker_id)
+                                     .where(Assignment.external_id == submission_id)).one()
+        record = TurnRecord(
+            conversation=job.conversation, index=job.index, writer=job.worker.name, round=round_no,
+            turn_id=view["turn_id"], text=written.form["response"], good=written.good,
+            rated_relevant=written.rated_relevant, rated_useful=written.rated_useful,
+            confirmed_at=time.time(), created=True,
+        )
+        with self._lock:
+            self.out.worker_ids[job.worker.name] = worker_id
+            self.out.turns[(job.conversation, job.index)] = record
+            self.last_round[job.conversation] = round_no
+        return record.turn_id
+
+    def _open_study(self, role: str) -> str:
+        """The batch role's study once it takes participants (the Celery worker keeps its places in step
+        with the waiting turns, a moment after each change)."""
+        deadline = time.monotonic() + self.settle_timeout
+        while True:
+            with session_scope(self.settings.database_url) as session:
+                study_id = session.exec(select(ProlificStudy.study_id).where(
+                    ProlificStudy.batch_id == self.out.batch_id, ProlificStudy.role == role)).first()
+            study = self.prolific.studies.get(study_id) if study_id else None
+            if study is not None and study.status == "ACTIVE" and self.prolific.places_free(study_id) > 0:
+                return study_id
+            if time.monotonic() > deadline:
+                raise SimulationError(f"the {role} study on Prolific took no participants for "
+                                      f"{self.settle_timeout:.0f}s (is the Celery worker running?)")
+            time.sleep(0.02)
 
     def _check_history(self, job: Job, view: dict[str, Any]) -> None:
         """The page must show exactly the turns the crowd wrote before this one, in order."""

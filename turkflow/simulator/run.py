@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -10,7 +11,10 @@ from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
+from turkflow.simulator import prolific
 from turkflow.simulator.driver import Simulation
+from turkflow.simulator.fake_prolific import FakeProlific
+from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.policies import DEFAULT_POLICIES, parse_policy
 from turkflow.simulator.report import build_report
 from turkflow.simulator.stack import Stack
@@ -35,6 +39,7 @@ class SimulationConfig:
     bonus_cents: int = 8
     settle_timeout: float = 60.0
     dialogs: Optional[Path] = None
+    provider: str = "local"  # or "prolific": the batch runs on the fake Prolific
 
     def parameters(self) -> dict[str, Any]:
         values = asdict(self)
@@ -63,6 +68,8 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError("concurrency must be at least 1")
     if config.think_time < 0:
         raise ValueError("think-time cannot be negative")
+    if config.provider not in ("local", "prolific"):
+        raise ValueError(f"provider must be local or prolific, not {config.provider!r}")
     try:
         mix = {Behaviour(name): share for name, share in config.mix.items()}
     except ValueError:
@@ -88,13 +95,19 @@ Progress = Callable[[int, int], None]
 
 
 def run_on(settings: Settings, url: str, config: SimulationConfig,
-           progress: Optional[Progress] = None) -> dict[str, Any]:
-    """Simulate against a running web server and Celery worker that share ``settings``' database."""
+           progress: Optional[Progress] = None,
+           on_prolific: Optional[ProlificCrowd] = None) -> dict[str, Any]:
+    """Simulate against a running web server and Celery worker that share ``settings``' database (on
+    Prolific: and whose Prolific is the fake of ``on_prolific``, which runs in this process)."""
     chosen = plan(config)
+    if config.provider == "prolific" and on_prolific is None:
+        raise ValueError("a simulation on Prolific starts its own stack around the fake Prolific; "
+                         "it cannot use a running server (--url)")
     simulation = Simulation(
         settings, url, chosen.crowd, chosen.scripts, seed=config.seed, max_turns=config.max_turns,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
-        concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress)
+        concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
+        prolific=on_prolific)
     outcome = simulation.run()
     with session_scope(settings.database_url) as session:
         return build_report(session, outcome, config.parameters(), chosen.policies)
@@ -102,12 +115,32 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
 
 def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, *, web_workers: int = 3,
                    web_threads: int = 4, celery_concurrency: int = 2, own_redis: bool = True,
-                   progress: Optional[Progress] = None) -> dict[str, Any]:
-    """Start redis-server, gunicorn and a Celery worker on ``settings``, simulate, stop them."""
-    plan(config)  # refuse bad parameters before starting anything
-    with Stack(settings, run_dir / "logs", web_workers=web_workers, web_threads=web_threads,
-               celery_concurrency=celery_concurrency, own_redis=own_redis) as stack:
-        report = run_on(stack.settings, stack.url, config, progress)
+                   progress: Optional[Progress] = None,
+                   prolific_contract: Optional[Path] = None,
+                   prolific_fake: Optional[FakeProlific] = None) -> dict[str, Any]:
+    """Start redis-server, gunicorn and a Celery worker on ``settings``, simulate, stop them.
+
+    On Prolific the fake Prolific starts first, on a loopback port, and the stack's settings point at it
+    (``prolific.settings_for``); ``prolific_contract`` is the contract it checks calls against (default:
+    ``../shared/prolific/publicapi.yaml`` beside the checkout, if present). The report's ``prolific``
+    says whether calls were checked and what the fake saw. A test passes its own running fake as
+    ``prolific_fake`` to look at it afterwards.
+    """
+    chosen = plan(config)  # refuse bad parameters before starting anything
+    on_prolific = None
+    contract, unchecked_because = (prolific.contract_to_check(prolific_contract)
+                                   if config.provider == "prolific" and not prolific_fake
+                                   else (None, "the fake was started without a contract"))
+    with ExitStack() as running:
+        if config.provider == "prolific":
+            fake = prolific_fake or running.enter_context(prolific.started_fake(contract))
+            on_prolific = prolific.crowd_on(fake, chosen.crowd)
+            settings = prolific.settings_for(settings, on_prolific, chosen.crowd)
+        with Stack(settings, run_dir / "logs", web_workers=web_workers, web_threads=web_threads,
+                   celery_concurrency=celery_concurrency, own_redis=own_redis) as stack:
+            report = run_on(stack.settings, stack.url, config, progress, on_prolific)
+        if on_prolific is not None:  # the stack has stopped: every call it made is counted
+            report["prolific"] = prolific.contract_report(on_prolific.fake, unchecked_because)
     report["stack"] = {"web_workers": web_workers, "web_threads": web_threads,
                        "celery_concurrency": celery_concurrency,
                        "database": settings.database_url.split(":", 1)[0]}

@@ -7,6 +7,8 @@ the next waiting turn of the study's role, and the page carries a token signed f
 submission (no cookie is needed). The answers go through ``lifecycle.submit_turn`` and the same Celery
 task as every other turn, and the participant is sent back to Prolific with the study's completion code.
 The steps are ``turkflow.hits.prolific.pages``; the page is the worker blueprint's ``render_turn``.
+Programs (the crowd simulator's participants) asking for JSON get the turn as ``turn_json`` with the
+form's token, and a refused answer as JSON naming its field, as on the worker pages.
 
 An onboarding study's URL is ``/prolific/onboarding?r=<role>`` with the same three ids: the role's quiz
 (the one local workers take), graded once, then back to Prolific with the passing code, whose action adds
@@ -19,7 +21,7 @@ import json
 import logging
 from typing import Any
 
-from flask import Blueprint, Response, current_app, redirect, render_template, request
+from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
 from sqlmodel import Session
 
 from turkflow.config import Settings
@@ -28,8 +30,8 @@ from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.hits import lifecycle, onboarding
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Hit, Turn, Worker
-from turkflow.web import id_arg
-from turkflow.web.worker import queue_next_turn, render_turn, worker_page_headers
+from turkflow.web import id_arg, wants_json
+from turkflow.web.worker import queue_next_turn, render_turn, turn_json, worker_page_headers
 
 bp = Blueprint("prolific", __name__, url_prefix="/prolific")
 log = logging.getLogger("turkflow.web.prolific")
@@ -85,8 +87,12 @@ def turn() -> Any:
                                   "submission was returned, and the turn went to someone else.")
         view = _turn_view(session, assignment)
         token = pages.page_token(settings.secret_key, assignment, participant_id)
+        page = {**turn_json(view, assignment, session.get(Hit, assignment.hit_id)),
+                FORM_TOKEN: token} if wants_json() else None
     if taken:
         _after_taking(batch_id, role, assignment.worker_id)
+    if page is not None:
+        return jsonify(page)
     return render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token})
 
 
@@ -123,6 +129,8 @@ def submit() -> Any:
             submission = lifecycle.submit_turn(session, submission_id, worker, raw)
             turn_id, created = submission.turn.id, submission.created
     except InvalidAnswer as error:  # rolled back: nothing of this submission is stored
+        if wants_json():
+            return jsonify(error=str(error), field=error.field), 400
         with session_scope(settings.database_url) as session:
             view = _turn_view(session, assignment)
         return render_turn(view, form_action=request.full_path, errors={error.field: error.reason},

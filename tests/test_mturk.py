@@ -418,10 +418,12 @@ def test_an_expired_hit_still_held_by_a_worker_waits_for_them(mturk_settings, mt
     stubber.assert_no_pending_responses()
 
 
-def test_the_reconciler_stores_a_submission_mturk_has_and_we_missed(mturk_settings, mturk_providers, stubber):
-    _, (hit_id,) = launch(mturk_settings)
+def submitted_on_mturk_only(settings, providers, stubber) -> int:  # noqa: ANN001
+    """A published student HIT whose assignment MTurk lists as submitted while we stored nothing (the submit
+    never reached us); returns the HIT's id."""
+    _, (hit_id,) = launch(settings)
     expect_create_hit(stubber, hit_id, "student", mturk_id("3HIT", 1))
-    publish(mturk_settings, mturk_providers, hit_id)
+    publish(settings, providers, hit_id)
     now = datetime.now(timezone.utc)
     hit_state(stubber, mturk_id("3HIT", 1), pending=0)
     stubber.add_response("list_assignments_for_hit", {"Assignments": [{
@@ -429,6 +431,11 @@ def test_the_reconciler_stores_a_submission_mturk_has_and_we_missed(mturk_settin
         "AssignmentStatus": "Submitted", "AcceptTime": now - timedelta(minutes=5), "SubmitTime": now,
         "Answer": answer_xml(form_answers({"intent": "request_items", "response": "What do I need?"})),
     }], "NumResults": 1}, None)
+    return hit_id
+
+
+def test_the_reconciler_stores_a_submission_mturk_has_and_we_missed(mturk_settings, mturk_providers, stubber):
+    hit_id = submitted_on_mturk_only(mturk_settings, mturk_providers, stubber)
     repairs = pipeline.reconcile_platform(mturk_settings, mturk_providers, "mturk")
     assert len(repairs.submissions_stored) == 1
     stubber.assert_no_pending_responses()  # the reconciler itself opens nothing: it queues turn_submitted
@@ -449,16 +456,7 @@ def test_the_mturk_beat_task_sends_a_missed_submission_the_way_of_a_live_one(mtu
     the next turn opens on MTurk and the stored turn is reviewed once, as a submission through the page."""
     from workers import mturk_tasks
 
-    _, (hit_id,) = launch(mturk_settings)
-    expect_create_hit(stubber, hit_id, "student", mturk_id("3HIT", 1))
-    publish(mturk_settings, mturk_providers, hit_id)
-    now = datetime.now(timezone.utc)
-    hit_state(stubber, mturk_id("3HIT", 1), pending=0)
-    stubber.add_response("list_assignments_for_hit", {"Assignments": [{
-        "AssignmentId": mturk_id("3ASG", 1), "WorkerId": "AWORKER1", "HITId": mturk_id("3HIT", 1),
-        "AssignmentStatus": "Submitted", "AcceptTime": now - timedelta(minutes=5), "SubmitTime": now,
-        "Answer": answer_xml(form_answers({"intent": "request_items", "response": "What do I need?"})),
-    }], "NumResults": 1}, None)
+    hit_id = submitted_on_mturk_only(mturk_settings, mturk_providers, stubber)
     expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))
     mturk_tasks.reconcile_mturk.delay()
 

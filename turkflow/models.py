@@ -80,6 +80,8 @@ class Task(SQLModel, table=True):
 
     id: Optional[int] = Field(default=None, primary_key=True)
     key: str = Field(unique=True, index=True, description="The document's own id from the task file.")
+    protocol: str = Field(default="wizard_of_tasks", index=True,
+                          description="The protocol whose conversations this task is for.")
     title: str
     domain: str = Field(index=True)
     image_url: Optional[str] = None
@@ -87,6 +89,10 @@ class Task(SQLModel, table=True):
     items_label: str = "Ingredients"
     items: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     steps: list[dict] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    star: dict = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False),
+        description="A STAR task's flow chart, reply templates, API, scenario texts and knowledge-base "
+        "folder (turkflow.star_dialog.read_star_tasks); empty for task documents.")
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -122,6 +128,9 @@ class Conversation(SQLModel, table=True):
     status: str = Field(default=ConversationStatus.active, index=True)
     end_reason: Optional[str] = None
     turn_count: int = 0
+    scenario: dict = Field(
+        default_factory=dict, sa_column=Column(JSON, nullable=False),
+        description="A STAR conversation's scenario: its tasks, happy or not, the nudges due at which turn.")
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow, index=True)
     completed_at: Optional[datetime] = None
@@ -343,6 +352,26 @@ class Event(SQLModel, table=True):
     turn_id: Optional[int] = None
     worker_id: Optional[int] = Field(default=None, index=True)
     data: dict = json_column()
+
+
+class DialogEvent(SQLModel, table=True):
+    """One action in a STAR dialog, as STAR logged it (utter, instruct, query, return_item, ...): the
+    dataset itself, not an audit trail. Written only by ``turkflow.star_dialog.record_action``, which
+    validates it; ``data`` holds the action's fields (text, API and constraints, item, labels)."""
+
+    __table_args__ = (Index("ix_dialogevent_conversation", "conversation_id", "id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    conversation_id: int = Field(foreign_key="conversation.id")
+    turn_id: Optional[int] = Field(default=None, foreign_key="turn.id", index=True,
+                                   description="The paid turn the action was taken in.")
+    turn_index: int
+    worker_id: Optional[int] = Field(default=None, foreign_key="worker.id", index=True,
+                                     description="None for the knowledge base's and the user guide's events.")
+    agent: str = Field(description="User, Wizard, KnowledgeBase or UserGuide, as STAR names them.")
+    action: str
+    data: dict = json_column()
+    at: datetime = Field(default_factory=utcnow)
 
 
 class ReviewStatus(StrEnum):

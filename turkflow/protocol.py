@@ -53,6 +53,8 @@ class RoleForm:
     sees_document: bool
     questions: tuple[Question, ...]
     paste_blocked: bool = False
+    sees: tuple[str, ...] = ()  # what the page shows besides the chat (STAR: scenario, flow_chart, ...)
+    actions: tuple[str, ...] = ()  # the logged actions the role may take (STAR's event log)
 
     def questions_for(self, ctx: TurnContext) -> list[Question]:
         return [q for q in self.questions if q.asked(ctx)]
@@ -66,7 +68,9 @@ class Protocol:
     name: str
     first_role: str
     roles: dict[str, RoleForm]
-    closing_label: str  # the first role's label that asks the other role for a closing turn
+    closing_label: str  # the first role's label that ends the conversation
+    closing_reply: bool = True  # the other role answers the closing label once more before the end
+    closing_reason: str = "student_stop"  # the conversation's end_reason when the closing label ends it
     min_response_chars: int = 2
     max_response_chars: int = 2000
 
@@ -162,7 +166,62 @@ WIZARD_OF_TASKS = Protocol(
     closing_label="stop",
 )
 
-PROTOCOLS: dict[str, Protocol] = {WIZARD_OF_TASKS.name: WIZARD_OF_TASKS}
+# ---- STAR (Mosig, Mehri and Kober 2020) ---------------------------------------------------------------
+# A dialog is STAR's event log (turkflow.star_dialog records it): a user's turn is an utter, perhaps
+# followed by complete; a wizard's turn is any number of select_task, query (the knowledge base answers
+# with a return_item) and request_suggestions, ending in one pick_suggestion or utter.
+
+STAR_USER = RoleForm(
+    role="user",
+    title="User: get your task done with the assistant",
+    sees_document=False,
+    sees=("scenario", "nudges"),
+    actions=("utter", "complete"),
+    guidelines=(
+        "Follow your scenario: it says what you want and how you behave.",
+        "Read the whole chat: other users may have written earlier turns. Continue naturally.",
+        "Follow the instructions that appear during the dialog.",
+        "When your task is done (or cannot be done), end the dialog with Complete.",
+    ),
+    questions=(
+        Question("intent", "What do you do?", "choice", (
+            ("utter", "Send a message"),
+            ("complete", "Send a message and end the dialog"),
+        ), is_label=True),
+        Question("response", "Your message to the assistant", "text", is_response=True),
+    ),
+)
+
+STAR_WIZARD = RoleForm(
+    role="wizard",
+    title="Wizard: help the user as the flow chart says",
+    sees_document=True,
+    sees=("flow_chart", "knowledge_base", "suggestions"),
+    actions=("select_task", "query", "request_suggestions", "pick_suggestion", "utter"),
+    guidelines=(
+        "Follow the task's flow chart. Ask for what the knowledge base needs, then query it.",
+        "The user does not see the knowledge base or its results: tell them what they need.",
+        "Pick a suggested reply when one fits; write your own only when none does.",
+    ),
+    questions=(
+        Question("action", "How do you reply?", "choice", (
+            ("pick_suggestion", "With a suggested reply"),
+            ("utter", "With my own words"),
+        ), is_label=True),
+        Question("response", "Your reply to the user", "text", is_response=True),
+    ),
+)
+
+STAR = Protocol(
+    name="star",
+    first_role="user",
+    roles={"user": STAR_USER, "wizard": STAR_WIZARD},
+    closing_label="complete",
+    closing_reply=False,
+    closing_reason="user_complete",
+)
+
+PROTOCOLS: dict[str, Protocol] = {WIZARD_OF_TASKS.name: WIZARD_OF_TASKS, STAR.name: STAR}
 
 
 def get_protocol(name: str) -> Protocol:

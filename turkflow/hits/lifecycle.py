@@ -70,10 +70,13 @@ def launch_batch(
     live: bool = False,
     quality: Optional[dict[str, Any]] = None,
     protocol: str = "wizard_of_tasks",
+    scenarios: Optional[Sequence[tuple[Task, dict[str, Any]]]] = None,
 ) -> tuple[Batch, list[Hit]]:
     """Create a batch and its conversations, each with its first turn opened (HITs still to publish).
 
-    Tasks are assigned round-robin, so N conversations over M tasks cover every task evenly.
+    Tasks are assigned round-robin, so N conversations over M tasks cover every task evenly, unless
+    ``scenarios`` gives each conversation its task and scenario (STAR). A batch follows one protocol:
+    every task must be written for it.
     """
     if not tasks:
         raise ValueError("no task documents loaded; run `turkflow tasks load FILE` first")
@@ -88,6 +91,12 @@ def launch_batch(
                          f"conversations at {reward_cents / 100:.2f} USD; launch at most "
                          f"{budget_cents // reward_cents} or raise the budget")
     get_protocol(protocol)
+    other = next((t for t in tasks if t.protocol != protocol), None)
+    if other is not None:
+        raise ValueError(f"task {other.key!r} is for {other.protocol}, not {protocol}; "
+                         "a batch follows one protocol")
+    if scenarios is not None and len(scenarios) != conversations:
+        raise ValueError("give one scenario per conversation")
     batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
                   budget_cents=budget_cents, live=live, protocol=protocol, **(quality or {}))
     session.add(batch)
@@ -96,7 +105,8 @@ def launch_batch(
                   provider=provider, reward_cents=reward_cents, max_turns=max_turns)
     hits = []
     for n in range(conversations):
-        conversation = Conversation(batch_id=batch.id, task_id=tasks[n % len(tasks)].id)
+        task, scenario = scenarios[n] if scenarios is not None else (tasks[n % len(tasks)], {})
+        conversation = Conversation(batch_id=batch.id, task_id=task.id, scenario=scenario)
         session.add(conversation)
         session.flush()
         hits.append(_open_turn(session, batch, conversation, index=0, role=get_protocol(protocol).first_role))
@@ -175,12 +185,15 @@ def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit
 
 
 def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn) -> Optional[str]:
-    if last.role != protocol.first_role and last.index > 0:
+    closes = last.role == protocol.first_role and last.label == protocol.closing_label
+    if not protocol.closing_reply and closes:
+        return protocol.closing_reason
+    if protocol.closing_reply and last.role != protocol.first_role and last.index > 0:
         before = session.exec(
             select(Turn).where(Turn.conversation_id == last.conversation_id, Turn.index == last.index - 1)
         ).one()
         if before.label == protocol.closing_label:
-            return "student_stop"
+            return protocol.closing_reason
     if last.index + 1 >= batch.max_turns:
         return "max_turns"
     return None

@@ -1,0 +1,227 @@
+"""STAR dialogs on the pipeline: tasks loaded from STAR's folders, scenarios at launch, every action an
+event written through ``record_action``, export in STAR's format read back by the analysis, replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from turkflow.db import session_scope
+from turkflow.errors import InvalidInput
+from turkflow.hits import lifecycle
+from turkflow.models import Conversation, DialogEvent, Hit, HitStatus, Task, Turn, Worker
+from turkflow.star_dialog import (
+    give_nudges,
+    knowledge_base,
+    load_star_tasks,
+    make_scenarios,
+    read_star_tasks,
+    record_action,
+    replay,
+    star_turns,
+)
+
+SAMPLE = Path(__file__).resolve().parents[1] / "turkflow" / "samples" / "star" / "tasks"
+USER_1, USER_2, WIZARD_1, WIZARD_2 = "U1-star-user", "U2-star-user", "W1-star-wizard", "W2-star-wizard"
+
+
+def launch_star(settings, providers, conversations: int = 1, tasks_per_dialog: int = 1) -> int:
+    with session_scope(settings.database_url) as s:
+        load_star_tasks(s, read_star_tasks(SAMPLE))
+        # the library first: the dialogs below are about books
+        tasks = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.key.desc())))
+        scenarios = make_scenarios(tasks, conversations, tasks_per_dialog=tasks_per_dialog)
+        batch, hits = lifecycle.launch_batch(s, tasks, conversations, name="star pilot", max_turns=20,
+                                             protocol="star", scenarios=scenarios)
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get("local"), hit.id)
+        return batch.id
+
+
+def hold(s, conversation_id: int, external_id: str, role: str) -> tuple[Turn, Worker, str]:
+    """A worker takes the conversation's open turn, as the queue page does."""
+    author = s.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    if author is None:
+        author = Worker(external_id=external_id, role=role, onboarded=True)
+        s.add(author)
+        s.flush()
+    hit = s.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id)
+                 .where(Turn.conversation_id == conversation_id, Hit.status == HitStatus.open)).one()
+    assignment = lifecycle.take_turn(s, author, hit.id, lease_seconds=60)
+    return s.get(Turn, hit.turn_id), author, assignment.external_id
+
+
+def turn(settings, providers, conversation_id: int, external_id: str, role: str,
+         actions: list[tuple[str, dict]], label: str, text: str) -> None:
+    """One paid turn: take it, log its actions through record_action, submit it, open the next one."""
+    with session_scope(settings.database_url) as s:
+        held, author, assignment = hold(s, conversation_id, external_id, role)
+        give_nudges(s, held)
+        for action, fields in actions:
+            record_action(s, held, author, action, fields)
+        intent = "intent" if role == "user" else "action"
+        lifecycle.submit_turn(s, assignment, author, {intent: label, "response": text})
+        next_hit = lifecycle.advance_conversation(s, conversation_id)
+        if next_hit is not None:
+            lifecycle.publish_hit(s, providers.get("local"), next_hit.id)
+
+
+def first_conversation(settings) -> int:
+    with session_scope(settings.database_url) as s:
+        return s.exec(select(Conversation.id).order_by(Conversation.id)).first()
+
+
+def library_dialog(settings, providers, conversation_id: int) -> None:
+    """A complete library dialog: seven paid turns, nine STAR turns (two wizard turns query first)."""
+    turn(settings, providers, conversation_id, USER_1, "user",
+         [("utter", {"text": "Hi, I'd like to borrow a novel."})], "utter",
+         "Hi, I'd like to borrow a novel.")
+    turn(settings, providers, conversation_id, WIZARD_1, "wizard",
+         [("request_suggestions", {"text": "Which language?"}),
+          ("pick_suggestion", {"label": "library_ask_language", "options": ["library_ask_language", "goodbye"],
+                               "text": "In which language would you like to read it?"})],
+         "pick_suggestion", "In which language would you like to read it?")
+    turn(settings, providers, conversation_id, USER_2, "user",
+         [("utter", {"text": "English, please."})], "utter", "English, please.")
+    turn(settings, providers, conversation_id, WIZARD_2, "wizard",
+         [("query", {"api": "library_search",
+                     "constraints": [{"Genre": '"Novel"'}, {"Language": '"English"'}]}),
+          ("pick_suggestion", {"label": "library_inform_book",
+                               "text": "Paper Rivers by M. Ruiz is on floor 2."})],
+         "pick_suggestion", "Paper Rivers by M. Ruiz is on floor 2.")
+    turn(settings, providers, conversation_id, USER_1, "user",
+         [("utter", {"text": "Do you have poetry in German too?"})], "utter",
+         "Do you have poetry in German too?")
+    turn(settings, providers, conversation_id, WIZARD_1, "wizard",
+         [("query", {"api": "library_search", "constraints": {"Genre": '"Poetry"', "Language": '"German"'}}),
+          ("utter", {"text": "Yes, several; the first is on floor 1."})],
+         "utter", "Yes, several; the first is on floor 1.")
+    turn(settings, providers, conversation_id, USER_2, "user",
+         [("utter", {"text": "Thanks, bye!"}), ("complete", {})], "complete", "Thanks, bye!")
+
+
+def events_of(settings, conversation_id: int) -> list[DialogEvent]:
+    with session_scope(settings.database_url) as s:
+        return list(s.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation_id)
+                           .order_by(DialogEvent.id)))
+
+
+def test_a_star_dialog_is_logged_event_by_event_and_ends_with_the_users_complete(settings, providers):
+    launch_star(settings, providers)
+    conversation_id = first_conversation(settings)
+    library_dialog(settings, providers, conversation_id)
+
+    events = events_of(settings, conversation_id)
+    assert [(e.agent, e.action) for e in events] == [
+        ("User", "utter"), ("Wizard", "request_suggestions"), ("Wizard", "pick_suggestion"),
+        ("UserGuide", "instruct"), ("User", "utter"),
+        ("Wizard", "query"), ("KnowledgeBase", "return_item"), ("Wizard", "pick_suggestion"),
+        ("User", "utter"), ("Wizard", "query"), ("KnowledgeBase", "return_item"), ("Wizard", "utter"),
+        ("User", "utter"), ("User", "complete"),
+    ]
+    assert events[3].data["Text"].endswith("[instruction 1 of 1]")
+    assert events[6].data["TotalItems"] > 0 and events[6].data["Item"]["Genre"] == "Novel"
+    assert all(e.worker_id is not None for e in events if e.agent in ("User", "Wizard"))
+    assert star_turns(events) == 9
+    with session_scope(settings.database_url) as s:
+        conversation = s.get(Conversation, conversation_id)
+        assert (conversation.status, conversation.end_reason, conversation.turn_count) == (
+            "completed", "user_complete", 7)
+        assert conversation.scenario["tasks"] == ["library_search"]
+
+
+@pytest.mark.parametrize("action, fields, field", [
+    ("shout", {"text": "hi"}, "action"),
+    ("return_item", {}, "action"),
+    ("query", {"api": "library_search", "constraints": [{"Colour": '"Red"'}]}, "Colour"),
+    ("query", {"api": "library_search", "constraints": [{"Genre": "42"}]}, "Genre"),
+    ("query", {"api": "library_search", "constraints": "Genre=Novel"}, "constraints"),
+    ("query", {"api": "weather", "constraints": []}, "api"),
+    ("pick_suggestion", {"label": "no_such_reply", "text": "hello"}, "label"),
+    ("pick_suggestion", {"label": "hello", "text": 42}, "text"),
+    ("utter", {"text": "hello", "mood": "cheerful"}, "mood"),
+    ("select_task", {"task": "weather"}, "task"),
+])
+def test_a_bad_action_is_an_error_naming_the_field_and_stores_nothing(settings, providers, action, fields,
+                                                                      field):
+    launch_star(settings, providers)
+    conversation_id = first_conversation(settings)
+    turn(settings, providers, conversation_id, USER_1, "user",
+         [("utter", {"text": "I need a novel."})], "utter", "I need a novel.")
+    before = len(events_of(settings, conversation_id))
+    with session_scope(settings.database_url) as s:
+        held, author, _ = hold(s, conversation_id, WIZARD_1, "wizard")
+        with pytest.raises(InvalidInput) as error:
+            record_action(s, held, author, action, fields)
+    assert error.value.field == field
+    assert len(events_of(settings, conversation_id)) == before
+
+
+def test_only_the_worker_holding_the_turn_logs_its_actions_and_a_user_cannot_query(settings, providers):
+    launch_star(settings, providers)
+    conversation_id = first_conversation(settings)
+    with session_scope(settings.database_url) as s:
+        held, author, _ = hold(s, conversation_id, USER_1, "user")
+        stranger = Worker(external_id="U9-other", role="user", onboarded=True)
+        s.add(stranger)
+        s.flush()
+        with pytest.raises(InvalidInput) as error:
+            record_action(s, held, stranger, "utter", {"text": "hi"})
+        assert error.value.field == "turn"
+        with pytest.raises(InvalidInput) as error:
+            record_action(s, held, author, "query", {"api": "cinema_search", "constraints": []})
+        assert error.value.field == "action"
+        with pytest.raises(InvalidInput) as error:
+            record_action(s, held, author, "complete", {})  # goodbye first
+        assert error.value.field == "action"
+
+
+def test_replay_finds_nothing_on_an_untouched_log_and_names_a_query_whose_row_changed(settings, providers):
+    launch_star(settings, providers)
+    conversation_id = first_conversation(settings)
+    library_dialog(settings, providers, conversation_id)
+    kb = knowledge_base(str(SAMPLE.resolve().parent / "apis"))
+    with session_scope(settings.database_url) as s:
+        replayed, differences = replay(s, [conversation_id])
+        assert (replayed, differences) == (2, [])
+
+        first_query = next(e for e in events_of(settings, conversation_id) if e.action == "query")
+        returned = next(e for e in events_of(settings, conversation_id) if e.action == "return_item")
+        row = next(r for r in kb.databases["library"].rows if r["id"] == returned.data["Item"]["id"])
+        saved = dict(row)
+        try:
+            row["Floor"] = 99
+            replayed, differences = replay(s, [conversation_id])
+        finally:
+            row.clear()
+            row.update(saved)
+    assert replayed == 2
+    assert [d.event_id for d in differences] == [first_query.id]
+    assert "library_search" in differences[0].describe() and '"Floor": 99' in differences[0].describe()
+
+
+def test_star_tasks_and_wizard_of_tasks_documents_are_not_mixed_in_one_batch(settings, providers):
+    from turkflow.documents import load_documents, read_documents, sample_tasks_path
+
+    with session_scope(settings.database_url) as s:
+        load_star_tasks(s, read_star_tasks(SAMPLE))
+        load_documents(s, read_documents(sample_tasks_path()))
+        every = list(s.exec(select(Task)))
+        with pytest.raises(ValueError, match="a batch follows one protocol"):
+            lifecycle.launch_batch(s, every, 2, name="mixed", protocol="star")
+        with pytest.raises(ValueError, match="a batch follows one protocol"):
+            lifecycle.launch_batch(s, every, 2, name="mixed")
+
+
+def test_multi_task_scenarios_name_several_tasks_and_nudges_come_once(settings, providers):
+    launch_star(settings, providers, conversations=2, tasks_per_dialog=2)
+    with session_scope(settings.database_url) as s:
+        scenarios = [c.scenario for c in s.exec(select(Conversation).order_by(Conversation.id))]
+    assert [sc["tasks"] for sc in scenarios] == [["library_search", "cinema_search"],
+                                                 ["cinema_search", "library_search"]]
+    assert all(sc["multi_task"] and sc["nudges"] == [{"turn": 2, "text": json.loads(
+        (SAMPLE / "library_search" / "library_search.json").read_text())["turkflow"]["nudges"][0]["text"]}]
+        for sc in scenarios)

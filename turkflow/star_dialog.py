@@ -1,0 +1,394 @@
+"""STAR dialogs on the asynchronous pipeline: its tasks in the database, scenarios, the event log, replay.
+
+A STAR dialog is STAR's event log (``DialogEvent`` rows), written by one function, ``record_action``, that
+the worker pages call while a worker holds a turn. The paid turns stay ``Turn`` rows (one per HIT), each
+holding the events its worker wrote:
+
+- a *user* turn: one ``utter``, perhaps followed by ``complete`` (the turn's label is then ``complete``,
+  which ends the conversation); the user guide's ``instruct`` nudges due at that turn come before it;
+- a *wizard* turn: any number of ``select_task``, ``query`` (the knowledge base answers at once with a
+  ``return_item`` event) and ``request_suggestions``, closed by one ``pick_suggestion`` or ``utter``.
+
+STAR counts a turn as a User utter, a Wizard utter, a pick_suggestion or a query (``star_turns``), so one
+paid wizard turn can be several STAR turns. The task schemas and knowledge base come from
+``turkflow.star``; this module is what ties them to the database.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from sqlmodel import Session, col, select
+
+from turkflow.errors import InvalidDocument, InvalidInput, NotFound
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Batch,
+    Conversation,
+    DialogEvent,
+    Hit,
+    HitStatus,
+    Task,
+    Turn,
+    TurnStatus,
+    Worker,
+)
+from turkflow.protocol import STAR, clean_text
+from turkflow.star import outcomes
+from turkflow.star.kb import KnowledgeBase, QueryResult
+from turkflow.star.schemas import TaskSchema, load_schemas
+
+KEY_PREFIX = "star:"
+AGENTS = {"user": "User", "wizard": "Wizard"}
+SYSTEM_ACTIONS = {"return_item": "the knowledge base writes it after a query",
+                  "instruct": "the user guide writes it when a user turn opens"}
+CLOSING = {"user": ("utter",), "wizard": ("pick_suggestion", "utter")}  # the action that says something
+TURN_ACTIONS = {("User", "utter"), ("Wizard", "utter"), ("Wizard", "pick_suggestion"), ("Wizard", "query")}
+MAX_TEXT = STAR.max_response_chars
+
+
+# ---- tasks --------------------------------------------------------------------------------------------
+
+
+def _scenario_texts(schema: TaskSchema) -> dict[str, Any]:
+    """A task file may carry a ``turkflow`` section: the user's and wizard's task texts and nudges.
+    STAR's own files do not; their scenarios then say what the task's name says."""
+    document = json.loads(schema.source.read_text(encoding="utf-8"))
+    section = document.get("turkflow", {})
+    if not isinstance(section, dict):
+        raise InvalidDocument(f"{schema.source}: 'turkflow' must be an object")
+    readable = schema.name.replace("_", " ")
+    texts = {
+        "domain": section.get("domain", schema.name.split("_")[0]),
+        "user_task": section.get("user_task", f"You want help with this: {readable}."),
+        "unhappy_user_task": section.get("unhappy_user_task",
+                                         "Change your mind about one thing you asked for, once."),
+        "wizard_task": section.get("wizard_task", f"Help the user with this: {readable}."),
+        "nudges": section.get("nudges", []),
+    }
+    for key, value in texts.items():
+        if key != "nudges" and not (isinstance(value, str) and value.strip()):
+            raise InvalidDocument(f"{schema.source}: turkflow.{key} must be non-empty text")
+    nudges = texts["nudges"]
+    if not isinstance(nudges, list) or not all(
+            isinstance(n, dict) and isinstance(n.get("turn"), int) and not isinstance(n.get("turn"), bool)
+            and n["turn"] >= 0 and isinstance(n.get("text"), str) and n["text"].strip() for n in nudges):
+        raise InvalidDocument(f"{schema.source}: turkflow.nudges must be a list of {{turn: N >= 0, text}}")
+    return texts
+
+
+def kb_dir_for(tasks_dir: Path) -> Path:
+    """STAR keeps its knowledge base next to the tasks: ``tasks/`` and ``apis/{apis,dbs}/``."""
+    return tasks_dir.resolve().parent / "apis"
+
+
+@lru_cache(maxsize=8)
+def knowledge_base(kb_dir: str) -> KnowledgeBase:
+    """The knowledge base in ``kb_dir``, loaded once per process (its rows are drawn from fixed seeds)."""
+    return KnowledgeBase.load(Path(kb_dir))
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    created: int
+    updated: int
+
+
+def read_star_tasks(tasks_dir: Path) -> list[Task]:
+    """Every STAR task folder under ``tasks_dir`` as an unsaved ``Task``; any bad file is one
+    ``InvalidDocument`` naming it, before anything is written. The knowledge base next to the folder must
+    define each task's API."""
+    schemas = load_schemas(tasks_dir)
+    if not schemas:
+        raise InvalidDocument(f"{tasks_dir}: no STAR task folders in it")
+    kb_dir = kb_dir_for(tasks_dir)
+    kb = knowledge_base(str(kb_dir))
+    found = []
+    for schema in schemas.values():
+        if schema.api not in kb.apis:
+            raise InvalidDocument(f"{schema.source}: no API {schema.api!r} in the knowledge base {kb_dir}")
+        texts = _scenario_texts(schema)
+        found.append(Task(
+            key=KEY_PREFIX + schema.name, protocol=STAR.name, title=schema.declared_name,
+            domain=texts["domain"], star={
+                "task": schema.name, "api": schema.api, "kb_dir": str(kb_dir), "start": schema.graph.start,
+                "graph": dict(schema.graph.edges),
+                "replies": {t.label: t.text for t in schema.templates.values()},
+                "image": schema.image.name if schema.image else None,
+                **{k: v for k, v in texts.items() if k != "domain"},
+            }))
+    return found
+
+
+def load_star_tasks(session: Session, tasks: Sequence[Task]) -> LoadResult:
+    """Insert new STAR tasks and update loaded ones in place (by key)."""
+    existing = {t.key: t for t in session.exec(select(Task).where(col(Task.key).in_([t.key for t in tasks])))}
+    for task in tasks:
+        known = existing.get(task.key)
+        if known is not None and known.protocol != STAR.name:
+            raise InvalidDocument(f"task {task.key!r} is already loaded as a {known.protocol} document")
+        if known is None:
+            session.add(task)
+            continue
+        known.title, known.domain, known.star = task.title, task.domain, task.star
+        session.add(known)
+    session.flush()
+    return LoadResult(created=len(tasks) - len(existing), updated=len(existing))
+
+
+# ---- scenarios ------------------------------------------------------------------------------------------
+
+
+def make_scenarios(tasks: Sequence[Task], conversations: int, *, unhappy: float = 0.0,
+                   tasks_per_dialog: int = 1, seed: int = 0) -> list[tuple[Task, dict[str, Any]]]:
+    """One scenario per conversation: tasks round-robin (a multi-task dialog takes the next ones too),
+    a seeded share of them unhappy (the user changes their mind), and each task's nudges."""
+    if not 0.0 <= unhappy <= 1.0:
+        raise InvalidInput("must be between 0 and 1", "unhappy")
+    if not 1 <= tasks_per_dialog <= min(5, len(tasks)):
+        raise InvalidInput(f"must be between 1 and {min(5, len(tasks))} (the loaded STAR tasks, at most 5)",
+                           "tasks_per_dialog")
+    rng = random.Random(seed)
+    made = []
+    for n in range(conversations):
+        chosen = [tasks[(n + k) % len(tasks)] for k in range(tasks_per_dialog)]
+        happy = rng.random() >= unhappy
+        user_task = " Then: ".join(t.star["user_task"] for t in chosen)
+        if not happy:
+            user_task += " " + chosen[0].star["unhappy_user_task"]
+        nudges = sorted(({"turn": nudge["turn"], "text": nudge["text"]}
+                         for t in chosen for nudge in t.star["nudges"]), key=lambda nudge: nudge["turn"])
+        made.append((chosen[0], {
+            "tasks": [t.star["task"] for t in chosen],
+            "domains": list(dict.fromkeys(t.domain for t in chosen)),
+            "happy": happy,
+            "multi_task": tasks_per_dialog > 1,
+            "user_task": user_task,
+            "wizard_task": " ".join(t.star["wizard_task"] for t in chosen),
+            "nudges": nudges,
+        }))
+    return made
+
+
+# ---- the event log --------------------------------------------------------------------------------------
+
+
+def _tasks_of(session: Session, conversation: Conversation) -> dict[str, Task]:
+    names = conversation.scenario.get("tasks", [])
+    found = {t.star["task"]: t for t in session.exec(
+        select(Task).where(col(Task.key).in_([KEY_PREFIX + name for name in names])))}
+    return {name: found[name] for name in names if name in found}
+
+
+def _kb_of(tasks: Mapping[str, Task]) -> KnowledgeBase:
+    first = next(iter(tasks.values()), None)
+    if first is None:
+        raise NotFound("this conversation's scenario names no loaded STAR task")
+    return knowledge_base(first.star["kb_dir"])
+
+
+def _text(fields: dict[str, Any], name: str, required: bool = True) -> str:
+    value = fields.pop(name, None)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidInput("expected text", name)
+    text = clean_text(value, name)
+    if required and not text:
+        raise InvalidInput("this text is required", name)
+    if len(text) > MAX_TEXT:
+        raise InvalidInput(f"write at most {MAX_TEXT} characters", name)
+    return text
+
+
+def _holder(session: Session, turn: Turn, worker: Worker) -> None:
+    """Only the worker holding the turn's live assignment writes its events."""
+    held = session.exec(
+        select(Assignment.id).join(Hit, Hit.id == Assignment.hit_id)
+        .where(Hit.turn_id == turn.id, Hit.status == HitStatus.open, Assignment.worker_id == worker.id,
+               Assignment.status == AssignmentStatus.accepted)
+    ).first()
+    if held is None:
+        raise InvalidInput("you do not hold this turn", "turn")
+
+
+def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fields: Mapping[str, Any],
+                  kb: Optional[KnowledgeBase] = None) -> list[DialogEvent]:
+    """Validate one action of the worker holding ``turn`` and append it to the dialog's log.
+
+    ``fields`` are the action's own (``text``; ``api`` and ``constraints``; ``label``, ``text`` and
+    ``options``; ``task``); anything else, a wrong type, an unknown constraint field (through the
+    knowledge base's validation) or an action out of order is an ``InvalidInput`` naming the field, and
+    nothing is written. A query is answered at once: its ``return_item`` event holds the first match and
+    the count, as STAR's knowledge base logged them. ``kb`` overrides the task's knowledge base.
+    """
+    conversation = session.get(Conversation, turn.conversation_id)
+    batch = session.get(Batch, conversation.batch_id)
+    if batch.protocol != STAR.name:
+        raise InvalidInput(f"this conversation follows {batch.protocol}, not STAR", "turn")
+    if turn.status != TurnStatus.open:
+        raise InvalidInput("this turn is no longer open", "turn")
+    _holder(session, turn, worker)
+    form = STAR.form(turn.role)
+    if not isinstance(action, str):
+        raise InvalidInput("expected the action's name", "action")
+    if action in SYSTEM_ACTIONS:
+        raise InvalidInput(f"{action} is not sent by a worker: {SYSTEM_ACTIONS[action]}", "action")
+    if action not in form.actions:
+        raise InvalidInput(f"a {turn.role} can: {', '.join(form.actions)}", "action")
+    if not isinstance(fields, Mapping):
+        raise InvalidInput("expected the action's fields as an object", "fields")
+    earlier = [e.action for e in session.exec(
+        select(DialogEvent).where(DialogEvent.turn_id == turn.id).order_by(col(DialogEvent.id)))]
+    said = [a for a in earlier if a in CLOSING[turn.role]]
+    if turn.role == "user":
+        if action == "utter" and said:
+            raise InvalidInput("a user turn says one thing; submit it", "action")
+        if action == "complete" and (not said or "complete" in earlier):
+            raise InvalidInput("say goodbye first, then complete the dialog", "action")
+    elif said:
+        raise InvalidInput("this turn's reply is already sent; submit it", "action")
+
+    rest = dict(fields)
+    agent = AGENTS[turn.role]
+    data: dict[str, Any]
+    extra: Optional[dict[str, Any]] = None
+    tasks = _tasks_of(session, conversation)
+    if action in ("utter", "request_suggestions"):
+        data = {"Text": _text(rest, "text", required=action == "utter")}
+    elif action == "complete":
+        data = {}
+    elif action == "select_task":
+        name = rest.pop("task", None)
+        if name not in tasks:
+            raise InvalidInput(f"choose one of this dialog's tasks: {', '.join(tasks)}", "task")
+        data = {"Task": name}
+    elif action == "pick_suggestion":
+        label = rest.pop("label", None)
+        replies = {label for t in tasks.values() for label in t.star["replies"]}
+        if not isinstance(label, str) or label not in replies or label.split("_")[0] == "query":
+            raise InvalidInput("not a reply of this dialog's tasks", "label")
+        options = rest.pop("options", [label])
+        if not isinstance(options, list) or not all(isinstance(o, str) and o in replies for o in options):
+            raise InvalidInput("expected a list of this dialog's reply labels", "options")
+        data = {"ActionLabel": label, "ActionLabelOptions": options, "Text": _text(rest, "text")}
+    else:  # query
+        api = rest.pop("api", None)
+        apis = {t.star["api"] for t in tasks.values()}
+        if api not in apis:
+            raise InvalidInput(f"query one of this dialog's APIs: {', '.join(sorted(apis))}", "api")
+        constraints = rest.pop("constraints", None)
+        if isinstance(constraints, Mapping):
+            constraints = [{name: value} for name, value in constraints.items()]
+        if not isinstance(constraints, list):
+            raise InvalidInput("expected a list of {field: condition}", "constraints")
+        knowledge = kb or _kb_of(tasks)
+        result = outcomes.call(knowledge, api, constraints)  # validates: an unknown field is named
+        data = {"APIName": api, "Constraints": constraints}
+        extra = returned_item(result)
+    if rest:
+        raise InvalidInput("not a field of this action", sorted(rest)[0])
+
+    written = [DialogEvent(conversation_id=conversation.id, turn_id=turn.id, turn_index=turn.index,
+                           worker_id=worker.id, agent=agent, action=action, data=data)]
+    if extra is not None:
+        written.append(DialogEvent(conversation_id=conversation.id, turn_id=turn.id, turn_index=turn.index,
+                                   agent="KnowledgeBase", action="return_item", data=extra))
+    for event in written:
+        session.add(event)
+    session.flush()
+    return written
+
+
+def returned_item(result: QueryResult) -> dict[str, Any]:
+    """What STAR logged for a query's answer: the item shown and how many there were."""
+    item = dict(result.first) if result.first is not None else None
+    if item is not None:
+        item = {"APIName": result.api, **item}
+    return {"APIName": result.api, "Item": item, "TotalItems": result.total}
+
+
+def give_nudges(session: Session, turn: Turn) -> list[DialogEvent]:
+    """The user guide's instructions due at this user turn (by its index), once each."""
+    if turn.role != "user":
+        return []
+    conversation = session.get(Conversation, turn.conversation_id)
+    nudges = conversation.scenario.get("nudges", [])
+    given = session.exec(select(DialogEvent.id).where(DialogEvent.turn_id == turn.id,
+                                                      DialogEvent.action == "instruct")).first()
+    if given is not None:
+        return []
+    written = []
+    due = [n for n in nudges if n["turn"] == turn.index]
+    for nudge in due:
+        number = nudges.index(nudge) + 1
+        event = DialogEvent(conversation_id=conversation.id, turn_id=turn.id, turn_index=turn.index,
+                            agent="UserGuide", action="instruct",
+                            data={"Text": f"{nudge['text']} [instruction {number} of {len(nudges)}]"})
+        session.add(event)
+        written.append(event)
+    session.flush()
+    return written
+
+
+def dialog_events(session: Session, conversation_id: int) -> list[DialogEvent]:
+    return list(session.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation_id)
+                             .order_by(col(DialogEvent.id))))
+
+
+def star_turns(events: Iterable[DialogEvent]) -> int:
+    """STAR's turn count: User utters, Wizard utters, pick_suggestions and queries."""
+    return sum(1 for e in events if (e.agent, e.action) in TURN_ACTIONS)
+
+
+# ---- replay ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayDifference:
+    conversation_id: int
+    event_id: int
+    api: str
+    constraints: Any
+    logged: Any
+    now: Any
+
+    def describe(self) -> str:
+        return (f"conversation {self.conversation_id}, query {self.event_id} to {self.api} "
+                f"{json.dumps(self.constraints)}: the wizard saw {json.dumps(self.logged, default=str)}, "
+                f"now {json.dumps(self.now, default=str)}")
+
+
+def replay(session: Session, conversation_ids: Sequence[int],
+           kb: Optional[KnowledgeBase] = None) -> tuple[int, list[ReplayDifference]]:
+    """Run every logged query again and compare with the ``return_item`` the wizard saw.
+
+    Returns how many queries were replayed and each one whose answer differs now.
+    """
+    replayed, differences = 0, []
+    for conversation_id in conversation_ids:
+        conversation = session.get(Conversation, conversation_id)
+        if conversation is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        knowledge = kb or _kb_of(_tasks_of(session, conversation))
+        events = dialog_events(session, conversation_id)
+        for n, event in enumerate(events):
+            if event.action != "query":
+                continue
+            logged = next((e.data for e in events[n + 1:] if e.action == "return_item"), None)
+            try:
+                answer = outcomes.call(knowledge, event.data["APIName"], event.data["Constraints"])
+                now: Any = json.loads(json.dumps(returned_item(answer)))  # as stored: tuples are lists
+            except InvalidInput as error:
+                now = {"error": error.message}
+            replayed += 1
+            if now != logged:
+                differences.append(ReplayDifference(conversation_id, event.id, event.data["APIName"],
+                                                    event.data["Constraints"], logged, now))
+    return replayed, differences

@@ -4,11 +4,14 @@ event written through ``record_action``, export in STAR's format read back by th
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from sqlmodel import select
 
+from turkflow.analysis.corpora import read_corpus
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput
 from turkflow.hits import lifecycle
@@ -225,3 +228,111 @@ def test_multi_task_scenarios_name_several_tasks_and_nudges_come_once(settings, 
     assert all(sc["multi_task"] and sc["nudges"] == [{"turn": 2, "text": json.loads(
         (SAMPLE / "library_search" / "library_search.json").read_text())["turkflow"]["nudges"][0]["text"]}]
         for sc in scenarios)
+
+
+# ---- export, analyse, the commands ---------------------------------------------------------------------
+
+TURKFLOW = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "turkflow"
+
+
+def command(settings, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "TURKFLOW_DATA_DIR": str(settings.data_dir),
+           "TURKFLOW_DATABASE_URL": settings.database_url, "TURKFLOW_SECRET_KEY": settings.secret_key,
+           "TURKFLOW_WORKER_HASH_KEY": settings.worker_hash_key}
+    return subprocess.run([str(TURKFLOW), *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_export_in_stars_format_reads_back_with_the_turn_count_the_database_holds(settings, providers,
+                                                                                  tmp_path):
+    launch_star(settings, providers, conversations=2)
+    conversation_id = first_conversation(settings)
+    library_dialog(settings, providers, conversation_id)
+    with session_scope(settings.database_url) as s:
+        held = star_turns(s.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation_id)))
+
+    exported = command(settings, "export", "--format", "star", "--out", str(tmp_path / "star"))
+    assert exported.returncode == 0, exported.stderr
+    assert f"exported 2 STAR dialogues ({held} STAR turns in complete ones)" in exported.stdout
+    doc = json.loads((tmp_path / "star" / "dialogues" / f"{conversation_id}.json").read_text())
+    assert doc["CompletionLevel"] == "Complete" and doc["Scenario"]["WizardCapabilities"][0]["Task"] == (
+        "library_search")
+    query = next(e for e in doc["Events"] if e["Action"] == "query")
+    assert query["Agent"] == "Wizard" and query["APIName"] == "library_search"
+    assert query["Constraints"] == [{"Genre": '"Novel"'}, {"Language": '"English"'}]
+    answer = doc["Events"][doc["Events"].index(query) + 1]
+    assert answer["Agent"] == "KnowledgeBase" and answer["Item"]["Genre"] == "Novel"
+    assert answer["TotalItems"] > 0
+    raw_ids = (USER_1, USER_2, WIZARD_1, WIZARD_2)
+    text = json.dumps(doc)
+    assert not any(raw in text for raw in raw_ids)
+    assert doc["AnonymizedUserWorkerID"].startswith("w")
+    assert len({e.get("AnonymizedWorkerID") for e in doc["Events"] if e["Agent"] == "User"}) == 2
+
+    dialogues, _ = read_corpus("star", [tmp_path / "star"])
+    read = list(dialogues)
+    assert [(d.id, len(d.turns)) for d in read] == [(str(conversation_id), held)]  # the other is in progress
+    analysed = command(settings, "analyse", "--corpus", "star", str(tmp_path / "star" / "dialogues"),
+                       "--out", str(tmp_path / "analysis"))
+    assert analysed.returncode == 0, analysed.stderr
+    stats = json.loads((tmp_path / "analysis" / "stats.json").read_text())
+    assert (stats["dialogues"], stats["turns"]) == (1, held)
+
+    plain = command(settings, "export", "--out", str(tmp_path / "plain"))  # Wizard of Tasks only
+    assert plain.returncode == 1 and "no conversations match" in plain.stderr
+
+
+def test_replay_command_reports_nothing_on_an_untouched_log(settings, providers):
+    batch_id = launch_star(settings, providers)
+    library_dialog(settings, providers, first_conversation(settings))
+    done = command(settings, "replay", "--batch", str(batch_id))
+    assert done.returncode == 0, done.stderr
+    assert "replayed 2 queries in 1 conversations: 0 differ" in done.stdout
+    missing = command(settings, "replay", "999")
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "999" in missing.stderr
+
+
+def test_tasks_load_reads_a_star_folder_and_a_bad_file_is_one_line_naming_it(settings, tmp_path):
+    loaded = command(settings, "tasks", "load", "--protocol", "star", str(SAMPLE))
+    assert loaded.returncode == 0 and "loaded 2 STAR tasks" in loaded.stdout and "2 created" in loaded.stdout
+    again = command(settings, "tasks", "load", "--protocol", "star", str(SAMPLE))
+    assert "0 created, 2 updated" in again.stdout
+
+    bad = tmp_path / "star"
+    shutil.copytree(SAMPLE.parent, bad)
+    broken = bad / "tasks" / "cinema_search" / "cinema_search.json"
+    broken.write_text(broken.read_text().replace('"query": "cinema_inform_showing"', '"query": "nowhere"'))
+    (bad / "tasks" / "aaa_first").mkdir()
+    shutil.copy(SAMPLE / "library_search" / "library_search.json",
+                bad / "tasks" / "aaa_first" / "aaa_first.json")
+    failed = command(settings, "tasks", "load", "--protocol", "star", str(bad / "tasks"))
+    assert failed.returncode == 1 and failed.stderr.count("\n") == 1, failed.stderr
+    assert str(broken) in failed.stderr and "nowhere" in failed.stderr
+    with session_scope(settings.database_url) as s:  # only the first load's tasks
+        assert [t.key for t in s.exec(select(Task).order_by(Task.key))] == [
+            "star:cinema_search", "star:library_search"]
+
+    not_json = tmp_path / "other" / "tasks" / "x"
+    not_json.mkdir(parents=True)
+    (not_json / "x.json").write_text("{oops")
+    failed = command(settings, "tasks", "load", "--protocol", "star", str(not_json.parent))
+    assert failed.returncode == 1 and failed.stderr.count("\n") == 1 and "x.json" in failed.stderr
+
+
+def test_batch_launch_protocol_star_gives_each_conversation_a_scenario(settings):
+    assert command(settings, "tasks", "load", "--protocol", "star", str(SAMPLE)).returncode == 0
+    refused = command(settings, "batch", "launch", "--protocol", "star", "--tasks",
+                      str(SAMPLE / "library_search" / "library_search.json"), "-n", "2")
+    assert refused.returncode == 1 and "tasks load --protocol star" in refused.stderr
+    refused = command(settings, "batch", "launch", "--all", "-n", "2", "--unhappy", "0.5")
+    assert refused.returncode == 1 and "--protocol star only" in refused.stderr
+    launched = command(settings, "batch", "launch", "--protocol", "star", "--all", "-n", "4",
+                       "--unhappy", "1", "--tasks-per-dialog", "2", "--yes")
+    assert launched.returncode == 0, launched.stderr
+    assert "4 user turns open" in launched.stdout
+    with session_scope(settings.database_url) as s:
+        conversations = list(s.exec(select(Conversation)))
+        assert all(c.scenario["multi_task"] and not c.scenario["happy"] and len(c.scenario["tasks"]) == 2
+                   for c in conversations)
+        assert {t.role for t in s.exec(select(Turn))} == {"user"}
+    nothing = command(settings, "batch", "launch", "--all", "-n", "1")  # Wizard of Tasks: no documents
+    assert nothing.returncode == 1 and "turkflow tasks load" in nothing.stderr

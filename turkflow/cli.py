@@ -34,13 +34,14 @@ from turkflow.cli_common import (
     table,
     when,
 )
-from turkflow.cli_dataset import analyse, export
+from turkflow.cli_dataset import analyse, export, replay
 from turkflow.cli_mturk import batch_expire, mturk
 from turkflow.cli_prolific import launch_fee_percent, prolific
 from turkflow.cli_review import admin, review
 from turkflow.config import Settings
 from turkflow.hits import registry
 from turkflow.models import Batch, BatchStatus, Role, Task, WorkerStatus
+from turkflow.protocol import get_protocol
 from turkflow.simulator.cli import simulate
 
 # ---- the group ------------------------------------------------------------------------------------------
@@ -79,16 +80,33 @@ def tasks() -> None:
 
 
 @tasks.command("load", context_settings=CONTEXT)
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", "star"]), default="wizard_of_tasks",
+              show_default=True,
+              help="What FILE holds: Wizard of Tasks documents, or (star) a STAR tasks folder "
+                   "(tasks/<task>/<task>.json, its knowledge base in ../apis/).")
 @pass_app
-def tasks_load(app: App, file: Path) -> None:
-    """Load the task documents in FILE (.yaml, .yml, .json or .jsonl).
+def tasks_load(app: App, file: Path, protocol: str) -> None:
+    """Load the task documents in FILE (.yaml, .yml, .json or .jsonl), or a STAR tasks folder.
 
     Every document is checked before anything is written: one bad document loads none. A document
-    whose id is already loaded is updated in place. The README ("Task documents") shows the format.
+    whose id is already loaded is updated in place. The README ("Task documents") shows the format;
+    `--protocol star` reads STAR's task folders (README, "STAR (in progress)"), keyed star:<task>.
     """
     from turkflow.documents import load_documents, read_documents
 
+    if protocol == "star":
+        from turkflow.star_dialog import load_star_tasks, read_star_tasks
+
+        star_tasks = read_star_tasks(file)
+        with app.session(create=True) as session:
+            loaded = load_star_tasks(session, star_tasks)
+        click.echo(f"loaded {len(star_tasks)} STAR tasks from {file}: {loaded.created} created, "
+                   f"{loaded.updated} updated")
+        return
+    if file.is_dir():
+        raise CommandError(f"{file} is a directory; give a task file, or --protocol star for a STAR tasks "
+                           "folder")
     docs = read_documents(file)
     with app.session(create=True) as session:
         result = load_documents(session, docs)
@@ -148,14 +166,23 @@ def batch() -> None:
                    "[default: from TURKFLOW_QUALITY_WINDOW, TURKFLOW_BLOCK_BELOW, TURKFLOW_BLOCK_RULE, "
                    "TURKFLOW_PROBATION_TURNS: paper]")
 @click.option("--dry-run", is_flag=True, help="Print what would be launched and its maximum cost, then stop.")
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", "star"]), default="wizard_of_tasks",
+              show_default=True,
+              help="The batch's protocol; star launches over the loaded STAR tasks (with --all), each "
+                   "conversation with a scenario.")
+@click.option("--unhappy", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="STAR: the share of scenarios that are unhappy (the user changes their mind).")
+@click.option("--tasks-per-dialog", type=click.IntRange(1, 5), default=1, show_default=True,
+              help="STAR: tasks in each scenario (more than one makes multi-task dialogs).")
 @pass_app
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: int, reward: Optional[int],
                  max_turns: Optional[int], name: Optional[str], budget: Optional[int], provider: Optional[str],
-                 live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str], dry_run: bool) -> None:
-    """Launch a batch: N conversations, each opening its first (student) turn as a HIT.
+                 live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str], dry_run: bool,
+                 protocol: str, unhappy: float, tasks_per_dialog: int) -> None:
+    """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
-    the student stops and the teacher closes, or --max-turns is reached.
+    the student stops and the teacher closes (STAR: the user completes), or --max-turns is reached.
     """
     from turkflow.documents import load_documents, read_documents
     from turkflow.hits import lifecycle, money
@@ -163,6 +190,11 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
 
     if bool(tasks_file) == all_tasks:
         raise CommandError("give either --tasks FILE or --all")
+    if protocol == "star" and tasks_file:
+        raise CommandError("--tasks loads Wizard of Tasks documents; load STAR tasks with "
+                           "`turkflow tasks load --protocol star DIR`, then launch with --all")
+    if protocol != "star" and (unhappy or tasks_per_dialog != 1):
+        raise CommandError("--unhappy and --tasks-per-dialog apply to --protocol star only")
     if skip_if_exists and not name:
         raise CommandError("--skip-if-exists needs --name")
     settings = app.settings
@@ -221,20 +253,33 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             chosen = list(session.exec(select(Task).where(col(Task.key).in_([d["key"] for d in docs]))
                                        .order_by(Task.id)))
         else:
-            chosen = list(session.exec(select(Task).order_by(Task.id)))
+            chosen = list(session.exec(select(Task).where(Task.protocol == protocol).order_by(Task.id)))
+        scenarios = None
+        if protocol == "star":
+            from turkflow.star_dialog import make_scenarios
+
+            if not chosen:
+                raise CommandError("no STAR tasks loaded; run `turkflow tasks load --protocol star DIR` "
+                                   "first")
+            scenarios = make_scenarios(chosen, conversations, unhappy=unhappy,
+                                       tasks_per_dialog=tasks_per_dialog)
         new_batch, hits = lifecycle.launch_batch(
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
-            max_turns=max_turns, budget_cents=budget, live=live, quality=quality,
+            max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
+            scenarios=scenarios,
         )
         new_batch.fee_percent = fee_percent
         batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
 
     publish_all(app, batch_id, provider, hit_ids)
+    first = get_protocol(protocol).first_role
     click.echo(f"launched batch {batch_id} \"{name}\": {conversations} conversations over {task_count} tasks, "
-               f"{len(hit_ids)} student turns open on {where}")
+               f"{len(hit_ids)} {first} turns open on {where}")
     click.echo(f"watch it: turkflow batch status {batch_id} --watch")
-    if provider == "local":
+    if provider == "local" and protocol != "star":
         click.echo("invite workers: turkflow worker invite --role student (and --role teacher)")
+    if protocol == "star":
+        click.echo("the STAR worker pages are not built yet: the turns wait for them")
 
 
 def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> None:
@@ -554,6 +599,7 @@ main.add_command(review)
 main.add_command(admin)
 main.add_command(export)
 main.add_command(analyse)
+main.add_command(replay)
 main.add_command(simulate)
 main.add_command(mturk)
 main.add_command(prolific)

@@ -27,15 +27,20 @@ from turkflow.cli_common import CONTEXT, App, CommandError, pass_app, progress_b
 @click.option("--scrub-pii", is_flag=True,
               help="Replace person names, emails, phone numbers, street addresses and MTurk worker ids in "
                    "free text with [NAME], [EMAIL], [PHONE], [ADDRESS], [WORKER_ID] (spaCy NER + patterns).")
+@click.option("--format", "format_", type=click.Choice(["turkflow", "star"]), default="turkflow",
+              show_default=True,
+              help="turkflow: the Wizard of Tasks conversations as below; star: the STAR conversations as "
+                   "STAR's event logs, DIR/dialogues/<id>.json (read back by analyse --corpus star).")
 @pass_app
 def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[str], completed_only: bool,
-           exclude_blocked: bool, scrub_pii: bool) -> None:
+           exclude_blocked: bool, scrub_pii: bool, format_: str) -> None:
     """Export the dataset: one JSON document per conversation and a JSONL of all of them.
 
     \b
     DIR/conversations/<id>.json   one conversation (task document, every submitted turn)
     DIR/conversations.jsonl       all of them, one per line
     DIR/schema.json               the JSON Schema (draft 2020-12) every document is checked against
+    DIR/dialogues/<id>.json       with --format star: one STAR dialogue (Scenario, Events)
 
     Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.
     Conversations are read a page at a time, so memory stays flat however large the collection is.
@@ -44,8 +49,25 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     from turkflow.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
     from turkflow.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
 
+    protocol = "star" if format_ == "star" else "wizard_of_tasks"
     filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
-                            exclude_blocked=exclude_blocked)
+                            exclude_blocked=exclude_blocked, protocol=protocol)
+    if format_ == "star":
+        if exclude_blocked or scrub_pii:
+            raise CommandError("--exclude-blocked and --scrub-pii do not apply to --format star yet")
+        from turkflow.star_dialog import export_star
+
+        with app.session() as session:
+            total = count_conversations(session, filters)
+            if total == 0:
+                raise CommandError("no STAR conversations match these filters; nothing exported")
+            try:
+                star = export_star(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters)
+            except ExportError as exc:
+                raise CommandError(str(exc)) from None
+        click.echo(f"exported {star.dialogues} STAR dialogues ({star.turns} STAR turns in complete ones) "
+                   f"from {shown_url(app.database_url)} to {star.out_dir}")
+        return
     try:
         with app.session() as session, progress_bar(transient=True) as bar:
             scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
@@ -113,3 +135,37 @@ def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit
     click.echo(f"{stats['dialogues']} dialogues, {stats['turns']} turns, "
                f"{stats['turns_per_dialogue']:.2f} turns per dialogue, "
                f"{stats['tokens_per_turn'] or 0:.2f} tokens per turn; report: {out_dir / 'report.html'}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("conversation_id", type=int, required=False)
+@click.option("--batch", "batch_id", type=int, help="Every conversation of this STAR batch.")
+@pass_app
+def replay(app: App, conversation_id: Optional[int], batch_id: Optional[int]) -> None:
+    """Run a STAR conversation's logged queries against the knowledge base again.
+
+    Prints each query whose result now differs from what the wizard saw (its event id, API and
+    constraints, both results) and exits with status 1 if any does; an untouched log replays clean.
+    """
+    from sqlmodel import select
+
+    from turkflow.models import Batch, Conversation
+    from turkflow.star_dialog import replay as replay_queries
+
+    if (conversation_id is None) == (batch_id is None):
+        raise CommandError("give either CONVERSATION_ID or --batch ID")
+    with app.session() as session:
+        if batch_id is not None:
+            batch = session.get(Batch, batch_id)
+            if batch is None or batch.protocol != "star":
+                raise CommandError(f"no STAR batch {batch_id}")
+            ids = list(session.exec(select(Conversation.id).where(Conversation.batch_id == batch_id)
+                                    .order_by(Conversation.id)))
+        else:
+            ids = [conversation_id]
+        replayed, differences = replay_queries(session, ids)
+    for difference in differences:
+        click.echo(difference.describe())
+    click.echo(f"replayed {replayed} queries in {len(ids)} conversations: {len(differences)} differ")
+    if differences:
+        raise SystemExit(1)

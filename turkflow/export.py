@@ -74,9 +74,12 @@ class ExportFilters:
     domain: Optional[str] = None
     completed_only: bool = False
     exclude_blocked: bool = False  # drop every turn (and so every rating) written by a blocked worker
+    protocol: Optional[str] = None  # only conversations of batches following this protocol
 
     def conditions(self) -> list[Any]:
         conditions: list[Any] = []
+        if self.protocol is not None:
+            conditions.append(Batch.protocol == self.protocol)
         if self.batch_id is not None:
             conditions.append(Conversation.batch_id == self.batch_id)
         if self.domain is not None:
@@ -159,7 +162,7 @@ def _replace_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
 def count_conversations(session: Session, filters: ExportFilters) -> int:
     return session.exec(
         select(func.count()).select_from(Conversation).join(Task, Task.id == Conversation.task_id)
-        .where(*filters.conditions())
+        .join(Batch, Batch.id == Conversation.batch_id).where(*filters.conditions())
     ).one()
 
 

@@ -17,15 +17,19 @@ paid wizard turn can be several STAR turns. The task schemas and knowledge base 
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
+from turkflow.export import ExportError, ExportFilters, _id_replacer, anonymize
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -186,11 +190,13 @@ def _tasks_of(session: Session, conversation: Conversation) -> dict[str, Task]:
     return {name: found[name] for name in names if name in found}
 
 
-def _kb_of(tasks: Mapping[str, Task]) -> KnowledgeBase:
-    first = next(iter(tasks.values()), None)
-    if first is None:
-        raise NotFound("this conversation's scenario names no loaded STAR task")
-    return knowledge_base(first.star["kb_dir"])
+def _kb_of(tasks: Mapping[str, Task], api: str) -> KnowledgeBase:
+    """The knowledge base of the dialog's task with this API (tasks loaded from different folders each
+    keep their own)."""
+    task = next((t for t in tasks.values() if t.star["api"] == api), None)
+    if task is None:
+        raise NotFound(f"no loaded STAR task of this conversation uses the API {api!r}")
+    return knowledge_base(task.star["kb_dir"])
 
 
 def _text(fields: dict[str, Any], name: str, required: bool = True) -> str:
@@ -288,7 +294,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
             constraints = [{name: value} for name, value in constraints.items()]
         if not isinstance(constraints, list):
             raise InvalidInput("expected a list of {field: condition}", "constraints")
-        knowledge = kb or _kb_of(tasks)
+        knowledge = kb or _kb_of(tasks, api)
         result = outcomes.call(knowledge, api, constraints)  # validates: an unknown field is named
         data = {"APIName": api, "Constraints": constraints}
         extra = returned_item(result)
@@ -376,13 +382,14 @@ def replay(session: Session, conversation_ids: Sequence[int],
         conversation = session.get(Conversation, conversation_id)
         if conversation is None:
             raise NotFound(f"no conversation {conversation_id}")
-        knowledge = kb or _kb_of(_tasks_of(session, conversation))
+        tasks = _tasks_of(session, conversation)
         events = dialog_events(session, conversation_id)
         for n, event in enumerate(events):
             if event.action != "query":
                 continue
             logged = next((e.data for e in events[n + 1:] if e.action == "return_item"), None)
             try:
+                knowledge = kb or _kb_of(tasks, event.data["APIName"])
                 answer = outcomes.call(knowledge, event.data["APIName"], event.data["Constraints"])
                 now: Any = json.loads(json.dumps(returned_item(answer)))  # as stored: tuples are lists
             except InvalidInput as error:
@@ -392,3 +399,135 @@ def replay(session: Session, conversation_ids: Sequence[int],
                 differences.append(ReplayDifference(conversation_id, event.id, event.data["APIName"],
                                                     event.data["Constraints"], logged, now))
     return replayed, differences
+
+
+# ---- export in STAR's format ----------------------------------------------------------------------------
+
+STAR_FORMAT_VERSION = 7  # the version of STAR's dialogues/N.json this export follows
+COMPLETION = {"user_complete": "Complete", "max_turns": "MaxTurns"}
+EVENT_FIELDS = ("Text", "APIName", "Constraints", "Item", "TotalItems", "ActionLabel", "ActionLabelOptions",
+                "Task")
+
+
+def star_documents(session: Session, hash_key: str, filters: ExportFilters,
+                   page_size: int = 200) -> Iterator[dict[str, Any]]:
+    """One STAR dialogue document per conversation, in id order, a page of conversations at a time.
+
+    Events are STAR's, in the order they were written, with ``UnixTime``; each also names its turkflow
+    turn (``Turn``) and, for a worker's event, the worker's keyed hash (``AnonymizedWorkerID``), since
+    several people write one asynchronous dialog. The top-level worker ids are the first user's and
+    wizard's, where STAR had one of each.
+    """
+    after = 0
+    while True:
+        page = list(session.exec(
+            select(Conversation).join(Task, Task.id == Conversation.task_id)
+            .join(Batch, Batch.id == Conversation.batch_id)
+            .where(Conversation.id > after, Batch.protocol == STAR.name, *filters.conditions())
+            .order_by(col(Conversation.id)).limit(page_size)))
+        if not page:
+            return
+        after = page[-1].id
+        ids = [c.id for c in page]
+        events = list(session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))
+                                   .order_by(col(DialogEvent.id))))
+        workers = {w.id: w for w in session.exec(select(Worker).where(
+            col(Worker.id).in_({e.worker_id for e in events if e.worker_id is not None})))}
+        hashes = {w.id: anonymize(hash_key, w.external_id) for w in workers.values()}
+        hide_ids = _id_replacer({w.external_id: hashes[w.id] for w in workers.values()})
+        tasks = {t.star.get("task"): t for t in session.exec(select(Task).where(Task.protocol == STAR.name))}
+        by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
+        for event in events:
+            by_conversation[event.conversation_id].append(event)
+        for conversation in page:
+            yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
+                                 tasks)
+
+
+def _star_document(session: Session, conversation: Conversation, events: list[DialogEvent],
+                   hashes: dict[int, str], hide_ids: Any, tasks: Mapping[str, Task]) -> dict[str, Any]:
+    scenario = conversation.scenario
+    first = {agent: next((hashes[e.worker_id] for e in events if e.agent == agent and e.worker_id), None)
+             for agent in ("User", "Wizard")}
+    logged = []
+    for event in events:
+        entry: dict[str, Any] = {"Action": event.action, "Agent": event.agent}
+        for key in EVENT_FIELDS:
+            if key in event.data:
+                entry[key] = hide_ids(event.data[key]) if key == "Text" else event.data[key]
+        entry["UnixTime"] = int(_aware(event.at).timestamp())
+        entry["Turn"] = event.turn_index
+        if event.worker_id is not None:
+            entry["AnonymizedWorkerID"] = hashes[event.worker_id]
+        logged.append(entry)
+    if conversation.status == "completed":
+        level = COMPLETION.get(conversation.end_reason or "", "Complete")
+    else:
+        level = "InProgress" if conversation.status == "active" else "Cancelled"
+    capabilities = [{"Domain": tasks[name].domain if name in tasks else None, "Task": name,
+                     "SchemaImage": tasks[name].star.get("image") if name in tasks else None}
+                    for name in scenario.get("tasks", [])]
+    batch = session.get(Batch, conversation.batch_id)
+    return {
+        "FORMAT-VERSION": STAR_FORMAT_VERSION,
+        "DialogueID": conversation.id,
+        "BatchID": f"turkflow_{batch.id}",
+        "CompletionLevel": level,
+        "IntroducesConflicts": not scenario.get("happy", True),
+        "AnonymizedUserWorkerID": first["User"],
+        "AnonymizedWizardWorkerID": first["Wizard"],
+        "Scenario": {
+            "Domains": scenario.get("domains", []),
+            "Happy": scenario.get("happy", True),
+            "MultiTask": scenario.get("multi_task", False),
+            "UserTask": scenario.get("user_task", ""),
+            "WizardCapabilities": capabilities,
+            "WizardTask": scenario.get("wizard_task", ""),
+        },
+        "UserQuestionnaire": [],  # the questionnaires come with the STAR pages
+        "WizardQuestionnaire": [],
+        "Events": logged,
+    }
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class StarExportSummary:
+    out_dir: Path
+    dialogues: int
+    turns: int  # STAR's count (star_turns) over the complete dialogues, the ones STAR's readers count
+
+
+def export_star(session: Session, out_dir: Path, *, hash_key: str, filters: ExportFilters = ExportFilters(),
+                on_document: Optional[Callable[[dict[str, Any]], None]] = None) -> StarExportSummary:
+    """Write ``dialogues/<id>.json`` into ``out_dir``, assembled in a hidden sibling directory that takes
+    the target's name only when complete (as ``turkflow.export.write_export`` does)."""
+    if not hash_key:
+        raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise ExportError(f"{out_dir} already exists and is not an empty directory; choose a new one")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    dialogues = turns = 0
+    try:
+        (staging / "dialogues").mkdir(parents=True)
+        for doc in star_documents(session, hash_key, filters):
+            (staging / "dialogues" / f"{doc['DialogueID']}.json").write_text(
+                json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+            dialogues += 1
+            if doc["CompletionLevel"] == "Complete":
+                turns += sum(1 for e in doc["Events"] if (e["Agent"], e["Action"]) in TURN_ACTIONS)
+            if on_document is not None:
+                on_document(doc)
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return StarExportSummary(out_dir=out_dir, dialogues=dialogues, turns=turns)

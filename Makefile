@@ -14,4 +14,4 @@ bench: bootstrap
 	@.venv/bin/python -m bench
 
 lint: bootstrap
-	@.venv/bin/python -m ruff check turkflow workers tests bench 2>/dev/null || echo "ruff not installed"
+	@.venv/bin/python -m ruff check turkflow workers tests bench

@@ -31,9 +31,10 @@ SAMPLE = Path(__file__).resolve().parents[1] / "turkflow" / "samples" / "star" /
 USER_1, USER_2, WIZARD_1, WIZARD_2 = "U1-star-user", "U2-star-user", "W1-star-wizard", "W2-star-wizard"
 
 
-def launch_star(settings, providers, conversations: int = 1, tasks_per_dialog: int = 1) -> int:
+def launch_star(settings, providers, conversations: int = 1, tasks_per_dialog: int = 1,
+                tasks_dir: Path = SAMPLE) -> int:
     with session_scope(settings.database_url) as s:
-        load_star_tasks(s, read_star_tasks(SAMPLE))
+        load_star_tasks(s, read_star_tasks(tasks_dir))
         # the library first: the dialogs below are about books
         tasks = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.key.desc())))
         scenarios = make_scenarios(tasks, conversations, tasks_per_dialog=tasks_per_dialog)
@@ -291,6 +292,26 @@ def test_replay_command_reports_nothing_on_an_untouched_log(settings, providers)
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "999" in missing.stderr
 
 
+def test_replay_command_names_the_query_whose_knowledge_base_row_changed(settings, providers, tmp_path):
+    copy = tmp_path / "star"
+    shutil.copytree(SAMPLE.parent, copy)
+    batch_id = launch_star(settings, providers, tasks_dir=copy / "tasks")
+    with session_scope(settings.database_url) as s:  # the tasks remember where their knowledge base is
+        assert s.exec(select(Task).where(Task.key == "star:library_search")).one().star["kb_dir"] == str(
+            (copy / "apis").resolve())
+    library_dialog(settings, providers, first_conversation(settings))
+    assert command(settings, "replay", "--batch", str(batch_id)).returncode == 0
+
+    database = copy / "apis" / "dbs" / "library.json"  # the rows are drawn again, with other floors
+    database.write_text(database.read_text().replace('"Min": 0, "Max": 3', '"Min": 10, "Max": 13'))
+    changed = command(settings, "replay", "--batch", str(batch_id))
+    assert changed.returncode == 1
+    queries = [e for e in events_of(settings, first_conversation(settings)) if e.action == "query"]
+    reported = [line for line in changed.stdout.splitlines() if line.startswith("conversation ")]
+    assert [f"query {q.id} to library_search" in line for q, line in zip(queries, reported)] == [True, True]
+    assert "2 differ" in changed.stdout
+
+
 def test_tasks_load_reads_a_star_folder_and_a_bad_file_is_one_line_naming_it(settings, tmp_path):
     loaded = command(settings, "tasks", "load", "--protocol", "star", str(SAMPLE))
     assert loaded.returncode == 0 and "loaded 2 STAR tasks" in loaded.stdout and "2 created" in loaded.stdout
@@ -334,5 +355,8 @@ def test_batch_launch_protocol_star_gives_each_conversation_a_scenario(settings)
         assert all(c.scenario["multi_task"] and not c.scenario["happy"] and len(c.scenario["tasks"]) == 2
                    for c in conversations)
         assert {t.role for t in s.exec(select(Turn))} == {"user"}
+    paid = command(settings, "batch", "launch", "--protocol", "star", "--all", "-n", "1",
+                   "--provider", "prolific")
+    assert paid.returncode == 1 and "provider local" in paid.stderr
     nothing = command(settings, "batch", "launch", "--all", "-n", "1")  # Wizard of Tasks: no documents
     assert nothing.returncode == 1 and "turkflow tasks load" in nothing.stderr

@@ -199,6 +199,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError("--skip-if-exists needs --name")
     settings = app.settings
     provider = provider or settings.provider
+    if protocol == "star" and provider != "local":
+        raise CommandError("the STAR worker pages are not built yet: launch STAR batches on --provider local, "
+                           "where their turns wait for the pages, not on a paid platform")
     if live and provider != "mturk":
         raise CommandError("--live applies to --provider mturk only")
     live = provider == "mturk" and (live or settings.mturk_live)

@@ -216,7 +216,7 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
         ratings = [r for r in ratings if r.worker_status not in BLOCKED]
 
     hashes = {i: anonymize(hash_key, i) for i in {r.external_id for r in [*turns, *ratings]}}
-    hide_ids = _id_replacer(hashes)
+    hide_ids = id_replacer(hashes)
     texts = [hide_ids(t.text or "") for t in turns]
     real_life = [hide_ids(t.answers["real_life"]) if "real_life" in t.answers else None for t in turns]
     if scrubber is not None:
@@ -275,7 +275,7 @@ def _conversation_document(c: Any, task: Task, turns: list[dict[str, Any]]) -> d
     }
 
 
-def _id_replacer(hashes: dict[str, str]) -> Callable[[str], str]:
+def id_replacer(hashes: dict[str, str]) -> Callable[[str], str]:
     """Replace any raw worker id of this page typed into free text by that worker's hash."""
     if not hashes:
         return lambda text: text

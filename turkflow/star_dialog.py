@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 from sqlmodel import Session, col, select
 
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
-from turkflow.export import ExportError, ExportFilters, _id_replacer, anonymize
+from turkflow.export import ExportError, ExportFilters, id_replacer, anonymize
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -434,7 +434,7 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
         workers = {w.id: w for w in session.exec(select(Worker).where(
             col(Worker.id).in_({e.worker_id for e in events if e.worker_id is not None})))}
         hashes = {w.id: anonymize(hash_key, w.external_id) for w in workers.values()}
-        hide_ids = _id_replacer({w.external_id: hashes[w.id] for w in workers.values()})
+        hide_ids = id_replacer({w.external_id: hashes[w.id] for w in workers.values()})
         tasks = {t.star.get("task"): t for t in session.exec(select(Task).where(Task.protocol == STAR.name))}
         by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
         for event in events:

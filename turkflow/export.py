@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib.resources import files
@@ -314,15 +315,10 @@ def write_export(documents: Iterable[dict[str, Any]], out_dir: Path,
     four times slower (bench/RESULTS.md). The tests validate every document of their exports.
     """
     out_dir = Path(out_dir)
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise ExportError(f"{out_dir} already exists and is not an empty directory; choose a new one")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
     validator = schema_validator()
     conversations = turns = 0
-    try:
-        (staging / "conversations").mkdir(parents=True)
+    with staged(out_dir) as staging:
+        (staging / "conversations").mkdir()
         with open(staging / "conversations.jsonl", "w", encoding="utf-8") as jsonl:
             for doc in documents:
                 if conversations % check_every == 0:
@@ -335,13 +331,28 @@ def write_export(documents: Iterable[dict[str, Any]], out_dir: Path,
                 if on_document is not None:
                     on_document(doc)
         (staging / "schema.json").write_text(json.dumps(load_schema(), indent=2) + "\n", encoding="utf-8")
+    return ExportSummary(out_dir=out_dir, conversations=conversations, turns=turns)
+
+
+@contextmanager
+def staged(out_dir: Path) -> Iterator[Path]:
+    """A hidden sibling directory to assemble an export in, renamed to ``out_dir`` only when the block ends
+    without error (and removed when it does not): an interrupted export leaves nothing that looks like a
+    dataset. ``out_dir`` must not exist or be empty."""
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise ExportError(f"{out_dir} already exists and is not an empty directory; choose a new one")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
         if out_dir.exists():
             out_dir.rmdir()
         staging.rename(out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return ExportSummary(out_dir=out_dir, conversations=conversations, turns=turns)
 
 
 def _check(validator: Draft202012Validator, doc: dict[str, Any]) -> None:

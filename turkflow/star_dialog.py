@@ -17,9 +17,7 @@ paid wizard turn can be several STAR turns. The task schemas and knowledge base 
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -29,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 from sqlmodel import Session, col, select
 
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
-from turkflow.export import ExportError, ExportFilters, id_replacer, anonymize
+from turkflow.export import ExportError, ExportFilters, anonymize, id_replacer, staged
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -508,14 +506,9 @@ def export_star(session: Session, out_dir: Path, *, hash_key: str, filters: Expo
     if not hash_key:
         raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
     out_dir = Path(out_dir)
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise ExportError(f"{out_dir} already exists and is not an empty directory; choose a new one")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
     dialogues = turns = 0
-    try:
-        (staging / "dialogues").mkdir(parents=True)
+    with staged(out_dir) as staging:
+        (staging / "dialogues").mkdir()
         for doc in star_documents(session, hash_key, filters):
             (staging / "dialogues" / f"{doc['DialogueID']}.json").write_text(
                 json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -524,10 +517,4 @@ def export_star(session: Session, out_dir: Path, *, hash_key: str, filters: Expo
                 turns += sum(1 for e in doc["Events"] if (e["Agent"], e["Action"]) in TURN_ACTIONS)
             if on_document is not None:
                 on_document(doc)
-        if out_dir.exists():
-            out_dir.rmdir()
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return StarExportSummary(out_dir=out_dir, dialogues=dialogues, turns=turns)

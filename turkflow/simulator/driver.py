@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 from urllib.parse import parse_qs, urlsplit
 
 import requests
@@ -80,7 +80,7 @@ from turkflow.models import (
 )
 from turkflow.protocol import get_protocol
 from turkflow.quality.monitor import Policy
-from turkflow.simulator.crowd import SimWorker, revise, write_turn
+from turkflow.simulator.crowd import SimWorker, Written, revise, write_turn
 from turkflow.simulator.fake_prolific import Refused
 from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.utterances import Script
@@ -431,6 +431,19 @@ class Simulation:
         futures = [pool.submit(self._work, job, round_no, start) for job in jobs]
         return [turn_id for future in futures if (turn_id := future.result()) is not None]
 
+    def _submit(self, written: Written, send: Callable[[dict[str, Any]], Any]) -> tuple[Written, Any]:
+        """Send the turn's answers; a 400 naming a field the worker can fix is fixed and sent once more, as a
+        person reads the message and corrects the field. Returns what was sent and the server's answer."""
+        try:
+            return written, send(written.form)
+        except TurnRefused as refusal:
+            revised = revise(written, refusal.field) if refusal.status == 400 else None
+            if revised is None:
+                raise
+            with self._lock:
+                self.out.revised[refusal.field] += 1
+            return revised, send(revised.form)
+
     def _work(self, job: Job, round_no: int, round_start: float) -> Optional[int]:
         """One simulated worker takes a turn, reads the page, writes and submits, as a person would."""
         delay = round_start + job.arrive_after - time.monotonic()
@@ -445,16 +458,7 @@ class Simulation:
             previous = self.out.turns.get((job.conversation, job.index - 1))
             written = write_turn(job.worker, self.seed, job.conversation, self.scripts[job.conversation], view,
                                  previous.good if previous else None)
-            try:
-                confirmed = client.submit(assignment_id, written.form)
-            except TurnRefused as refusal:
-                revised = revise(written, refusal.field) if refusal.status == 400 else None
-                if revised is None:
-                    raise
-                with self._lock:
-                    self.out.revised[refusal.field] += 1
-                written = revised
-                confirmed = client.submit(assignment_id, written.form)
+            written, confirmed = self._submit(written, lambda form: client.submit(assignment_id, form))
         except TurnRefused as refusal:
             with self._lock:
                 self.out.refused[f"{refusal.what} {refusal.status}"] += 1
@@ -509,16 +513,8 @@ class Simulation:
                                  previous.good if previous else None)
             if job.arrive_after:
                 time.sleep(job.arrive_after)
-            try:
-                code = client.submit(link, written.form, view["turkflow_form"])
-            except TurnRefused as refusal:
-                revised = revise(written, refusal.field) if refusal.status == 400 else None
-                if revised is None:
-                    raise
-                with self._lock:
-                    self.out.revised[refusal.field] += 1
-                written = revised
-                code = client.submit(link, written.form, view["turkflow_form"])
+            token = view["turkflow_form"]
+            written, code = self._submit(written, lambda form: client.submit(link, form, token))
         except TurnRefused as refusal:
             fake.return_submission(submission_id)  # as a participant with nothing to do is asked to
             with self._lock:

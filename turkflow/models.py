@@ -374,6 +374,22 @@ class DialogEvent(SQLModel, table=True):
     at: datetime = Field(default_factory=utcnow)
 
 
+class SurveyAnswer(SQLModel, table=True):
+    """One answer of a worker's end-of-dialog survey (STAR's questionnaires): the dataset keeps it beside the
+    dialog. A worker answers each question of a conversation once."""
+
+    __table_args__ = (UniqueConstraint("conversation_id", "worker_id", "question", name="uq_survey_answer"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    conversation_id: int = Field(foreign_key="conversation.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    role: str
+    question: str = Field(description="The question's key in its protocol's survey.")
+    text: str = Field(description="The question as the worker read it.")
+    answer: Any = Field(sa_column=Column(JSON, nullable=False))
+    at: datetime = Field(default_factory=utcnow)
+
+
 class ReviewStatus(StrEnum):
     pending = "pending"
     blocked = "blocked"  # the reviewer blocked the worker permanently

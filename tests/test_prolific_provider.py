@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
+from turkflow import pipeline
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.documents import load_documents, read_documents, sample_tasks_path
@@ -26,6 +27,7 @@ from turkflow.models import (
     Bonus,
     BonusStatus,
     Conversation,
+    Event,
     Hit,
     HitStatus,
     ProlificStudy,
@@ -351,6 +353,78 @@ def test_a_pay_that_failed_on_prolifics_side_is_settled_not_sent_again(
             pay(settings, provider, bonus_id)
     pay(settings, provider, bonus_id)  # the payment shows on the submission: settled, not sent again
     assert fake_prolific.paid(submission_id) == [8]
+
+
+def bonuses_of_a_study(settings: Settings, fake: FakeProlific, provider: ProlificProvider,
+                       turns: int) -> list[tuple[int, str]]:
+    """Turns of one study written by different participants, each with a pending bonus: (bonus id,
+    submission id) in the order they were recorded."""
+    _, hits = launch(settings, conversations=turns)
+    found = []
+    for number, hit_id in enumerate(hits, start=1):
+        publish(settings, provider, hit_id)
+        assignment_id = submits(settings, fake, provider, hit_id, f"p{number}")
+        with session_scope(settings.database_url) as s:
+            submission_id = s.get(Assignment, assignment_id).external_id
+        found.append((bonus_for(settings, assignment_id, cents=5 + number), submission_id))
+    return found
+
+
+def bulk_calls(fake: FakeProlific) -> tuple[int, int]:
+    """(set-ups, pays) Prolific received."""
+    set_ups = sum(1 for _, path in fake.requests if path == "/api/v1/submissions/bonus-payments/")
+    return set_ups, sum(1 for _, path in fake.requests if path.endswith("/pay/"))
+
+
+def test_a_studys_pending_bonuses_are_paid_in_one_bulk_and_each_once(settings, providers, fake_prolific):
+    provider = providers.get("prolific")
+    bonuses = bonuses_of_a_study(settings, fake_prolific, provider, turns=3)
+    assert pipeline.pay_bonus(settings, providers, bonuses[1][0])
+    assert bulk_calls(fake_prolific) == (1, 1)
+    for bonus_id, _ in bonuses:  # the other bonuses' own tasks find them paid and call Prolific no more
+        assert pipeline.pay_bonus(settings, providers, bonus_id)
+    assert bulk_calls(fake_prolific) == (1, 1)
+    assert [fake_prolific.paid(submission_id) for _, submission_id in bonuses] == [[6], [7], [8]]
+    with session_scope(settings.database_url) as s:
+        paid = [s.get(Bonus, bonus_id) for bonus_id, _ in bonuses]
+        assert {bonus.status for bonus in paid} == {BonusStatus.paid}
+        assert len({bonus.external_id for bonus in paid}) == 1
+        assert sorted(e.data["bonus_id"] for e in s.exec(select(Event).where(Event.kind == "bonus_paid"))) \
+            == sorted(bonus_id for bonus_id, _ in bonuses)
+
+
+def test_a_bulk_takes_at_most_prolifics_limit_the_bonus_asked_for_first(
+        settings, providers, fake_prolific, monkeypatch):
+    monkeypatch.setattr(api, "MAX_BONUSES_PER_REQUEST", 2)
+    bonuses = bonuses_of_a_study(settings, fake_prolific, providers.get("prolific"), turns=3)
+    pipeline.pay_bonus(settings, providers, bonuses[2][0])
+    assert [fake_prolific.paid(submission_id) for _, submission_id in bonuses] == [[6], [], [8]]
+    pipeline.pay_bonus(settings, providers, bonuses[1][0])
+    assert [fake_prolific.paid(submission_id) for _, submission_id in bonuses] == [[6], [7], [8]]
+    assert bulk_calls(fake_prolific) == (2, 2)
+
+
+def test_a_worker_that_finds_a_bonus_of_its_bulk_claimed_meanwhile_pays_nothing(
+        settings, providers, fake_prolific, monkeypatch):
+    """Two workers pay bonuses of one study at once: the one whose set-up came second claims none of its
+    bulk (a bonus in it is the other's now) and never pays it."""
+    bonuses = bonuses_of_a_study(settings, fake_prolific, providers.get("prolific"), turns=2)
+    set_up = api.set_up_bonus_payments
+
+    def set_up_while_another_pays(*args):  # noqa: ANN002, ANN202
+        bulk = set_up(*args)
+        monkeypatch.setattr(api, "set_up_bonus_payments", set_up)
+        assert pipeline.pay_bonus(settings, providers, bonuses[1][0])  # the other worker, meanwhile
+        return bulk
+
+    monkeypatch.setattr(api, "set_up_bonus_payments", set_up_while_another_pays)
+    with pytest.raises(BonusOutcomeUnknown, match="another worker"):
+        pipeline.pay_bonus(settings, providers, bonuses[0][0])
+    assert bulk_calls(fake_prolific) == (2, 1)
+    assert [fake_prolific.paid(submission_id) for _, submission_id in bonuses] == [[6], [7]]
+    fake_prolific.settle_payments()
+    assert pipeline.pay_bonus(settings, providers, bonuses[0][0])  # settled from Prolific, not paid again
+    assert bulk_calls(fake_prolific) == (2, 1)
 
 
 # ---- blocks --------------------------------------------------------------------------------------------

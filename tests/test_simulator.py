@@ -13,6 +13,7 @@ from sqlmodel import col, select
 from tests.conftest import SHARED_DATA
 from turkflow.config import Settings
 from turkflow.db import session_scope
+from turkflow.hits import money
 from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus, Worker, WorkerStatus
 from turkflow.quality.monitor import POOLED, Policy, PolicyError
 from turkflow.simulator.crowd import Behaviour, Written, build_crowd, revise
@@ -144,6 +145,9 @@ def test_simulation_report_counts_equal_the_database(tmp_path, database_url):
         ratings = s.exec(select(func.count()).select_from(Rating)).one()
         blocked = s.exec(select(func.count()).select_from(Worker).where(Worker.status != WorkerStatus.active)).one()
         bonus_cents = s.exec(select(func.coalesce(func.sum(Bonus.amount_cents), 0))).one()
+        fee = settings.prolific_fee_percent
+        bonus_fees = sum(money.fee_cents("prolific", bonus.amount_cents, fee_percent=fee)
+                         for bonus in s.exec(select(Bonus)))
         completed = s.exec(select(func.count()).select_from(Conversation)
                            .where(Conversation.batch_id == batch_id, Conversation.status == "completed")).one()
 
@@ -154,6 +158,7 @@ def test_simulation_report_counts_equal_the_database(tmp_path, database_url):
     assert sum(row["blocked"] for row in done["crowd"].values()) == done["monitor"]["blocked"] == blocked
     assert done["money"]["rewards_cents"] == 20 * len(turns)
     assert done["money"]["bonuses_cents"] == bonus_cents
+    assert done["money"]["fees_cents"] == len(turns) * 7 + bonus_fees  # Prolific's 33.33% of 20 cents, each
     per_worker = Counter(names[t.worker_id] for t in turns)
     assert sum(per_worker.values()) == sum(row["turns"] for row in done["crowd"].values())
     assert done["monitor"]["replay_agrees_with_live_monitor"]

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any, Callable, Optional
 
 from sqlalchemy import update
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
 from turkflow import events
 from turkflow.config import Settings
@@ -162,29 +162,34 @@ def carry_out_status(settings: Settings, providers: Providers, worker_id: int) -
 
 
 def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
-    """Pay a recorded bonus through its batch's provider; True once it is paid (now or before)."""
+    """Pay a recorded bonus through its batch's provider, with any others the provider pays in the same
+    call (Prolific pays a study's pending bonuses in bulk); True once it is paid (now or before)."""
     with session_scope(settings.database_url) as session:
         bonus = session.get(Bonus, bonus_id)
         if bonus.status == BonusStatus.paid:
             return True
         turn = session.get(Turn, bonus.turn_id)
         batch = session.get(Batch, session.get(Conversation, turn.conversation_id).batch_id)
-        providers.get(batch.provider).pay_bonus(
-            session, bonus, session.get(Worker, bonus.worker_id), session.get(Assignment, bonus.assignment_id)
-        )
-        # The task and the reconciler's sweep may pay the same bonus at once; the provider call is idempotent
-        # (the bonus' own request token), and only the run that moves it from pending records the payment.
-        paid = session.execute(
-            update(Bonus).where(Bonus.id == bonus.id, Bonus.status == BonusStatus.pending)
-            .values(status=BonusStatus.paid, paid_at=utcnow())
-        ).rowcount
-        if paid != 1:
-            session.rollback()
-            return True
-        events.record(session, "bonus_paid", "provider", batch_id=batch.id,
-                      conversation_id=turn.conversation_id, turn_id=turn.id, worker_id=bonus.worker_id,
-                      bonus_id=bonus.id, amount_cents=bonus.amount_cents)
+        provider = providers.get(batch.provider)
+        paid = provider.pay_bonus(session, bonus, session.get(Worker, bonus.worker_id),
+                                  session.get(Assignment, bonus.assignment_id))
+        for paid_id in paid:
+            _record_paid(session, paid_id)
     return True
+
+
+def _record_paid(session: Session, bonus_id: int) -> None:
+    """The task and the reconciler's sweep may pay the same bonus at once; the provider never pays twice (a
+    request token, or Prolific's claim), and only the run that moves the bonus from pending records it."""
+    if session.execute(update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending)
+                       .values(status=BonusStatus.paid, paid_at=utcnow())).rowcount != 1:
+        return
+    bonus = session.get(Bonus, bonus_id)
+    turn = session.get(Turn, bonus.turn_id)
+    conversation = session.get(Conversation, turn.conversation_id)
+    events.record(session, "bonus_paid", "provider", batch_id=conversation.batch_id,
+                  conversation_id=conversation.id, turn_id=turn.id, worker_id=bonus.worker_id,
+                  bonus_id=bonus.id, amount_cents=bonus.amount_cents)
 
 
 @dataclass

@@ -72,8 +72,9 @@ class CrowdProvider(ABC):
         """Accept the work so the worker is paid."""
 
     @abstractmethod
-    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> None:
-        """Pay a recorded bonus; the bonus' request token makes a retried payment a no-op."""
+    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> list[int]:
+        """Pay a recorded bonus, never twice (a retry is a no-op); returns the ids of the bonuses the call
+        paid: this one, and any other pending ones a platform paying in bulk took along."""
 
     @abstractmethod
     def balance_cents(self, live: bool) -> Optional[int]:

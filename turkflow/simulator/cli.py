@@ -167,8 +167,9 @@ def show(report: dict[str, Any]) -> None:
           [(name, row["workers"], row["turns"], row["blocked"], dollars(row["earned_cents"]))
            for name, row in done["crowd"].items()])
     money = done["money"]
-    table("Money", ["rewards", "bonuses", "MTurk fees (20%)", "total", "paid to bad workers", "to bad writers"],
-          [(dollars(money["rewards_cents"]), dollars(money["bonuses_cents"]), dollars(money["mturk_fees_cents"]),
+    table("Money", ["rewards", "bonuses", f"Prolific fee ({money['fee_percent']:g}%)", "total",
+                    "paid to bad workers", "to bad writers"],
+          [(dollars(money["rewards_cents"]), dollars(money["bonuses_cents"]), dollars(money["fees_cents"]),
             dollars(money["total_cents"]), _pct(money["share_paid_to_bad_workers"]),
             _pct(money["share_paid_to_bad_writers"]))])
     monitor = done["monitor"]

@@ -25,7 +25,9 @@ from turkflow.simulator.policies import Efficacy, RatingRecord, compare, judge
 
 
 def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
-                 policies: Iterable[Policy]) -> dict[str, Any]:
+                 policies: Iterable[Policy], fee_percent: float) -> dict[str, Any]:
+    """``fee_percent``: Prolific's service fee, charged on the money of a batch on any provider (what the
+    same work costs on Prolific, where paid collection runs today)."""
     names = {worker_id: name for name, worker_id in outcome.worker_ids.items()}
     position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
     stored = session.exec(
@@ -64,7 +66,7 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         "stop_reason": outcome.stop_reason,
         "ratings": len(ratings),
         "crowd": _crowd_table(outcome, stored, names, live_blocked, bonus_by_name, batch.reward_cents),
-        "money": _money(outcome, stored, names, bonus_rows, batch.reward_cents),
+        "money": _money(outcome, stored, names, bonus_rows, batch.reward_cents, fee_percent),
         "monitor": {
             "policy": live_policy.text,
             **_efficacy(live),
@@ -166,11 +168,13 @@ def _crowd_table(outcome: Outcome, stored, names, live_blocked, bonus_by_name, r
     return table
 
 
-def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int) -> dict[str, Any]:  # noqa: ANN001
-    """Rewards and bonuses, with the fees the same work would cost on MTurk (20%, at least 1 cent each)."""
+def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int,  # noqa: ANN001
+           fee_percent: float) -> dict[str, Any]:
+    """Rewards and bonuses, with Prolific's service fee on each."""
     rewards = len(stored) * reward_cents
     bonuses = sum(amount for _, amount in bonus_rows)
-    fees = len(stored) * fee_cents("mturk", reward_cents) + sum(fee_cents("mturk", a) for _, a in bonus_rows)
+    fees = (len(stored) * fee_cents("prolific", reward_cents, fee_percent=fee_percent)
+            + sum(fee_cents("prolific", a, fee_percent=fee_percent) for _, a in bonus_rows))
     bad = {w.name for w in outcome.crowd if w.behaviour != Behaviour.honest}
     bad_writers = {w.name for w in outcome.crowd if w.bad_writer}
     paid: Counter[str] = Counter()
@@ -182,7 +186,8 @@ def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int) -> di
     return {
         "rewards_cents": rewards,
         "bonuses_cents": bonuses,
-        "mturk_fees_cents": fees,
+        "fee_percent": fee_percent,
+        "fees_cents": fees,
         "total_cents": rewards + bonuses + fees,
         "paid_to_bad_workers_cents": sum(paid[n] for n in bad),
         "share_paid_to_bad_workers": _ratio(sum(paid[n] for n in bad), total_paid),

@@ -110,7 +110,8 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         prolific=on_prolific)
     outcome = simulation.run()
     with session_scope(settings.database_url) as session:
-        return build_report(session, outcome, config.parameters(), chosen.policies)
+        return build_report(session, outcome, config.parameters(), chosen.policies,
+                            settings.prolific_fee_percent)
 
 
 def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, *, web_workers: int = 3,

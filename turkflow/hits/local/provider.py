@@ -62,8 +62,9 @@ class LocalProvider(CrowdProvider):
         events.record(session, "assignment_approved", "system", conversation_id=turn.conversation_id,
                       turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id)
 
-    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> None:
+    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> list[int]:
         """Local bonuses are paid outside turkflow (e.g. by the lab); the record is the payment."""
+        return [bonus.id]
 
     def balance_cents(self, live: bool) -> Optional[int]:
         """No account: the lab pays its people itself."""

@@ -178,7 +178,7 @@ class MTurkProvider(CrowdProvider):
                     raise
         lifecycle.settle_assignment(session, assignment, status)
 
-    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> None:
+    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> list[int]:
         """SendBonus with the bonus' own token; raises NotPayableYet while MTurk does not have the assignment
         as submitted (a bonus decided while the worker's submission is in flight), so the task retries."""
         with translated():
@@ -186,6 +186,7 @@ class MTurkProvider(CrowdProvider):
                            bonus.amount_cents, assignment.external_id,
                            reason="Thank you: the next worker rated your turn highly relevant and useful.",
                            token=self.request_token(bonus.request_token))
+        return [bonus.id]
 
     def balance_cents(self, live: bool) -> Optional[int]:
         with translated():

@@ -13,10 +13,10 @@ creation was interrupted looks for the draft by its ``internal_name``). While th
 at least one free place and pauses when no turn waits, so it never runs out of places and drops to
 AWAITING REVIEW; when the batch ends, the study is stopped.
 
-Bonuses are paid exactly once although Prolific's pay call is not idempotent (see README.md): the bonus
-is claimed (``Bonus.pay_claimed_at`` and the bulk id in ``Bonus.external_id``) in a transaction of its own,
-committed before the pay call, and a claimed bonus is never paid again by this code, only settled from
-Prolific's record of payments on the submission.
+Bonuses are paid in bulk, and exactly once although Prolific's pay call is not idempotent (see README.md):
+a study's pending bonuses are set up as one bulk payment and claimed (``Bonus.pay_claimed_at`` and the bulk
+id in ``Bonus.external_id``) in a transaction of their own, committed before the pay call, and a claimed
+bonus is never paid again by this code, only settled from Prolific's record of payments on the submission.
 """
 
 from __future__ import annotations
@@ -306,33 +306,42 @@ class ProlificProvider(CrowdProvider):
                 raise
         lifecycle.settle_assignment(session, assignment, AssignmentStatus.approved)
 
-    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> None:
-        """Set up the bonus on the turn's submission, claim it, then pay once.
+    def pay_bonus(self, session: Session, bonus: Bonus, worker: Worker, assignment: Assignment) -> list[int]:
+        """Pay this bonus with every other unclaimed pending bonus of its study, in one bulk payment.
 
-        The claim is ``pay_claimed_at`` with the bulk id, written while the bonus is still pending and
-        committed in a transaction of its own before the pay call (the caller must hold no uncommitted
-        write to this bonus). A claimed
-        bonus is settled only from the submission's ``bonus_payments``: a turn is one submission and
-        earns at most one bonus, so a payment there is this one.
+        The bonuses (at most 200, this one first) are set up as one bulk, then claimed all or none with the
+        bulk id (``pay_claimed_at``, ``external_id``) in a transaction of their own, committed before the
+        one pay call; the caller must hold no uncommitted write to them. A worker that finds one of them
+        claimed by another meanwhile claims none and pays nothing (its set-up costs nothing). A claimed
+        bonus is settled only from its submission's ``bonus_payments``: a turn is one submission and earns
+        at most one bonus, so a payment there is this one. An unclaimed bonus was never paid, so it needs
+        no such look.
         """
-        submission = api.get_submission(self.client, assignment.external_id)
-        if submission.get("bonus_payments"):
-            return
         if bonus.pay_claimed_at is not None:
-            raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} "
-                                      f"UTC and submission {assignment.external_id} shows no payment yet")
-        bulk = api.set_up_bonus_payments(self.client, submission["study_id"],
-                                         {assignment.external_id: bonus.amount_cents})
-        if not _claim(session, bonus.id, bulk["id"]):
+            return self._settle(bonus, assignment)
+        study_id = session.get(Hit, assignment.hit_id).external_id
+        due = _unclaimed_bonuses(session, study_id, first=bonus.id)
+        if bonus.id not in due:
+            raise BonusOutcomeUnknown(f"bonus {bonus.id} is being paid by another worker")
+        bulk = api.set_up_bonus_payments(self.client, study_id, dict(due.values()))
+        if not _claim(session, list(due), bulk["id"]):
             raise BonusOutcomeUnknown(f"bonus {bonus.id} is being paid by another worker")
         try:
             api.pay_bonus_payments(self.client, bulk["id"])
         except api.ProlificError as exc:
             if not exc.sent or 400 <= exc.prolific_status < 500:  # certainly not paid: let a retry pay it
-                _release(session, bonus.id)
+                _release(session, list(due), bulk["id"])
             raise
-        events.record(session, "prolific_bonus_sent", "provider", bonus_id=bonus.id, bulk_id=bulk["id"],
-                      submission_id=assignment.external_id, total_cents=bulk["total_amount"])
+        events.record(session, "prolific_bonus_sent", "provider", bonus_ids=list(due), bulk_id=bulk["id"],
+                      study_id=study_id, total_cents=bulk["total_amount"])
+        return list(due)
+
+    def _settle(self, bonus: Bonus, assignment: Assignment) -> list[int]:
+        """A claimed bonus is paid once its submission shows a payment, and never paid again from here."""
+        if api.get_submission(self.client, assignment.external_id).get("bonus_payments"):
+            return [bonus.id]
+        raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC "
+                                  f"and submission {assignment.external_id} shows no payment yet")
 
     # -- participants --
 
@@ -534,21 +543,39 @@ def _waiting_now(session: Session, batch_id: int, role: str, exclude: Optional[H
         return _waiting_turns(fresh, batch_id, role, exclude=exclude)
 
 
-def _claim(session: Session, bonus_id: int, bulk_id: str) -> bool:
-    """Mark a pending bonus as about to be paid with this bulk id, durably and only once across workers."""
+def _unclaimed_bonuses(session: Session, study_id: str, first: int) -> dict[int, tuple[str, int]]:
+    """The pending, unclaimed bonuses of a study's submissions, ``first`` (if among them) before the oldest:
+    bonus id -> (submission id, cents), as many as one bulk payment takes."""
+    rows = session.exec(
+        select(Bonus.id, Assignment.external_id, Bonus.amount_cents)
+        .join(Assignment, Assignment.id == Bonus.assignment_id).join(Hit, Hit.id == Assignment.hit_id)
+        .where(Hit.provider == PROVIDER, Hit.external_id == study_id, Bonus.status == BonusStatus.pending,
+               col(Bonus.pay_claimed_at).is_(None))
+        .order_by((Bonus.id == first).desc(), Bonus.id).limit(api.MAX_BONUSES_PER_REQUEST)
+    ).all()
+    return {bonus_id: (submission_id, cents) for bonus_id, submission_id, cents in rows}
+
+
+def _claim(session: Session, bonus_ids: list[int], bulk_id: str) -> bool:
+    """Mark every one of these pending bonuses as about to be paid with this bulk, or none of them: durably,
+    and only once across workers (a row another worker claimed first fails the count, and all is undone)."""
     with Session(session.get_bind()) as own:
         claimed = own.execute(
-            update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending,
+            update(Bonus).where(col(Bonus.id).in_(bonus_ids), Bonus.status == BonusStatus.pending,
                                 col(Bonus.pay_claimed_at).is_(None))
             .values(pay_claimed_at=utcnow(), external_id=bulk_id)).rowcount
+        if claimed != len(bonus_ids):
+            own.rollback()
+            return False
         own.commit()
-    return claimed == 1
+    return True
 
 
-def _release(session: Session, bonus_id: int) -> None:
+def _release(session: Session, bonus_ids: list[int], bulk_id: str) -> None:
     """Undo a claim whose pay call certainly did not reach Prolific or was refused."""
     with Session(session.get_bind()) as own:
-        own.execute(update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending)
+        own.execute(update(Bonus).where(col(Bonus.id).in_(bonus_ids), Bonus.status == BonusStatus.pending,
+                                        Bonus.external_id == bulk_id)
                     .values(pay_claimed_at=None, external_id=None))
         own.commit()
 

@@ -142,6 +142,8 @@ class Worker(SQLModel, table=True):
     role: str = Field(index=True)
     status: str = Field(default=WorkerStatus.active, index=True)
     onboarded: bool = False
+    stage: int = Field(default=0, description="The highest STAR qualification stage passed "
+                       "(turkflow.hits.stages): 1 single-task, 2 multi-task; passing stage 1 also onboards.")
     name: Optional[str] = None
     window_after_rating_id: int = Field(
         default=0, description="The quality window only counts ratings after this one (set on unblock)."
@@ -387,6 +389,40 @@ class SurveyAnswer(SQLModel, table=True):
     question: str = Field(description="The question's key in its protocol's survey.")
     text: str = Field(description="The question as the worker read it.")
     answer: Any = Field(sa_column=Column(JSON, nullable=False))
+    at: datetime = Field(default_factory=utcnow)
+
+
+class StageAttempt(SQLModel, table=True):
+    """One go at a STAR qualification stage's quiz (``turkflow.hits.stages``): opened, hints taken while it
+    is open (``StageHint``), graded once. A worker has at most one open attempt per stage."""
+
+    __table_args__ = (
+        Index("uq_stageattempt_open", "worker_id", "stage", unique=True,
+              sqlite_where=text("graded_at IS NULL"), postgresql_where=text("graded_at IS NULL")),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    role: str
+    stage: int
+    provider: str = Field(default="local", description="Where the quiz was taken: local or prolific.")
+    answers: dict = json_column()
+    hints_used: Optional[int] = Field(default=None, description="Hints counted when graded.")
+    passed: Optional[bool] = None
+    reasons: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    started_at: datetime = Field(default_factory=utcnow)
+    graded_at: Optional[datetime] = None
+
+
+class StageHint(SQLModel, table=True):
+    """A hint the server showed during an attempt: one row per question, written before the hint is sent,
+    so the budget counts every hint a worker saw whatever their browser does."""
+
+    __table_args__ = (UniqueConstraint("attempt_id", "question", name="uq_stagehint_question"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    attempt_id: int = Field(foreign_key="stageattempt.id", index=True)
+    question: str
     at: datetime = Field(default_factory=utcnow)
 
 

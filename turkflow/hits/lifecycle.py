@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, NotFound
+from turkflow.hits import stages
 from turkflow.hits.money import percent_cents
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import (
@@ -283,8 +284,9 @@ def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = No
 
 
 def _takeable(query: Any, worker: Worker, now: datetime) -> Any:
-    """Narrow a query over ``Hit`` to the local HITs ``worker`` may take at ``now``."""
-    return (
+    """Narrow a query over ``Hit`` to the local HITs ``worker`` may take at ``now``: STAR turns only of
+    conversations whose qualification stage the worker passed (``turkflow.hits.stages``)."""
+    return stages.unlocked(
         query.join(Turn, Turn.id == Hit.turn_id)
         .join(Conversation, Conversation.id == Turn.conversation_id)
         .join(Batch, Batch.id == Conversation.batch_id)
@@ -294,7 +296,8 @@ def _takeable(query: Any, worker: Worker, now: datetime) -> Any:
             Hit.provider == LOCAL,
             Batch.status == BatchStatus.active,
             or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now),
-        )
+        ),
+        worker,
     )
 
 
@@ -315,6 +318,8 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
     if hit is None or hit.provider != LOCAL:
         raise NotFound(f"turn {hit_id} does not exist")
     check_can_work(worker, hit.role)
+    conversation = session.get(Conversation, session.get(Turn, hit.turn_id).conversation_id)
+    stages.check_stage(worker, conversation.scenario)
     mine = session.exec(
         select(Assignment).where(Assignment.hit_id == hit.id, Assignment.worker_id == worker.id,
                                  Assignment.status == AssignmentStatus.accepted)

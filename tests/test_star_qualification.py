@@ -1,0 +1,227 @@
+"""STAR's staged qualification: per role a tutorial and a quiz per stage (10 questions, at most 6 hints),
+stage 1 unlocking single-task conversations and stage 2, offered after it, multi-task ones; hints counted
+by the server, each attempt graded once, and no way to a turn of a stage the worker has not passed."""
+
+from __future__ import annotations
+
+
+import pytest
+from sqlalchemy import func
+from sqlmodel import select
+
+from tests.test_star_dialog import launch_star
+from turkflow.db import session_scope
+from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
+from turkflow.hits import lifecycle, onboarding, stages
+from turkflow.models import Conversation, Event, Hit, StageAttempt, StageHint, Worker
+
+JSON = {"Accept": "application/json"}
+
+
+def right(stage: stages.Stage) -> dict[str, str]:
+    return {q.name: q.answer for q in stage.questions}
+
+
+def wrong_key(q: stages.StageQuestion) -> str:
+    return next(key for key, _ in q.options if key != q.answer)
+
+
+def new_worker(settings, role: str, external_id: str, **fields) -> int:
+    with session_scope(settings.database_url) as s:
+        worker = Worker(external_id=external_id, role=role, **fields)
+        s.add(worker)
+        s.flush()
+        return worker.id
+
+
+def get_worker(s, worker_id: int) -> Worker:
+    return s.get(Worker, worker_id)
+
+
+# ---- the quizzes, and grading as a plain function ------------------------------------------------------
+
+
+def test_every_role_has_two_stages_of_ten_questions_each_with_a_hint_and_one_right_answer():
+    for role in ("user", "wizard"):
+        for number in (1, 2):
+            stage = stages.stage_for(role, number)
+            assert (stage.role, stage.number, len(stage.questions), stage.max_hints) == (role, number, 10, 6)
+            assert stage.tutorial and all(q.hint for q in stage.questions)
+            assert len({q.name for q in stage.questions}) == 10
+            assert all(q.answer in [key for key, _ in q.options] for q in stage.questions)
+    with pytest.raises(InvalidInput) as refused:
+        stages.stage_for("user", 3)
+    assert refused.value.field == "stage"
+    with pytest.raises(InvalidInput) as refused:
+        stages.stage_for("student", 1)
+    assert refused.value.field == "role"
+
+
+def test_grading_passes_all_right_answers_with_at_most_six_hints_and_says_why_it_fails():
+    stage = stages.stage_for("wizard", 1)
+    assert stages.grade(stage, right(stage), 6) == stages.StageGrade(True, [], 6, [])
+    too_many = stages.grade(stage, right(stage), 7)
+    assert not too_many.passed and too_many.reasons == ["hints: used 7, at most 6 may be used"]
+    first, second = stage.questions[0], stage.questions[1]
+    answers = {**right(stage), first.name: wrong_key(first)}
+    del answers[second.name]
+    failed = stages.grade(stage, answers, 0)
+    assert not failed.passed and failed.wrong == [first.name, second.name]
+    assert failed.reasons == [f"{first.name}: not the right answer", f"{second.name}: not answered"]
+
+
+def test_answers_outside_the_options_or_sent_twice_are_refused_naming_the_question():
+    stage = stages.stage_for("user", 1)
+    q = stage.questions[3]
+    for hostile in ("nonsense", ["a", "b"], 7, {"x": 1}):
+        with pytest.raises(InvalidAnswer) as refused:
+            stages.clean_answers(stage, {q.name: hostile})
+        assert refused.value.field == q.name
+    assert stages.clean_answers(stage, {q.name: [q.answer], "csrf_token": "x"}) == {q.name: q.answer}
+
+
+def test_wizard_of_tasks_quizzes_are_untouched():
+    assert set(onboarding.QUIZZES) == {"student", "teacher"}
+    assert stages.has_stages("user") and not stages.has_stages("student")
+
+
+# ---- attempts: hints recorded on the server, graded once ----------------------------------------------
+
+
+def test_the_hint_budget_is_kept_by_the_server_and_an_attempt_is_graded_once(settings):
+    worker_id = new_worker(settings, "wizard", "W-quiz")
+    stage = stages.stage_for("wizard", 1)
+    with session_scope(settings.database_url) as s:
+        worker = get_worker(s, worker_id)
+        attempt = stages.start_attempt(s, worker, stage)
+        assert stages.start_attempt(s, worker, stage).id == attempt.id  # starting twice is one start
+        attempt_id = attempt.id
+    names = [q.name for q in stage.questions]
+    with session_scope(settings.database_url) as s:
+        worker = get_worker(s, worker_id)
+        for name in names[:6]:
+            assert stages.request_hint(s, worker, stage, attempt_id, name) == stage.question(name).hint
+        assert stages.request_hint(s, worker, stage, attempt_id, names[0])  # the same hint again is free
+        with pytest.raises(Conflict, match="all 6 hints"):
+            stages.request_hint(s, worker, stage, attempt_id, names[6])
+        with pytest.raises(InvalidInput) as refused:
+            stages.request_hint(s, worker, stage, attempt_id, "no-such-question")
+        assert refused.value.field == "hint"
+    with session_scope(settings.database_url) as s:
+        assert s.exec(select(func.count()).select_from(StageHint)).one() == 6
+        # a seventh hint that got in anyway (two requests at once) fails the attempt when graded
+        s.add(StageHint(attempt_id=attempt_id, question=names[6]))
+    with session_scope(settings.database_url) as s:
+        result = stages.grade_attempt(s, get_worker(s, worker_id), stage, attempt_id, right(stage))
+    assert not result.passed and result.reasons == ["hints: used 7, at most 6 may be used"]
+    with session_scope(settings.database_url) as s:
+        again = stages.grade_attempt(s, get_worker(s, worker_id), stage, attempt_id, right(stage))
+        assert again == result and get_worker(s, worker_id).onboarded is False
+        with pytest.raises(Conflict, match="graded already"):
+            stages.request_hint(s, get_worker(s, worker_id), stage, attempt_id, names[7])
+        graded = s.exec(select(func.count()).select_from(Event).where(Event.kind == "stage_graded")).one()
+        assert graded == 1
+
+
+def test_passing_stage_one_onboards_and_only_then_is_stage_two_offered(settings):
+    worker_id = new_worker(settings, "user", "U-quiz")
+    one, two = stages.stage_for("user", 1), stages.stage_for("user", 2)
+    with session_scope(settings.database_url) as s:
+        worker = get_worker(s, worker_id)
+        assert stages.next_stage(worker) == one
+        with pytest.raises(Forbidden, match="once you passed stage 1"):
+            stages.start_attempt(s, worker, two)
+        attempt = stages.start_attempt(s, worker, one)
+        assert stages.grade_attempt(s, worker, one, attempt.id, right(one)).passed
+    with session_scope(settings.database_url) as s:
+        worker = get_worker(s, worker_id)
+        assert (worker.onboarded, worker.stage, stages.next_stage(worker)) == (True, 1, two)
+        with pytest.raises(Conflict, match="passed user stage 1 already"):
+            stages.start_attempt(s, worker, one)
+        attempt = stages.start_attempt(s, worker, two)
+        assert stages.grade_attempt(s, worker, two, attempt.id, right(two)).passed
+    with session_scope(settings.database_url) as s:
+        worker = get_worker(s, worker_id)
+        assert (worker.stage, stages.next_stage(worker)) == (2, None)
+
+
+def test_attempts_are_limited_and_belong_to_their_worker(settings):
+    worker_id = new_worker(settings, "user", "U-retry")
+    other_id = new_worker(settings, "user", "U-other")
+    stage = stages.stage_for("user", 1)
+    for _ in range(stage.max_attempts):
+        with session_scope(settings.database_url) as s:
+            worker = get_worker(s, worker_id)
+            attempt = stages.start_attempt(s, worker, stage)
+            assert not stages.grade_attempt(s, worker, stage, attempt.id, {}).passed
+    with session_scope(settings.database_url) as s:
+        with pytest.raises(Forbidden, match="all 3 attempts"):
+            stages.start_attempt(s, get_worker(s, worker_id), stage)
+        mine = s.exec(select(StageAttempt).where(StageAttempt.worker_id == worker_id)).first()
+        with pytest.raises(NotFound):
+            stages.grade_attempt(s, get_worker(s, other_id), stage, mine.id, right(stage))
+        with pytest.raises(NotFound):
+            stages.request_hint(s, get_worker(s, other_id), stage, mine.id, stage.questions[0].name)
+
+
+# ---- stage gating where turns are picked ------------------------------------------------------------------
+
+
+SCENARIOS = [
+    ({}, False),
+    ({"tasks": ["a"], "multi_task": False}, False),
+    ({"tasks": ["a", "b"], "multi_task": True}, True),
+    ({"tasks": ["a", "b"]}, True),
+    ({"tasks": ["a"], "multi_task": True}, True),
+    ({"MultiTask": True}, True),
+    ({"tasks": "a,b", "multi_task": "yes"}, False),
+    ({"tasks": {"0": "a", "1": "b"}, "multi_task": 1}, False),
+    ({"tasks": [], "multi_task": None}, False),
+]
+
+
+def test_multi_task_in_sql_agrees_with_python_on_every_scenario(settings, providers):
+    batch_id = launch_star(settings, providers, conversations=len(SCENARIOS))
+    with session_scope(settings.database_url) as s:
+        conversations = list(s.exec(select(Conversation).where(Conversation.batch_id == batch_id)
+                                    .order_by(Conversation.id)))
+        for conversation, (scenario, _) in zip(conversations, SCENARIOS):
+            conversation.scenario = scenario
+            s.add(conversation)
+    with session_scope(settings.database_url) as s:
+        flagged = dict(s.exec(select(Conversation.id, stages.multi_task(Conversation.scenario))
+                              .order_by(Conversation.id)).all())
+    expected = [multi for _, multi in SCENARIOS]
+    assert [bool(flagged[c.id]) for c in conversations] == expected
+    assert [stages.is_multi_task(scenario) for scenario, _ in SCENARIOS] == expected
+
+
+def test_the_queue_never_offers_a_multi_task_turn_before_stage_two(settings, providers):
+    single = launch_star(settings, providers, conversations=2)
+    multi = launch_star(settings, providers, conversations=2, tasks_per_dialog=2)
+    first_stage = new_worker(settings, "user", "U-stage1", onboarded=True, stage=1)
+    invited = new_worker(settings, "user", "U-invited", onboarded=True)  # --onboarded: stage 1 as passed
+    second_stage = new_worker(settings, "user", "U-stage2", onboarded=True, stage=2)
+    with session_scope(settings.database_url) as s:
+        batch_of = {h.id: lifecycle.batch_of_hit(s, h).id for h in s.exec(select(Hit))}
+        multi_hits = [hit_id for hit_id, batch_id in batch_of.items() if batch_id == multi]
+        for worker_id in (first_stage, invited):
+            worker = get_worker(s, worker_id)
+            offered = [h.id for h in lifecycle.open_hits_for(s, worker)]
+            assert {batch_of[h] for h in offered} == {single}
+            assert {e["hit_id"] for e in lifecycle.queue_entries(s, worker)} == set(offered)
+            with pytest.raises(Forbidden, match="multi-task"):
+                lifecycle.take_turn(s, worker, multi_hits[0], lease_seconds=60)
+        worker = get_worker(s, second_stage)
+        assert {batch_of[h.id] for h in lifecycle.open_hits_for(s, worker)} == {single, multi}
+        assignment = lifecycle.take_turn(s, worker, multi_hits[0], lease_seconds=60)
+        assert assignment.worker_id == second_stage
+
+
+def test_a_worker_who_never_passed_stage_one_takes_no_star_turn(settings, providers):
+    launch_star(settings, providers, conversations=1)
+    newcomer = new_worker(settings, "user", "U-new")
+    with session_scope(settings.database_url) as s:
+        hit = s.exec(select(Hit)).one()
+        with pytest.raises(Forbidden, match="onboarding"):
+            lifecycle.take_turn(s, get_worker(s, newcomer), hit.id, lease_seconds=60)

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 from sqlmodel import select
 
-from tests.test_prolific_web import settings  # noqa: F401 - the Prolific settings fixture
+from tests.test_prolific_web import bonus_on_a_stored_turn, settings  # noqa: F401 - settings: a fixture
+from turkflow import pipeline
 from turkflow.cli import App, main
 from turkflow.cli_prolific import prolific
 from turkflow.db import session_scope
@@ -134,3 +135,27 @@ def test_prolific_help_lists_every_command():
     listed = re.findall(r"^  (\S+) ", result.stdout.split("\nCommands:\n")[1], re.MULTILINE)
     assert listed == ["check", "groups", "onboarding", "spend", "test-participant", "webhook"]
     assert listed == sorted(prolific.commands)  # a new command shows in the list
+
+
+def test_spend_names_the_bulk_payments_of_bonuses_sent_but_not_shown_paid(
+        turkflow, settings, providers, client, fake_prolific, monkeypatch):
+    fake_prolific.pay_later = True
+    bonus_id, _ = bonus_on_a_stored_turn(settings, providers, client, fake_prolific)
+    pay = api.pay_bonus_payments
+
+    def pay_then_die(*args):  # noqa: ANN002, ANN202
+        pay(*args)
+        raise SystemExit("worker killed before recording the payment")
+
+    with monkeypatch.context() as dying:
+        dying.setattr(api, "pay_bonus_payments", pay_then_die)
+        with pytest.raises(SystemExit):
+            pipeline.pay_bonus(settings, providers, bonus_id)
+    [bulk_id] = fake_prolific.bulk_bonuses
+    spent = turkflow("prolific", "spend")
+    assert spent.exit_code == 0
+    assert re.search(rf"1 of the pending bonuses \(\$0\.08\) went to prolific .*\(payments {bulk_id}\)",
+                     spent.stdout.replace("\n", " "))
+    fake_prolific.settle_payments()
+    assert pipeline.pay_bonus(settings, providers, bonus_id)
+    assert "went to prolific" not in turkflow("prolific", "spend").stdout

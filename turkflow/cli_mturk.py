@@ -109,6 +109,7 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
     with app.session() as session:
         batch = find_batch(session, batch_id)
         total = money.spend(session, batch_id=batch.id)
+        sent = money.sent_bonuses(session, batch.id)
         workers = []
         if by_worker:
             ids = session.exec(
@@ -121,6 +122,11 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
                f"{dollars(total.total_cents)} spent = {dollars(total.rewards_cents)} rewards + "
                f"{dollars(total.bonuses_cents)} bonuses + {dollars(total.fees_cents)} fees; "
                f"{dollars(total.pending_cents)} pending")
+    if sent:
+        click.echo(f"{len(sent)} of the pending bonuses ({dollars(sum(b.amount_cents for b in sent))}) went to "
+                   f"{batch.provider} since {min(b.sent_at for b in sent):%Y-%m-%d %H:%M} UTC and show no payment "
+                   f"yet; each is settled from {batch.provider}'s records, never paid again (payments "
+                   f"{', '.join(sorted({b.payment_id or '?' for b in sent}))})")
     if workers:
         table(None, ["worker", "role", "rewards", "bonuses", "fees", "spent", "pending"],
               [(w.external_id, w.role, dollars(s.rewards_cents), dollars(s.bonuses_cents), dollars(s.fees_cents),

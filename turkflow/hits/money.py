@@ -16,6 +16,7 @@ approved and a bonus once it is paid; submitted work and recorded bonuses are sh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Optional
 
@@ -180,6 +181,27 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
         else:
             pending += count * (amount + fee)
     return Spend(rewards_cents=rewards, bonuses_cents=bonuses, fees_cents=fees, pending_cents=pending)
+
+
+@dataclass(frozen=True)
+class SentBonus:
+    """A bonus handed to a platform's non-idempotent pay call whose payment the platform does not show yet."""
+
+    bonus_id: int
+    amount_cents: int
+    payment_id: Optional[str]  # the platform's id of the (bulk) payment
+    sent_at: datetime
+
+
+def sent_bonuses(session: Session, batch_id: int) -> list[SentBonus]:
+    """Prolific pays within minutes, and the poller settles each of these from the submission then; one
+    that stays means a lost request, for a person to look up by its payment id (it is never paid again)."""
+    rows = session.exec(
+        _scoped(select(Bonus.id, Bonus.amount_cents, Bonus.external_id, Bonus.pay_claimed_at).select_from(Bonus)
+                .join(Turn, Turn.id == Bonus.turn_id), batch_id, None)
+        .where(Bonus.status == BonusStatus.pending, col(Bonus.pay_claimed_at).is_not(None)).order_by(Bonus.id)
+    ).all()
+    return [SentBonus(*row) for row in rows]
 
 
 def _scoped(query, batch_id: Optional[int], turn_id: Optional[int]):  # noqa: ANN001, ANN202 - a Select

@@ -5,11 +5,16 @@ by the server, each attempt graded once, and no way to a turn of a stage the wor
 from __future__ import annotations
 
 
+import itertools
+import re
+from urllib.parse import urlsplit
+
 import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
 from tests.test_star_dialog import launch_star
+from turkflow.invites import invite_url
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.hits import lifecycle, onboarding, stages
@@ -225,3 +230,116 @@ def test_a_worker_who_never_passed_stage_one_takes_no_star_turn(settings, provid
         hit = s.exec(select(Hit)).one()
         with pytest.raises(Forbidden, match="onboarding"):
             lifecycle.take_turn(s, get_worker(s, newcomer), hit.id, lease_seconds=60)
+
+
+# ---- the pages ------------------------------------------------------------------------------------------
+
+
+_joined = itertools.count()
+
+
+def joined_star_worker(app, settings, role: str):
+    """A browser that opened a new, not yet qualified STAR worker's invite link; its POSTs carry the CSRF
+    token as the page's forms do."""
+    worker_id = new_worker(settings, role, f"local-{role}-{next(_joined)}")
+    with session_scope(settings.database_url) as s:
+        url = invite_url(settings.secret_key, settings.public_url, s.get(Worker, worker_id))
+    client = app.test_client()
+    client.get(urlsplit(url).path)
+    client.environ_base["HTTP_X_CSRFTOKEN"] = client.get("/queue", headers=JSON).get_json()["csrf_token"]
+    client.worker_id = worker_id
+    return client
+
+
+def attempt_on(page) -> str:
+    return re.search(r'name="attempt" value="(\d+)"', page.get_data(as_text=True)).group(1)
+
+
+def stored(settings) -> tuple[int, ...]:
+    with session_scope(settings.database_url) as s:
+        return tuple(s.exec(select(func.count()).select_from(model)).one()
+                     for model in (StageAttempt, StageHint, Event))
+
+
+def test_a_local_wizard_reads_the_tutorial_takes_hints_and_passes_stage_one_then_stage_two(app, settings):
+    browser = joined_star_worker(app, settings, "wizard")
+    assert browser.get("/queue").headers["Location"] == "/onboarding"  # the quiz comes before any turn
+    page = browser.get("/onboarding").get_data(as_text=True)
+    one = stages.stage_for("wizard", 1)
+    assert one.title in page and one.tutorial[1] in page and 'id="start"' in page
+    assert browser.get("/onboarding?stage=2").status_code == 403  # offered after stage 1 only
+
+    started = browser.post("/onboarding/stage/1/start")
+    assert (started.status_code, started.headers["Location"]) == (303, "/onboarding?stage=1#quiz")
+    page = browser.get("/onboarding").get_data(as_text=True)
+    attempt = attempt_on(browser.get("/onboarding"))
+    first = one.questions[0]
+    hinted = browser.post("/onboarding/stage/1/hint",
+                          data={"attempt": attempt, "hint": first.name, first.name: first.answer})
+    text = hinted.get_data(as_text=True)
+    assert hinted.status_code == 200 and first.hint in text and "Hints left: 5 of 6" in text
+    assert f'value="{first.answer}" required checked' in text  # the answer given so far stays ticked
+
+    wrong = browser.post("/onboarding/stage/1",
+                         data={"attempt": attempt, **right(one), first.name: wrong_key(first)})
+    assert wrong.status_code == 200 and f"{first.name}: not the right answer" in wrong.get_data(as_text=True)
+    before = stored(settings)
+    again = browser.post("/onboarding/stage/1", data={"attempt": attempt, **right(one)})  # double POST
+    assert again.status_code == 200 and stored(settings) == before  # graded once: still the first grade
+    with session_scope(settings.database_url) as s:
+        assert get_worker(s, browser.worker_id).onboarded is False
+
+    browser.post("/onboarding/stage/1/start")
+    attempt = attempt_on(browser.get("/onboarding"))
+    passed = browser.post("/onboarding/stage/1", data={"attempt": attempt, **right(one)})
+    assert (passed.status_code, passed.headers["Location"]) == (303, "/queue")
+    assert browser.get("/queue").status_code == 200
+
+    two = stages.stage_for("wizard", 2)
+    assert two.tutorial[0] in browser.get("/onboarding").get_data(as_text=True)
+    attempt = browser.post("/onboarding/stage/2/start", headers=JSON).get_json()["attempt"]
+    hint = browser.post("/onboarding/stage/2/hint", headers=JSON, data={"attempt": attempt, "hint": "tabs"})
+    assert hint.status_code == 400 and hint.get_json()["field"] == "hint"
+    hint = browser.post("/onboarding/stage/2/hint", headers=JSON, data={"attempt": attempt, "hint": "switch"})
+    assert hint.get_json() == {"question": "switch", "hint": two.question("switch").hint, "hints_left": 5}
+    graded = browser.post("/onboarding/stage/2", headers=JSON, data={"attempt": attempt, **right(two)})
+    assert graded.get_json() == {"passed": True, "reasons": [], "hints_used": 1, "stage": 2}
+    assert "You passed both stages" in browser.get("/onboarding").get_data(as_text=True)
+    with session_scope(settings.database_url) as s:
+        assert get_worker(s, browser.worker_id).stage == 2
+
+
+@pytest.mark.parametrize("path, data, field", [
+    ("/onboarding/stage/1", {"attempt": "abc"}, "attempt"),
+    ("/onboarding/stage/1", {"attempt": "{attempt}", "goal": "nowhere"}, "goal"),
+    ("/onboarding/stage/1", {"attempt": "{attempt}", "goal": ["scenario", "assistant"]}, "goal"),
+    ("/onboarding/stage/3", {"attempt": "{attempt}"}, "stage"),
+    ("/onboarding/stage/1/hint", {"attempt": "{attempt}"}, "hint"),
+    ("/onboarding/stage/1/hint", {"attempt": "{attempt}", "hint": "x" * 5000}, "hint"),
+    ("/onboarding/stage/1/hint", {"attempt": "99999999999999999999", "hint": "goal"}, "attempt"),
+    ("/onboarding/stage/3/start", {}, "stage"),
+])
+def test_hostile_quiz_posts_are_a_4xx_naming_the_field_and_store_nothing(app, settings, path, data, field):
+    browser = joined_star_worker(app, settings, "user")
+    attempt = browser.post("/onboarding/stage/1/start", headers=JSON).get_json()["attempt"]
+    data = {name: value.replace("{attempt}", str(attempt)) if isinstance(value, str) else value
+            for name, value in data.items()}
+    before = stored(settings)
+    response = browser.post(path, headers=JSON, data=data)
+    assert 400 <= response.status_code < 500 and response.get_json()["field"] == field, response.get_json()
+    assert stored(settings) == before
+    page = browser.post(path, data=data)  # the page variant refuses alike
+    assert 400 <= page.status_code < 500 and stored(settings) == before
+
+
+def test_another_workers_attempt_is_not_found_and_wizard_of_tasks_onboarding_is_unchanged(app, settings):
+    owner = joined_star_worker(app, settings, "user")
+    attempt = owner.post("/onboarding/stage/1/start", headers=JSON).get_json()["attempt"]
+    intruder = joined_star_worker(app, settings, "user")
+    assert intruder.post("/onboarding/stage/1", headers=JSON, data={"attempt": attempt}).status_code == 404
+    student = joined_star_worker(app, settings, "student")
+    page = student.get("/onboarding").get_data(as_text=True)
+    assert "Student onboarding" in page and "Hints left" not in page
+    quiz = onboarding.quiz_for("student")
+    passed = student.post("/onboarding", data={q.name: q.answer for q in quiz.questions})
+    assert (passed.status_code, passed.headers["Location"]) == (303, "/queue")

@@ -367,7 +367,7 @@ def stage_for(role: str, number: Any) -> Stage:
     """The role's stage ``number`` (1 or 2); anything else is refused naming the field."""
     if role not in ROLES:
         raise InvalidInput(f"STAR's qualification is for users and wizards, not {str(role)[:40]!r}", "role")
-    if isinstance(number, str) and number.strip().isdigit():
+    if isinstance(number, str) and number.strip().isdecimal():
         number = int(number)
     if isinstance(number, bool) or (role, number) not in STAGES:
         raise InvalidInput(f"expected {SINGLE_TASK} (single-task) or {MULTI_TASK} (multi-task)", "stage")
@@ -542,11 +542,11 @@ def start_attempt(session: Session, worker: Worker, stage: Stage, provider: str 
 
 
 def _attempt(session: Session, worker: Worker, stage: Stage, attempt_id: Any) -> StageAttempt:
-    try:
+    if isinstance(attempt_id, str) and attempt_id.strip().isdecimal():
         attempt_id = int(attempt_id)
-    except (TypeError, ValueError):
-        raise InvalidInput("expected the attempt's number", "attempt") from None
-    attempt = session.get(StageAttempt, attempt_id) if 0 < attempt_id < 2**63 else None
+    if isinstance(attempt_id, bool) or not isinstance(attempt_id, int) or not 0 < attempt_id < 2**31:
+        raise InvalidInput("expected the number of your attempt", "attempt")
+    attempt = session.get(StageAttempt, attempt_id)
     if attempt is None or attempt.worker_id != worker.id or attempt.stage != stage.number:
         raise NotFound("no such attempt of yours at this stage")
     return attempt

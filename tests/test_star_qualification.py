@@ -13,14 +13,30 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
-from tests.test_star_dialog import launch_star
+from tests.test_mturk import mturk_client, mturk_providers, mturk_settings, stubber  # noqa: F401 - fixtures
+from tests.test_star_dialog import SAMPLE
 from turkflow.invites import invite_url
+from turkflow.star_dialog import load_star_tasks, make_scenarios, read_star_tasks
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.hits import lifecycle, onboarding, stages
-from turkflow.models import Conversation, Event, Hit, StageAttempt, StageHint, Worker
+from turkflow.models import Conversation, Task, Event, Hit, StageAttempt, StageHint, Worker
 
 JSON = {"Accept": "application/json"}
+
+
+def launch_star(settings, providers, conversations: int = 1, tasks_per_dialog: int = 1,
+                provider: str = "local", publish: bool = True) -> int:
+    """A STAR batch over the sample tasks, its first (user) turns opened and, unless told, published."""
+    with session_scope(settings.database_url) as s:
+        load_star_tasks(s, read_star_tasks(SAMPLE))
+        tasks = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.key)))
+        scenarios = make_scenarios(tasks, conversations, tasks_per_dialog=tasks_per_dialog)
+        batch, hits = lifecycle.launch_batch(s, tasks, conversations, name="star", protocol="star",
+                                             provider=provider, scenarios=scenarios)
+        for hit in hits if publish else ():
+            lifecycle.publish_hit(s, providers.get(provider), hit.id)
+        return batch.id
 
 
 def right(stage: stages.Stage) -> dict[str, str]:
@@ -343,3 +359,85 @@ def test_another_workers_attempt_is_not_found_and_wizard_of_tasks_onboarding_is_
     quiz = onboarding.quiz_for("student")
     passed = student.post("/onboarding", data={q.name: q.answer for q in quiz.questions})
     assert (passed.status_code, passed.headers["Location"]) == (303, "/queue")
+
+
+# ---- MTurk: a qualification type per role and stage ----------------------------------------------------
+
+
+STAR_QUALS = {f"star:{role}:{n}": f"3STAR{role.upper()}{n}QUALIFICATION".ljust(30, "0")
+              for role in ("user", "wizard") for n in (1, 2)} | {"blocked": "3PAUSEDQUALIFICATION000000001"}
+
+
+def test_mturk_quals_for_star_make_one_test_per_role_and_stage_once(mturk_settings, mturk_providers, stubber):
+    from botocore.stub import ANY
+    from click.testing import CliRunner
+
+    from tests.test_mturk import Matches
+    from turkflow.cli import App, main
+    from turkflow.hits.mturk import qualifications
+
+    tests = {}
+    for purpose, type_id in STAR_QUALS.items():
+        name = qualifications.qualification_names("turkflow")[purpose][0]
+        stubber.add_response("list_qualification_types", {"QualificationTypes": [], "NumResults": 0},
+                             {"Query": name, "MustBeRequestable": False, "MustBeOwnedByCaller": True,
+                              "MaxResults": 100})
+        expected = {"Name": name, "Description": ANY, "QualificationTypeStatus": "Active",
+                    "Keywords": "turkflow"}
+        if purpose != "blocked":
+            tests[purpose] = Matches(lambda t: t.startswith("<QuestionForm"), "the stage's quiz")
+            expected.update(Test=tests[purpose], AnswerKey=ANY, TestDurationInSeconds=1200)
+        created = {"QualificationType": {"QualificationTypeId": type_id}}
+        stubber.add_response("create_qualification_type", created, expected)
+
+    def run(*args):
+        return CliRunner().invoke(main, list(args), obj=App(mturk_settings, mturk_providers),
+                                  catch_exceptions=False)
+
+    first = run("mturk", "quals", "--protocol", "star")
+    assert first.exit_code == 0, first.output
+    assert run("mturk", "quals", "--protocol", "star").exit_code == 0  # nothing left to create: no call
+    stubber.assert_no_pending_responses()
+    with session_scope(mturk_settings.database_url) as s:
+        assert qualifications.qualification_ids(s, False, "star") == STAR_QUALS
+    shown = tests["star:wizard:2"].seen[0]
+    two = stages.stage_for("wizard", 2)
+    assert all(q.text.replace("'", "&apos;") in shown or q.text in shown for q in two.questions)
+    assert not any(q.hint in shown for q in two.questions)  # MTurk's test form counts no hints: none offered
+    key = qualifications.answer_key_xml(qualifications.quiz_of("star:wizard:2"))
+    assert key.count("<AnswerScore>1</AnswerScore>") == 10 and "<MaximumSummedScore>10<" in key
+
+
+def test_a_star_turn_hit_requires_the_stage_its_conversation_needs(mturk_settings, mturk_providers, stubber):
+    from tests.test_mturk import expect_create_hit, mturk_id
+    from turkflow.hits.mturk.qualifications import qualification_requirements
+    from turkflow.models import MTurkQualification
+
+    def required(role, stage):
+        return qualification_requirements(mturk_settings, STAR_QUALS, role, False, stage)
+
+    assert required("user", 1) == [
+        {"QualificationTypeId": STAR_QUALS["star:user:1"], "Comparator": "EqualTo", "IntegerValues": [100],
+         "ActionsGuarded": "Accept"},
+        {"QualificationTypeId": STAR_QUALS["star:wizard:1"], "Comparator": "DoesNotExist",
+         "ActionsGuarded": "DiscoverPreviewAndAccept"},
+        {"QualificationTypeId": STAR_QUALS["blocked"], "Comparator": "DoesNotExist",
+         "ActionsGuarded": "DiscoverPreviewAndAccept"}]
+    assert required("wizard", 2)[:2] == [
+        {"QualificationTypeId": STAR_QUALS[f"star:wizard:{n}"], "Comparator": "EqualTo",
+         "IntegerValues": [100], "ActionsGuarded": "Accept"} for n in (1, 2)]
+
+    with session_scope(mturk_settings.database_url) as s:
+        for purpose, type_id in STAR_QUALS.items():
+            s.add(MTurkQualification(purpose=purpose, live=False, type_id=type_id, name=purpose))
+    single = launch_star(mturk_settings, mturk_providers, conversations=1, provider="mturk", publish=False)
+    multi = launch_star(mturk_settings, mturk_providers, conversations=1, tasks_per_dialog=2,
+                        provider="mturk", publish=False)
+    with session_scope(mturk_settings.database_url) as s:
+        hits = {lifecycle.batch_of_hit(s, h).id: h.id for h in s.exec(select(Hit))}
+    expect_create_hit(stubber, hits[single], "user", mturk_id("3HIT", 1), reqs=required("user", 1))
+    expect_create_hit(stubber, hits[multi], "user", mturk_id("3HIT", 2), reqs=required("user", 2))
+    for batch_id in (single, multi):
+        with session_scope(mturk_settings.database_url) as s:
+            lifecycle.publish_hit(s, mturk_providers.get("mturk"), hits[batch_id])
+    stubber.assert_no_pending_responses()

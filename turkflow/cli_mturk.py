@@ -80,17 +80,22 @@ def mturk_check(app: App, live: bool) -> None:
 @LIVE
 @click.option("--study", default="turkflow", show_default=True,
               help="Name prefix of the qualification types; a new study name starts with new workers.")
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", "star"]), default="wizard_of_tasks",
+              show_default=True, help="Whose qualification types: star makes one per role and stage.")
 @pass_app
-def mturk_quals(app: App, live: bool, study: str) -> None:
+def mturk_quals(app: App, live: bool, study: str, protocol: str) -> None:
     """Create the qualification types turkflow needs (once per marketplace) and list them.
 
     One per role, whose qualification test is the role's onboarding quiz (the value is the score in
     percent; turn HITs require TURKFLOW_ONBOARDING_PASS_PERCENT), and "paused", the soft block: HITs
     require it not to exist, so a temporarily blocked worker does not even see them. Safe to run again.
+
+    With --protocol star: one per STAR role and stage (star:user:1 ...), whose test is the stage's quiz
+    without hints; a single-task turn HIT requires stage 1 at 100, a multi-task one stages 1 and 2.
     """
     live = live or app.settings.mturk_live
     with app.session(create=True) as session:
-        quals = _provider(app).ensure_qualification_types(session, live, study)
+        quals = _provider(app).ensure_qualification_types(session, live, study, protocol)
         rows = [(q.purpose, q.type_id, q.name, "live" if q.live else "sandbox") for q in quals]
     table("MTurk qualification types", ["purpose", "type id", "name", "marketplace"], rows)
 

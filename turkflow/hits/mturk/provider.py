@@ -18,19 +18,20 @@ from sqlmodel import Session, select
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import Forbidden
-from turkflow.hits import lifecycle, onboarding
+from turkflow.hits import lifecycle, stages
 from turkflow.hits.money import usd
 from turkflow.hits.mturk import api, reconcile
 from turkflow.hits.mturk.api import MTurkError, NotPayableYet, translated
 from turkflow.hits.mturk.assignments import MTURK_STATUS
 from turkflow.hits.mturk.pages import hit_token
 from turkflow.hits.mturk.qualifications import (
-    PURPOSES,
     answer_key_xml,
+    purposes_for,
     qualification_ids,
     qualification_names,
     qualification_requirements,
     question_form_xml,
+    quiz_of,
 )
 from turkflow.hits.provider import CrowdProvider, HitCheck
 from turkflow.models import (
@@ -79,15 +80,18 @@ class MTurkProvider(CrowdProvider):
     def publish_turn(self, session: Session, hit: Hit, batch: Batch) -> str:
         if not self.settings.public_url.startswith("https://"):
             raise MTurkError(f"MTurk shows only HTTPS pages; TURKFLOW_PUBLIC_URL is {self.settings.public_url}")
-        quals = qualification_ids(session, batch.live)
+        quals = qualification_ids(session, batch.live, batch.protocol)
         turn = session.get(Turn, hit.turn_id)
         with translated():
-            hit_id = api.create_hit(self.client(batch.live), self.hit_request(hit, batch, turn, quals))
+            stage = stages.required_stage(session.get(Conversation, turn.conversation_id).scenario)
+            hit_id = api.create_hit(self.client(batch.live), self.hit_request(hit, batch, turn, quals, stage))
         hit.expires_at = utcnow() + timedelta(seconds=self.settings.mturk_lifetime_seconds)
         session.add(hit)
         return hit_id
 
-    def hit_request(self, hit: Hit, batch: Batch, turn: Turn, quals: dict[str, str]) -> dict[str, Any]:
+    def hit_request(self, hit: Hit, batch: Batch, turn: Turn, quals: dict[str, str],
+                    stage: int = stages.SINGLE_TASK) -> dict[str, Any]:
+        """A turn's HIT; a STAR turn's requires the qualification ``stage`` its conversation needs."""
         s = self.settings
         url = f"{s.public_url.rstrip('/')}/mturk/turn?h={hit_token(s.secret_key, hit.id)}"
         return {
@@ -102,7 +106,7 @@ class MTurkProvider(CrowdProvider):
             "Question": external_question(url, s.mturk_frame_height),
             "RequesterAnnotation": self.annotation(hit, batch, turn),
             "UniqueRequestToken": self.request_token(f"hit-{hit.id}"),
-            "QualificationRequirements": qualification_requirements(s, quals, turn.role, batch.live),
+            "QualificationRequirements": qualification_requirements(s, quals, turn.role, batch.live, stage),
         }
 
     def annotation(self, hit: Hit, batch: Batch, turn: Turn) -> str:
@@ -241,13 +245,15 @@ class MTurkProvider(CrowdProvider):
 
     # -- the requester's qualification types --
 
-    def ensure_qualification_types(self, session: Session, live: bool, study: str) -> list[MTurkQualification]:
-        """Create the qualification types this marketplace lacks (adopting ours by name if MTurk has them
-        and our database does not, e.g. after a database reset); returns all of them."""
+    def ensure_qualification_types(self, session: Session, live: bool, study: str,
+                                   protocol: str = "wizard_of_tasks") -> list[MTurkQualification]:
+        """Create the qualification types this marketplace lacks for the protocol's batches (adopting ours
+        by name if MTurk has them and our database does not, e.g. after a database reset); returns all of
+        them. STAR's are one per role and stage (``turkflow.hits.mturk.qualifications``)."""
         client = self.client(live)
         have = {q.purpose: q for q in session.exec(select(MTurkQualification).where(MTurkQualification.live == live))}
         names = qualification_names(study)
-        for purpose in PURPOSES:
+        for purpose in purposes_for(protocol):
             if purpose in have:
                 continue
             name, description = names[purpose]
@@ -256,8 +262,8 @@ class MTurkProvider(CrowdProvider):
                                 None)
                 if existing is not None:
                     type_id = existing["QualificationTypeId"]
-                elif purpose.startswith("role:"):
-                    quiz = onboarding.quiz_for(purpose.removeprefix("role:"))
+                elif purpose != "blocked":
+                    quiz = quiz_of(purpose)
                     type_id = api.create_qualification_type(
                         client, name, description, test=question_form_xml(quiz), answer_key=answer_key_xml(quiz),
                         test_seconds=self.settings.onboarding_test_seconds)
@@ -268,7 +274,7 @@ class MTurkProvider(CrowdProvider):
             session.flush()
             events.record(session, "mturk_qualification_created", "requester", purpose=purpose, live=live,
                           type_id=type_id, adopted=existing is not None)
-        return [have[p] for p in PURPOSES]
+        return [have[p] for p in purposes_for(protocol)]
 
 
 def _batch_of_assignment(session: Session, assignment: Assignment) -> Batch:

@@ -4,6 +4,12 @@ MTurk's system qualifications on the live marketplace, and each role's quiz as a
 A worker gets a role by passing its qualification test, the role's onboarding quiz (``turkflow.hits.onboarding``)
 which MTurk grades with the answer key written here: the qualification's value is the score in percent, and
 turn HITs require at least the pass mark.
+
+STAR's workers qualify in stages (``turkflow.hits.stages``): one qualification type per role and stage
+(``star:user:1`` ...), whose test is the stage's quiz. MTurk's test form cannot count hints, so it offers
+none (none used is within the budget) and a STAR turn HIT requires the score of 100 that the stage's grading
+asks for: stage 1 for a single-task conversation, stages 1 and 2 for a multi-task one (MTurk cannot hold a
+test back until another is passed, so stage 2 alone unlocks nothing), never the other role's stage 1.
 """
 
 from __future__ import annotations
@@ -14,10 +20,13 @@ from sqlmodel import Session, select
 
 from turkflow.config import Settings
 from turkflow.hits.mturk.api import QualificationsMissing
-from turkflow.hits.onboarding import Quiz
+from turkflow.hits import stages
+from turkflow.hits.onboarding import Quiz, QuizQuestion, quiz_for
 from turkflow.models import MTurkQualification, Role
 
 PURPOSES = ("role:student", "role:teacher", "blocked")
+STAR_PURPOSES = tuple(f"star:{role}:{number}" for role in stages.ROLES
+                      for number in (stages.SINGLE_TASK, stages.MULTI_TASK)) + ("blocked",)
 # MTurk's system qualification types (the same ids on the sandbox and the live marketplace).
 PERCENT_APPROVED = "000000000000000000L0"
 NUMBER_APPROVED = "00000000000000000040"
@@ -27,17 +36,34 @@ QUESTION_FORM_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSch
 ANSWER_KEY_NS = "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/2005-10-01/AnswerKey.xsd"
 
 
-def qualification_requirements(settings: Settings, quals: dict[str, str], role: str, live: bool) -> list[dict]:
-    """Who may take a turn of this role: passed its onboarding test, never took the other role's, not
-    blocked; on the live marketplace also the system requirements (sandbox workers have no history)."""
-    other = next(r for r in (Role.student, Role.teacher) if r != role)
+def purposes_for(protocol: str) -> tuple[str, ...]:
+    """The qualification types a batch of this protocol needs."""
+    return STAR_PURPOSES if protocol == "star" else PURPOSES
+
+
+def qualification_requirements(settings: Settings, quals: dict[str, str], role: str, live: bool,
+                               stage: int = stages.SINGLE_TASK) -> list[dict]:
+    """Who may take a turn of this role: passed its onboarding test (a STAR role: every stage up to
+    ``stage``, the one its conversation needs), never took the other role's, not blocked; on the live
+    marketplace also the system requirements (sandbox workers have no history)."""
     hidden = "DiscoverPreviewAndAccept"
-    requirements = [
-        {"QualificationTypeId": quals[f"role:{role}"], "Comparator": "GreaterThanOrEqualTo",
-         "IntegerValues": [settings.onboarding_pass_percent], "ActionsGuarded": "Accept"},
-        {"QualificationTypeId": quals[f"role:{other}"], "Comparator": "DoesNotExist", "ActionsGuarded": hidden},
-        {"QualificationTypeId": quals["blocked"], "Comparator": "DoesNotExist", "ActionsGuarded": hidden},
-    ]
+    if stages.has_stages(role):
+        other = next(r for r in stages.ROLES if r != role)
+        requirements = [{"QualificationTypeId": quals[f"star:{role}:{number}"], "Comparator": "EqualTo",
+                         "IntegerValues": [100], "ActionsGuarded": "Accept"}
+                        for number in range(stages.SINGLE_TASK, stage + 1)]
+        requirements.append({"QualificationTypeId": quals[f"star:{other}:{stages.SINGLE_TASK}"],
+                             "Comparator": "DoesNotExist", "ActionsGuarded": hidden})
+    else:
+        other = next(r for r in (Role.student, Role.teacher) if r != role)
+        requirements = [
+            {"QualificationTypeId": quals[f"role:{role}"], "Comparator": "GreaterThanOrEqualTo",
+             "IntegerValues": [settings.onboarding_pass_percent], "ActionsGuarded": "Accept"},
+            {"QualificationTypeId": quals[f"role:{other}"], "Comparator": "DoesNotExist",
+             "ActionsGuarded": hidden},
+        ]
+    requirements.append({"QualificationTypeId": quals["blocked"], "Comparator": "DoesNotExist",
+                         "ActionsGuarded": hidden})
     if not live:
         return requirements
     if settings.mturk_min_approval_rate > 0:
@@ -53,15 +79,17 @@ def qualification_requirements(settings: Settings, quals: dict[str, str], role: 
     return requirements
 
 
-def qualification_ids(session: Session, live: bool) -> dict[str, str]:
-    """Our qualification type ids on one marketplace; publishing needs all of them."""
+def qualification_ids(session: Session, live: bool, protocol: str = "wizard_of_tasks") -> dict[str, str]:
+    """Our qualification type ids on one marketplace; publishing a protocol's turns needs all of its."""
     ours = session.exec(select(MTurkQualification).where(MTurkQualification.live == live))
     found = {q.purpose: q.type_id for q in ours}
-    missing = [p for p in PURPOSES if p not in found]
+    missing = [p for p in purposes_for(protocol) if p not in found]
     if missing:
         marketplace = "live marketplace" if live else "sandbox"
+        star = " --protocol star" if protocol == "star" else ""
+        command = f"turkflow mturk quals{' --live' if live else ''}{star}"
         raise QualificationsMissing(f"the MTurk {marketplace} has no turkflow qualification types yet "
-                                    f"({', '.join(missing)}); run `turkflow mturk quals{' --live' if live else ''}`")
+                                    f"({', '.join(missing)}); run `{command}`")
     return found
 
 
@@ -74,7 +102,23 @@ def qualification_names(study: str) -> dict[str, tuple[str, str]]:
                                               "plays one role (student or teacher) for the whole study."),
         "blocked": (f"{study}: paused", "Temporarily not eligible for this study's HITs while the requester "
                                         "reviews recent work."),
+        **{f"star:{s.role}:{s.number}": (f"{study}: STAR {s.role} stage {s.number}",
+                                         f"Passed the quiz of {s.title}; unlocks {s.unlocks}. A worker plays "
+                                         "one role (user or wizard) for the whole study.")
+           for s in stages.STAGES.values()},
     }
+
+
+def quiz_of(purpose: str) -> Quiz:
+    """The quiz a qualification type tests: a Wizard of Tasks role's onboarding quiz, or a STAR stage's
+    (as MTurk's test form shows it: the questions and options, no hints)."""
+    if purpose.startswith("star:"):
+        _, role, number = purpose.split(":")
+        stage = stages.stage_for(role, int(number))
+        questions = tuple(QuizQuestion(q.name, q.text, q.options, q.answer) for q in stage.questions)
+        intro = " ".join(stage.tutorial) + " Every answer must be right."
+        return Quiz(role=role, title=stage.title, intro=intro, questions=questions)
+    return quiz_for(purpose.removeprefix("role:"))
 
 
 # ---- a role's quiz as its qualification test -----------------------------------------------------------

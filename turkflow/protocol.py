@@ -55,6 +55,7 @@ class RoleForm:
     paste_blocked: bool = False
     sees: tuple[str, ...] = ()  # what the page shows besides the chat (STAR: scenario, flow_chart, ...)
     actions: tuple[str, ...] = ()  # the logged actions the role may take (STAR's event log)
+    survey: tuple[Question, ...] = ()  # asked once when the conversation ends (STAR's questionnaires)
 
     def questions_for(self, ctx: TurnContext) -> list[Question]:
         return [q for q in self.questions if q.asked(ctx)]
@@ -171,6 +172,20 @@ WIZARD_OF_TASKS = Protocol(
 # followed by complete; a wizard's turn is any number of select_task, query (the knowledge base answers
 # with a return_item) and request_suggestions, ending in one pick_suggestion or utter.
 
+# STAR's end-of-dialog questionnaires, worded as its dialogues/*.json log them (the user's first question
+# there names the task, "Did the AI Assistant book your flight?"; ours asks it of any task).
+STAR_USER_SURVEY = (
+    Question("task_done", "Did the assistant get your task done?", "yes_no", YES_NO),
+    Question("calm", "Did the assistant stay calm and helpful throughout the dialogue?", "yes_no", YES_NO),
+)
+STAR_WIZARD_SURVEY = (
+    Question("changed_mind", "Did the user change his/her mind about what he/she wants at any time?",
+             "yes_no", YES_NO),
+    Question("aggressive", "Did the user become aggressive or annoyed during the dialogue? "
+             "(Note: some users may be instructed to be annoying.)", "yes_no", YES_NO),
+    Question("unsure", "Were you unsure about what to do at any time?", "yes_no", YES_NO),
+)
+
 STAR_USER = RoleForm(
     role="user",
     title="User: get your task done with the assistant",
@@ -190,6 +205,7 @@ STAR_USER = RoleForm(
         ), is_label=True),
         Question("response", "Your message to the assistant", "text", is_response=True),
     ),
+    survey=STAR_USER_SURVEY,
 )
 
 STAR_WIZARD = RoleForm(
@@ -210,6 +226,7 @@ STAR_WIZARD = RoleForm(
         ), is_label=True),
         Question("response", "Your reply to the user", "text", is_response=True),
     ),
+    survey=STAR_WIZARD_SURVEY,
 )
 
 STAR = Protocol(
@@ -336,6 +353,27 @@ def validate_answers(protocol: Protocol, ctx: TurnContext, raw: dict[str, Any]) 
     for q in form.questions_for(ctx):
         if q.required(ctx, clean) and clean.get(q.name) in (None, "", []):
             raise InvalidAnswer(q.name, "this answer is required")
+    return clean
+
+
+def validate_survey(form: RoleForm, raw: dict[str, Any]) -> dict[str, bool]:
+    """The role's end-of-dialog answers (every survey question is yes or no, every one required); a field
+    that is not a question of the survey is refused too, naming it."""
+    if not form.survey:
+        raise InvalidAnswer("role", f"a {form.role} answers no questions at the end")
+    asked = {q.name for q in form.survey}
+    unknown = sorted(name for name in raw if name not in asked)
+    if unknown:
+        raise InvalidAnswer(unknown[0][:60], "not a question of this survey")
+    clean = {}
+    for q in form.survey:
+        given = raw.get(q.name)
+        if isinstance(given, bool):  # a JSON client's true/false
+            given = "yes" if given else "no"
+        value = _single(q, _strings(q, given))
+        if value not in ("yes", "no"):
+            raise InvalidAnswer(q.name, "answer yes or no")
+        clean[q.name] = value == "yes"
     return clean
 
 

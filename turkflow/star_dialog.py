@@ -18,33 +18,40 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from turkflow.errors import InvalidDocument, InvalidInput, NotFound
+from turkflow.db import savepoint
+from turkflow.errors import Conflict, Forbidden, InvalidDocument, InvalidInput, NotFound
 from turkflow.export import ExportError, ExportFilters, anonymize, id_replacer, staged
+from turkflow.hits import lifecycle
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
     Batch,
     Conversation,
+    ConversationStatus,
     DialogEvent,
     Hit,
     HitStatus,
+    SurveyAnswer,
     Task,
     Turn,
     TurnStatus,
     Worker,
 )
-from turkflow.protocol import STAR, clean_text
+from turkflow.protocol import STAR, Question, clean_text, validate_survey
 from turkflow.star import outcomes
-from turkflow.star.kb import KnowledgeBase, QueryResult
-from turkflow.star.schemas import TaskSchema, load_schemas
+from turkflow.star.kb import CHOICES, Api, KnowledgeBase, QueryResult
+from turkflow.star.schemas import TaskSchema, load_schemas, parse_schema
+from turkflow.star.suggestions import DialogState, Ranker, Suggestion, fill
 
 KEY_PREFIX = "star:"
 AGENTS = {"user": "User", "wizard": "Wizard"}
@@ -120,6 +127,7 @@ def read_star_tasks(tasks_dir: Path) -> list[Task]:
             key=KEY_PREFIX + schema.name, protocol=STAR.name, title=schema.declared_name,
             domain=texts["domain"], star={
                 "task": schema.name, "api": schema.api, "kb_dir": str(kb_dir), "start": schema.graph.start,
+                "tasks_dir": str(tasks_dir.resolve()),
                 "graph": dict(schema.graph.edges),
                 "replies": {t.label: t.text for t in schema.templates.values()},
                 "image": schema.image.name if schema.image else None,
@@ -351,6 +359,426 @@ def star_turns(events: Iterable[DialogEvent]) -> int:
     return sum(1 for e in events if (e.agent, e.action) in TURN_ACTIONS)
 
 
+# ---- what the pages show --------------------------------------------------------------------------------
+
+SUGGESTIONS = 6  # replies the wizard's page offers at once, best first (STAR's showed a handful)
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")
+_TRUTH = {"true": "True", "yes": "True", "false": "False", "no": "False"}
+
+
+def tasks_dir_of(task: Task) -> Path:
+    """The folder the task was loaded from (tasks loaded before it was recorded: next to the knowledge
+    base, where STAR keeps them)."""
+    return Path(task.star.get("tasks_dir") or Path(task.star["kb_dir"]).parent / "tasks")
+
+
+def flow_chart_image(task: Task) -> Optional[Path]:
+    """The task's flow-chart image: only the file its row names, inside the task's own folder."""
+    name = task.star.get("image")
+    if task.protocol != STAR.name or not isinstance(name, str) or not name:
+        return None
+    folder = (tasks_dir_of(task) / task.star["task"]).resolve()
+    path = (folder / name).resolve()
+    return path if path.parent == folder and path.is_file() else None
+
+
+@lru_cache(maxsize=64)
+def _ranker(name: str, title: str, replies: str, graph: str) -> Ranker:
+    schema = parse_schema(Path(f"{name}.json"), {"task": title, "replies": json.loads(replies),
+                                                 "graph": json.loads(graph)}, name)
+    return Ranker.for_schema(schema)
+
+
+def ranker_of(task: Task) -> Ranker:
+    """The task's suggestion ranker, built from what its row holds (once per process and version)."""
+    return _ranker(task.star["task"], task.title, json.dumps(task.star["replies"], sort_keys=True),
+                   json.dumps(task.star["graph"], sort_keys=True))
+
+
+def api_of(task: Task) -> Api:
+    return knowledge_base(task.star["kb_dir"]).api(task.star["api"])
+
+
+def query_form(task: Task) -> list[dict[str, Any]]:
+    """The knowledge-base form of the task's API: one field per input, drop-downs for its choices."""
+    api = api_of(task)
+    fields = []
+    for column in api.inputs.values():
+        choices = [c for c in column.categories or () if isinstance(c, str)] if column.type in CHOICES else []
+        kind = ("choice" if choices else "number" if column.type == "Integer"
+                else "boolean" if column.type == "Boolean" else "text")
+        fields.append({"name": column.name, "label": column.readable or column.name, "type": column.type,
+                       "kind": kind, "choices": choices, "required": column.name in api.required})
+    return fields
+
+
+def form_constraints(api: Api, values: Any) -> list[dict[str, str]]:
+    """The query form's plain values as STAR's logged constraints (``{"Genre": '"Novel"'}``); a blank field
+    asks nothing. A value of the wrong kind is an ``InvalidInput`` naming its field."""
+    if not isinstance(values, Mapping):
+        raise InvalidInput("expected the form's fields as an object", "form")
+    unknown = [name for name in values if name not in api.inputs]
+    if unknown:
+        raise InvalidInput(f"no such field in API {api.name!r}", str(unknown[0])[:60])
+    constraints = []
+    for name, column in api.inputs.items():
+        value = values.get(name)
+        if isinstance(value, bool) and column.type == "Boolean":
+            value = "true" if value else "false"
+        elif isinstance(value, int) and not isinstance(value, bool) and column.type == "Integer":
+            value = str(value)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidInput("expected text", name)
+        value = clean_text(value, name)
+        if not value:
+            continue
+        if len(value) > 200:
+            raise InvalidInput("write at most 200 characters", name)
+        if column.type == "Integer":
+            if not _WHOLE_NUMBER.fullmatch(value):
+                raise InvalidInput(f"expected a whole number, got {value[:40]!r}", name)
+            constraints.append({name: str(int(value))})
+        elif column.type == "Boolean":
+            if value.lower() not in _TRUTH:
+                raise InvalidInput("expected yes or no", name)
+            constraints.append({name: _TRUTH[value.lower()]})
+        else:
+            constraints.append({name: json.dumps(value, ensure_ascii=False)})
+    return constraints
+
+
+def dialog_state(events: Sequence[DialogEvent], task: Task, draft: str = "") -> DialogState:
+    """Where the task's flow chart stands after these events, for ranking its replies."""
+    replies, api = task.star["replies"], task.star["api"]
+    last_label, queried, nothing_found, user_text = None, False, False, ""
+    item: Optional[dict[str, Any]] = None
+    used: list[str] = []
+    for event in events:
+        if event.action == "pick_suggestion" and event.data.get("ActionLabel") in replies:
+            last_label, queried = event.data["ActionLabel"], False
+            used.append(last_label)
+        elif event.action == "query" and event.data.get("APIName") == api:
+            queried = True
+        elif event.action == "return_item" and event.data.get("APIName") == api:
+            found = event.data.get("Item")
+            nothing_found = found is None
+            if found is not None:
+                item = {k: v for k, v in found.items() if k != "APIName"}
+        elif (event.agent, event.action) == ("User", "utter"):
+            user_text = event.data.get("Text", "")
+    return DialogState(last_label=last_label, queried=queried, nothing_found=nothing_found,
+                       user_text=user_text, draft=draft, item=item, used=tuple(used))
+
+
+def _chains(graph: Mapping[str, str], start: str) -> list[list[str]]:
+    """The flow chart as paths to draw: from the start, then from each node nothing leads to."""
+    targets = set(graph.values())
+    roots = [start] + [n for n in graph if n not in targets and n != start]
+    chains, seen = [], set()
+    for root in roots:
+        chain, node = [], root
+        while node is not None and node not in seen:
+            seen.add(node)
+            chain.append(node)
+            node = graph.get(node)
+        if node is not None:  # joins a path drawn already
+            chain.append(node)
+        chains.append(chain)
+    return chains
+
+
+def open_task_name(events: Sequence[DialogEvent], tasks: Mapping[str, Task]) -> str:
+    """The task tab the wizards last opened in this dialog, else its first task."""
+    chosen = [e.data["Task"] for e in events if e.action == "select_task" and e.data.get("Task") in tasks]
+    return chosen[-1] if chosen else next(iter(tasks))
+
+
+def _kb_log(events: Sequence[DialogEvent]) -> list[dict[str, Any]]:
+    """Every query of the dialog and what the knowledge base returned, newest first."""
+    log = []
+    for n, event in enumerate(events):
+        if event.action != "query":
+            continue
+        answer = next((e.data for e in events[n + 1:] if e.action == "return_item"), {})
+        item = answer.get("Item")
+        log.append({"event_id": event.id, "turn_index": event.turn_index, "api": event.data["APIName"],
+                    "constraints": event.data["Constraints"],
+                    "item": {k: v for k, v in item.items() if k != "APIName"} if item else None,
+                    "total": answer.get("TotalItems", 0)})
+    return log[::-1]
+
+
+def _suggestion(s: Suggestion) -> dict[str, Any]:
+    return {"label": s.label, "text": s.text, "missing": list(s.missing)}
+
+
+def wizard_view(session: Session, turn: Turn, draft: str = "") -> dict[str, Any]:
+    """Everything the wizard's page shows: the task tabs, the open task's chart with the position, its
+    knowledge-base form, every query and its result, the ranked replies (filled with the last item) and
+    what this turn has done so far."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    tasks = _tasks_of(session, conversation)
+    if not tasks:
+        raise NotFound("this dialog's STAR tasks are not loaded")
+    events = dialog_events(session, conversation.id)
+    name = open_task_name(events, tasks)
+    task = tasks[name]
+    state = dialog_state(events, task, draft)
+    suggestions = ranker_of(task).rank(state, limit=SUGGESTIONS)
+    mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None]
+    return {
+        "tasks": [{"name": n, "title": t.title, "open": n == name} for n, t in tasks.items()],
+        "task": {"name": name, "title": task.title, "api": task.star["api"], "id": task.id,
+                 "has_image": flow_chart_image(task) is not None, "wizard_task": conversation.scenario.get(
+                     "wizard_task", task.star.get("wizard_task", ""))},
+        "chart": {"chains": _chains(task.star["graph"], task.star["start"]), "current": state.last_label,
+                  "replies": task.star["replies"]},
+        "form": query_form(task),
+        "kb_log": _kb_log(events),
+        "item": state.item,
+        "suggestions": [_suggestion(s) for s in suggestions],
+        "this_turn": [{"action": e.action, **{k: v for k, v in e.data.items() if k in ("Text", "Task")}}
+                      for e in mine],
+        "replied": any(e.action in CLOSING["wizard"] for e in mine),
+    }
+
+
+def user_view(session: Session, turn: Turn) -> dict[str, Any]:
+    """The user's page: the scenario and the user guide's instructions, never the knowledge base."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    scenario = conversation.scenario
+    nudges = session.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation.id,
+                                                    DialogEvent.action == "instruct")
+                          .order_by(col(DialogEvent.id)))
+    return {
+        "scenario": {"task": scenario.get("user_task", ""), "happy": scenario.get("happy", True),
+                     "multi_task": scenario.get("multi_task", False),
+                     "tasks": len(scenario.get("tasks", [])), "personality": scenario.get("personality")},
+        "nudges": [{"text": e.data.get("Text", ""), "turn_index": e.turn_index, "new": e.turn_id == turn.id}
+                   for e in nudges],
+    }
+
+
+def take_action(session: Session, turn: Turn, worker: Worker, action: Any,
+                fields: Mapping[str, Any]) -> list[DialogEvent]:
+    """``record_action`` as the pages call it: a query may come as the form's plain values (``form``), and
+    a picked reply without ``text`` is filled here from the dialog's last item, as the page showed it."""
+    rest = dict(fields)
+    if action == "query" and "form" in rest:
+        if "constraints" in rest:
+            raise InvalidInput("send the form or the constraints, not both", "constraints")
+        conversation = session.get(Conversation, turn.conversation_id)
+        task = next((t for t in _tasks_of(session, conversation).values()
+                     if t.star["api"] == rest.get("api")), None)
+        if task is None:
+            raise InvalidInput("query one of this dialog's APIs", "api")
+        rest["constraints"] = form_constraints(api_of(task), rest.pop("form"))
+    if action == "pick_suggestion" and rest.get("text") in (None, ""):
+        rest["text"] = _filled_reply(session, turn, rest.get("label"))
+    return record_action(session, turn, worker, action, rest)
+
+
+def _filled_reply(session: Session, turn: Turn, label: Any) -> str:
+    conversation = session.get(Conversation, turn.conversation_id)
+    tasks = _tasks_of(session, conversation)
+    task = next((t for t in tasks.values() if isinstance(label, str) and label in t.star["replies"]), None)
+    if task is None:
+        raise InvalidInput("not a reply of this dialog's tasks", "label")
+    template = ranker_of(task).schema.templates[label]
+    text, missing = fill(template, dialog_state(dialog_events(session, conversation.id), task).item)
+    if missing:
+        raise InvalidInput(f"this reply needs a knowledge-base item with {', '.join(missing)}: query first, "
+                           "or write your own reply", "label")
+    return text
+
+
+# ---- submitting a turn ----------------------------------------------------------------------------------
+
+_YES = (True, "on", "true", "yes", "1")
+
+
+def _one(body: dict[str, Any], name: str) -> Any:
+    """One value of a field: a form's one-element list is its element; two values are refused."""
+    value = body.pop(name, None)
+    if isinstance(value, list) and name != "options":
+        if len(value) > 1:
+            raise InvalidInput("send this field once", name)
+        value = value[0] if value else None
+    return value
+
+
+def submit_star_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
+                     *, as_answers: bool = False) -> lifecycle.Submission:
+    """Close a STAR turn and submit it through ``lifecycle.submit_turn`` (the path every turn takes).
+
+    From STAR's pages, ``body`` may carry the closing action to log now (``action`` with its ``text``,
+    ``label``, ``options``), ``complete`` (a user ends the dialog) and the writing ``signals``. With
+    ``as_answers`` it holds the protocol's own answers instead (the label question, ``response``,
+    ``signals``), as the generic turn route sends them. The turn must then hold exactly one closing action
+    (a wizard's ``pick_suggestion`` or ``utter``, a user's ``utter``) and answers given must agree with it:
+    the stored answers are read off the events. A repeated submit returns the stored turn, logging nothing.
+    """
+    assignment = session.exec(
+        select(Assignment).where(Assignment.external_id == assignment_external_id)).first()
+    if assignment is None:
+        raise NotFound("this assignment does not exist")
+    if assignment.worker_id != worker.id or assignment.status != AssignmentStatus.accepted:
+        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+    turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
+    label_name = STAR.form(turn.role).label_question().name
+    rest = dict(body)
+    signals = _one(rest, "signals")
+    given_label = given_text = None
+    give_nudges(session, turn)
+    if as_answers:
+        given_label, given_text = _one(rest, label_name), _one(rest, "response")
+        if rest:
+            raise InvalidInput("not a question of this turn", sorted(rest)[0][:60])
+    else:
+        complete = _one(rest, "complete") in _YES
+        action = _one(rest, "action")
+        if action is not None:
+            if action not in CLOSING[turn.role]:
+                closes = " or ".join(CLOSING[turn.role])
+                raise InvalidInput(f"a {turn.role}'s turn closes with {closes}", "action")
+            take_action(session, turn, worker, action, {k: _one(rest, k) for k in list(rest)})
+        elif rest:
+            raise InvalidInput("not a field of a submit", sorted(rest)[0][:60])
+        if complete:
+            if turn.role != "user":
+                raise InvalidInput("only the user ends the dialog", "complete")
+            record_action(session, turn, worker, "complete", {})
+    mine = list(session.exec(select(DialogEvent).where(DialogEvent.turn_id == turn.id,
+                                                       DialogEvent.worker_id == worker.id)
+                             .order_by(col(DialogEvent.id))))
+    closing = [e for e in mine if e.action in CLOSING[turn.role]]
+    if len(closing) != 1:
+        said = " or ".join(CLOSING[turn.role])
+        raise InvalidInput(f"this turn must hold exactly one {said}; it holds {len(closing)}", label_name)
+    if turn.role == "user":
+        label = "complete" if any(e.action == "complete" for e in mine) else "utter"
+    else:
+        label = closing[0].action
+    text = closing[0].data["Text"]
+    if given_label is not None and given_label != label:
+        raise InvalidInput(f"this turn's events say {label!r}", label_name)
+    if given_text is not None and (not isinstance(given_text, str) or clean_text(given_text) != text):
+        raise InvalidInput("differs from the message this turn logged", "response")
+    answers: dict[str, Any] = {label_name: label, "response": text}
+    if signals is not None:
+        answers["signals"] = signals
+    return lifecycle.submit_turn(session, assignment_external_id, worker, answers)
+
+
+# ---- end-of-dialog questionnaires -------------------------------------------------------------------
+
+
+def conversation_over(session: Session, conversation: Conversation) -> bool:
+    """Over as soon as its last turn ends it, before the Celery task that closes it has run."""
+    if conversation.status == ConversationStatus.completed:
+        return True
+    if conversation.status != ConversationStatus.active:
+        return False
+    last = session.exec(select(Turn).where(Turn.conversation_id == conversation.id)
+                        .order_by(col(Turn.index).desc()).limit(1)).first()
+    return last is not None and lifecycle.ends_conversation(session, last)
+
+
+def survey_role(session: Session, conversation: Conversation, worker: Worker) -> Optional[str]:
+    """The role whose questions ``worker`` answers: the one whose last turn in this dialog they wrote.
+    STAR had one user and one wizard; here the last of each answers for the dialog as it ended."""
+    for role in STAR.roles:
+        last = session.exec(select(Turn.worker_id).where(
+            Turn.conversation_id == conversation.id, Turn.role == role, Turn.status == TurnStatus.submitted)
+            .order_by(col(Turn.index).desc()).limit(1)).first()
+        if last is not None and last == worker.id:
+            return role
+    return None
+
+
+@dataclass(frozen=True)
+class SurveyView:
+    conversation: Conversation
+    title: str
+    role: str
+    questions: tuple[Question, ...]
+    answered: Optional[dict[str, bool]]  # the stored answers, once given
+
+
+def survey_for(session: Session, conversation_id: int, worker: Worker) -> SurveyView:
+    """The questions ``worker`` answers about this dialog; anybody else is refused."""
+    conversation = session.get(Conversation, conversation_id)
+    batch = session.get(Batch, conversation.batch_id) if conversation is not None else None
+    if batch is None or batch.protocol != STAR.name:
+        raise NotFound("no STAR dialog with this number")
+    role = survey_role(session, conversation, worker)
+    if role is None:
+        raise Forbidden("this dialog's questions are for the workers who wrote its last user and "
+                        "wizard turns")
+    if not conversation_over(session, conversation):
+        raise Conflict("this dialog is not over yet; its questions come when it ends")
+    stored = {a.question: a.answer for a in session.exec(select(SurveyAnswer).where(
+        SurveyAnswer.conversation_id == conversation.id, SurveyAnswer.worker_id == worker.id))}
+    title = session.get(Task, conversation.task_id).title
+    return SurveyView(conversation, title, role, STAR.form(role).survey, stored or None)
+
+
+def answer_survey(session: Session, conversation_id: int, worker: Worker, raw: Mapping[str, Any]) -> bool:
+    """Store the worker's answers, all or none. Returns False when they were stored already (a double
+    submit, even a concurrent one, stores once)."""
+    view = survey_for(session, conversation_id, worker)
+    if view.answered is not None:
+        return False
+    clean = validate_survey(STAR.form(view.role), dict(raw))
+    try:
+        with savepoint(session):
+            for question in view.questions:
+                session.add(SurveyAnswer(conversation_id=conversation_id, worker_id=worker.id, role=view.role,
+                                         question=question.name, text=question.label,
+                                         answer=clean[question.name]))
+            session.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+def surveys_due(session: Session, worker: Worker, limit: int = 100) -> list[dict[str, Any]]:
+    """The dialogs whose questions ``worker`` still owes, newest first (for their queue)."""
+    if worker.role not in STAR.roles:
+        return []
+    conversations = session.exec(
+        select(Conversation).join(Batch, Batch.id == Conversation.batch_id)
+        .where(Batch.protocol == STAR.name, col(Conversation.status).in_(
+            [ConversationStatus.active, ConversationStatus.completed]),
+               col(Conversation.id).in_(select(Turn.conversation_id).where(Turn.worker_id == worker.id)))
+        .order_by(col(Conversation.id).desc()).limit(limit))
+    answered = set(session.exec(
+        select(SurveyAnswer.conversation_id).where(SurveyAnswer.worker_id == worker.id)))
+    due = []
+    for conversation in conversations:
+        if conversation.id in answered or survey_role(session, conversation, worker) != worker.role:
+            continue
+        if conversation_over(session, conversation):
+            due.append({"conversation_id": conversation.id,
+                        "title": session.get(Task, conversation.task_id).title})
+    return due
+
+
+def questionnaires(session: Session, conversation_ids: Sequence[int]) -> dict[int, dict[str, list]]:
+    """Each dialog's answers in STAR's shape: ``{"user": [{"Answer": true, "Question": ...}], ...}``."""
+    order = {role: [q.name for q in STAR.form(role).survey] for role in STAR.roles}
+    found: dict[int, dict[str, list]] = {i: {role: [] for role in STAR.roles} for i in conversation_ids}
+    rows = session.exec(select(SurveyAnswer).where(col(SurveyAnswer.conversation_id).in_(conversation_ids))
+                        .order_by(col(SurveyAnswer.id)))
+    for row in sorted(rows, key=lambda r: (r.conversation_id, r.role, order.get(r.role, []).index(r.question)
+                                           if r.question in order.get(r.role, []) else 99)):
+        if row.role in found[row.conversation_id]:
+            found[row.conversation_id][row.role].append({"Answer": row.answer, "Question": row.text})
+    return found
+
+
 # ---- replay ---------------------------------------------------------------------------------------------
 
 
@@ -437,13 +865,15 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
         by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
         for event in events:
             by_conversation[event.conversation_id].append(event)
+        answers = questionnaires(session, ids)
         for conversation in page:
             yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
-                                 tasks)
+                                 tasks, answers[conversation.id])
 
 
 def _star_document(session: Session, conversation: Conversation, events: list[DialogEvent],
-                   hashes: dict[int, str], hide_ids: Any, tasks: Mapping[str, Task]) -> dict[str, Any]:
+                   hashes: dict[int, str], hide_ids: Any, tasks: Mapping[str, Task],
+                   answers: Mapping[str, list]) -> dict[str, Any]:
     scenario = conversation.scenario
     first = {agent: next((hashes[e.worker_id] for e in events if e.agent == agent and e.worker_id), None)
              for agent in ("User", "Wizard")}
@@ -482,8 +912,8 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
             "WizardCapabilities": capabilities,
             "WizardTask": scenario.get("wizard_task", ""),
         },
-        "UserQuestionnaire": [],  # the questionnaires come with the STAR pages
-        "WizardQuestionnaire": [],
+        "UserQuestionnaire": answers["user"],
+        "WizardQuestionnaire": answers["wizard"],
         "Events": logged,
     }
 

@@ -1,5 +1,5 @@
-"""The Flask app factory. One blueprint per audience: ``worker`` (turn pages, the local queue) and
-``admin`` (the requester's dashboard)."""
+"""The Flask app factory. One blueprint per audience: ``worker`` (turn pages, the local queue), ``star``
+(STAR's wizard and user pages and questionnaires) and ``admin`` (the requester's dashboard)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,9 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
+    from turkflow.web.star import bp as star_bp
+
+    app.register_blueprint(star_bp)
     from turkflow.web.mturk import bp as mturk_bp
     from turkflow.web.onboarding import bp as onboarding_bp
 

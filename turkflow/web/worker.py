@@ -6,7 +6,7 @@ on the server. A submission is committed before its Celery task is queued, so a 
 
 Routes (the crowd simulator relies on them; ``Accept: application/json`` gives the JSON variant):
 ``GET /`` (a welcome page, or the queue), ``GET /join/<token>``, ``GET /queue``, ``POST /queue/take/<hit_id>``,
-``GET|POST /turn/<assignment_id>``.
+``GET|POST /turn/<assignment_id>`` (a STAR turn's page is ``turkflow.web.star``'s: GET sends it there).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session, col, select
 
-from turkflow import invites
+from turkflow import invites, star_dialog
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
@@ -32,7 +32,7 @@ from turkflow.models import (
     Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
     utcnow,
 )
-from turkflow.protocol import Question, TurnContext
+from turkflow.protocol import STAR, Question, TurnContext
 from turkflow.web import id_arg, wants_json
 from workers import tasks
 
@@ -145,18 +145,20 @@ def queue() -> Any:
         written = session.get(Turn, submitted) if submitted else None
         last_turn = written is not None and written.worker_id == worker.id and lifecycle.ends_conversation(
             session, written)
+        surveys = star_dialog.surveys_due(session, worker)  # STAR's end-of-dialog questions still owed
     if wants_json():
         return jsonify(
             worker={"external_id": worker.external_id, "name": worker.name, "role": worker.role,
                     "status": worker.status, "onboarded": worker.onboarded},
             open=[{key: entry[key] for key in ("hit_id", "conversation_id", "turn_index", "title")}
                   for entry in entries],
+            surveys=surveys,
             csrf_token=generate_csrf(),  # programs send it back as X-CSRFToken, as the page's forms do
         )
     if not worker.onboarded:  # the role's quiz comes before the first turn
         return redirect(url_for("onboarding.quiz"), 303)
     return render_template("queue.html", worker=worker, entries=entries, held=held, submitted=submitted,
-                           last_turn=last_turn)
+                           last_turn=last_turn, surveys=surveys)
 
 
 def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:
@@ -202,6 +204,8 @@ def turn(assignment_id: str) -> Any:
         worker = _current_worker(session)
         assignment, hit, current = _own_assignment(session, worker, assignment_id)
         view = lifecycle.turn_view(session, current)
+    if view.protocol.name == STAR.name:  # STAR's wizard and user pages
+        return redirect(url_for("star.turn", assignment_id=assignment_id), 303)
     if wants_json():
         return jsonify(turn_json(view, assignment, hit))
     if assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
@@ -216,7 +220,7 @@ def submit(assignment_id: str) -> Any:
     try:
         with session_scope(_settings().database_url) as session:
             worker = _current_worker(session)
-            submission = lifecycle.submit_turn(session, assignment_id, worker, raw)
+            submission = submit_answers(session, assignment_id, worker, raw)
             turn_id, created = submission.turn.id, submission.created
     except InvalidAnswer as error:  # the transaction rolled back: nothing of this submission is stored
         return _refused_answers(assignment_id, error, raw)
@@ -225,6 +229,17 @@ def submit(assignment_id: str) -> Any:
     if wants_json():
         return jsonify(turn_id=turn_id, created=created)
     return redirect(url_for("worker.queue", submitted=turn_id), 303)
+
+
+def submit_answers(session: Session, assignment_id: str, worker: Worker,
+                   raw: dict[str, Any]) -> lifecycle.Submission:
+    """A turn's answers, submitted. A STAR turn's must agree with the actions it logged, so it goes through
+    ``star_dialog.submit_star_turn``, which reads them off its events."""
+    assignment = session.exec(select(Assignment).where(Assignment.external_id == assignment_id)).first()
+    if assignment is not None and lifecycle.batch_of_hit(
+            session, session.get(Hit, assignment.hit_id)).protocol == STAR.name:
+        return star_dialog.submit_star_turn(session, assignment_id, worker, raw, as_answers=True)
+    return lifecycle.submit_turn(session, assignment_id, worker, raw)
 
 
 def _own_assignment(session: Session, worker: Worker, assignment_id: str) -> tuple[Assignment, Hit, Turn]:

@@ -98,14 +98,21 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
               help="Utterances per spaCy batch (nlp.pipe).")
 @click.option("--n-process", type=click.IntRange(min=1), default=1, show_default=True,
               help="spaCy worker processes (nlp.pipe n_process).")
+@click.option("--schemas", "schemas_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="STAR task schemas (a folder of task folders), to judge whether wizards ask the schema's "
+                   "questions in order.  [default: tasks/ beside a STAR root's dialogues/]")
 @pass_app
 def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit: Optional[int],
-            title: Optional[str], top_patterns: int, batch_size: int, n_process: int) -> None:
+            title: Optional[str], top_patterns: int, batch_size: int, n_process: int,
+            schemas_dir: Optional[Path]) -> None:
     """Compute the Wizard of Tasks statistics of a dataset.
 
     Writes DIR/stats.json (dialogues, turns, turns_per_dialogue, tokens_per_turn, per-role quality,
     labels, lengths, dependency patterns and workers), DIR/figures/*.png and one self-contained
-    DIR/report.html. The spaCy pipeline is TURKFLOW_SPACY_MODEL, run with only its parser.
+    DIR/report.html. The spaCy pipeline is TURKFLOW_SPACY_MODEL, run with only its parser. A STAR
+    corpus also gets STAR's measures of the wizard (stats.json "star"): suggestions picked vs replies
+    written, queries per dialogue and, given task schemas, the share of single-task dialogues whose
+    wizard asks the schema's first questions in order (STAR's Table 8).
 
     \b
     Compare a collection with a public corpus:
@@ -117,16 +124,23 @@ def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit
     from turkflow.analysis.nlp import SYNTAX, ModelMissing, load_pipeline
     from turkflow.analysis.run import analyse as run_analysis
     from turkflow.analysis.run import write_outputs
+    from turkflow.analysis.star import schemas_beside
+    from turkflow.star.schemas import load_schemas
 
+    if schemas_dir is not None and corpus != "star":
+        raise CommandError("--schemas: only a STAR corpus (--corpus star) has task schemas")
     try:
         dialogues, source = read_corpus(corpus, paths)
+        schemas_dir = schemas_dir or (schemas_beside(paths) if corpus == "star" else None)
+        schemas = load_schemas(schemas_dir) if schemas_dir is not None else None
         if limit is not None:
             dialogues = itertools.islice(dialogues, limit)
         nlp = load_pipeline(app.settings.spacy_model, SYNTAX)
         with progress_bar(transient=True) as bar:
             task = bar.add_task(f"parsing {corpus} utterances", total=None, detail="")
             stats = run_analysis(dialogues, nlp, source, batch_size=batch_size, n_process=n_process,
-                                 top_patterns=top_patterns, on_utterance=lambda: bar.advance(task))
+                                 top_patterns=top_patterns, on_utterance=lambda: bar.advance(task),
+                                 star_schemas=schemas)
     except (CorpusError, ModelMissing) as exc:
         raise CommandError(str(exc)) from None
     if stats["dialogues"] == 0:
@@ -135,6 +149,10 @@ def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit
     click.echo(f"{stats['dialogues']} dialogues, {stats['turns']} turns, "
                f"{stats['turns_per_dialogue']:.2f} turns per dialogue, "
                f"{stats['tokens_per_turn'] or 0:.2f} tokens per turn; report: {out_dir / 'report.html'}")
+    order = stats.get("star", {}).get("wizard_order")
+    if order and order["follow"] is not None:
+        click.echo(f"wizards asked the schema's first questions in order in {100 * order['follow']:.1f}% of "
+                   f"{order['single_task_dialogues']} single-task dialogues (STAR's Table 8: 91%)")
 
 
 @click.command(context_settings=CONTEXT)

@@ -41,6 +41,9 @@ class Dialogue:
     turns: list[Utterance]
     domain: Optional[str] = None
     task: Optional[str] = None
+    tasks: tuple[str, ...] = ()  # STAR: the wizard's tasks
+    multi_task: bool = False  # STAR: a scenario that moves from one task to another
+    happy: Optional[bool] = None  # STAR: the scenario's happy path, or one where the user's goal fails
 
 
 @dataclass
@@ -158,7 +161,9 @@ def read_star(files: Sequence[Path], source: Source) -> Iterator[Dialogue]:
         tasks = [c.get("Task") for c in scenario.get("WizardCapabilities", []) if c.get("Task")]
         domains = [d for d in scenario.get("Domains") or [] if d]  # some scenarios list null
         yield Dialogue(id=str(raw.get("DialogueID", path.stem)), turns=turns,
-                       domain="+".join(domains) or None, task="+".join(tasks) or None)
+                       domain="+".join(domains) or None, task="+".join(tasks) or None,
+                       tasks=tuple(tasks), multi_task=bool(scenario.get("MultiTask")) or len(tasks) > 1,
+                       happy=scenario.get("Happy"))
 
 
 # ---- turkflow exports --------------------------------------------------------------------------------

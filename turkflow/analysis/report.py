@@ -111,6 +111,9 @@ def render_report(stats: dict[str, Any], figures: dict[str, Path], title: str) -
                               "<br>".join(escape(e) for e in t["examples"])] for t in p[role]["top"]]))
     parts.append(_figure(figures["pattern_length"], "Figure 4: pattern length"))
 
+    if "star" in s:
+        parts.append(_star_section(s["star"]))
+
     workers = s["workers"]
     parts.append("<h2>Workers</h2>")
     if workers:
@@ -124,3 +127,24 @@ def render_report(stats: dict[str, Any], figures: dict[str, Path], title: str) -
 
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
+
+
+def _star_section(star: dict[str, Any]) -> str:
+    replies = star["wizard_replies"]
+    parts = ["<h2>The wizard (STAR, section 4 and Table 8)</h2>",
+             _table("Replies and queries", ["", "value"], [
+                 ["suggestions picked", _num(replies["suggestions_picked"])],
+                 ["replies written", _num(replies["written"])],
+                 ["share picked", _pct(replies["picked_share"])],
+                 ["queries per dialogue", _num(star["queries_per_dialogue"])]])]
+    order = star["wizard_order"]
+    if order is None:
+        parts.append("<p class='note'>Table 8 needs the task schemas: analyse with --schemas.</p>")
+        return "".join(parts)
+    parts.append(_table(
+        f"Table 8: single-task dialogues whose wizard asks the schema's first questions in order "
+        f"(all {_pct(order['follow'])}, happy {_pct(order['happy_follow'])}; STAR reports 91%)",
+        ["task", "dialogues", "happy", "all", "checked actions"],
+        [[escape(task), _num(t["dialogues"]), _pct(t["happy_follow"]), _pct(t["follow"]),
+          escape(", ".join(t["checked_actions"]))] for task, t in order["tasks"].items()]))
+    return "".join(parts)

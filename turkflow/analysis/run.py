@@ -6,7 +6,7 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from spacy.language import Language
 
@@ -14,7 +14,9 @@ from turkflow.analysis.corpora import Dialogue, Source
 from turkflow.analysis.figures import write_figures
 from turkflow.analysis.nlp import model_label
 from turkflow.analysis.report import render_report
+from turkflow.analysis.star import StarStats
 from turkflow.analysis.stats import CorpusStats
+from turkflow.star.schemas import TaskSchema
 
 
 def analyse(
@@ -26,14 +28,19 @@ def analyse(
     n_process: int = 1,
     top_patterns: int = 10,
     on_utterance: Optional[Callable[[], None]] = None,
+    star_schemas: Optional[Mapping[str, TaskSchema]] = None,
 ) -> dict[str, Any]:
     """Every statistic of the corpus in one pass: utterances stream through ``nlp.pipe`` in batches while
-    the dialogue-level counts are taken as the dialogues go by."""
+    the dialogue-level counts are taken as the dialogues go by. A STAR corpus also gets STAR's measures of
+    the wizard (the order of its first questions only with ``star_schemas``)."""
     stats = CorpusStats(top_patterns=top_patterns)
+    star = StarStats(star_schemas) if source.corpus == "star" else None
 
     def utterances() -> Iterable[tuple[str, str]]:
         for dialogue in dialogues:
             stats.add_dialogue(dialogue)
+            if star is not None:
+                star.add_dialogue(dialogue)
             for turn in dialogue.turns:
                 if turn.text.strip():
                     yield turn.text, turn.role
@@ -48,6 +55,7 @@ def analyse(
         "model": model_label(nlp),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **stats.result(),
+        **({"star": star.result()} if star is not None else {}),
     }
 
 

@@ -98,7 +98,7 @@ class CorpusStats:
             "dialogues": self.dialogues,
             "turns": turns,
             "utterances": sum(tokens.values()),
-            "turns_per_dialogue": _ratio(turns, self.dialogues),
+            "turns_per_dialogue": ratio(turns, self.dialogues),
             "tokens_per_turn": _mean(tokens),
             "sentences_per_turn": _mean(sentence_counts),
             "domains": dict(self.domains.most_common()),
@@ -114,18 +114,19 @@ class CorpusStats:
                 for role, t in self.roles.items()
             },
             "quality": {
-                role: {"rated": t.rated, "relevance": _ratio(t.relevant, t.rated), "usefulness": _ratio(t.useful, t.rated)}
+                role: {"rated": t.rated, "relevance": ratio(t.relevant, t.rated),
+                       "usefulness": ratio(t.useful, t.rated)}
                 for role, t in self.roles.items()
             },
             "labels": {
                 role: {"labelled": sum(t.labels.values()),
-                       "shares": {k: _ratio(n, sum(t.labels.values())) for k, n in t.labels.most_common()}}
+                       "shares": {k: ratio(n, sum(t.labels.values())) for k, n in t.labels.most_common()}}
                 for role, t in self.roles.items()
             },
             "sentences_per_utterance": {role: _sentence_buckets(t.sentences) for role, t in self.roles.items()},
             "shared_information": {
-                role: {"asked": t.asked_urls, "used_urls": _ratio(t.used_urls, t.asked_urls),
-                       "shared_content": _ratio(t.shared_content, t.asked_urls)}
+                role: {"asked": t.asked_urls, "used_urls": ratio(t.used_urls, t.asked_urls),
+                       "shared_content": ratio(t.shared_content, t.asked_urls)}
                 for role, t in self.roles.items() if t.asked_urls
             },
             "patterns": {
@@ -143,8 +144,8 @@ class CorpusStats:
         def summary(tallies: list[WorkerTally]) -> dict[str, Any]:
             return {
                 "workers": len(tallies),
-                "utterances_per_worker": _ratio(sum(w.utterances for w in tallies), len(tallies)),
-                "tasks_per_worker": _ratio(sum(len(w.tasks) for w in tallies), len(tallies)),
+                "utterances_per_worker": ratio(sum(w.utterances for w in tallies), len(tallies)),
+                "tasks_per_worker": ratio(sum(len(w.tasks) for w in tallies), len(tallies)),
             }
 
         everyone = list(self.workers.values())
@@ -160,10 +161,10 @@ def _merge(counters: Any) -> Counter[int]:
 
 
 def _mean(histogram: Counter[int]) -> Optional[float]:
-    return _ratio(sum(k * n for k, n in histogram.items()), sum(histogram.values()))
+    return ratio(sum(k * n for k, n in histogram.items()), sum(histogram.values()))
 
 
-def _ratio(part: float, whole: float) -> Optional[float]:
+def ratio(part: float, whole: float) -> Optional[float]:
     return part / whole if whole else None
 
 
@@ -185,4 +186,4 @@ def _sentence_buckets(histogram: Counter[int]) -> dict[str, Optional[float]]:
         if k >= 1:
             bucketed[str(k) if k <= 3 else ">3"] += n
     total = sum(bucketed.values())
-    return {bucket: _ratio(bucketed[bucket], total) for bucket in SENTENCE_BUCKETS}
+    return {bucket: ratio(bucketed[bucket], total) for bucket in SENTENCE_BUCKETS}

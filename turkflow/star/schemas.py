@@ -19,6 +19,11 @@ from turkflow.errors import InvalidDocument
 QUERY_PREFIX = "query"
 
 
+def is_query_label(label: str) -> bool:
+    """Nodes like ``query`` or ``query_book`` stand for a knowledge-base call, not something to say."""
+    return label == QUERY_PREFIX or label.startswith(QUERY_PREFIX + "_")
+
+
 @dataclass(frozen=True)
 class Slot:
     """A ``{name:spec}`` field of a template; ``spec`` is ``s`` or ``d`` in STAR (text or integer)."""
@@ -37,8 +42,7 @@ class Template:
 
     @property
     def is_query(self) -> bool:
-        """Nodes like ``query`` or ``query_book`` stand for a knowledge-base call, not something to say."""
-        return self.label == QUERY_PREFIX or self.label.startswith(QUERY_PREFIX + "_")
+        return is_query_label(self.label)
 
 
 @dataclass(frozen=True)

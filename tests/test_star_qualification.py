@@ -441,3 +441,24 @@ def test_a_star_turn_hit_requires_the_stage_its_conversation_needs(mturk_setting
         with session_scope(mturk_settings.database_url) as s:
             lifecycle.publish_hit(s, mturk_providers.get("mturk"), hits[batch_id])
     stubber.assert_no_pending_responses()
+
+
+# ---- Prolific: a submission's next turn ---------------------------------------------------------------
+
+
+def test_a_prolific_participant_is_given_only_turns_of_a_stage_they_passed(settings, providers):
+    from turkflow.hits.prolific import pages
+    from turkflow.models import HitStatus
+
+    multi = launch_star(settings, providers, conversations=2, tasks_per_dialog=2, provider="prolific",
+                        publish=False)
+    with session_scope(settings.database_url) as s:
+        for hit in s.exec(select(Hit)):  # as publishing leaves them (the study's id is each HIT's)
+            hit.status, hit.external_id = HitStatus.open, "STUDY"
+            s.add(hit)
+    first = new_worker(settings, "user", "prolific:P1", onboarded=True, stage=1)
+    second = new_worker(settings, "user", "prolific:P2", onboarded=True, stage=2)
+    with session_scope(settings.database_url) as s:
+        assert pages.take_next_turn(s, get_worker(s, first), multi, "user", "SUB1", 600) is None
+        taken = pages.take_next_turn(s, get_worker(s, second), multi, "user", "SUB2", 600)
+        assert taken is not None and taken.worker_id == second

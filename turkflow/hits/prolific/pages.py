@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.db import savepoint
 from turkflow.errors import Forbidden
-from turkflow.hits import lifecycle, onboarding
+from turkflow.hits import lifecycle, onboarding, stages
 from turkflow.hits.prolific.provider import PROVIDER, worker_external_id
 from turkflow.models import (
     Assignment,
@@ -195,20 +195,21 @@ def check_onboarding_token(secret_key: str, token: str, participant_id: str, sub
 
 def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, submission_id: str,
                    lease_seconds: int, now: Optional[datetime] = None) -> Optional[Assignment]:
-    """Give the submission the oldest waiting turn of the batch role; None when no turn waits.
+    """Give the submission the oldest waiting turn of the batch role; None when no turn waits. A STAR turn
+    only of a conversation whose qualification stage the participant passed (``turkflow.hits.stages``).
 
     A turn is claimed by its lease (a conditional update), as on the local queue, so two participants
     arriving at once never get the same turn; the same submission arriving twice gets one turn.
     """
     now = now or utcnow()
     free = or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now)
-    waiting = session.exec(
+    waiting = session.exec(stages.unlocked(
         select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
         .join(Conversation, Conversation.id == Turn.conversation_id)
         .join(Batch, Batch.id == Conversation.batch_id)
         .where(Conversation.batch_id == batch_id, Batch.status == BatchStatus.active,
-               Hit.provider == PROVIDER, Hit.role == role, Hit.status == HitStatus.open, free)
-        .order_by(Hit.id).limit(20)
+               Hit.provider == PROVIDER, Hit.role == role, Hit.status == HitStatus.open, free),
+        worker).order_by(Hit.id).limit(20)
     ).all()
     for hit_id in waiting:
         try:

@@ -213,6 +213,8 @@ def test_a_turn_without_its_reply_or_with_answers_that_disagree_is_refused(star,
     ({"action": "complete"}, "action"),
     ({"action": "return_item"}, "action"),
     ({"action": ["query"]}, "action"),
+    ({"action": "query", "api": "library_search", "form": {"Genre": "No\x00vel"}}, "Genre"),
+    ({"action": "request_suggestions", "text": {"nested": [1]}}, "text"),
     ({"action": "utter", "text": "hi", "mood": "grumpy"}, "mood"),
 ])
 def test_a_bad_action_is_a_400_naming_the_field_and_stores_nothing(star, settings, body, field):
@@ -238,6 +240,18 @@ def test_a_bad_submit_is_a_400_naming_the_field_and_stores_nothing(star, setting
     refused = wizard.post(page, json=body, headers=JSON)
     assert refused.status_code == 400, refused.get_data(as_text=True)
     assert refused.get_json()["field"] == field
+    assert stored(settings) == before
+
+
+def test_a_body_that_is_not_one_json_object_is_a_400_naming_it(star, settings):
+    _, wizard, page = star
+    before = stored(settings)
+    for url in (f"{page}/action", page):
+        for raw in ("[1, 2]", "not json", "[" * 5000):
+            refused = wizard.post(url, data=raw, content_type="application/json", headers=JSON)
+            assert refused.status_code == 400 and refused.get_json()["field"] == "body"
+    repeated = wizard.post(page, data={"action": ["utter", "utter"], "text": "hi"}, headers=JSON)
+    assert repeated.status_code == 400 and repeated.get_json()["field"] == "action"
     assert stored(settings) == before
 
 
@@ -269,6 +283,32 @@ def test_foreign_forged_and_other_protocol_assignments_are_refused(star, app, se
     refused = no_token.post(f"{page}/action", json={"action": "utter", "text": "x"}, headers=JSON)
     assert refused.status_code == 400 and "CSRF" in refused.get_json()["error"]
     assert stored(settings) == before
+
+
+def test_a_wizard_whose_lease_ran_out_leaves_nothing_in_the_next_wizards_turn_or_the_export(
+        star, app, settings, tmp_path):
+    from datetime import timedelta
+
+    from turkflow.export import ExportFilters
+    from turkflow.models import Hit, utcnow
+    from turkflow.star_dialog import star_documents
+
+    _, first, page = star
+    act(first, page, "query", **NOVEL_QUERY)
+    act(first, page, "utter", text="Never sent, my time ran out.")
+    with session_scope(settings.database_url) as s:
+        hit = s.exec(select(Hit).where(Hit.status == "open")).one()
+        hit.lease_expires_at = utcnow() - timedelta(seconds=1)
+        s.add(hit)
+    second = star_worker(app, settings, "wizard")
+    taken = take(second)
+    assert first.post(page, json={}, headers=JSON).status_code == 409  # the turn went to someone else
+    assert second.get(taken, headers=JSON).get_json()["star"]["wizard"]["this_turn"] == []
+    assert second.post(taken, json={"action": "utter", "text": "Which genre?"}, headers=JSON).status_code == 200
+    with session_scope(settings.database_url) as s:
+        doc = next(star_documents(s, settings.worker_hash_key, ExportFilters()))
+    assert [(e["Agent"], e["Action"]) for e in doc["Events"]] == [("User", "utter"), ("Wizard", "utter")]
+    assert doc["Events"][1]["Text"] == "Which genre?"
 
 
 # ---- the user's page ----------------------------------------------------------------------------------

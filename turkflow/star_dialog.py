@@ -256,8 +256,10 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
         raise InvalidInput(f"a {turn.role} can: {', '.join(form.actions)}", "action")
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the action's fields as an object", "fields")
+    # this holder's own: a worker whose lease ran out may have said something and never submitted it
     earlier = [e.action for e in session.exec(
-        select(DialogEvent).where(DialogEvent.turn_id == turn.id).order_by(col(DialogEvent.id)))]
+        select(DialogEvent).where(DialogEvent.turn_id == turn.id, DialogEvent.worker_id == worker.id)
+        .order_by(col(DialogEvent.id)))]
     said = [a for a in earlier if a in CLOSING[turn.role]]
     if turn.role == "user":
         if action == "utter" and said:
@@ -514,10 +516,11 @@ def _suggestion(s: Suggestion) -> dict[str, Any]:
     return {"label": s.label, "text": s.text, "missing": list(s.missing)}
 
 
-def wizard_view(session: Session, turn: Turn, draft: str = "") -> dict[str, Any]:
+def wizard_view(session: Session, turn: Turn, draft: str = "",
+                worker_id: Optional[int] = None) -> dict[str, Any]:
     """Everything the wizard's page shows: the task tabs, the open task's chart with the position, its
     knowledge-base form, every query and its result, the ranked replies (filled with the last item) and
-    what this turn has done so far."""
+    what this turn has done so far (``worker_id``'s actions, when given: the turn's holder)."""
     conversation = session.get(Conversation, turn.conversation_id)
     tasks = _tasks_of(session, conversation)
     if not tasks:
@@ -527,7 +530,8 @@ def wizard_view(session: Session, turn: Turn, draft: str = "") -> dict[str, Any]
     task = tasks[name]
     state = dialog_state(events, task, draft)
     suggestions = ranker_of(task).rank(state, limit=SUGGESTIONS)
-    mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None]
+    mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None
+            and (worker_id is None or e.worker_id == worker_id)]
     return {
         "tasks": [{"name": n, "title": t.title, "open": n == name} for n, t in tasks.items()],
         "task": {"name": name, "title": task.title, "api": task.star["api"], "id": task.id,
@@ -863,12 +867,34 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
         hide_ids = id_replacer({w.external_id: hashes[w.id] for w in workers.values()})
         tasks = {t.star.get("task"): t for t in session.exec(select(Task).where(Task.protocol == STAR.name))}
         by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
-        for event in events:
+        for event in _kept(session, events):
             by_conversation[event.conversation_id].append(event)
         answers = questionnaires(session, ids)
         for conversation in page:
             yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
                                  tasks, answers[conversation.id])
+
+
+def _kept(session: Session, events: list[DialogEvent]) -> list[DialogEvent]:
+    """The events of the dialog as written: what a worker logged in a turn that another worker then took
+    over and submitted (the first one's lease ran out) is left out, with the knowledge base's answers to
+    its queries."""
+    writers = dict(session.exec(select(Turn.id, Turn.worker_id).where(
+        col(Turn.id).in_({e.turn_id for e in events if e.turn_id is not None}),
+        Turn.status == TurnStatus.submitted)).all())
+    kept, dropping_answer = [], False
+    for event in events:
+        writer = writers.get(event.turn_id)
+        if event.worker_id is not None:
+            dropped = writer is not None and event.worker_id != writer
+            dropping_answer = dropped and event.action == "query"
+            if dropped:
+                continue
+        elif event.action == "return_item" and dropping_answer:
+            dropping_answer = False
+            continue
+        kept.append(event)
+    return kept
 
 
 def _star_document(session: Session, conversation: Conversation, events: list[DialogEvent],

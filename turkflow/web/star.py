@@ -84,12 +84,12 @@ def _held(session: Session, assignment_id: str) -> tuple[Worker, Assignment, Hit
 # ---- the turn page ----------------------------------------------------------------------------------
 
 
-def star_turn_data(session: Session, turn: Turn, draft: str = "") -> dict[str, Any]:
+def star_turn_data(session: Session, turn: Turn, worker: Worker, draft: str = "") -> dict[str, Any]:
     """What the role's page shows besides the chat: the user's scenario and instructions, or the
     wizard's tasks, chart, knowledge base and suggestions. The user's never holds the knowledge base."""
     if turn.role == "user":
         return {"user": star_dialog.user_view(session, turn)}
-    return {"wizard": star_dialog.wizard_view(session, turn, draft)}
+    return {"wizard": star_dialog.wizard_view(session, turn, draft, worker_id=worker.id)}
 
 
 def render_star_turn(view: lifecycle.TurnView, data: dict[str, Any], *, submit_url: str, action_url: str,
@@ -112,7 +112,7 @@ def _page(assignment_id: str, *, error: Optional[InvalidInput] = None, draft: st
         if assignment.status == AssignmentStatus.accepted and turn.role == "user":
             star_dialog.give_nudges(session, turn)  # once each, before the user writes
         view = lifecycle.turn_view(session, turn)
-        data = star_turn_data(session, turn, draft)
+        data = star_turn_data(session, turn, worker, draft)
         if wants_json():
             return jsonify({**turn_json(view, assignment, hit), "star": data})
         if assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
@@ -142,7 +142,7 @@ def action(assignment_id: str) -> Any:
             written = star_dialog.take_action(session, turn, worker, name, body)
             logged = [{"action": e.action, "agent": e.agent, **e.data} for e in written]
             draft = written[0].data.get("Text", "") if name == "request_suggestions" else ""
-            data = star_turn_data(session, turn, draft) if turn.role == "wizard" else {}
+            data = star_turn_data(session, turn, worker, draft) if turn.role == "wizard" else {}
     except InvalidInput as error:
         if wants_json():
             raise

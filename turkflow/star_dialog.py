@@ -12,6 +12,11 @@ holding the events its worker wrote:
 STAR counts a turn as a User utter, a Wizard utter, a pick_suggestion or a query (``star_turns``), so one
 paid wizard turn can be several STAR turns. The task schemas and knowledge base come from
 ``turkflow.star``; this module is what ties them to the database.
+
+The pages (``turkflow.web.star``) read ``wizard_view`` and ``user_view``, log through ``take_action`` and
+close a turn with ``submit_star_turn``, which reads the turn's answers off its events before
+``lifecycle.submit_turn`` stores it. When a dialog ends, the last worker of each role answers the role's
+questionnaire (``answer_survey``; the questions are protocol data), exported beside the events.
 """
 
 from __future__ import annotations

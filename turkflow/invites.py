@@ -15,7 +15,11 @@ from itsdangerous import BadSignature, URLSafeSerializer, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
 from turkflow import events
-from turkflow.models import Role, Worker
+from turkflow.models import Worker
+from turkflow.protocol import PROTOCOLS
+
+# every protocol's roles: Wizard of Tasks' student and teacher, STAR's user and wizard
+ROLES = tuple(role for protocol in PROTOCOLS.values() for role in protocol.roles)
 
 
 def _serializer(secret_key: str) -> URLSafeSerializer:
@@ -29,8 +33,8 @@ def invite_worker(session: Session, secret_key: str, public_url: str, role: str,
     The worker takes their role's onboarding quiz before their first turn, unless ``onboarded`` says the
     requester vouches for them already (a lab member, the demo's own two workers).
     """
-    if role not in (Role.student, Role.teacher):
-        raise ValueError(f"role must be student or teacher, not {role!r}")
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
     worker = Worker(external_id=f"local-{secrets.token_hex(6)}", role=role, name=name, onboarded=onboarded)
     session.add(worker)
     session.flush()

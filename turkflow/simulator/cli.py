@@ -19,8 +19,8 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 
 
 @click.command("simulate", context_settings=CONTEXT)
-@click.option("--students", default=10, show_default=True, help="Simulated students.")
-@click.option("--teachers", default=10, show_default=True, help="Simulated teachers.")
+@click.option("--students", default=10, show_default=True, help="Simulated students (STAR: users).")
+@click.option("--teachers", default=10, show_default=True, help="Simulated teachers (STAR: wizards).")
 @click.option("--conversations", default=10, show_default=True, help="Conversations in the simulated batch.")
 @click.option("--max-turns", default=40, show_default=True, help="Maximum turns per conversation.")
 @click.option("--mean-turns", type=int, default=None,
@@ -43,7 +43,15 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
                    "'k=5,p=0.4 for 6, then k=20,p=0.4' and pooled ones (the mean of relevance and usefulness "
                    f"together against p) such as 'pooled k=6,p=0.5'. Default: {'; '.join(DEFAULT_POLICIES)}.")
 @click.option("--dialogs", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory of SGD dialogues_*.json.gz to replay (default: ../shared/data/sgd/dev).")
+              help="Directory of SGD dialogues_*.json.gz to replay (default: ../shared/data/sgd/dev). With "
+                   "--protocol star: a STAR root (tasks/, apis/ and, to replay STAR's sample dialogues, "
+                   "dialogues/), e.g. ../shared/data/star (default: turkflow's sample STAR tasks, with "
+                   "dialogues generated along their flow charts).")
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", "star"]), default="wizard_of_tasks",
+              show_default=True,
+              help="star: users and wizards play STAR on its pages (queries, suggestions, custom replies, "
+                   "the end-of-dialog questions), after passing its staged qualification; local provider "
+                   "only.")
 @click.option("--provider", type=click.Choice(["local", "prolific"]), default="local", show_default=True,
               help="Crowd platform of the batch: local (invited workers on the queue) or prolific "
                    "(participants work through Prolific studies on a fake Prolific on a loopback port).")
@@ -69,7 +77,7 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 def simulate(app: App, students: int, teachers: int, conversations: int, max_turns: int, mean_turns: Optional[int],
              spammers: float, lazy: float, careless: float, harsh: float, think_time: float, concurrency: int,
              seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path],
-             provider: str, prolific_contract: Optional[Path], url: Optional[str],
+             protocol: str, provider: str, prolific_contract: Optional[Path], url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
              celery_concurrency: int, settle_timeout: float, json_path: Optional[str]) -> None:
     """Simulate a crowd working a batch through the real stack, and report.
@@ -80,6 +88,11 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
     teachers); the shares of spammers, lazy writers, careless and harsh raters are per role. Every
     worker has a hidden true quality; the report judges the quality monitor against it and replays the
     collected ratings under other policies.
+
+    With --protocol star the batch is STAR's: users replay STAR's sample dialogues (--dialogs
+    ../shared/data/star) or dialogues generated on turkflow's sample STAR tasks; wizards run the
+    sample's queries, pick the replies the page offers and sometimes write their own; both answer the
+    end-of-dialog questions. STAR has no peer ratings, so the monitor blocks nobody there.
 
     With --provider prolific the batch runs on Prolific, played by a fake Prolific in this process that
     checks every call against Prolific's contract: the batch's studies are created through the real
@@ -95,6 +108,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --conversations 549 --students 200 --teachers 200 --mean-turns 33 --max-turns 60
       turkflow simulate --policy k=6,p=0.4 --compare k=5,p=0.5 --compare k=8,p=0.4 --json report.json
       turkflow simulate --provider prolific --conversations 4 --students 3 --teachers 3
+      turkflow simulate --protocol star --conversations 20 --seed 3
     """
     settings = app.settings
     config = SimulationConfig(
@@ -104,7 +118,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         policy=policy or Policy.of_settings(settings, round(settings.bonus * 100)).text,
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
         bonus_cents=round(settings.bonus * 100), reward_cents=round(settings.reward * 100),
-        settle_timeout=settle_timeout, dialogs=dialogs, provider=provider,
+        settle_timeout=settle_timeout, dialogs=dialogs, provider=provider, protocol=protocol,
     )
     with progress_bar() as bar:
         task = bar.add_task("simulating", total=None, detail="")
@@ -153,6 +167,15 @@ def show(report: dict[str, Any]) -> None:
                f"({done['stop_reason']}); lost {turns['lost']}, unexpected {turns['unexpected']}, "
                f"history mismatches {turns['history_mismatches']}.")
     click.echo(f"{measured['wall_seconds']} s wall time, {measured['turns_per_second']} turns/s.")
+    if "star" in done:
+        star = done["star"]
+        events = star["events"]
+        click.echo(f"STAR: {star['star_turns']} STAR turns ({star['star_turns_in_complete_dialogs']} in "
+                   f"{star['complete_dialogs']} complete dialogs); {events.get('Wizard query', 0)} queries "
+                   f"({star['queries_found_nothing']} found nothing), "
+                   f"{events.get('Wizard pick_suggestion', 0)} replies picked, "
+                   f"{events.get('Wizard utter', 0)} written; questionnaires answered: "
+                   f"{', '.join(f'{n} {role}' for role, n in star['surveys_answered'].items()) or 'none'}.")
     if "prolific" in report:
         seen = report["prolific"]
         checked = (f"checked against {seen['contract']}: {seen['violations']} contract violations"

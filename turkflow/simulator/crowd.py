@@ -86,8 +86,10 @@ class SimWorker:
         return self.behaviour in BAD_WRITERS
 
 
-def build_crowd(students: int, teachers: int, mix: dict[Behaviour, float], seed: int) -> list[SimWorker]:
-    """Workers of both roles; each role gets ``round(share * size)`` workers of every bad behaviour.
+def build_crowd(students: int, teachers: int, mix: dict[Behaviour, float], seed: int,
+                roles: tuple[str, str] = (Role.student, Role.teacher)) -> list[SimWorker]:
+    """Workers of both roles (another protocol's ``roles``: STAR's users and wizards take the students' and
+    teachers' numbers); each role gets ``round(share * size)`` workers of every bad behaviour.
 
     Exact counts rather than coin flips, so a 15% spammer share is 15% in every run; which names get
     which behaviour is shuffled by the seed.
@@ -98,7 +100,7 @@ def build_crowd(students: int, teachers: int, mix: dict[Behaviour, float], seed:
     if any(share < 0 for share in mix.values()) or sum(mix.values()) > 1:
         raise ValueError("behaviour shares must be between 0 and 1 and sum to at most 1")
     crowd = []
-    for role, size in ((Role.student, students), (Role.teacher, teachers)):
+    for role, size in zip(roles, (students, teachers)):
         if size < 1:
             raise ValueError(f"at least one {role} is needed")
         behaviours: list[Behaviour] = []

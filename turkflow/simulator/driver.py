@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import requests
@@ -166,6 +166,14 @@ class WorkerClient(HttpClient):
     def submit(self, assignment_id: str, form: dict[str, Any]) -> dict[str, Any]:
         return _json(self._call("POST", "POST /turn", f"/turn/{assignment_id}", data=form), "submit")
 
+    def get(self, route: str, path: str) -> dict[str, Any]:
+        """Any other page's JSON (``route`` names it in the report's HTTP table)."""
+        return _json(self._call("GET", route, path), route)
+
+    def post(self, route: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """Any other POST (``data=`` a form, ``json=`` an object); its JSON answer."""
+        return _json(self._call("POST", route, path, **kwargs), route)
+
 
 class ParticipantClient(HttpClient):
     """A Prolific participant's browser on our study link (no cookie: the page carries a signed token)."""
@@ -206,6 +214,26 @@ class TurnRefused(RuntimeError):
 
 
 # ---- the simulation -----------------------------------------------------------------------------------
+
+
+class ProtocolPlay(Protocol):
+    """How the crowd plays another protocol's turns than Wizard of Tasks' (``star.StarPlay``): the
+    requester's tasks and scenarios, what a worker does after joining (qualify), one turn on its pages,
+    and what a worker does once the batch is over."""
+
+    protocol: str
+    roles: tuple[str, ...]
+
+    def tasks(self, session: Session) -> tuple[list[Task], list[tuple[Task, dict]]]: ...
+
+    def join(self, client: WorkerClient, worker: SimWorker) -> None: ...
+
+    def turn(self, client: WorkerClient, worker: SimWorker, assignment_id: str, conversation: int,
+             index: int, view: dict[str, Any], outcome: "Outcome") -> tuple[Written, dict[str, Any]]: ...
+
+    def finish(self, client: WorkerClient, worker: SimWorker, outcome: "Outcome") -> None: ...
+
+    def report(self, session: Session, outcome: "Outcome") -> dict[str, Any]: ...
 
 
 @dataclass
@@ -263,27 +291,33 @@ class Outcome:
 
 
 def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
-           max_turns: int, policy: Policy, reward_cents: int, seed: int,
-           provider: str = "local") -> tuple[int, dict[str, str], dict[str, int], list[int]]:
+           max_turns: int, policy: Policy, reward_cents: int, seed: int, provider: str = "local",
+           play: Optional[ProtocolPlay] = None) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
     """The requester's part: task documents, one invite per simulated worker (local only: Prolific's
     participants arrive through the study), the batch and its first HITs (on Prolific, its studies).
+    Another protocol's ``play`` gives the tasks and scenarios; its workers qualify on the pages themselves.
 
     Returns the batch id, each worker's join URL and database id, and the conversation ids in batch order.
     """
     providers = registry.providers(settings)
     with session_scope(settings.database_url) as session:
-        if session.exec(select(func.count()).select_from(Task)).one() == 0:
-            load_documents(session, read_documents(sample_tasks_path()))
-        tasks = list(session.exec(select(Task).order_by(Task.id)))
+        scenarios = None
+        if play is not None:
+            tasks, scenarios = play.tasks(session)
+        else:
+            if session.exec(select(func.count()).select_from(Task)).one() == 0:
+                load_documents(session, read_documents(sample_tasks_path()))
+            tasks = list(session.exec(select(Task).order_by(Task.id)))
         join_urls, worker_ids = {}, {}
         for worker in crowd if provider == "local" else ():
             row, url = invites.invite_worker(session, settings.secret_key, base_url, worker.role, name=worker.name,
-                                             onboarded=True)  # a simulated crowd studies no guidelines
+                                             onboarded=play is None)  # Wizard of Tasks' crowd skips the quiz
             join_urls[worker.name], worker_ids[worker.name] = url, row.id
         batch, hits = lifecycle.launch_batch(
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
             reward_cents=reward_cents, provider=provider,
-            quality=policy.batch_fields(),
+            quality=policy.batch_fields(), protocol=play.protocol if play else "wizard_of_tasks",
+            scenarios=scenarios,
         )
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
         batch_id, hit_ids = batch.id, [hit.id for hit in hits]
@@ -297,8 +331,9 @@ class Simulation:
     def __init__(self, settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
                  seed: int, max_turns: int, policy: Policy, reward_cents: int = 20, think_time: float = 0.0,
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
-                 prolific: Optional[ProlificCrowd] = None):
+                 prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None):
         self.settings = settings
+        self.play = play  # None: Wizard of Tasks' turn pages
         self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
         self.prolific = prolific.fake if prolific else None
         self.base_url = base_url.rstrip("/")
@@ -313,14 +348,14 @@ class Simulation:
         self.concurrency = concurrency
         self.settle_timeout = settle_timeout
         self.progress = progress  # called with (turns written, turns planned) after each round
-        self.first_role = get_protocol("wizard_of_tasks").first_role
+        self.protocol = get_protocol(play.protocol if play else "wizard_of_tasks")
         self._lock = threading.Lock()
 
     def run(self) -> Outcome:
         batch_id, join_urls, worker_ids, conversation_ids = launch(
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
             reward_cents=self.reward_cents, seed=self.seed,
-            provider="prolific" if self.prolific else "local")
+            provider="prolific" if self.prolific else "local", play=self.play)
         out = Outcome(batch_id=batch_id, crowd=self.crowd, scripts=self.scripts, policy=self.policy,
                       max_turns=self.max_turns, worker_ids=worker_ids, conversation_ids=conversation_ids)
         self.out = out
@@ -333,7 +368,10 @@ class Simulation:
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sim") as pool:
             list(pool.map(lambda client: client.join(), self.clients.values()))
-            role, idle_rounds, written = self.first_role, 0, None
+            if self.play is not None:
+                list(pool.map(lambda name: self.play.join(self.clients[name], self.by_name[name]),
+                              self.clients))
+            role, idle_rounds, written = self.protocol.first_role, 0, None
             while True:
                 self._settle(batch_id, written)
                 jobs, open_total = self._plan(out.rounds, role)
@@ -353,9 +391,12 @@ class Simulation:
                     idle_rounds = 0
                     written = self._work_round(pool, jobs, out.rounds)
                 out.rounds += 1
-                role = get_protocol("wizard_of_tasks").next_role(role)
+                role = self.protocol.next_role(role)
                 if self.progress:
                     self.progress(len(out.turns), planned)
+            if self.play is not None:  # what workers do once there is nothing left to take
+                list(pool.map(lambda name: self.play.finish(self.clients[name], self.by_name[name], out),
+                              sorted(self.clients)))
             self._settle(batch_id, bonuses=True)  # the whole batch: nothing left behind, every bonus paid
         out.wall_seconds = time.monotonic() - started
         return out
@@ -418,7 +459,7 @@ class Simulation:
 
     def _stuck_reason(self) -> str:
         statuses = Counter((self.by_name[name].role, status) for name, status in self._statuses().items())
-        waiting = [role for role in ("student", "teacher") if statuses[(role, WorkerStatus.active)] == 0]
+        waiting = [role for role in self.protocol.roles if statuses[(role, WorkerStatus.active)] == 0]
         if waiting:
             return f"every {' and every '.join(waiting)} is blocked; the open turns wait for a review"
         return "the open turns are leased to workers whose requests failed; they return when the lease ends"
@@ -456,9 +497,13 @@ class Simulation:
             view = client.view(assignment_id)
             self._check_history(job, view)
             previous = self.out.turns.get((job.conversation, job.index - 1))
-            written = write_turn(job.worker, self.seed, job.conversation, self.scripts[job.conversation], view,
-                                 previous.good if previous else None)
-            written, confirmed = self._submit(written, lambda form: client.submit(assignment_id, form))
+            if self.play is not None:
+                written, confirmed = self.play.turn(client, job.worker, assignment_id, job.conversation,
+                                                    job.index, view, self.out)
+            else:
+                written = write_turn(job.worker, self.seed, job.conversation, self.scripts[job.conversation],
+                                     view, previous.good if previous else None)
+                written, confirmed = self._submit(written, lambda form: client.submit(assignment_id, form))
         except TurnRefused as refusal:
             with self._lock:
                 self.out.refused[f"{refusal.what} {refusal.status}"] += 1

@@ -12,12 +12,13 @@ from turkflow.db import session_scope
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
 from turkflow.simulator import prolific
-from turkflow.simulator.driver import Simulation
+from turkflow.simulator.driver import ProtocolPlay, Simulation
 from turkflow.simulator.fake_prolific import FakeProlific
 from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.policies import DEFAULT_POLICIES, parse_policy
 from turkflow.simulator.report import build_report
 from turkflow.simulator.stack import Stack
+from turkflow.simulator.star import StarPlay, star_root, write_star_scripts
 from turkflow.simulator.utterances import Script, default_dialogs_dir, read_dialogs, write_scripts
 
 
@@ -38,12 +39,14 @@ class SimulationConfig:
     bonus_above: float = 0.9
     bonus_cents: int = 8
     settle_timeout: float = 60.0
-    dialogs: Optional[Path] = None
+    dialogs: Optional[Path] = None  # SGD dialogues; with protocol "star", a STAR root (star.star_root)
     provider: str = "local"  # or "prolific": the batch runs on the fake Prolific
+    protocol: str = "wizard_of_tasks"  # or "star": users and wizards on STAR's pages (star.py)
 
     def parameters(self) -> dict[str, Any]:
         values = asdict(self)
-        values["dialogs"] = str(self.dialogs or default_dialogs_dir())
+        values["dialogs"] = str(star_root(self.dialogs) if self.protocol == "star"
+                                else self.dialogs or default_dialogs_dir())
         values["compare"] = list(self.compare)
         return values
 
@@ -56,6 +59,7 @@ class Plan:
     scripts: list[Script]
     policy: Policy  # what the live monitor runs
     policies: list[Policy]  # what the report compares on the collected ratings
+    play: Optional[ProtocolPlay] = None  # another protocol's turns than Wizard of Tasks'
 
 
 def plan(config: SimulationConfig) -> Plan:
@@ -70,16 +74,28 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError("think-time cannot be negative")
     if config.provider not in ("local", "prolific"):
         raise ValueError(f"provider must be local or prolific, not {config.provider!r}")
+    if config.protocol not in ("wizard_of_tasks", "star"):
+        raise ValueError(f"protocol must be wizard_of_tasks or star, not {config.protocol!r}")
+    if config.protocol == "star" and config.provider != "local":
+        raise ValueError("a STAR simulation runs on the local provider only")
     try:
         mix = {Behaviour(name): share for name, share in config.mix.items()}
     except ValueError:
         raise ValueError(f"unknown behaviour in {sorted(config.mix)}; known: "
                          f"{', '.join(b.value for b in Behaviour)}") from None
-    crowd = build_crowd(config.students, config.teachers, mix, config.seed)
-    directory = config.dialogs or default_dialogs_dir()
-    if not directory.is_dir():
-        raise ValueError(f"dialogs directory {directory} does not exist; pass --dialogs DIR with SGD dialogues_*.json.gz")
-    scripts = write_scripts(read_dialogs(directory), config.conversations, config.seed, config.mean_turns)
+    play: Optional[StarPlay] = None
+    if config.protocol == "star":
+        crowd = build_crowd(config.students, config.teachers, mix, config.seed, roles=StarPlay.roles)
+        root = star_root(config.dialogs)
+        scripts = write_star_scripts(root, config.conversations, config.seed, config.max_turns)
+        play = StarPlay(root, scripts, config.seed)
+    else:
+        crowd = build_crowd(config.students, config.teachers, mix, config.seed)
+        directory = config.dialogs or default_dialogs_dir()
+        if not directory.is_dir():
+            raise ValueError(f"dialogs directory {directory} does not exist; "
+                             "pass --dialogs DIR with SGD dialogues_*.json.gz")
+        scripts = write_scripts(read_dialogs(directory), config.conversations, config.seed, config.mean_turns)
 
     def policy(text: str) -> Policy:
         return parse_policy(text, bonus_above=config.bonus_above, bonus_cents=config.bonus_cents)
@@ -88,7 +104,7 @@ def plan(config: SimulationConfig) -> Plan:
     compared = [policy(text) for text in config.compare]
     if live not in compared:
         compared.insert(0, live)
-    return Plan(crowd=crowd, scripts=scripts, policy=live, policies=compared)
+    return Plan(crowd=crowd, scripts=scripts, policy=live, policies=compared, play=play)
 
 
 Progress = Callable[[int, int], None]
@@ -107,11 +123,14 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         settings, url, chosen.crowd, chosen.scripts, seed=config.seed, max_turns=config.max_turns,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
-        prolific=on_prolific)
+        prolific=on_prolific, play=chosen.play)
     outcome = simulation.run()
     with session_scope(settings.database_url) as session:
-        return build_report(session, outcome, config.parameters(), chosen.policies,
-                            settings.prolific_fee_percent)
+        report = build_report(session, outcome, config.parameters(), chosen.policies,
+                              settings.prolific_fee_percent)
+        if chosen.play is not None:
+            report["reproducible"][chosen.play.protocol] = chosen.play.report(session, outcome)
+    return report
 
 
 def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, *, web_workers: int = 3,

@@ -3,8 +3,8 @@
 #
 # Starts redis-server (its own, in var/redis, unless something already answers on TURKFLOW_REDIS_URL),
 # migrates the database, loads the sample tasks, launches a 3-conversation batch on the local provider
-# (once: a second run reuses it), starts the Procfile's processes (Celery worker, Celery beat, gunicorn
-# on 127.0.0.1:${TURKFLOW_PORT:-5000}) and prints a student and a teacher join link. Ctrl-C stops
+# (once: a second run reuses it), starts the Procfile's processes (a Celery worker per queue, Celery beat,
+# gunicorn on 127.0.0.1:${TURKFLOW_PORT:-5000}) and prints a student and a teacher join link. Ctrl-C stops
 # everything this script started; the database in var/ stays for the next run. A process that dies is
 # started again (said on the console and in its log), unless it keeps dying at once.
 set -euo pipefail
@@ -104,9 +104,13 @@ start() {
   (eval "$(command_of "$1")") >>"$logs/$1.log" 2>&1 &
   started+=("$1:$!")
 }
-export WEB_BIND=127.0.0.1:$port WEB_CONCURRENCY=${WEB_CONCURRENCY:-2} CELERY_CONCURRENCY=${CELERY_CONCURRENCY:-2}
-start worker
-wait_for worker grep -q "ready\." "$logs/worker.log"
+export WEB_BIND=127.0.0.1:$port WEB_CONCURRENCY=${WEB_CONCURRENCY:-2}
+export TURNS_CONCURRENCY=${TURNS_CONCURRENCY:-1} REVIEWS_CONCURRENCY=${REVIEWS_CONCURRENCY:-1}
+export PLATFORM_CONCURRENCY=${PLATFORM_CONCURRENCY:-1}
+for queue in turns reviews platform; do  # a Celery worker per queue, as the Procfile runs them
+  start "$queue"
+  wait_for "$queue" grep -q "ready\." "$logs/$queue.log"
+done
 start beat
 start web
 wait_for web port_in_use "$port"

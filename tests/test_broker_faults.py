@@ -247,7 +247,7 @@ def test_beat_copies_sent_while_no_worker_consumed_are_dropped_when_it_returns_n
     for _ in range(3):  # three intervals of beat with no worker
         app.send_task(entry["task"], **entry.get("options", {}))
     next_due = datetime.now(timezone.utc) + timedelta(seconds=entry["schedule"])
-    queued = [json.loads(raw) for raw in broker.lrange("turkflow", 0, -1)]
+    queued = [json.loads(raw) for raw in broker.lrange("sweeps", 0, -1)]
     assert len(queued) == 3
     stale = max([next_due, *(datetime.fromisoformat(m["headers"]["expires"]) for m in queued
                              if m["headers"].get("expires"))])
@@ -264,7 +264,7 @@ def test_beat_copies_sent_while_no_worker_consumed_are_dropped_when_it_returns_n
                           loglevel="WARNING"):
             wait_until(lambda: len(dropped) == 3 or next_turn_open())
             assert not next_turn_open(), "a stale copy of the reconciler ran"
-            assert dropped == [entry["task"]] * 3 and broker.llen("turkflow") == 0
+            assert dropped == [entry["task"]] * 3 and broker.llen("sweeps") == 0
             app.send_task(entry["task"])  # the next copy, sent with the worker back, runs
             wait_until(next_turn_open)
     finally:
@@ -289,10 +289,10 @@ def test_tasks_go_to_the_broker_of_the_latest_settings_not_the_first_one_used(re
         tasks.turn_submitted.delay(1)
         celery_module.use_broker(second)
         tasks.turn_submitted.delay(2)
-        assert [queues[url].llen("turkflow") for url in (first, second)] == [1, 1]
+        assert [queues[url].llen("turns") for url in (first, second)] == [1, 1]
         celery_module.use_broker(first)  # back to a broker used before: its pool still works
         tasks.turn_submitted.delay(3)
-        assert [queues[url].llen("turkflow") for url in (first, second)] == [2, 1]
+        assert [queues[url].llen("turns") for url in (first, second)] == [2, 1]
     finally:
         for queue in queues.values():
             queue.flushdb()

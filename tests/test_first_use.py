@@ -229,8 +229,7 @@ def test_the_demo_serves_its_links_and_root_page_and_ctrl_c_ends_it_with_status_
     port, redis_port = free_port(), free_port()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TURKFLOW_")},
            "TURKFLOW_DATA_DIR": str(tmp_path / "var"), "TURKFLOW_PORT": str(port),
-           "TURKFLOW_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WEB_CONCURRENCY": "1",
-           "CELERY_CONCURRENCY": "1"}
+           "TURKFLOW_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WEB_CONCURRENCY": "1"}
     out = tmp_path / "demo.out"
     with out.open("w") as sink:
         # a process group of its own, as a terminal gives it
@@ -241,6 +240,7 @@ def test_the_demo_serves_its_links_and_root_page_and_ctrl_c_ends_it_with_status_
                    timeout=180, interval=0.5)
         printed = out.read_text()
         assert demo.poll() is None, printed
+        assert re.search(r"started \S*\s*turns reviews platform beat web", printed), printed  # a worker a queue
         links = re.findall(r"(?:student|teacher):\s+(\S+)", printed)
         assert len(links) == 2 and all(link.startswith(f"http://127.0.0.1:{port}/join/") for link in links)
         second_terminal = subprocess.run([str(ROOT / ".venv" / "bin" / "turkflow"), "worker", "link",

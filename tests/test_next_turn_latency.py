@@ -4,6 +4,10 @@ ones after a Celery restart behind the spaCy model loading)."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
+from redis import Redis
 from sqlmodel import select
 
 from tests.conftest import wait_until
@@ -53,16 +57,17 @@ def test_opening_the_next_turn_leaves_the_rating_to_the_review(settings, provide
     assert [d.rating_id for d in decisions(settings)] == [rating.id]
 
 
+def next_turn_open(settings) -> bool:  # noqa: ANN001
+    with session_scope(settings.database_url) as s:
+        return s.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id)
+                      .where(Turn.index == 2, Hit.status == HitStatus.open)).first() is not None
+
+
 def test_celery_opens_the_next_turn_then_reviews_the_submission(settings, providers, celery_worker):
     rater_turn = submit_two_turns(settings, providers)
     tasks.turn_submitted.delay(rater_turn)
 
-    def next_open():
-        with session_scope(settings.database_url) as s:
-            return s.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id)
-                          .where(Turn.index == 2, Hit.status == HitStatus.open)).first()
-
-    assert wait_until(next_open)
+    assert wait_until(lambda: next_turn_open(settings))
     assert wait_until(lambda: decisions(settings))
 
 
@@ -73,6 +78,40 @@ def test_celery_worker_processes_load_the_language_model_as_they_start(tmp_path)
     assert checks.english.cache_info().currsize == 1
 
 
-def test_reviews_wait_behind_openings_in_the_queue():
-    assert tasks.turn_submitted.priority is None  # Redis: no priority is the highest, 0
-    assert tasks.review_submission.priority == tasks.REVIEW_PRIORITY > 0
+def test_every_task_goes_to_a_queue_by_its_stable_name():
+    import workers.mturk_tasks  # noqa: F401 - every task module registers its tasks
+    import workers.prolific_tasks  # noqa: F401
+
+    registered = {name for name in workers.app.celery_app.tasks if not name.startswith("celery.")}
+    assert registered == set(workers.app.ROUTES)
+    assert set(workers.app.ROUTES.values()) == set(workers.app.QUEUES)
+
+
+@contextmanager
+def worker_of(app, *queues: str) -> Iterator[None]:  # noqa: ANN001
+    from celery.contrib.testing.worker import start_worker
+
+    with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, shutdown_timeout=10,
+                      loglevel="WARNING", queues=list(queues)):
+        yield
+
+
+def test_a_turns_worker_opens_next_turns_while_reviews_wait_on_their_own_queue(settings, providers, redis_url):
+    """Queues by workload: a backlog of reviews (spaCy) never holds up the next turn's opening."""
+    app = workers.app.configure(settings, providers)
+    broker = Redis.from_url(redis_url)
+    broker.flushdb()
+    try:
+        rater_turn = submit_two_turns(settings, providers)
+        for _ in range(3):
+            tasks.review_submission.delay(rater_turn)  # a backlog nobody takes yet
+        with worker_of(app, "turns"):
+            tasks.turn_submitted.delay(rater_turn)
+            assert wait_until(lambda: next_turn_open(settings))
+        assert decisions(settings) == [] and broker.llen("reviews") == 4  # the opening queued one more
+        with worker_of(app, "reviews"):
+            assert wait_until(lambda: broker.llen("reviews") == 0 and decisions(settings))
+        assert len(decisions(settings)) == 1  # reviewed once, however many messages asked
+    finally:
+        broker.flushdb()
+        broker.close()

@@ -1,7 +1,8 @@
 """The Celery app. Its configuration comes from turkflow's ``Settings`` when first needed (never at import),
 or from ``configure(settings)`` when a process (a test, the simulator) brings its own.
 
-Run it with ``celery -A workers.app worker`` and ``celery -A workers.app beat``.
+Run it with ``celery -A workers.app worker`` (every queue) or one worker per queue (``--queues turns``, as
+the Procfile does), and exactly one ``celery -A workers.app beat``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any, Optional
 
 from celery import Celery
 from celery.schedules import crontab
-from celery.signals import worker_process_init
+from celery.signals import celeryd_after_setup, worker_process_init
+from kombu import Queue
 
 from turkflow.config import Settings
 from turkflow.hits import registry
@@ -19,6 +21,31 @@ from turkflow.hits.provider import Providers
 
 celery_app = Celery("turkflow",
                     include=["workers.tasks", "workers.mturk_tasks", "workers.prolific_tasks"])
+
+# Queues by workload: a worker per queue (Procfile) keeps a turn opening from waiting behind spaCy reviews,
+# slow platform calls or a sweep. A worker without --queues takes them all.
+QUEUES = {
+    "turns": "open the next turn after a submission: workers wait for it",
+    "reviews": "the quality monitor and the content checks (spaCy)",
+    "platform": "crowd platform calls: publishing, approvals, bonuses",
+    "sweeps": "beat's periodic work: reconcilers, pollers, the daily review, dashboard numbers",
+}
+REVIEWS = "reviews"
+ROUTES = {  # every task, by its stable name
+    "workers.tasks.turn_submitted": "turns",
+    "workers.tasks.review_submission": REVIEWS,
+    "workers.tasks.publish_hit": "platform",
+    "workers.tasks.pay_bonus": "platform",
+    "workers.mturk_tasks.approve_assignment": "platform",
+    "workers.mturk_tasks.expire_hit": "platform",
+    "workers.prolific_tasks.settle_bonus": "platform",
+    "workers.prolific_tasks.turn_taken": "platform",
+    "workers.tasks.reconcile": "sweeps",
+    "workers.tasks.daily_review": "sweeps",
+    "workers.tasks.refresh_activity": "sweeps",
+    "workers.mturk_tasks.reconcile_mturk": "sweeps",
+    "workers.prolific_tasks.poll_prolific": "sweeps",
+}
 
 _settings: Optional[Settings] = None
 _providers: Optional[Providers] = None
@@ -55,7 +82,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # A task running when the connection drops finishes (its work is committed; its ack fails and Redis
         # redelivers it later, which an idempotent task shrugs off) rather than being killed half-way.
         "worker_cancel_long_running_tasks_on_connection_loss": False,
-        "task_default_queue": "turkflow",
+        "task_queues": [Queue(name) for name in QUEUES],
+        "task_routes": {task: {"queue": queue} for task, queue in ROUTES.items()},
+        "task_default_queue": "platform",
+        "beat_scheduler": "workers.beat:SingleBeat",  # exactly one beat sends, however many run
+        "beat_max_loop_interval": 5,
         "beat_schedule": {
             "reconcile": _every("workers.tasks.reconcile", settings.reconcile_seconds),
             "reconcile-mturk": _every("workers.mturk_tasks.reconcile_mturk", settings.mturk_reconcile_seconds),
@@ -115,11 +146,22 @@ def _configure_from_environment(sender: Celery, **_: Any) -> None:
     sender.conf.update(celery_config(settings()))
 
 
+_reviews_here = True  # until the worker says which queues it takes (a worker without --queues takes all)
+
+
+@celeryd_after_setup.connect
+def _note_queues(sender: str, instance: Any, **_: Any) -> None:
+    global _reviews_here
+    _reviews_here = REVIEWS in instance.app.amqp.queues.consume_from
+
+
 @worker_process_init.connect
 def load_language_model(**_: Any) -> None:
-    """Load the content checks' spaCy pipeline as a worker process starts rather than in its first task:
-    loading takes seconds, and the first submissions after every restart would wait that long for their
-    next turn to open."""
+    """Load the content checks' spaCy pipeline as a worker process that takes reviews starts, rather than
+    in its first task: loading takes seconds, and the first reviews after every restart would wait that
+    long. A worker of the other queues never needs it."""
+    if not _reviews_here:
+        return
     from turkflow.quality import checks
 
     try:

@@ -12,7 +12,7 @@ from workers.tasks import RETRY, SWEEP_LIMITS, publish_hit, turn_submitted
 log = logging.getLogger("turkflow.tasks.mturk")
 
 
-@celery_app.task
+@celery_app.task(name="workers.mturk_tasks.approve_assignment")
 def approve_assignment(assignment_id: int) -> None:
     """Approval is due (TURKFLOW_MTURK_APPROVE_AFTER_SECONDS after submission). Not retried here: the MTurk
     reconciler lists every approval still due on each round, so a failed one is simply tried again."""
@@ -22,12 +22,12 @@ def approve_assignment(assignment_id: int) -> None:
         log.info("assignment %s: %s; trying again next round", assignment_id, exc)
 
 
-@celery_app.task(**RETRY)
+@celery_app.task(name="workers.mturk_tasks.expire_hit", **RETRY)
 def expire_hit(hit_id: int) -> None:
     pipeline.expire(settings(), providers(), hit_id)
 
 
-@celery_app.task(**SWEEP_LIMITS)
+@celery_app.task(name="workers.mturk_tasks.reconcile_mturk", **SWEEP_LIMITS)
 def reconcile_mturk() -> None:
     """Beat: compare open HITs with MTurk, repair, and queue what it found: a missed submission goes the way
     of a live one (``turn_submitted``), a reopened turn is published, a due approval approved."""

@@ -16,7 +16,7 @@ from workers.tasks import RETRY, SWEEP_LIMITS
 log = logging.getLogger("turkflow.tasks.prolific")
 
 
-@celery_app.task(**SWEEP_LIMITS)
+@celery_app.task(name="workers.prolific_tasks.poll_prolific", **SWEEP_LIMITS)
 def poll_prolific() -> None:
     """Beat: follow every running study's submissions on Prolific (what webhooks would say, without a
     public address), keep its places in step, ask for due approvals, and settle claimed bonuses."""
@@ -29,7 +29,7 @@ def poll_prolific() -> None:
         log.warning("Prolific poller: %s", found)
 
 
-@celery_app.task
+@celery_app.task(name="workers.prolific_tasks.settle_bonus")
 def settle_bonus(bonus_id: int) -> None:
     """A claimed bonus is settled from the submission's payments, never paid again. Not retried here: an
     outcome still unknown is asked about again by the next round."""
@@ -39,7 +39,7 @@ def settle_bonus(bonus_id: int) -> None:
         log.info("bonus %s: %s", bonus_id, exc)
 
 
-@celery_app.task(**RETRY)
+@celery_app.task(name="workers.prolific_tasks.turn_taken", **RETRY)
 def turn_taken(batch_id: int, role: str, worker_id: int) -> None:
     """A participant took a turn of the study: keep a spare place (a study with no free place and nothing in
     progress drops to AWAITING REVIEW) and pause it if no other turn waits, before the poller comes round;

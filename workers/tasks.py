@@ -17,21 +17,16 @@ RETRY = {"autoretry_for": (Exception,), "retry_backoff": 2, "retry_backoff_max":
          "retry_jitter": True}
 
 
-@celery_app.task(**RETRY)
+@celery_app.task(name="workers.tasks.turn_submitted", **RETRY)
 def turn_submitted(turn_id: int) -> None:
-    """A turn is stored: open the next HIT, then queue the review of the submission at a lower priority,
+    """A turn is stored: open the next HIT, then queue the review of the submission on the reviews queue,
     so workers waiting for their next turn never wait for the monitor."""
     opened = pipeline.open_after(settings(), providers(), turn_id)
     review_submission.delay(turn_id)
     log.info("turn %s submitted: opened hit %s", turn_id, opened)
 
 
-# Redis delivers a queue's lower priority numbers first; tasks without one go first (priority 0). A burst
-# of submissions thus opens every next turn before any review runs, instead of one review per opening.
-REVIEW_PRIORITY = 9
-
-
-@celery_app.task(priority=REVIEW_PRIORITY, **RETRY)
+@celery_app.task(name="workers.tasks.review_submission", **RETRY)
 def review_submission(turn_id: int) -> None:
     """Judge the worker the submission rated, queue any bonus, and flag the submission's content."""
     result = pipeline.review_submission(settings(), providers(), turn_id)
@@ -42,12 +37,12 @@ def review_submission(turn_id: int) -> None:
                  result.bonus_ids, result.flags)
 
 
-@celery_app.task(**RETRY)
+@celery_app.task(name="workers.tasks.publish_hit", **RETRY)
 def publish_hit(hit_id: int, provider: str) -> None:
     pipeline.publish(settings(), providers(), hit_id, provider)
 
 
-@celery_app.task(**RETRY)
+@celery_app.task(name="workers.tasks.pay_bonus", **RETRY)
 def pay_bonus(bonus_id: int) -> None:
     """Retries with backoff until the provider accepts the payment (e.g. the assignment is payable)."""
     pipeline.pay_bonus(settings(), providers(), bonus_id)
@@ -58,7 +53,7 @@ def pay_bonus(bonus_id: int) -> None:
 SWEEP_LIMITS = {"soft_time_limit": 50, "time_limit": 60}
 
 
-@celery_app.task(**SWEEP_LIMITS)
+@celery_app.task(name="workers.tasks.reconcile", **SWEEP_LIMITS)
 def reconcile() -> None:
     """One reconciler sweep (beat). A repair that raises is logged and skipped by the sweep itself; the soft
     time limit is not such an error, and ends the sweep."""
@@ -70,7 +65,7 @@ def reconcile() -> None:
         log.warning("reconciler repaired %s", repairs)
 
 
-@celery_app.task(**RETRY)
+@celery_app.task(name="workers.tasks.daily_review", **RETRY)
 def daily_review() -> None:
     """Build today's review queue of temporarily blocked workers and the raters' agreement (beat, daily)."""
     with session_scope(settings().database_url) as session:
@@ -79,7 +74,7 @@ def daily_review() -> None:
              built.raters_judged, built.rater_outliers)
 
 
-@celery_app.task(**SWEEP_LIMITS)
+@celery_app.task(name="workers.tasks.refresh_activity", **SWEEP_LIMITS)
 def refresh_activity() -> None:
     """Roll up the latest hours of work and recount running batches for the dashboard (beat, every few minutes)."""
     with session_scope(settings().database_url) as session:

@@ -176,7 +176,7 @@ class Stack:
                                  "turkflow.web:create_app()"])
         self._spawn("celery", [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--beat",
                                "--schedule", str(self.log_dir / "celerybeat-schedule"), "--pool", "prefork",
-                               "--concurrency", str(self.celery_concurrency), "--queues", "turkflow",
+                               "--concurrency", str(self.celery_concurrency),  # every queue
                                "--loglevel", "WARNING", "--without-gossip", "--without-mingle"])
         wait_for(lambda: requests.get(f"{self.url}/queue", timeout=2).status_code < 500, "gunicorn", 30,
                  self.processes["gunicorn"])

@@ -12,6 +12,7 @@ import os
 import shutil
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -119,6 +120,19 @@ def providers(settings: Settings) -> Providers:
     return registry.providers(settings)
 
 
+@contextmanager
+def celery_worker_of(app, *queues: str) -> Iterator[object]:  # noqa: ANN001
+    """A real Celery worker thread pool on ``app``, taking ``queues`` (default: every queue). The queues are
+    always named: a worker's choice is kept in the app it shares with later workers of the same process."""
+    from celery.contrib.testing.worker import start_worker
+
+    import workers.app
+
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10,
+                      loglevel="WARNING", queues=list(queues or workers.app.QUEUES)) as worker:
+        yield worker
+
+
 @pytest.fixture
 def celery_worker(settings: Settings, providers: Providers, redis_url: str) -> Iterator[object]:
     """A real Celery worker consuming from the real Redis, for this test alone, on this test's database.
@@ -129,15 +143,12 @@ def celery_worker(settings: Settings, providers: Providers, redis_url: str) -> I
     emptying the queue between tests left it there, and it ran later against the next test's database,
     where its ids name other rows (a review of another test's turn 5 judged and blocked a worker there).
     """
-    from celery.contrib.testing.worker import start_worker
-
     import workers.app
 
     app = workers.app.configure(settings, providers)
     broker = Redis.from_url(redis_url)
     broker.flushdb()
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10,
-                      loglevel="WARNING") as worker:
+    with celery_worker_of(app) as worker:
         yield worker
     broker.flushdb()
     broker.close()

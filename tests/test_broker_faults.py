@@ -25,7 +25,7 @@ from redis import Redis
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from tests.conftest import wait_until
+from tests.conftest import celery_worker_of, wait_until
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.documents import load_documents, read_documents, sample_tasks_path
@@ -218,7 +218,6 @@ def test_beat_copies_sent_while_no_worker_consumed_are_dropped_when_it_returns_n
     """While no worker consumes (it crashed, Redis' host was cut off from it), beat keeps sending the
     reconciler every interval. Each copy expires when the next one is due, so the worker that comes back
     drops the stale copies instead of running the whole backlog back to back, then runs the next one."""
-    from celery.contrib.testing.worker import start_worker
     from celery.signals import task_revoked
 
     import workers.app
@@ -260,8 +259,7 @@ def test_beat_copies_sent_while_no_worker_consumed_are_dropped_when_it_returns_n
 
     task_revoked.connect(on_revoked, weak=False)
     try:
-        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10,
-                          loglevel="WARNING"):
+        with celery_worker_of(app):
             wait_until(lambda: len(dropped) == 3 or next_turn_open())
             assert not next_turn_open(), "a stale copy of the reconciler ran"
             assert dropped == [entry["task"]] * 3 and broker.llen("sweeps") == 0

@@ -4,13 +4,10 @@ ones after a Celery restart behind the spaCy model loading)."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 from redis import Redis
 from sqlmodel import select
 
-from tests.conftest import wait_until
+from tests.conftest import celery_worker_of, wait_until
 from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS, launch, make_worker
 from turkflow import pipeline
 from turkflow.config import Settings
@@ -87,15 +84,6 @@ def test_every_task_goes_to_a_queue_by_its_stable_name():
     assert set(workers.app.ROUTES.values()) == set(workers.app.QUEUES)
 
 
-@contextmanager
-def worker_of(app, *queues: str) -> Iterator[None]:  # noqa: ANN001
-    from celery.contrib.testing.worker import start_worker
-
-    with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, shutdown_timeout=10,
-                      loglevel="WARNING", queues=list(queues)):
-        yield
-
-
 def test_a_turns_worker_opens_next_turns_while_reviews_wait_on_their_own_queue(settings, providers, redis_url):
     """Queues by workload: a backlog of reviews (spaCy) never holds up the next turn's opening."""
     app = workers.app.configure(settings, providers)
@@ -105,11 +93,11 @@ def test_a_turns_worker_opens_next_turns_while_reviews_wait_on_their_own_queue(s
         rater_turn = submit_two_turns(settings, providers)
         for _ in range(3):
             tasks.review_submission.delay(rater_turn)  # a backlog nobody takes yet
-        with worker_of(app, "turns"):
+        with celery_worker_of(app, "turns"):
             tasks.turn_submitted.delay(rater_turn)
             assert wait_until(lambda: next_turn_open(settings))
         assert decisions(settings) == [] and broker.llen("reviews") == 4  # the opening queued one more
-        with worker_of(app, "reviews"):
+        with celery_worker_of(app, "reviews"):
             assert wait_until(lambda: broker.llen("reviews") == 0 and decisions(settings))
         assert len(decisions(settings)) == 1  # reviewed once, however many messages asked
     finally:

@@ -156,7 +156,11 @@ def test_generated_dialogues_follow_the_flow_chart_and_end_with_the_users_comple
         assert script.wizard[0].label == "hello" and script.user[-1].endswith("Goodbye!")
         queries = [query for step in script.wizard for api, query in step.queries]
         assert queries and all(set(q) == {"form"} for q in queries)
-        assert len(queries) == (1 if script.scenario["happy"] else 2)  # an unhappy user changes their mind
+        tasks = script.scenario["tasks"]  # one query a task, one more when the user changes their mind
+        assert len(queries) == len(tasks) + (0 if script.scenario["happy"] else 1)
+        assert [step.label for step in script.wizard].count("hello") == 1
+    assert any(len(s.scenario["tasks"]) == 2 for s in scripts)
+    assert not all(s.scenario["happy"] for s in scripts)
     short = write_star_scripts(sample_star_root(), 6, seed=3, max_turns=5)
     assert {s.turns(5) for s in short} == {s.length for s in short} == {5}
 
@@ -174,3 +178,16 @@ def test_star_sample_dialogues_are_replayed_user_turn_by_user_turn_with_their_nu
     assert first.wizard[1].queries == (("doctor_followup", {"constraints": [
         {"Name": 'api.is_equal_to("Dr. Johnson")'}, {"PatientName": '"Alexis"'}]}),)
     assert first.wizard[2].label is None and first.wizard[2].text.startswith("Yes. It must be before bed")
+
+
+@pytest.mark.skipif(not (STAR_DATA / "dialogues").is_dir(), reason="STAR's sample is not beside the checkout")
+def test_star_sample_dialogues_play_through_the_stack_with_the_sample_wizards_queries(tmp_path, sqlite_url):
+    config = SimulationConfig(**{**SMALL.__dict__, "conversations": 6, "seed": 1, "dialogs": STAR_DATA})
+    settings = Settings(data_dir=tmp_path, database_url=sqlite_url, secret_key="test", worker_hash_key="test")
+    report = run_with_stack(settings, tmp_path, config, web_workers=2, web_threads=2)
+    done, star = report["reproducible"], report["reproducible"]["star"]
+    db = held(sqlite_url, last_batch(sqlite_url))
+    assert star["scripts"] == {"star": 6} and done["conversations"]["completed"] == db["completed"] == 6
+    assert done["turns"]["stored"] == done["turns"]["planned"] == db["turns"] and done["turns"]["lost"] == 0
+    assert star["star_turns"] == db["star_turns"] and star["events"]["Wizard query"] > 0
+    assert star["surveys_answered"] == {"user": 6, "wizard": 6} and done["refused_requests"] == {}

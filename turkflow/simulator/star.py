@@ -54,6 +54,7 @@ from turkflow.star_dialog import knowledge_base, make_scenarios, read_star_tasks
 ROLES = ("user", "wizard")
 CUSTOM_SHARE = 0.1  # an honest wizard writes its own words although the page offers the reply
 UNHAPPY_SHARE = 0.2  # of the generated scenarios (STAR's samples say their own)
+MULTI_TASK_SHARE = 0.25  # of the generated scenarios (STAR's 300 complete samples have none)
 HINTS = (0, 1, 1, 2, 3)  # an honest worker's hints per quiz, drawn
 _INSTRUCTION = re.compile(r"\s*\[instruction \d+ of \d+\]\s*$")
 
@@ -220,9 +221,18 @@ def _step_of(segment: Sequence[Mapping[str, Any]], kbs: Mapping[str, Any]) -> Wi
 
 
 def _generated(tasks: Sequence[Task], conversations: int, seed: int) -> list[StarScript]:
-    scenarios = make_scenarios(tasks, conversations, unhappy=UNHAPPY_SHARE, seed=seed)
-    return [_dialogue_for(task, scenario, random.Random(f"{seed}:star-dialogue:{n}"))
-            for n, (task, scenario) in enumerate(scenarios)]
+    """Scenarios as ``batch launch --protocol star`` makes them, a share of them multi-task (two tasks,
+    as ``--tasks-per-dialog 2``), each with a dialogue generated along its tasks' flow charts."""
+    single = make_scenarios(tasks, conversations, unhappy=UNHAPPY_SHARE, seed=seed)
+    double = make_scenarios(tasks, conversations, unhappy=UNHAPPY_SHARE, seed=seed,
+                            tasks_per_dialog=2) if len(tasks) > 1 else single
+    by_name = {t.star["task"]: t for t in tasks}
+    scripts = []
+    for n in range(conversations):
+        rng = random.Random(f"{seed}:star-dialogue:{n}")
+        _, scenario = double[n] if rng.random() < MULTI_TASK_SHARE else single[n]
+        scripts.append(_dialogue_for([by_name[name] for name in scenario["tasks"]], scenario, rng))
+    return scripts
 
 
 def _path(graph: Mapping[str, str], start: str) -> list[str]:
@@ -233,13 +243,17 @@ def _path(graph: Mapping[str, str], start: str) -> list[str]:
     return path
 
 
-def _wanted(api: Any, rng: random.Random) -> dict[str, str]:
-    """The values the user wants, in the form's plain words: every required field, most choice fields."""
+def _wanted(api: Any, said: str, rng: random.Random) -> dict[str, str]:
+    """The values the user wants, in the form's plain words: every required field, most choice fields,
+    and the value the scenario's text ``said`` names where it names one ("a comedy this Saturday")."""
     wanted = {}
     for column in api.inputs.values():
         choices = [c for c in column.categories or () if isinstance(c, str)]
+        named = [c for c in choices if re.search(rf"\b{re.escape(c.lower())}\b", said.lower())]
         required = column.name in api.required
-        if choices and (required or rng.random() < 0.7):
+        if named:
+            wanted[column.name] = named[0]
+        elif choices and (required or rng.random() < 0.7):
             wanted[column.name] = rng.choice(choices)
         elif required:
             wanted[column.name] = (str(column.minimum if isinstance(column.minimum, int) else 1)
@@ -255,54 +269,59 @@ def _as_me(user_task: str) -> str:
     return re.sub(r"\b[Yy]our\b", "my", said)
 
 
-def _dialogue_for(task: Task, scenario: dict, rng: random.Random) -> StarScript:
-    """A dialogue along the task's flow chart (module docstring)."""
-    api = knowledge_base(task.star["kb_dir"]).api(task.star["api"])
-    wanted = _wanted(api, rng)
-    choices = {c.name: [v for v in c.categories or () if isinstance(v, str)] for c in api.inputs.values()}
+BYE = "No, that is all. Thank you, Goodbye!"
+
+
+def _dialogue_for(tasks: Sequence[Task], scenario: dict, rng: random.Random) -> StarScript:
+    """A dialogue along each task's flow chart in turn (module docstring): the wizard greets once and
+    asks if there is anything else once, at the end; the user brings up the next task when one is done."""
     users = [rng.choice(("Hi there!", "Hello.", "Hi, can you help me?"))]
     steps: list[WizardStep] = []
-    query: tuple[tuple[str, dict], ...] = ()
     changed = scenario["happy"]
-    for node in _path(task.star["graph"], task.star["start"]):
-        if node == "query":
-            query = ((api.name, {"form": dict(wanted)}),)
-            continue
-        if node in ("goodbye", "bye") or users[-1].endswith("Goodbye!"):
-            break
-        steps.append(WizardStep(queries=query, draft=_draft(task.star["replies"].get(node, ""), rng),
-                                label=node))
-        query = ()
-        if node.startswith("hello"):
-            users.append(_as_me(scenario["user_task"]))
-        elif "_ask_" in f"_{node}":
-            asked = node.split("ask_", 1)[1].replace("_", "").lower()
-            field = next((name for name in wanted if name.lower().startswith(asked)
-                          or asked.startswith(name.lower())), None)
-            users.append(rng.choice(("{}, please.", "I'd like {}.", "{} would be great."))
-                         .format(wanted[field]) if field else "Anything is fine.")
-        elif "inform" in node and not changed:
-            changed = True
-            field = next((name for name in wanted if len(choices.get(name, [])) > 1), None)
-            if field is None:
-                users.append("Great, thank you.")
+    for number, task in enumerate(tasks):
+        api = knowledge_base(task.star["kb_dir"]).api(task.star["api"])
+        wanted = _wanted(api, task.star["user_task"], rng)
+        choices = {c.name: [v for v in c.categories or () if isinstance(v, str)] for c in api.inputs.values()}
+        query: tuple[tuple[str, dict], ...] = ()
+        if number > 0:
+            users[-1] = f"{users[-1]} Also, {_as_me(task.star['user_task'])}"
+        for node in _path(task.star["graph"], task.star["start"]):
+            if node == "query":
+                query = ((api.name, {"form": dict(wanted)}),)
                 continue
-            other = rng.choice([c for c in choices[field] if c != wanted[field]])
-            wanted[field] = other
-            users.append(f"Actually, I changed my mind: could you check {other} instead?")
-            steps.append(WizardStep(queries=((api.name, {"form": dict(wanted)}),), label=node))
-            users.append("Great, thank you.")
-        elif "inform" in node:
-            users.append(rng.choice(("Great, thank you.", "Perfect, thanks!")))
-        elif node.startswith("anything_else"):
-            users.append("No, that is all. Thank you, Goodbye!")
-        else:
-            users.append("Okay.")
-    if not users[-1].endswith("Goodbye!"):
-        steps.append(WizardStep(label="anything_else"))
-        users.append("No, that is all. Thank you, Goodbye!")
-    return StarScript(source=f"generated:{task.star['task']}", scenario=scenario, user=tuple(users),
-                      wizard=tuple(steps))
+            if node.startswith(("anything_else", "goodbye", "bye")):
+                break
+            if node.startswith("hello") and number > 0:
+                continue
+            steps.append(WizardStep(queries=query, draft=_draft(task.star["replies"].get(node, ""), rng),
+                                    label=node))
+            query = ()
+            if node.startswith("hello"):
+                users.append(_as_me(task.star["user_task"]))
+            elif "_ask_" in f"_{node}":
+                asked = node.split("ask_", 1)[1].replace("_", "").lower()
+                field = next((name for name in wanted if name.lower().startswith(asked)
+                              or asked.startswith(name.lower())), None)
+                users.append(rng.choice(("{}, please.", "I'd like {}.", "{} would be great."))
+                             .format(wanted[field]) if field else "Anything is fine.")
+            elif "inform" in node and not changed:
+                changed = True
+                field = next((name for name in wanted if len(choices.get(name, [])) > 1), None)
+                if field is None:
+                    users.append("Great, thank you.")
+                    continue
+                wanted[field] = rng.choice([c for c in choices[field] if c != wanted[field]])
+                users.append(f"Actually, I changed my mind: could you check {wanted[field]} instead?")
+                steps.append(WizardStep(queries=((api.name, {"form": dict(wanted)}),), label=node))
+                users.append("Great, thank you.")
+            elif "inform" in node:
+                users.append(rng.choice(("Great, thank you.", "Perfect, thanks!")))
+            else:
+                users.append("Okay.")
+    steps.append(WizardStep(label="anything_else"))
+    users.append(BYE)
+    return StarScript(source=f"generated:{'+'.join(t.star['task'] for t in tasks)}", scenario=scenario,
+                      user=tuple(users), wizard=tuple(steps))
 
 
 def _draft(template: str, rng: random.Random) -> str:

@@ -306,8 +306,12 @@ class RoleStall(SQLModel, table=True):
     batch_id: int = Field(foreign_key="batch.id", index=True)
     role: str
     workers: int = Field(default=0,
-                         description="Onboarded workers of the role on the batch's platform, all blocked.")
+                         description="Onboarded workers of the role on the batch's platform, none "
+                         "of whom can take the waiting turns (blocked, or short of their stage).")
     waiting: int = Field(default=0, description="Turns of the role waiting when last counted.")
+    stage: int = Field(default=1, description="The qualification stage the waiting turns need that no eligible "
+                       "worker passed: 2 when only STAR's multi-task turns are stuck (nobody active passed "
+                       "stage 2), else 1 (every worker of the role is blocked).")
     noticed_at: datetime
     stalled_at: Optional[datetime] = None
     cleared_at: Optional[datetime] = None
@@ -541,10 +545,16 @@ class ProlificStudy(SQLModel, table=True):
 class ProlificOnboarding(SQLModel, table=True):
     """The onboarding study of one role (``turkflow prolific onboarding``): written before the role's group
     and study are made (the intent), their ids recorded as Prolific makes them. Passing the role's quiz
-    through the study adds a participant to ``group_id``, the allow list of the role's turn studies."""
+    through the study adds a participant to ``group_id``, the allow list of the role's turn studies. A STAR
+    role has one per qualification stage (``turkflow.hits.stages``): stage 2's study admits only stage 1's
+    group; a Wizard of Tasks role has one, stage 1."""
+
+    __table_args__ = (UniqueConstraint("role", "stage", name="uq_prolificonboarding_role_stage"),)
 
     id: Optional[int] = Field(default=None, primary_key=True)
-    role: str = Field(unique=True)
+    role: str
+    stage: int = Field(default=1, description="The qualification stage the study grades (STAR: 1 single-task, "
+                       "2 multi-task; Wizard of Tasks roles have one quiz, stage 1).")
     group_id: Optional[str] = Field(default=None, description="Prolific's id of the group passing adds to.")
     study_id: Optional[str] = Field(default=None, unique=True,
                                     description="Prolific's id; None until created.")

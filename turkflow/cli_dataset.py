@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
 from turkflow.cli_common import CONTEXT, App, CommandError, pass_app, progress_bar, shown_url
+
+if TYPE_CHECKING:
+    from turkflow.export import ExportFilters
 
 
 @click.command(context_settings=CONTEXT)
@@ -27,10 +30,12 @@ from turkflow.cli_common import CONTEXT, App, CommandError, pass_app, progress_b
 @click.option("--scrub-pii", is_flag=True,
               help="Replace person names, emails, phone numbers, street addresses and MTurk worker ids in "
                    "free text with [NAME], [EMAIL], [PHONE], [ADDRESS], [WORKER_ID] (spaCy NER + patterns).")
-@click.option("--format", "format_", type=click.Choice(["turkflow", "star"]), default="turkflow",
+@click.option("--format", "format_", type=click.Choice(["turkflow", "star", "sgd"]), default="turkflow",
               show_default=True,
               help="turkflow: the Wizard of Tasks conversations as below; star: the STAR conversations as "
-                   "STAR's event logs, DIR/dialogues/<id>.json (read back by analyse --corpus star).")
+                   "STAR's event logs, DIR/dialogues/<id>.json (read back by analyse --corpus star); sgd: "
+                   "every conversation in the Schema-Guided Dialogue format (read back by analyse --corpus "
+                   "sgd).")
 @pass_app
 def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[str], completed_only: bool,
            exclude_blocked: bool, scrub_pii: bool, format_: str) -> None:
@@ -41,6 +46,8 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     DIR/conversations.jsonl       all of them, one per line
     DIR/schema.json               the JSON Schema (draft 2020-12) every document is checked against
     DIR/dialogues/<id>.json       with --format star: one STAR dialogue (Scenario, Events)
+    DIR/dialogues_NNN.json        with --format sgd: SGD dialogues (speaker, utterance, frames), and
+    DIR/schema.json               the services (tasks) they use, as SGD describes services
 
     Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.
     Conversations are read a page at a time, so memory stays flat however large the collection is.
@@ -49,9 +56,12 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     from turkflow.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
     from turkflow.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
 
-    protocol = "star" if format_ == "star" else "wizard_of_tasks"
+    protocol = {"star": "star", "sgd": None}.get(format_, "wizard_of_tasks")
     filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
                             exclude_blocked=exclude_blocked, protocol=protocol)
+    if format_ == "sgd":
+        _export_sgd(app, out_dir, filters, scrub_pii)
+        return
     if format_ == "star":
         if exclude_blocked or scrub_pii:
             raise CommandError("--exclude-blocked and --scrub-pii do not apply to --format star yet")
@@ -81,6 +91,30 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
         raise CommandError(str(exc)) from None
     click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) from "
                f"{shown_url(app.database_url)} to {summary.out_dir}")
+
+
+def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:
+    from dataclasses import replace
+
+    from turkflow.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
+    from turkflow.export import ExportError, PiiScrubber, count_conversations
+    from turkflow.sgd_export import export_sgd
+
+    with app.session() as session:
+        if count_conversations(session, filters) == 0:
+            raise CommandError("no conversations match these filters; nothing exported")
+        star = count_conversations(session, replace(filters, protocol="star"))
+        if (filters.exclude_blocked or scrub_pii) and star:
+            raise CommandError("--exclude-blocked and --scrub-pii do not apply to STAR conversations yet; "
+                               "choose a Wizard of Tasks batch with --batch")
+        try:
+            scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
+            summary = export_sgd(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters,
+                                 scrubber=scrubber)
+        except (ExportError, ModelMissing) as exc:
+            raise CommandError(str(exc)) from None
+    click.echo(f"exported {summary.dialogues} dialogues ({summary.turns} turns) in the Schema-Guided "
+               f"Dialogue format from {shown_url(app.database_url)} to {summary.out_dir}")
 
 
 @click.command(context_settings=CONTEXT)

@@ -291,6 +291,16 @@ def test_worker_invite_prints_a_join_url_that_names_the_new_worker(turkflow, set
     assert ok(turkflow("worker", "link", worker.external_id)).strip() == url
 
 
+def test_star_workers_are_invited_by_their_roles_and_meet_their_first_stage(turkflow, settings, app):
+    url = ok(turkflow("worker", "invite", "--role", "wizard", "--name", "Wiz")).strip()
+    client = app.test_client()
+    assert client.get(url.removeprefix(settings.public_url)).status_code in (302, 303)
+    page = client.get("/onboarding")
+    assert page.status_code == 200 and "stage 1" in page.get_data(as_text=True).lower()
+    assert "'wizzard' is not one of 'student', 'teacher', 'user', 'wizard'" in turkflow(
+        "worker", "invite", "--role", "wizzard").output
+
+
 def test_worker_link_of_an_unknown_or_ambiguous_worker_is_refused(turkflow):
     ok(turkflow("worker", "invite", "--role", "student", "--name", "Sam"))
     ok(turkflow("worker", "invite", "--role", "teacher", "--name", "Sam"))

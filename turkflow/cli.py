@@ -40,8 +40,8 @@ from turkflow.cli_prolific import launch_fee_percent, prolific
 from turkflow.cli_review import admin, review
 from turkflow.config import Settings
 from turkflow.hits import registry
-from turkflow.models import Batch, BatchStatus, Role, Task, WorkerStatus
-from turkflow.protocol import get_protocol
+from turkflow.models import Batch, BatchStatus, Task, WorkerStatus
+from turkflow.protocol import ROLES, get_protocol
 from turkflow.simulator.cli import simulate
 
 # ---- the group ------------------------------------------------------------------------------------------
@@ -484,8 +484,8 @@ def worker() -> None:
 
 
 @worker.command("invite", context_settings=CONTEXT)
-@click.option("--role", type=click.Choice([r.value for r in Role]), required=True,
-              help="The worker's role for the whole study.")
+@click.option("--role", type=click.Choice(ROLES), required=True,
+              help="The worker's role for the whole study (student or teacher; user or wizard for STAR).")
 @click.option("--name", help="A name to recognise the worker by in lists and on the dashboard.")
 @click.option("--onboarded", is_flag=True,
               help="Skip the role's onboarding quiz: you vouch that this person knows the guidelines.")
@@ -501,7 +501,7 @@ def worker_invite(app: App, role: str, name: Optional[str], onboarded: bool) -> 
 
     with app.session(create=True) as session:
         new, url = invite_worker(session, app.settings.secret_key, app.settings.public_url, role, name, onboarded)
-    first = "onboarded already" if onboarded else f"the {role} onboarding quiz comes first"
+    first = "onboarded already" if onboarded else f"the {role} onboarding comes first"
     click.echo(f"invited worker {new.id} ({role}{', ' + name if name else ''}; {first}); their join link:", err=True)
     click.echo(url)
 
@@ -519,7 +519,7 @@ def worker_link(app: App, worker_ref: str) -> None:
 
 
 @worker.command("list", context_settings=CONTEXT)
-@click.option("--role", type=click.Choice([r.value for r in Role]), help="Only workers of this role.")
+@click.option("--role", type=click.Choice(ROLES), help="Only workers of this role.")
 @click.option("--status", type=click.Choice([s.value for s in WorkerStatus]), help="Only workers with this status.")
 @pass_app
 def worker_list(app: App, role: Optional[str], status: Optional[str]) -> None:

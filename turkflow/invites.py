@@ -16,10 +16,7 @@ from sqlmodel import Session, select
 
 from turkflow import events
 from turkflow.models import Worker
-from turkflow.protocol import PROTOCOLS
-
-# every protocol's roles: Wizard of Tasks' student and teacher, STAR's user and wizard
-ROLES = tuple(role for protocol in PROTOCOLS.values() for role in protocol.roles)
+from turkflow.protocol import ROLES
 
 
 def _serializer(secret_key: str) -> URLSafeSerializer:

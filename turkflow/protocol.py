@@ -239,6 +239,8 @@ STAR = Protocol(
 )
 
 PROTOCOLS: dict[str, Protocol] = {WIZARD_OF_TASKS.name: WIZARD_OF_TASKS, STAR.name: STAR}
+# every protocol's roles: Wizard of Tasks' student and teacher, STAR's user and wizard
+ROLES = tuple(role for protocol in PROTOCOLS.values() for role in protocol.roles)
 
 
 def get_protocol(name: str) -> Protocol:

@@ -18,7 +18,8 @@ def test_every_dashboard_page_of_a_star_batch_answers_and_shows_the_dialog(setti
         conversation_id = s.exec(select(Conversation.id).where(Conversation.batch_id == batch_id)).one()
     library_dialog(settings, providers, conversation_id)
     with session_scope(settings.database_url) as s:
-        workers = [s.exec(select(Worker.id).where(Worker.external_id == ref)).one() for ref in (USER_1, WIZARD_1)]
+        workers = [s.exec(select(Worker.id).where(Worker.external_id == ref)).one()
+                   for ref in (USER_1, WIZARD_1)]
     assert sign_in(client).status_code == 302
 
     for path in ["/admin/review", "/admin/batches", f"/admin/batches/{batch_id}",

@@ -46,9 +46,10 @@ def star_page_headers(response: Response) -> Response:
     return worker_page_headers(response)
 
 
-def _body() -> dict[str, Any]:
+def action_body() -> dict[str, Any]:
     """A JSON object, or the form's fields (``kb-<Field>`` fields make the query's ``form``; ``options``
-    is a list; any other field sent twice stays a list, which the action refuses naming it)."""
+    is a list; any other field sent twice stays a list, which the action refuses naming it). Every entry
+    route to STAR's pages reads its POSTs with it (the Prolific one pops its form token first)."""
     if request.is_json:
         try:
             body = request.get_json(silent=True)
@@ -134,7 +135,7 @@ def turn(assignment_id: str) -> Any:
 def action(assignment_id: str) -> Any:
     """One action inside the turn. JSON clients get what it logged (a query's answer with it) and, for a
     wizard, the page's data ranked again; the page without scripts is shown again."""
-    body = _body()
+    body = action_body()
     name = body.pop("action", None)
     try:
         with session_scope(_settings().database_url) as session:
@@ -162,7 +163,7 @@ def _typed(body: dict[str, Any]) -> str:
 def submit(assignment_id: str) -> Any:
     """Close the turn (the reply, given here or logged before) and submit it. The worker whose turn ends
     the dialog goes on to its questions."""
-    body = _body()
+    body = action_body()
     try:
         with session_scope(_settings().database_url) as session:
             worker, _, _, _ = _held(session, assignment_id)
@@ -227,7 +228,7 @@ def survey(conversation_id: int) -> Any:
 @bp.post("/survey/<int:conversation_id>")
 def answer(conversation_id: int) -> Any:
     """All the answers in one POST, stored once (a second submit changes nothing)."""
-    body = _body()
+    body = action_body()
     try:
         with session_scope(_settings().database_url) as session:
             worker = _current_worker(session)

@@ -138,7 +138,8 @@ def test_a_template_that_cannot_fail_is_refused_naming_the_template(domain):
     assert raised.value.field == "template" and "cannot make a goal that fails" in raised.value.reason
 
 
-@pytest.mark.parametrize("kwargs, field", [({"n": -1}, "n"), ({"p": 1.5}, "p"), ({"templates": []}, "templates")])
+@pytest.mark.parametrize("kwargs, field", [({"n": -1}, "n"), ({"p": 1.5}, "p"),
+                                           ({"templates": []}, "templates")])
 def test_bad_generation_arguments_name_the_argument(domain, kwargs, field):
     arguments = {"templates": domain.templates, "db": domain.db, "n": 3, "p": 0.5, "rng": random.Random(1)}
     arguments.update(kwargs)

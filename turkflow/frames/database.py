@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +97,8 @@ class Database:
         type (text from a form is converted). Wrong ones are an ``InvalidInput`` naming the field."""
         column = self.column(field_name)
         if op not in OPS:
-            raise InvalidInput(f"unknown condition {str(op)[:30]!r}; use one of {', '.join(OPS)}", column.name)
+            raise InvalidInput(f"unknown condition {str(op)[:30]!r}; use one of {', '.join(OPS)}",
+                               column.name)
         if op != "is" and not column.ordered:
             raise InvalidInput(f"a {column.type} field takes only 'is'", column.name)
         try:
@@ -118,17 +120,16 @@ def convert(kind: str, raw: Any) -> Any:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
     text = raw.strip() if isinstance(raw, str) else raw
-    shown = str(raw)[:40]
     if kind == "text":
         if isinstance(text, (dict, list)):
-            raise ValueError(f"expected text, got {shown!r}")
+            raise ValueError(f"expected text, got {str(raw)[:40]!r}")
         return text if isinstance(text, str) else json.dumps(text)
     if kind == "boolean":
         if isinstance(text, bool):
             return text
         if isinstance(text, str) and text.lower() in TRUE + FALSE:
             return text.lower() in TRUE
-        raise ValueError(f"expected true or false, got {shown!r}")
+        raise ValueError(f"expected true or false, got {str(raw)[:40]!r}")
     if kind == "integer":
         if isinstance(text, int) and not isinstance(text, bool):
             return text
@@ -136,9 +137,11 @@ def convert(kind: str, raw: Any) -> Any:
             return int(text)
         if isinstance(text, str) and INTEGER.fullmatch(text):
             return int(text)
-        raise ValueError(f"expected a whole number, got {shown!r}")
+        raise ValueError(f"expected a whole number, got {str(raw)[:40]!r}")
     if kind == "number":
-        if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if isinstance(text, int) and not isinstance(text, bool):
+            return text
+        if isinstance(text, float) and math.isfinite(text):
             return text
         if isinstance(text, str):
             try:
@@ -146,9 +149,9 @@ def convert(kind: str, raw: Any) -> Any:
             except ValueError:
                 pass
             else:
-                if number == number and abs(number) != float("inf"):  # no NaN or infinity
+                if math.isfinite(number):
                     return int(number) if INTEGER.fullmatch(text) else number
-        raise ValueError(f"expected a number, got {shown!r}")
+        raise ValueError(f"expected a number, got {str(raw)[:40]!r}")
     if kind == "date":
         if isinstance(text, dt.date):
             return text
@@ -157,23 +160,24 @@ def convert(kind: str, raw: Any) -> Any:
                 return dt.date.fromisoformat(text)
             except ValueError:
                 pass
-        raise ValueError(f"expected a date as YYYY-MM-DD, got {shown!r}")
+        raise ValueError(f"expected a date as YYYY-MM-DD, got {str(raw)[:40]!r}")
     raise ValueError(f"unknown type {kind!r}; use one of {', '.join(TYPES)}")
 
 
-def infer(values: Sequence[Any]) -> str:
-    """The narrowest type every non-empty value fits: a column of "2025-07-01" is a date column, a column
-    of "12" and "12.5" a number column; anything mixed is text."""
-    present = [v for v in values if v is not None and not (isinstance(v, str) and not v.strip())]
-    for kind in ("boolean", "integer", "number", "date"):
-        try:
-            for value in present:
-                convert(kind, value)
-        except ValueError:
-            continue
-        if present:
-            return kind
-    return "text"
+def _typed(kind: str, values: Sequence[Any]) -> list[Any]:
+    return [convert(kind, value) for value in values]
+
+
+def infer(values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """The narrowest type every non-empty value fits, and the values in it: a column of "2025-07-01" is a
+    date column, a column of "12" and "12.5" a number column; anything mixed is text."""
+    if any(v is not None and not (isinstance(v, str) and not v.strip()) for v in values):
+        for kind in ("boolean", "integer", "number", "date"):
+            try:
+                return kind, _typed(kind, values)
+            except ValueError:
+                continue
+    return "text", _typed("text", values)
 
 
 def _bad(path: Path, line: int, name: Optional[str], reason: str) -> InvalidDocument:
@@ -252,31 +256,40 @@ def load_database(path: Path, types: Optional[Mapping[str, str]] = None,
             raise _bad(path, 1, name, "declared but not a column of the file")
         if kind not in TYPES:
             raise _bad(path, 1, name, f"unknown type {str(kind)[:30]!r}; use one of {', '.join(TYPES)}")
-    kinds = {name: declared.get(name) or infer([row.get(name) for _, row in rows]) for name in names}
-    if "id" in kinds and "id" not in declared:
-        kinds["id"] = "integer" if kinds["id"] == "integer" else "text"
+    kinds: dict[str, str] = {}
+    typed: dict[str, list[Any]] = {}
+    for name in names:  # column by column: inferring a type converts the values once
+        raw = [row.get(name) for _, row in rows]
+        if name in declared:
+            kinds[name] = declared[name]
+            try:
+                typed[name] = _typed(declared[name], raw)
+            except ValueError:
+                for line, row in rows:
+                    try:
+                        convert(declared[name], row.get(name))
+                    except ValueError as exc:
+                        raise _bad(path, line, name, str(exc)) from None
+        else:
+            kinds[name], typed[name] = infer(raw)
+    if "id" in kinds and "id" not in declared and kinds["id"] not in ("integer", "text"):
+        kinds["id"], typed["id"] = "text", _typed("text", [row.get("id") for _, row in rows])
     search = set(searchable) if searchable is not None else {n for n in names if n != "id"}
     unknown = sorted(search - set(names))
     if unknown:
         raise _bad(path, 1, unknown[0], "named searchable but not a column of the file")
     columns = {name: Column(name, kinds[name], name in search and name != "id") for name in names}
-    items = []
+    items = [dict(zip(names, values)) for values in zip(*(typed[name] for name in names))]
     seen: dict[Any, int] = {}
-    for position, (line, row) in enumerate(rows, 1):
-        item: dict[str, Any] = {}
-        for name in names:
-            try:
-                item[name] = convert(kinds[name], row.get(name))
-            except ValueError as exc:
-                raise _bad(path, line, name, str(exc)) from None
+    for position, ((line, _), item) in enumerate(zip(rows, items), 1):
         if "id" not in columns:
             item["id"] = position
         elif item["id"] is None:
             raise _bad(path, line, "id", "every item needs an id")
         if item["id"] in seen:
-            raise _bad(path, line, "id", f"{item['id']!r} is already the id of the item on line {seen[item['id']]}")
+            earlier = seen[item["id"]]
+            raise _bad(path, line, "id", f"{item['id']!r} is already the id of the item on line {earlier}")
         seen[item["id"]] = line
-        items.append(item)
     if "id" not in columns:
         columns = {"id": Column("id", "integer", False), **columns}
     return Database(path.stem, columns, items)

@@ -168,7 +168,8 @@ def parse_template(raw: Any, db: Database, where: str) -> Template:
             raise InvalidDocument(f"{at}: expected field, op and optionally step and slack")
         column = db.columns.get(spec.get("field"))
         if column is None:
-            raise InvalidDocument(f"{at}: field {str(spec.get('field'))[:40]!r} is not a column of the database")
+            shown = str(spec.get("field"))[:40]
+            raise InvalidDocument(f"{at}: field {shown!r} is not a column of the database")
         op = spec.get("op", "is")
         if op not in ("is", "at_least", "at_most") or (op != "is" and not column.ordered):
             raise InvalidDocument(f"{at}: op {str(op)[:20]!r} does not fit a {column.type} field")
@@ -313,8 +314,9 @@ def _goal(template: Template, db: Database, values: dict[str, Any], feasible: bo
         text = template.alternate.text.format_map({k: show(v) for k, v in changed.items()})
         alternate = AlternateGoal(text, kept, len(db.matching(kept)))
     personality = rng.choice(template.personalities) if template.personalities else ""
-    return Goal(template.name, template.kind, template.text.format_map({k: show(v) for k, v in values.items()}),
-                values, constraints, feasible, matches, probability, template.character, personality, alternate)
+    text = template.text.format_map({k: show(v) for k, v in values.items()})
+    return Goal(template.name, template.kind, text, values, constraints, feasible, matches, probability,
+                template.character, personality, alternate)
 
 
 def draw_goal(template: Template, db: Database, feasible: bool, rng: random.Random,

@@ -153,7 +153,8 @@ def run_search(db: Database, search: Search, rng: Optional[random.Random] = None
         instead = _nearest(condition, failing_only_it)
         admitted = failing_only_it if instead is None else [i for i in failing_only_it if instead.holds(i)]
         ordered = _ordered(admitted, search.sort)
-        suggestions.append(Suggestion(condition, instead, tuple(i["id"] for i in ordered[:limit]), len(admitted)))
+        ids = tuple(i["id"] for i in ordered[:limit])
+        suggestions.append(Suggestion(condition, instead, ids, len(admitted)))
     return SearchResult((), 0, tuple(suggestions), True)
 
 

@@ -21,7 +21,8 @@ DESTINATIONS = (
     ("Lisbon", "Portugal", 95, 620), ("Porto", "Portugal", 80, 640), ("Barcelona", "Spain", 120, 600),
     ("Marseille", "France", 110, 650), ("Naples", "Italy", 90, 700), ("Berlin", "Germany", 100, 580),
     ("Dublin", "Ireland", 130, 520), ("Reykjavik", "Iceland", 170, 480), ("Mexico City", "Mexico", 70, 380),
-    ("Punta Cana", "Dominican Republic", 140, 420), ("Santos", "Brazil", 75, 760), ("Tokyo", "Japan", 150, 980),
+    ("Punta Cana", "Dominican Republic", 140, 420), ("Santos", "Brazil", 75, 760),
+    ("Tokyo", "Japan", 150, 980),
     ("Kyoto", "Japan", 140, 1010), ("Cape Town", "South Africa", 85, 1150),
 )
 NAMES = ("Blue", "Harbour", "Grand", "Little", "Old Town", "Sunset", "Garden", "River", "Royal", "Quiet")

@@ -70,9 +70,12 @@ def test_a_changed_template_names_each_click_that_picked_it(log, kb, templates):
     templates["t5"] = "Shall we head there now?"
     differences = execute(log, templates, kb)
     assert [(d.click, d.kind, d.name, d.what) for d in differences] == [
-        (3, "template", "t5", "template"), (3, "template", "t5", "utterance"), (4, "send", "send", "message"),
-        (8, "template", "t5", "template"), (8, "template", "t5", "utterance"), (9, "send", "send", "message")]
+        (3, "template", "t5", "template"), (3, "template", "t5", "utterance"), (4, "send", "", "message"),
+        (8, "template", "t5", "template"), (8, "template", "t5", "utterance"), (9, "send", "", "message")]
     assert (differences[1].logged, differences[1].now) == ("Shall we go?", "Shall we head there now?")
+    assert differences[2].describe() == (
+        'click 4 (send): message was "Bluebird Coffee on Venice Boulevard is 5 minutes away. Shall we go?", '
+        'executing gives "Bluebird Coffee on Venice Boulevard is 5 minutes away. Shall we head there now?"')
 
 
 def test_a_removed_template_or_api_is_named(log, kb, templates):

@@ -24,7 +24,8 @@ from turkflow.meep.tokens import TOKENIZER
 
 @dataclass(frozen=True)
 class Difference:
-    """One way a click executes differently from its log: ``what`` is the part that differs
+    """One way a click executes differently from its log: ``click`` is its index in ``log.records`` (-1
+    for the log as a whole), ``name`` the API or template it picked, ``what`` the part that differs
     (``results``, ``arguments.query``, ``fillers[1]``, ``template``, ``utterance``, ``message``)."""
 
     click: int
@@ -36,7 +37,7 @@ class Difference:
 
     def describe(self) -> str:
         logged, now = json.dumps(self.logged, default=str), json.dumps(self.now, default=str)
-        return (f"click {self.click} ({self.kind} {self.name}): {self.what} was {logged}, "
+        return (f"click {self.click} ({f'{self.kind} {self.name}'.strip()}): {self.what} was {logged}, "
                 f"executing gives {now}")
 
 
@@ -66,7 +67,7 @@ def execute(log: SessionLog, templates: Mapping[str, str], apis: KnowledgeBase) 
         else:  # Send
             now = " ".join(built)
             if now != record.text:
-                report("send", "message", record.text, now)
+                report("", "message", record.text, now)
             built = []
     return differences
 

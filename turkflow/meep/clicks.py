@@ -32,7 +32,7 @@ from turkflow.meep.log import (
     UserMessage,
     WordClick,
 )
-from turkflow.meep.templates import render, show
+from turkflow.meep.templates import blanks, render, show
 from turkflow.meep.tokens import span_text, tokenize
 
 MAX_MESSAGE = 1000
@@ -200,6 +200,9 @@ def pick_template(log: SessionLog, templates: Mapping[str, str], template_id: An
     if not isinstance(fillers, list):
         raise InvalidInput("expected a list of fillers, one per blank", "fillers")
     text = templates[template_id]
+    if len(fillers) != blanks(text):
+        raise InvalidInput(f"this template has {blanks(text)} blank(s), got {len(fillers)} filler(s)",
+                           "fillers")
     made = []
     for n, raw in enumerate(fillers):
         field = f"fillers[{n}]"

@@ -355,8 +355,8 @@ def test_batch_launch_protocol_star_gives_each_conversation_a_scenario(settings)
         assert all(c.scenario["multi_task"] and not c.scenario["happy"] and len(c.scenario["tasks"]) == 2
                    for c in conversations)
         assert {t.role for t in s.exec(select(Turn))} == {"user"}
-    paid = command(settings, "batch", "launch", "--protocol", "star", "--all", "-n", "1",
-                   "--provider", "prolific")
-    assert paid.returncode == 1 and "provider local" in paid.stderr
+    closed = command(settings, "batch", "launch", "--protocol", "star", "--all", "-n", "1",
+                     "--provider", "mturk")  # Prolific takes STAR batches: tests/test_star_prolific.py
+    assert closed.returncode == 1 and "Mechanical Turk closed" in closed.stderr
     nothing = command(settings, "batch", "launch", "--all", "-n", "1")  # Wizard of Tasks: no documents
     assert nothing.returncode == 1 and "turkflow tasks load" in nothing.stderr

@@ -36,7 +36,7 @@ from turkflow.cli_common import (
 )
 from turkflow.cli_dataset import analyse, export, replay
 from turkflow.cli_mturk import batch_expire, mturk
-from turkflow.cli_prolific import launch_fee_percent, prolific
+from turkflow.cli_prolific import launch_fee_percent, launch_gate, prolific
 from turkflow.cli_review import admin, review
 from turkflow.config import Settings
 from turkflow.hits import registry
@@ -199,9 +199,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError("--skip-if-exists needs --name")
     settings = app.settings
     provider = provider or settings.provider
-    if protocol == "star" and provider != "local":
-        raise CommandError("the STAR worker pages are not built yet: launch STAR batches on --provider local, "
-                           "where their turns wait for the pages, not on a paid platform")
+    if protocol == "star" and provider == "mturk":
+        raise CommandError("Mechanical Turk closed for good on 2026-09-30: launch STAR batches on --provider "
+                           "prolific or local")
     if live and provider != "mturk":
         raise CommandError("--live applies to --provider mturk only")
     live = provider == "mturk" and (live or settings.mturk_live)
@@ -229,6 +229,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError(f"--policy: {bad}") from None
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
     fee_percent = launch_fee_percent(settings, provider, reward)
+    launch_gate(app, provider, protocol, multi_task=tasks_per_dialog > 1)
     cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget,
                           fee_percent=fee_percent)
     click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
@@ -281,8 +282,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     click.echo(f"watch it: turkflow batch status {batch_id} --watch")
     if provider == "local" and protocol != "star":
         click.echo("invite workers: turkflow worker invite --role student (and --role teacher)")
-    if protocol == "star":
-        click.echo("the STAR worker pages are not built yet: the turns wait for them")
+    if provider == "local" and protocol == "star":
+        click.echo("invite workers: turkflow worker invite --role user (and --role wizard)")
 
 
 def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> None:

@@ -14,12 +14,14 @@ import click
 
 from turkflow.cli_common import CONTEXT, App, CommandError, Dollars, dollars, pass_app, table
 from turkflow.cli_mturk import mturk_spend
-from turkflow.hits import money
+from turkflow.hits import money, stages
 from turkflow.hits.prolific import api
 from turkflow.config import Settings
 from turkflow.errors import ProviderError
 from turkflow.hits.prolific.provider import ProlificProvider, role_groups
-from turkflow.models import Role
+from turkflow.protocol import PROTOCOLS, get_protocol
+
+ROLES = [role for protocol in PROTOCOLS.values() for role in protocol.roles]
 
 
 def launch_fee_percent(settings: Settings, provider: str, reward_cents: int) -> float:
@@ -33,6 +35,19 @@ def launch_fee_percent(settings: Settings, provider: str, reward_cents: int) -> 
         raise CommandError(f"--reward {dollars(reward_cents)} is below Prolific's minimum pay: at least "
                            f"{dollars(least)} a turn ({dollars(hourly)} an hour at {minutes} minutes a turn)")
     return settings.prolific_fee_percent
+
+
+def launch_gate(app: App, provider: str, protocol: str, multi_task: bool) -> None:
+    """A STAR batch on Prolific needs each role's stage-1 onboarding study (and, for multi-task dialogs,
+    stage 2's): without them no participant could take its turns; refused in one line naming them."""
+    if provider != "prolific" or protocol != "star":
+        return
+    with app.session(create=True) as session:
+        try:
+            app.providers.get("prolific").check_onboarding_gate(session, live=True, protocol=protocol,
+                                                                multi_task=multi_task)
+        except ProviderError as gate:
+            raise CommandError(str(gate)) from None
 
 
 def _provider(app: App) -> ProlificProvider:
@@ -68,16 +83,21 @@ def prolific() -> None:
       turkflow prolific onboarding --role teacher --reward 0.50
       turkflow prolific check
       turkflow batch launch --provider prolific --all -n 2 --max-turns 6 --dry-run
+    STAR: an onboarding study per role (user, wizard) and stage (--stage 1, then 2 for multi-task),
+    then `turkflow prolific check --protocol star`.
     """
 
 
 @prolific.command("check", context_settings=CONTEXT)
+@click.option("--protocol", type=click.Choice(list(PROTOCOLS)), default="wizard_of_tasks", show_default=True,
+              help="The protocol whose roles' onboarding to check (star: each role's stages 1 and 2).")
 @pass_app
-def prolific_check(app: App) -> None:
+def prolific_check(app: App, protocol: str) -> None:
     """Check the token and the workspace, show the balance, and say what is missing before a batch runs.
 
     Also shows the role groups, the pay rules turkflow applies and whether webhooks or polling follow
-    submissions. Exits non-zero, naming each problem, when something must be fixed first.
+    submissions. Exits non-zero, naming each problem, when something must be fixed first (for STAR, a
+    missing stage-2 study is reported but only multi-task batches need it).
     """
     settings = app.settings
     provider = _provider(app)
@@ -99,16 +119,19 @@ def prolific_check(app: App) -> None:
         groups_of_roles = role_groups(settings.prolific_role_groups)
     except ValueError as bad:
         raise CommandError(str(bad)) from None
+    roles = list(get_protocol(protocol).roles)
     with app.session() as session:
-        allowed = {role: provider.allow_group(session, role) for role in Role}
+        allowed = {role: provider.allow_group(session, role) for role in roles}
         try:
-            provider.check_onboarding_gate(session, live=True)
+            provider.check_onboarding_gate(session, live=True, protocol=protocol)
         except ProviderError as gate:
             problems.append(str(gate))
-    for role in Role:
+        second = {role: provider.allow_group(session, role, stages.MULTI_TASK) for role in roles}
+    for role in roles:
         group = groups_of_roles.get(role)
+        stage = " --stage 1" if stages.has_stages(role) else ""
         if group is None and allowed[role] is None:
-            click.echo(f"{role}s: no onboarding study yet (`turkflow prolific onboarding --role {role}`)")
+            click.echo(f"{role}s: no onboarding study yet (`turkflow prolific onboarding --role {role}{stage}`)")
         elif group is None:
             name = groups.get(allowed[role], {}).get("name", "")
             click.echo(f"{role}s: onboarding study; passing it adds to participant group \"{name}\" "
@@ -118,6 +141,12 @@ def prolific_check(app: App) -> None:
         else:
             problems.append(f"TURKFLOW_PROLIFIC_ROLE_GROUPS names {group} for {role}s, not a group of this "
                             "workspace (`turkflow prolific groups` lists them)")
+        if stages.has_stages(role) and second[role] is not None:
+            click.echo(f"{role}s, stage 2 (multi-task): onboarding study; passing it adds to participant group "
+                       f"({second[role]})")
+        elif stages.has_stages(role):
+            click.echo(f"{role}s, stage 2 (multi-task): no onboarding study yet, needed for multi-task batches "
+                       f"(`turkflow prolific onboarding --role {role} --stage 2`)")
     least = money.least_reward_cents(settings.prolific_min_hourly_cents, settings.prolific_estimated_minutes)
     hourly = _amount(settings.prolific_min_hourly_cents)
     click.echo(f"pay: at least {_amount(least)} a turn ({hourly} an hour "
@@ -141,8 +170,11 @@ def prolific_check(app: App) -> None:
 
 
 @prolific.command("onboarding", context_settings=CONTEXT)
-@click.option("--role", type=click.Choice([role.value for role in Role]), required=True,
-              help="The role whose onboarding study to set up.")
+@click.option("--role", type=click.Choice(ROLES), required=True,
+              help="The role whose onboarding study to set up (STAR's: user, wizard).")
+@click.option("--stage", type=click.IntRange(stages.SINGLE_TASK, stages.MULTI_TASK), default=stages.SINGLE_TASK,
+              show_default=True, help="STAR roles: the qualification stage (1 single-task; 2 multi-task, "
+              "whose study admits only those who passed stage 1).")
 @click.option("--reward", type=Dollars(), required=True, metavar="AMOUNT",
               help="What the study pays each participant, pass or fail (e.g. 0.50, workspace currency).")
 @click.option("--places", type=click.IntRange(1), default=50, show_default=True,
@@ -150,8 +182,12 @@ def prolific_check(app: App) -> None:
 @click.option("--minutes", type=click.IntRange(1), default=3, show_default=True,
               help="Minutes the quiz takes, as the study tells participants (and as Prolific judges pay).")
 @pass_app
-def prolific_onboarding(app: App, role: str, reward: int, places: int, minutes: int) -> None:
+def prolific_onboarding(app: App, role: str, stage: int, reward: int, places: int, minutes: int) -> None:
     """Set up and publish the role's onboarding study: turkflow's quiz for that role, taken once.
+
+    A STAR role (user, wizard) qualifies in stages, each its own study: the stage's tutorial and a
+    10-question quiz with at most 6 hints (counted on the server). Stage 1 unlocks single-task dialogs;
+    stage 2 (--stage 2, set up after stage 1) admits only stage 1's group and unlocks multi-task ones.
 
     Passing sends the participant back to Prolific with a code that adds them to the role's participant
     group (the hand-made one in TURKFLOW_PROLIFIC_ROLE_GROUPS, else one turkflow makes); the role's turn
@@ -160,6 +196,8 @@ def prolific_onboarding(app: App, role: str, reward: int, places: int, minutes: 
     twice (it finishes a set-up that was interrupted, grows the study to --places, and shows it).
     """
     settings = app.settings
+    if stage != stages.SINGLE_TASK and not stages.has_stages(role):
+        raise CommandError(f"--stage: {role}s have one onboarding quiz; stages are STAR's (user, wizard)")
     least = money.least_reward_cents(settings.prolific_min_hourly_cents, minutes)
     if reward < least:
         raise CommandError(f"--reward {_amount(reward)} is below Prolific's minimum pay: at least "
@@ -167,13 +205,19 @@ def prolific_onboarding(app: App, role: str, reward: int, places: int, minutes: 
                            f"{minutes} minutes)")
     provider = _provider(app)
     with app.session(create=True) as session:
-        row, status = _asking(app, lambda: provider.set_up_onboarding(
-            session, role, reward_cents=reward, places=places, estimated_minutes=minutes))
+        try:
+            row, status = _asking(app, lambda: provider.set_up_onboarding(
+                session, role, reward_cents=reward, places=places, estimated_minutes=minutes, stage=stage))
+        except ProviderError as refused:
+            raise CommandError(str(refused)) from None
     study = _asking(app, lambda: api.get_study(provider.client, row.study_id))
-    click.echo(f"{role} onboarding study {row.study_id} ({status.lower()}): reward "
+    which = f" stage {stage}" if stages.has_stages(role) else ""
+    click.echo(f"{role}{which} onboarding study {row.study_id} ({status.lower()}): reward "
                f"{_amount(study.get('reward'))}, {study.get('places_taken') or 0} of "
-               f"{study.get('total_available_places')} places taken; quiz at {provider.onboarding_url(role)}")
-    click.echo(f"passing adds participants to group {row.group_id}, which {role} turn studies admit; "
+               f"{study.get('total_available_places')} places taken; quiz at "
+               f"{provider.onboarding_url(role, stage)}")
+    admits = "multi-task" if stage == stages.MULTI_TASK else role
+    click.echo(f"passing adds participants to group {row.group_id}, which {admits} turn studies admit; "
                "failing approves the submission without adding them")
 
 

@@ -13,30 +13,52 @@ form's token, and a refused answer as JSON naming its field, as on the worker pa
 An onboarding study's URL is ``/prolific/onboarding?r=<role>`` with the same three ids: the role's quiz
 (the one local workers take), graded once, then back to Prolific with the passing code, whose action adds
 the participant to the group the role's turn studies admit, or the failing one, which does not.
+
+STAR batches use the same link. Their turn page is STAR's (``turkflow.web.star.render_star_turn``), whose
+in-turn actions post to ``/prolific/turn/action`` with the link's ids and the page's token (checked as a
+submit's; Prolific is asked about the submission when the page is opened and when the turn is submitted,
+not on every query, whose holder ``star_dialog`` checks anyway). A STAR role qualifies in stages:
+``/prolific/onboarding?r=<role>&s=<stage>`` is the stage's tutorial and quiz (``/start`` opens the one
+attempt, ``/hint`` records a hint on the server, the POST grades it once).
+
+End-of-dialog questions (``/prolific/survey?...&c=<dialog>``): a Prolific participant has no queue to come
+back to, so the participant whose turn ends the dialog answers its questions in the same submission,
+before the completion URL (the dialog is on their screen). The last participant of the other role has
+already gone back to Prolific when the dialog ends; they are asked when they next arrive at a STAR turn
+study of ours, after a turn is held for them (answering never costs them the turn), about one dialog per
+arrival (the newest they owe), with its messages shown, and then go on to their turn. One who never comes
+back is never asked. Answers are stored once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Optional
 
-from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
-from sqlmodel import Session
+from urllib.parse import urlencode
+
+from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, url_for
+from sqlmodel import Session, col, select
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
-from turkflow.hits import lifecycle, onboarding
+from turkflow import star_dialog
+from turkflow.hits import lifecycle, onboarding, stages
 from turkflow.hits.prolific import api, pages, sync
-from turkflow.models import Assignment, AssignmentStatus, Hit, Turn, Worker
+from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
+from turkflow.protocol import STAR
 from turkflow.web import id_arg, wants_json
+from turkflow.web.star import action_body, render_star_turn, star_turn_data
 from turkflow.web.worker import queue_next_turn, render_turn, turn_json, worker_page_headers
 
 bp = Blueprint("prolific", __name__, url_prefix="/prolific")
 log = logging.getLogger("turkflow.web.prolific")
 
 FORM_TOKEN = "turkflow_form"
+LINK_ARGS = ("b", "r", "PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
+MAX_DRAFT = 500
 
 
 @bp.after_request
@@ -69,6 +91,10 @@ def turn() -> Any:
         study = pages.study_of_link(session, batch_id, role, study_id)
         known = pages.assignment_of(session, study, submission_id, participant_id)
         done = known is not None and known.status in (AssignmentStatus.submitted, AssignmentStatus.approved)
+        star = _is_star(session, batch_id)
+        owed = _survey_owed(session, known, only_its_own=True) if done and star else None
+    if owed is not None:  # the turn that ended the dialog is stored; its questions are not answered yet
+        return redirect(_survey_url(owed), 303)
     if done:
         return _back_to_prolific(batch_id, role)
     _provider().check_submission(study_id, submission_id, participant_id)
@@ -85,15 +111,20 @@ def turn() -> Any:
         if assignment.status != AssignmentStatus.accepted:
             return _please_return("This turn is no longer yours", "Your time on it ran out, or the "
                                   "submission was returned, and the turn went to someone else.")
-        view = _turn_view(session, assignment)
         token = pages.page_token(settings.secret_key, assignment, participant_id)
-        page = {**turn_json(view, assignment, session.get(Hit, assignment.hit_id)),
-                FORM_TOKEN: token} if wants_json() else None
+        owed = _survey_owed(session, assignment) if star else None
+        if owed is None and star:
+            page = _star_page(session, assignment, token, draft=request.args.get("draft", "")[:MAX_DRAFT])
+        elif owed is None:
+            view = _turn_view(session, assignment)
+            page = jsonify({**turn_json(view, assignment, session.get(Hit, assignment.hit_id)),
+                            FORM_TOKEN: token}) if wants_json() else \
+                render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token})
     if taken:
         _after_taking(batch_id, role, assignment.worker_id)
-    if page is not None:
-        return jsonify(page)
-    return render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token})
+    if owed is not None:  # the turn is held for them meanwhile
+        return redirect(_survey_url(owed), 303)
+    return page
 
 
 def _after_taking(batch_id: int, role: str, worker_id: int) -> None:
@@ -112,6 +143,10 @@ def _after_taking(batch_id: int, role: str, worker_id: int) -> None:
 def submit() -> Any:
     settings = _settings()
     batch_id, role, participant_id, study_id, submission_id = _link()
+    with session_scope(settings.database_url) as session:
+        star = _is_star(session, batch_id)
+    if star:
+        return _submit_star()
     raw = request.form.to_dict(flat=False)
     token = (raw.pop(FORM_TOKEN, None) or [""])[0]
     with session_scope(settings.database_url) as session:
@@ -140,12 +175,239 @@ def submit() -> Any:
     return _back_to_prolific(batch_id, role)
 
 
+# ---- STAR's pages -----------------------------------------------------------------------------------------
+
+
+def _is_star(session: Session, batch_id: Any) -> bool:
+    batch = session.get(Batch, batch_id) if isinstance(batch_id, int) else None
+    return batch is not None and batch.protocol == STAR.name
+
+
+def _link_args(**more: Any) -> str:
+    return urlencode({**{name: request.args.get(name, "") for name in LINK_ARGS}, **more})
+
+
+def _turn_url(**more: Any) -> str:
+    return f"{url_for('prolific.turn')}?{_link_args(**more)}"
+
+
+def _survey_url(conversation_id: int) -> str:
+    return f"{url_for('prolific.survey')}?{_link_args(c=conversation_id)}"
+
+
+def _star_page(session: Session, assignment: Assignment, token: str, *, draft: str = "",
+               error: Optional[InvalidInput] = None, status: int = 200) -> Response:
+    """STAR's turn page (or its JSON) for the participant holding ``assignment``; its forms post back here
+    with the link's ids and the token."""
+    hit = session.get(Hit, assignment.hit_id)
+    turn = session.get(Turn, hit.turn_id)
+    worker = session.get(Worker, assignment.worker_id)
+    if assignment.status == AssignmentStatus.accepted and turn.role == "user":
+        star_dialog.give_nudges(session, turn)  # once each, before the user writes
+    view = lifecycle.turn_view(session, turn)
+    data = star_turn_data(session, turn, worker, draft)
+    if wants_json():
+        return jsonify({**turn_json(view, assignment, hit), "star": data, FORM_TOKEN: token})
+    return render_star_turn(view, data, submit_url=_turn_url(), action_url=f"{url_for('prolific.action')}?"
+                            f"{_link_args()}", hidden={FORM_TOKEN: token}, lease_expires_at=hit.lease_expires_at,
+                            error=error, draft=draft, status=status)
+
+
+def _held(session: Session, token: str) -> Assignment:
+    """The assignment the link's submission holds, for a POST carrying the page's token (anyone else's, or
+    a forged token, is a 403 before anything is stored)."""
+    batch_id, role, participant_id, study_id, submission_id = _link()
+    study = pages.study_of_link(session, batch_id, role, study_id)
+    assignment = pages.assignment_of(session, study, submission_id, participant_id)
+    if assignment is None:
+        raise Forbidden("this submission holds no turn here; open the study again from Prolific")
+    pages.check_page_token(_settings().secret_key, token, assignment, participant_id)
+    if not _is_star(session, batch_id):
+        raise NotFound("this study's turns are not part of a STAR dialog")
+    return assignment
+
+
+def _token(body: dict[str, Any]) -> str:
+    token = body.pop(FORM_TOKEN, "")
+    return token if isinstance(token, str) else ""
+
+
+def _typed(body: dict[str, Any]) -> str:
+    text = body.get("text")
+    return text[:MAX_DRAFT] if isinstance(text, str) else ""
+
+
+@bp.post("/turn/action")
+def action() -> Any:
+    """One action inside a STAR turn (a query, a task tab, asking for suggestions), as on STAR's own pages:
+    JSON clients get what it logged and the wizard's data ranked again; forms see the page again."""
+    settings = _settings()
+    body = action_body()
+    token = _token(body)
+    name = body.pop("action", None)
+    try:
+        with session_scope(settings.database_url) as session:
+            assignment = _held(session, token)
+            turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
+            worker = session.get(Worker, assignment.worker_id)
+            written = star_dialog.take_action(session, turn, worker, name, body)
+            logged = [{"action": e.action, "agent": e.agent, **e.data} for e in written]
+            draft = written[0].data.get("Text", "") if name == "request_suggestions" else ""
+            data = star_turn_data(session, turn, worker, draft) if turn.role == "wizard" else {}
+    except InvalidInput as error:  # rolled back: nothing of this action is stored
+        if wants_json():
+            raise
+        with session_scope(settings.database_url) as session:
+            return _star_page(session, _held(session, token), token, error=error, draft=_typed(body),
+                              status=400)
+    if wants_json():
+        return jsonify(logged=logged, **data)
+    more = {"draft": draft[:MAX_DRAFT]} if draft else {}
+    return redirect(_turn_url(**more) + "#suggestions", 303)
+
+
+def _submit_star() -> Any:
+    """Close a STAR turn (``star_dialog.submit_star_turn``); the participant whose turn ends the dialog goes
+    on to its questions, everyone else back to Prolific."""
+    settings = _settings()
+    batch_id, role, participant_id, study_id, submission_id = _link()
+    body = action_body()
+    token = _token(body)
+    with session_scope(settings.database_url) as session:
+        assignment = _held(session, token)
+        pending = assignment.status == AssignmentStatus.accepted
+    if pending:
+        _provider().check_submission(study_id, submission_id, participant_id)
+    try:
+        with session_scope(settings.database_url) as session:
+            worker = session.get(Worker, assignment.worker_id)
+            submission = star_dialog.submit_star_turn(session, submission_id, worker, body)
+            turn_id, created = submission.turn.id, submission.created
+            conversation_id = submission.turn.conversation_id
+            ended = lifecycle.ends_conversation(session, submission.turn)
+    except InvalidInput as error:  # rolled back: nothing of this submission is stored
+        if wants_json():
+            raise
+        with session_scope(settings.database_url) as session:
+            return _star_page(session, _held(session, token), token, error=error, draft=_typed(body),
+                              status=400)
+    if created:
+        queue_next_turn(turn_id, worker)
+    survey_url = _survey_url(conversation_id) if ended else None
+    if wants_json():
+        return jsonify(turn_id=turn_id, created=created, survey_url=survey_url,
+                       completion_url=api.completion_url(_provider().completion_code(batch_id, role)))
+    return redirect(survey_url, 303) if survey_url else _back_to_prolific(batch_id, role)
+
+
+def _survey_owed(session: Session, assignment: Optional[Assignment], only_its_own: bool = False
+                 ) -> Optional[int]:
+    """The dialog whose questions the assignment's participant answers now: the one its (submitted) turn
+    ended, or (``only_its_own`` false) the newest they owe."""
+    if assignment is None:
+        return None
+    worker = session.get(Worker, assignment.worker_id)
+    due = [d["conversation_id"] for d in star_dialog.surveys_due(session, worker)]
+    if only_its_own:
+        own = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id).conversation_id
+        return own if own in due else None
+    return due[0] if due else None
+
+
+def _survey_view(session: Session, token: Optional[str]) -> tuple[Assignment, Worker, star_dialog.SurveyView]:
+    """The link's submission, its participant, and the questions they answer about dialog ``c`` (only the
+    dialog's last participant of a role is asked; anyone else is refused)."""
+    conversation_id = id_arg("c")
+    if conversation_id is None:
+        raise InvalidInput("expected the dialog's number", "c")
+    if token is None:
+        batch_id, role, participant_id, study_id, submission_id = _link()
+        study = pages.study_of_link(session, batch_id, role, study_id)
+        assignment = pages.assignment_of(session, study, submission_id, participant_id)
+        if assignment is None or not _is_star(session, batch_id):
+            raise Forbidden("this submission holds no STAR turn here; open the study again from Prolific")
+    else:
+        assignment = _held(session, token)
+    worker = session.get(Worker, assignment.worker_id)
+    return assignment, worker, star_dialog.survey_for(session, conversation_id, worker)
+
+
+def _survey_page(session: Session, assignment: Assignment, view: star_dialog.SurveyView, token: str, *,
+                 error: Optional[InvalidInput] = None, chosen: Optional[dict[str, Any]] = None,
+                 status: int = 200) -> Response:
+    history = [{"role": t.role, "text": t.text} for t in session.exec(
+        select(Turn).where(Turn.conversation_id == view.conversation.id, Turn.status == TurnStatus.submitted)
+        .order_by(col(Turn.index)))]
+    before_turn = assignment.status == AssignmentStatus.accepted
+    intro = (f"Before your turn: a dialog you wrote in as the {view.role} has ended. Please answer its "
+             "questions once; your turn is kept for you meanwhile." if before_turn else
+             "Your message ended the dialog. Please answer these questions; then you finish on Prolific.")
+    page = render_template("star_survey.html", survey=view, worker=None, error=error, chosen=chosen or {},
+                           stored_now=False, hidden={FORM_TOKEN: token}, history=history, intro=intro,
+                           form_action=f"{url_for('prolific.survey')}?{_link_args(c=view.conversation.id)}")
+    return worker_page_headers(Response(page, status))
+
+
+def _after_survey(assignment: Assignment) -> Response:
+    """On to the held turn, or back to Prolific once the submission's turn is stored."""
+    if assignment.status == AssignmentStatus.accepted:
+        return redirect(_turn_url(), 303)
+    return _back_to_prolific(id_arg("b"), request.args.get("r", ""))
+
+
+@bp.get("/survey")
+def survey() -> Any:
+    settings = _settings()
+    batch_id, role, participant_id, study_id, submission_id = _link()
+    with session_scope(settings.database_url) as session:
+        assignment, _, view = _survey_view(session, None)
+    if view.answered is not None:
+        return _after_survey(assignment)
+    _provider().check_submission(study_id, submission_id, participant_id)
+    token = pages.page_token(settings.secret_key, assignment, participant_id)
+    if wants_json():
+        return jsonify({"conversation_id": view.conversation.id, "role": view.role, FORM_TOKEN: token,
+                        "questions": [{"name": q.name, "label": q.label,
+                                       "options": [value for value, _ in q.options]} for q in view.questions]})
+    with session_scope(settings.database_url) as session:
+        return _survey_page(session, assignment, view, token)
+
+
+@bp.post("/survey")
+def answer() -> Any:
+    """All the answers in one POST, stored once (a second send changes nothing), then on to the turn or
+    back to Prolific."""
+    settings = _settings()
+    body = action_body()
+    token = _token(body)
+    try:
+        with session_scope(settings.database_url) as session:
+            assignment, worker, view = _survey_view(session, token)
+            stored = star_dialog.answer_survey(session, view.conversation.id, worker, body)
+    except InvalidInput as error:
+        if wants_json():
+            raise
+        with session_scope(settings.database_url) as session:
+            assignment, _, view = _survey_view(session, token)
+            return _survey_page(session, assignment, view, token, error=error, chosen=body, status=400)
+    if wants_json():
+        follow = _after_survey(assignment)
+        return jsonify(stored=stored, next_url=follow.location)
+    return _after_survey(assignment)
+
+
+# ---- onboarding -----------------------------------------------------------------------------------------
+
+
 @bp.get("/onboarding")
 def onboarding_quiz() -> Any:
     """The role's onboarding quiz, reached from the role's onboarding study (``turkflow prolific
-    onboarding``): the submission is checked with Prolific before the quiz is shown, as a turn's is."""
+    onboarding``): the submission is checked with Prolific before the quiz is shown, as a turn's is. A
+    STAR role's link names its stage: the stage's tutorial, then its quiz once started."""
     settings = _settings()
-    role, participant_id, study_id, submission_id = _onboarding_link()
+    role, stage, participant_id, study_id, submission_id = _onboarding_link()
+    if stage is not None:
+        return _stage_quiz(stage)
     with session_scope(settings.database_url) as session:
         pages.onboarding_study_of_link(session, role, study_id)
         passed = pages.onboarding_outcome(session, participant_id, role)
@@ -162,7 +424,9 @@ def onboarding_grade() -> Any:
     """Graded once; the participant goes back to Prolific with the passing code (which adds them to the
     role's group) or the other one."""
     settings = _settings()
-    role, participant_id, study_id, submission_id = _onboarding_link()
+    role, stage, participant_id, study_id, submission_id = _onboarding_link()
+    if stage is not None:
+        return _stage_grade(stage)
     answers = {name: value for name, value in request.form.items() if name != FORM_TOKEN}
     pages.check_onboarding_token(settings.secret_key, request.form.get(FORM_TOKEN, ""), participant_id,
                                  submission_id, role)
@@ -177,20 +441,137 @@ def onboarding_grade() -> Any:
     return _onboarding_done(role, passed)
 
 
-def _onboarding_link() -> tuple[str, str, str, str]:
-    """The quiz link's role, and Prolific's participant, study and submission ids (checked)."""
+def _onboarding_link() -> tuple[str, Optional[stages.Stage], str, str, str]:
+    """The quiz link's role and (STAR) stage, and Prolific's participant, study and submission ids
+    (checked)."""
     role = request.args.get("r", "")
-    if role not in onboarding.QUIZZES:
-        raise InvalidInput(f"expected one of {', '.join(onboarding.QUIZZES)}, got {role[:40]!r}", "r")
+    roles = [*onboarding.QUIZZES, *stages.ROLES]
+    if role not in roles:
+        raise InvalidInput(f"expected one of {', '.join(roles)}, got {role[:40]!r}", "r")
+    stage = None
+    if stages.has_stages(role):
+        try:
+            stage = stages.stage_for(role, request.args.get("s", ""))
+        except InvalidInput as bad:
+            raise InvalidInput(bad.reason, "s") from None
     args = request.args
     participant_id, study_id = args.get("PROLIFIC_PID"), args.get("STUDY_ID")
     submission_id = args.get("SESSION_ID")
     pages.check_ids(participant_id, study_id, submission_id)
-    return role, participant_id, study_id, submission_id
+    return role, stage, participant_id, study_id, submission_id
 
 
-def _onboarding_done(role: str, passed: bool) -> Response:
-    return redirect(api.completion_url(_provider().onboarding_code(role, passed)), 303)
+def _onboarding_done(role: str, passed: bool, stage: int = stages.SINGLE_TASK) -> Response:
+    return redirect(api.completion_url(_provider().onboarding_code(role, passed, stage)), 303)
+
+
+# ---- STAR's stages --------------------------------------------------------------------------------------
+
+
+def _stage_quiz(stage: stages.Stage, *, answers: Optional[dict[str, str]] = None,
+                errors: Optional[dict[str, str]] = None, status: int = 200) -> Any:
+    """The stage's tutorial and, once started, its quiz with the hints taken so far (or, graded already,
+    back to Prolific with the grade's code)."""
+    settings = _settings()
+    role, _, participant_id, study_id, submission_id = _onboarding_link()
+    with session_scope(settings.database_url) as session:
+        pages.onboarding_study_of_link(session, role, study_id, stage.number)
+        passed = pages.stage_outcome(session, participant_id, stage)
+    if passed is not None:
+        return _onboarding_done(role, passed, stage.number)
+    _provider().check_submission(study_id, submission_id, participant_id)
+    token = pages.onboarding_token(settings.secret_key, participant_id, submission_id, role, stage.number)
+    with session_scope(settings.database_url) as session:
+        worker = pages.stage_participant(session, participant_id, stage, _provider().vouched_by_group(role))
+        attempt = stages.open_attempt(session, worker, stage)
+        view = stages.attempt_view(session, stage, attempt) if attempt is not None else None
+        if wants_json():
+            return jsonify(role=role, stage=stage.number, title=stage.title, tutorial=list(stage.tutorial),
+                           attempt=attempt.id if attempt else None, hints=view.hints if view else {},
+                           hints_left=view.hints_left if view else stage.max_hints, **{FORM_TOKEN: token},
+                           questions=[{"name": q.name, "text": q.text, "options": [k for k, _ in q.options]}
+                                      for q in stage.questions]), status
+        query = request.query_string.decode()
+        urls = {name: f"{url_for(endpoint)}?{query}" for name, endpoint in (
+            ("start", "prolific.stage_start"), ("hint", "prolific.stage_hint"),
+            ("grade", "prolific.onboarding_grade"))}
+        page = render_template("onboarding_star.html", worker=None, stage=stage, view=view, passed=False,
+                               answers=answers or {}, result=None, errors=errors or {}, urls=urls,
+                               hidden={FORM_TOKEN: token})
+    return worker_page_headers(Response(page, status))
+
+
+def _stage_form(stage: stages.Stage) -> None:
+    """A stage quiz's POST must carry the token of the quiz served for this participant, submission and
+    stage, from this stage's study."""
+    role, _, participant_id, study_id, submission_id = _onboarding_link()
+    pages.check_onboarding_token(_settings().secret_key, request.form.get(FORM_TOKEN, ""), participant_id,
+                                 submission_id, role, stage.number)
+
+
+@bp.post("/onboarding/start")
+def stage_start() -> Any:
+    """Open the participant's one attempt at the stage (starting twice is one start)."""
+    role, stage, participant_id, study_id, _ = _onboarding_link()
+    if stage is None:
+        raise NotFound("only STAR's stages have a start")
+    _stage_form(stage)
+    with session_scope(_settings().database_url) as session:
+        pages.onboarding_study_of_link(session, role, study_id, stage.number)
+        if pages.stage_outcome(session, participant_id, stage) is not None:
+            return redirect(f"{url_for('prolific.onboarding_quiz')}?{request.query_string.decode()}", 303)
+        attempt = pages.start_stage(session, pages.known_participant(session, participant_id, stage), stage)
+        attempt_id = attempt.id
+    if wants_json():
+        return jsonify(attempt=attempt_id, stage=stage.number)
+    return redirect(f"{url_for('prolific.onboarding_quiz')}?{request.query_string.decode()}#quiz", 303)
+
+
+@bp.post("/onboarding/hint")
+def stage_hint() -> Any:
+    """A hint, recorded on the server before its text is shown (the stage's budget counts it); the answers
+    given so far stay on the page."""
+    role, stage, participant_id, study_id, _ = _onboarding_link()
+    if stage is None:
+        raise NotFound("only STAR's stages have hints")
+    _stage_form(stage)
+    form = request.form
+    with session_scope(_settings().database_url) as session:
+        pages.onboarding_study_of_link(session, role, study_id, stage.number)
+        worker = pages.known_participant(session, participant_id, stage)
+        hint = stages.request_hint(session, worker, stage, form.get("attempt"), form.get("hint"))
+        left = stages.attempt_view(session, stage, stages.open_attempt(session, worker, stage)).hints_left
+    if wants_json():
+        return jsonify(question=form.get("hint"), hint=hint, hints_left=left)
+    given = {name: value for name, value in form.items() if name not in (FORM_TOKEN, "attempt", "hint")}
+    return _stage_quiz(stage, answers=given)
+
+
+def _stage_grade(stage: stages.Stage) -> Any:
+    """Graded once, counting the hints the server recorded; back to Prolific with the stage's passing
+    code (its group) or the other one. A refused answer shows the quiz again and grades nothing."""
+    settings = _settings()
+    role, _, participant_id, study_id, submission_id = _onboarding_link()
+    _stage_form(stage)
+    raw = request.form.to_dict(flat=False)
+    with session_scope(settings.database_url) as session:
+        pages.onboarding_study_of_link(session, role, study_id, stage.number)
+        passed = pages.stage_outcome(session, participant_id, stage)
+    if passed is None:
+        _provider().check_submission(study_id, submission_id, participant_id)
+        try:
+            with session_scope(settings.database_url) as session:
+                worker = pages.known_participant(session, participant_id, stage)
+                passed = stages.grade_attempt(session, worker, stage, request.form.get("attempt"), raw).passed
+        except InvalidAnswer as error:  # rolled back: nothing was graded
+            if wants_json():
+                raise
+            given = {name: values[0] for name, values in raw.items() if len(values) == 1}
+            return _stage_quiz(stage, answers=given, errors={error.field: error.reason}, status=400)
+    if wants_json():
+        code = _provider().onboarding_code(role, passed, stage.number)
+        return jsonify(passed=passed, stage=stage.number, completion_url=api.completion_url(code))
+    return _onboarding_done(role, passed, stage.number)
 
 
 def _please_return(headline: str, reason: str) -> Response:

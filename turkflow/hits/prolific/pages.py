@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Optional
+from typing import Any, Optional
 
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import or_, update
@@ -34,6 +34,7 @@ from turkflow.models import (
     HitStatus,
     ProlificOnboarding,
     ProlificStudy,
+    StageAttempt,
     Turn,
     Worker,
     WorkerStatus,
@@ -131,9 +132,12 @@ def not_onboarded(role: str) -> str:
 # ---- the onboarding study -------------------------------------------------------------------------------
 
 
-def onboarding_study_of_link(session: Session, role: str, study_id: str) -> ProlificOnboarding:
-    """The role's onboarding study, which must be the study Prolific says the participant came from."""
-    row = session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role)).first()
+def onboarding_study_of_link(session: Session, role: str, study_id: str,
+                             stage: int = stages.SINGLE_TASK) -> ProlificOnboarding:
+    """The role's (STAR: the role stage's) onboarding study, which must be the study Prolific says the
+    participant came from."""
+    row = session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role,
+                                                        ProlificOnboarding.stage == stage)).first()
     if row is None or row.study_id != study_id:
         raise Forbidden("this link does not belong to that Prolific onboarding study")
     return row
@@ -177,20 +181,84 @@ def _onboarding_signer(secret_key: str) -> URLSafeSerializer:
     return URLSafeSerializer(secret_key, salt="turkflow-prolific-onboarding")
 
 
-def onboarding_token(secret_key: str, participant_id: str, submission_id: str, role: str) -> str:
+def onboarding_token(secret_key: str, participant_id: str, submission_id: str, role: str,
+                     stage: Optional[int] = None) -> str:
     """Carried in the quiz form, as ``page_token`` is in a turn's: the POST comes from the quiz we served
-    this participant for this submission."""
-    return _onboarding_signer(secret_key).dumps([participant_id, submission_id, role])
+    this participant for this submission (and, for STAR, this stage)."""
+    return _onboarding_signer(secret_key).dumps(_quiz_key(participant_id, submission_id, role, stage))
 
 
 def check_onboarding_token(secret_key: str, token: str, participant_id: str, submission_id: str,
-                           role: str) -> None:
+                           role: str, stage: Optional[int] = None) -> None:
     try:
         signed = _onboarding_signer(secret_key).loads(token or "")
     except BadSignature:
         raise Forbidden("this form was not issued by turkflow; open the study again from Prolific") from None
-    if signed != [participant_id, submission_id, role]:
+    if signed != _quiz_key(participant_id, submission_id, role, stage):
         raise Forbidden("this form was issued for another participant or submission")
+
+
+def _quiz_key(participant_id: str, submission_id: str, role: str, stage: Optional[int]) -> list[Any]:
+    return [participant_id, submission_id, role] + ([stage] if stage is not None else [])
+
+
+# ---- STAR's stages on Prolific --------------------------------------------------------------------------
+# A stage's onboarding study links to its tutorial and quiz; the participant starts an attempt, may take
+# hints (recorded on the server, ``turkflow.hits.stages``) and is graded once: the study admits them once,
+# so one attempt. Passing records the stage on our worker (stage 2 is what lets ``take_next_turn`` give
+# them multi-task turns) and sends them back with the code that adds them to the stage's group.
+
+PROLIFIC_ATTEMPTS = 1
+
+
+def stage_participant(session: Session, participant_id: str, stage: stages.Stage, vouched: bool) -> Worker:
+    """The participant as our worker of the stage's role: made (not onboarded) when they open stage 1's
+    quiz; stage 2's is for one who passed stage 1 here, or whom the role's hand-made group vouches for (who
+    then joins onboarded). Another role's participant, or a blocked one, is refused."""
+    external_id = worker_external_id(participant_id)
+    worker = session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    if worker is None:
+        if stage.number != stages.SINGLE_TASK and not vouched:
+            raise Forbidden(f"stage {stage.number} is for participants who passed the {stage.role} stage "
+                            f"{stage.number - 1} quiz")
+        worker = Worker(external_id=external_id, role=stage.role, onboarded=vouched)
+        try:
+            with savepoint(session):
+                session.add(worker)
+                session.flush()
+        except IntegrityError:  # the same link opened twice at once
+            worker = session.exec(select(Worker).where(Worker.external_id == external_id)).one()
+        else:
+            events.record(session, "worker_joined", "provider", worker_id=worker.id, role=stage.role,
+                          provider=PROVIDER)
+    stages.check_offered(worker, stage)
+    return worker
+
+
+def known_participant(session: Session, participant_id: str, stage: stages.Stage) -> Worker:
+    """The worker a quiz form was served to (``stage_participant`` made them)."""
+    external_id = worker_external_id(participant_id)
+    worker = session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    if worker is None:
+        raise Forbidden("open the quiz from its Prolific study first")
+    stages.check_offered(worker, stage)
+    return worker
+
+
+def stage_outcome(session: Session, participant_id: str, stage: stages.Stage) -> Optional[bool]:
+    """Whether the participant passed the stage (None: not graded yet). Graded once: a second try within
+    the same submission gets the first grade's code again."""
+    external_id = worker_external_id(participant_id)
+    worker = session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    if worker is None or worker.role != stage.role:
+        return None
+    if stages.passed_stage(worker) >= stage.number:
+        return True
+    return False if stages.graded_attempts(session, worker, stage) >= PROLIFIC_ATTEMPTS else None
+
+
+def start_stage(session: Session, worker: Worker, stage: stages.Stage) -> StageAttempt:
+    return stages.start_attempt(session, worker, stage, provider=PROVIDER, max_attempts=PROLIFIC_ATTEMPTS)
 
 
 def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, submission_id: str,

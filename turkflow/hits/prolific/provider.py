@@ -34,10 +34,10 @@ from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import lifecycle
-from turkflow.hits import onboarding
+from turkflow.hits import onboarding, stages
 from turkflow.hits.prolific import api
 from turkflow.hits.provider import CrowdProvider, HitCheck
-from turkflow.protocol import get_protocol
+from turkflow.protocol import PROTOCOLS, get_protocol
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -106,28 +106,44 @@ class ProlificProvider(CrowdProvider):
     def page_url(self, batch_id: int, role: str) -> str:
         return f"{self.settings.public_url.rstrip('/')}/prolific/turn?b={batch_id}&r={role}"
 
-    def onboarding_code(self, role: str, passed: bool) -> str:
+    def onboarding_code(self, role: str, passed: bool, stage: int = stages.SINGLE_TASK) -> str:
         """The code the onboarding quiz sends a participant back with: the passing one adds them to the
-        role's group (``ADD_TO_PARTICIPANT_GROUP``), the other only approves their submission."""
+        role's group (``ADD_TO_PARTICIPANT_GROUP``; a STAR stage's group), the other only approves their
+        submission."""
         key = self.settings.secret_key.encode()
-        text = f"prolific onboarding {role} {'passed' if passed else 'failed'}"
+        which = f" stage {stage}" if stages.has_stages(role) else ""
+        text = f"prolific onboarding {role}{which} {'passed' if passed else 'failed'}"
         return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:10].upper()
 
-    def onboarding_url(self, role: str) -> str:
-        return f"{self.settings.public_url.rstrip('/')}/prolific/onboarding?r={role}"
+    def onboarding_url(self, role: str, stage: int = stages.SINGLE_TASK) -> str:
+        which = f"&s={stage}" if stages.has_stages(role) else ""
+        return f"{self.settings.public_url.rstrip('/')}/prolific/onboarding?r={role}{which}"
 
     def vouched_by_group(self, role: str) -> bool:
         """True when a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS) admits the role's participants: then
         Prolific's allow list alone stands for onboarding, and a new participant arrives onboarded."""
         return role in role_groups(self.settings.prolific_role_groups)
 
-    def allow_group(self, session: Session, role: str) -> Optional[str]:
-        """The group a role's turn studies admit: the hand-made one, else the onboarding study's."""
+    def allow_group(self, session: Session, role: str, stage: int = stages.SINGLE_TASK) -> Optional[str]:
+        """The group a role's turn studies admit: the hand-made one, else the onboarding study's (of a STAR
+        role's ``stage``; hand-made groups stand for stage 1 only)."""
         configured = role_groups(self.settings.prolific_role_groups).get(role)
-        if configured:
+        if configured and stage == stages.SINGLE_TASK:
             return configured
-        row = _onboarding_row(session, role)
+        row = _onboarding_row(session, role, stage)
         return row.group_id if row is not None else None
+
+    def missing_onboarding(self, session: Session, protocol: str = "wizard_of_tasks",
+                           multi_task: bool = False) -> list[tuple[str, int]]:
+        """The (role, stage) onboarding studies a batch of ``protocol`` still lacks: each role's (stage 1;
+        a hand-made group stands for it), and with ``multi_task`` STAR's stage 2 of each role too."""
+        wanted = [(role, stages.SINGLE_TASK) for role in get_protocol(protocol).roles]
+        if multi_task:
+            wanted += [(role, stages.MULTI_TASK) for role in get_protocol(protocol).roles
+                       if stages.has_stages(role)]
+        return [(role, stage) for role, stage in wanted
+                if not (stage == stages.SINGLE_TASK and self.vouched_by_group(role))
+                and _onboarding_row(session, role, stage) is None]
 
     # -- turns --
 
@@ -219,7 +235,9 @@ class ProlificProvider(CrowdProvider):
                     own.rollback()
         name = self.internal_name(batch.id, role)
         drafts = self._studies_named(name)
-        allowed = self.allow_group(session, role)
+        allowed = self.allow_group(session, role, _stage_of_batch(session, batch))
+        if allowed is None:
+            allowed = self.allow_group(session, role)
         made = drafts[0]["id"] if drafts else self._create_study(batch, role, name, allowed)["id"]
         if self.settings.prolific_test_studies:  # the draft stays a draft; its test copy is the study
             made = api.create_test_study(self.client, made)["study_id"]
@@ -345,21 +363,30 @@ class ProlificProvider(CrowdProvider):
 
     # -- participants --
 
-    def check_onboarding_gate(self, session: Session, live: bool) -> None:
+    def check_onboarding_gate(self, session: Session, live: bool, protocol: str = "wizard_of_tasks",
+                              multi_task: bool = False) -> None:
         """A role's turn studies admit the group its onboarding study adds those who pass to (``turkflow
         prolific onboarding``), or a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS); without either, our
-        turn page refuses every new participant of the role."""
-        missing = [role for role in (Role.student, Role.teacher) if not self.vouched_by_group(role)
-                   and _onboarding_row(session, role) is None]
-        if missing:
-            roles = " or ".join(f"{role}s" for role in missing)
+        turn page refuses every new participant of the role. A STAR role has a study per stage; stage 2
+        (``multi_task``) unlocks multi-task dialogs."""
+        missing = self.missing_onboarding(session, protocol, multi_task)
+        if not missing:
+            return
+        if not any(stages.has_stages(role) for role, _ in missing):
+            roles = " or ".join(f"{role}s" for role, _ in missing)
             raise ProviderError(f"no onboarding study for {roles}: run `turkflow prolific onboarding --role "
-                                f"{missing[0]}` (or name hand-made groups in TURKFLOW_PROLIFIC_ROLE_GROUPS); "
+                                f"{missing[0][0]}` (or name hand-made groups in TURKFLOW_PROLIFIC_ROLE_GROUPS); "
                                 "until then nobody can take their turns")
+        named = ", ".join(f"{role} stage {stage}" for role, stage in missing)
+        role, stage = missing[0]
+        raise ProviderError(f"no onboarding study for {named}: run `turkflow prolific onboarding --role {role} "
+                            f"--stage {stage}` for each; until then nobody can take those turns")
 
     def set_up_onboarding(self, session: Session, role: str, *, reward_cents: int, places: int,
-                          estimated_minutes: int) -> tuple[ProlificOnboarding, str]:
-        """The role's onboarding study, made once: returns its row and Prolific's status.
+                          estimated_minutes: int, stage: int = stages.SINGLE_TASK
+                          ) -> tuple[ProlificOnboarding, str]:
+        """The role's onboarding study (a STAR role's, of ``stage``), made once: returns its row and
+        Prolific's status.
 
         As with a batch role's study, the ``ProlificOnboarding`` row is written (and committed) first; the
         group (the hand-made one, else our role group, found by name or created) and then the study (a draft
@@ -369,48 +396,58 @@ class ProlificProvider(CrowdProvider):
         onboarding quiz; its passing code adds the participant to the group, and both codes approve the
         submission (the quiz is paid whether passed or not). Participants of another role, or blocked, are
         kept out; each participant takes it once.
+
+        A STAR role's stage 1 works the same way (its tutorial and quiz, with hints); its stage 2 study
+        admits only the participants stage 1's group holds (set stage 1 up first), and passing it adds them
+        to a group of its own, which the turn studies of batches whose dialogs are all multi-task admit.
         """
-        quiz = onboarding.quiz_for(role)
+        title, description = _onboarding_texts(role, stage)
+        admits: list[str] = []
+        if stage != stages.SINGLE_TASK:
+            earlier = self.allow_group(session, role, stage - 1)
+            if earlier is None:
+                raise ProviderError(f"set up {role} stage {stage - 1} first (`turkflow prolific onboarding "
+                                    f"--role {role} --stage {stage - 1}`): stage {stage} admits only its group")
+            admits = [earlier]
         bind = session.get_bind()
+        is_row = (ProlificOnboarding.role == role, ProlificOnboarding.stage == stage)
         with Session(bind) as own:
-            if _onboarding_row(own, role) is None:
+            if _onboarding_row(own, role, stage) is None:
                 try:
-                    own.add(ProlificOnboarding(role=role))
+                    own.add(ProlificOnboarding(role=role, stage=stage))
                     own.commit()
                 except IntegrityError:
                     own.rollback()
-            row = _onboarding_row(own, role)
-            group_id = row.group_id or role_groups(self.settings.prolific_role_groups).get(role) \
-                or self.role_group(role)
-            own.execute(update(ProlificOnboarding).where(ProlificOnboarding.role == role,
-                                                         col(ProlificOnboarding.group_id).is_(None))
+            row = _onboarding_row(own, role, stage)
+            group_id = row.group_id or self._passing_group(role, stage)
+            own.execute(update(ProlificOnboarding).where(*is_row, col(ProlificOnboarding.group_id).is_(None))
                         .values(group_id=group_id))
             own.commit()
             own.refresh(row)
             group_id, study_id = row.group_id, row.study_id
         if study_id is None:
-            name = f"turkflow {self.install} onboarding {role}"
+            which = f" stage {stage}" if stages.has_stages(role) else ""
+            name = f"turkflow {self.install} onboarding {role}{which}"
             drafts = self._studies_named(name)
-            others = [other for other in (Role.student, Role.teacher) if other != role]
+            others = [other for other in _roles_beside(role) if other != role]
             made = drafts[0]["id"] if drafts else api.create_study(self.client, api.study_body(
-                name=quiz.title, description=f"{quiz.intro} One attempt; paid whether you pass or not.",
-                page_url=self.onboarding_url(role), reward_cents=reward_cents, places=places,
-                estimated_minutes=estimated_minutes, internal_name=name,
+                name=title, description=f"{description} One attempt; paid whether you pass or not.",
+                page_url=self.onboarding_url(role, stage), reward_cents=reward_cents, places=places,
+                estimated_minutes=estimated_minutes, internal_name=name, allow_groups=admits,
                 block_groups=[self.blocked_group(), *(self.role_group(other) for other in others)],
                 project=self.settings.prolific_project_id or None, submissions_per_participant=1,
-                completion_codes=self._onboarding_codes(role, group_id)))["id"]
+                completion_codes=self._onboarding_codes(role, group_id, stage)))["id"]
             if self.settings.prolific_test_studies:
                 made = api.create_test_study(self.client, made)["study_id"]
             with Session(bind) as own:
-                own.execute(update(ProlificOnboarding).where(ProlificOnboarding.role == role,
-                                                             col(ProlificOnboarding.study_id).is_(None))
+                own.execute(update(ProlificOnboarding).where(*is_row, col(ProlificOnboarding.study_id).is_(None))
                             .values(study_id=made))
                 own.commit()
-            events.record(session, "prolific_onboarding_created", "provider", role=role, study_id=made,
-                          group_id=group_id)
-            log.info("created Prolific onboarding study %s for %ss (group %s)", made, role, group_id)
+            events.record(session, "prolific_onboarding_created", "provider", role=role, stage=stage,
+                          study_id=made, group_id=group_id)
+            log.info("created Prolific onboarding study %s for %ss%s (group %s)", made, role, which, group_id)
         with Session(bind) as own:
-            row = _onboarding_row(own, role)
+            row = _onboarding_row(own, role, stage)
         study = api.get_study(self.client, row.study_id)
         status = study["status"]
         if int(study.get("total_available_places") or 0) < places:  # places only ever grow
@@ -419,11 +456,19 @@ class ProlificProvider(CrowdProvider):
             status = api.transition_study(self.client, row.study_id, "PUBLISH")["status"]
         return row, status
 
-    def _onboarding_codes(self, role: str, group_id: str) -> list[dict[str, Any]]:
+    def _onboarding_codes(self, role: str, group_id: str, stage: int) -> list[dict[str, Any]]:
         approve = {"action": "AUTOMATICALLY_APPROVE"}
         joins = {"action": "ADD_TO_PARTICIPANT_GROUP", "participant_group": group_id}
-        return [api.completion_code_item(self.onboarding_code(role, True), approve, joins),
-                api.completion_code_item(self.onboarding_code(role, False), approve, code_type="OTHER")]
+        return [api.completion_code_item(self.onboarding_code(role, True, stage), approve, joins),
+                api.completion_code_item(self.onboarding_code(role, False, stage), approve, code_type="OTHER")]
+
+    def _passing_group(self, role: str, stage: int) -> str:
+        """The group passing the role's (stage's) quiz adds to: stage 1's is the hand-made group or our role
+        group (which the other roles' studies keep out); a later stage has a group of its own."""
+        if stage == stages.SINGLE_TASK:
+            return role_groups(self.settings.prolific_role_groups).get(role) or self.role_group(role)
+        return self._group(f"turkflow {self.install} {role}s stage {stage}",
+                           f"Participants who passed turkflow's {role} stage {stage} quiz.")
 
     def soft_block(self, session: Session, worker: Worker, reason: str) -> None:
         """The block-list group every study of ours lists as a filter; the membership applies to published
@@ -580,8 +625,34 @@ def _release(session: Session, bonus_ids: list[int], bulk_id: str) -> None:
         own.commit()
 
 
-def _onboarding_row(session: Session, role: str) -> Optional[ProlificOnboarding]:
-    return session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role)).first()
+def _onboarding_row(session: Session, role: str, stage: int = stages.SINGLE_TASK) -> Optional[ProlificOnboarding]:
+    return session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role,
+                                                         ProlificOnboarding.stage == stage)).first()
+
+
+def _roles_beside(role: str) -> list[str]:
+    """The roles of the protocol ``role`` belongs to (a participant holds one of them)."""
+    return next((list(p.roles) for p in PROTOCOLS.values() if role in p.roles), [Role.student, Role.teacher])
+
+
+def _onboarding_texts(role: str, stage: int) -> tuple[str, str]:
+    """The onboarding study's title and description: the role's quiz, or a STAR stage's."""
+    if not stages.has_stages(role):
+        quiz = onboarding.quiz_for(role)
+        return quiz.title, quiz.intro
+    found = stages.stage_for(role, stage)
+    return found.title, (f"A short tutorial and a {len(found.questions)}-question quiz (at most "
+                         f"{found.max_hints} hints); passing unlocks {found.unlocks}.")
+
+
+def _stage_of_batch(session: Session, batch: Batch) -> int:
+    """The STAR stage every dialog of the batch needs: 2 when all are multi-task (their turn studies then
+    admit only stage 2's group), else 1."""
+    if batch.protocol != "star":
+        return stages.SINGLE_TASK
+    single = session.exec(select(Conversation.id).where(
+        Conversation.batch_id == batch.id, ~stages.multi_task(Conversation.scenario)).limit(1)).first()
+    return stages.SINGLE_TASK if single is not None else stages.MULTI_TASK
 
 
 def _study_row(session: Session, batch_id: int, role: str) -> Optional[ProlificStudy]:

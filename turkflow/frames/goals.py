@@ -249,20 +249,69 @@ def _room(slot: Slot, value: Any, kind: str, rng: random.Random) -> Any:
     return _tidy(math.floor(value / slot.step + 1e-9) * slot.step - extra, kind)
 
 
-def _beyond(slot: Slot, others: Sequence[Mapping[str, Any]], db: Database, rng: random.Random) -> Any:
+def _fold(value: Any) -> Any:
+    return value.casefold() if isinstance(value, str) else value
+
+
+class Facts:
+    """What drawing goals asks of the database again and again, computed once per column or template:
+    each column's distinct values and range, each template's items holding every slot's field."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self._values: dict[str, list[Any]] = {}
+        self._complete: dict[str, list[dict[str, Any]]] = {}
+        self._indexes: dict[str, dict[Any, list[dict[str, Any]]]] = {}
+
+    def values(self, name: str) -> list[Any]:
+        if name not in self._values:
+            self._values[name] = self.db.values(name)
+        return self._values[name]
+
+    def span(self, name: str) -> tuple[Any, Any]:
+        values = self.values(name)
+        return values[0], values[-1]
+
+    def matching(self, constraints: Sequence[Constraint]) -> list[dict[str, Any]]:
+        """``db.matching``, starting from the fewest items one "is" condition allows (an index per field):
+        on 100,000 packages a goal's origin and destination leave a few hundred to check."""
+        equal = [c for c in constraints if c.op == "is"]
+        if not equal:
+            return self.db.matching(constraints)
+        pools = [self._index(c.field).get(_fold(c.value), []) for c in equal]
+        smallest = min(pools, key=len)
+        return [item for item in smallest if all(c.holds(item) for c in constraints)]
+
+    def _index(self, name: str) -> dict[Any, list[dict[str, Any]]]:
+        if name not in self._indexes:
+            index: dict[Any, list[dict[str, Any]]] = {}
+            for item in self.db.items:
+                if item.get(name) is not None:
+                    index.setdefault(_fold(item[name]), []).append(item)
+            self._indexes[name] = index
+        return self._indexes[name]
+
+    def complete(self, template: Template) -> list[dict[str, Any]]:
+        if template.name not in self._complete:
+            fields = [s.field for s in template.slots]
+            self._complete[template.name] = [i for i in self.db.items if all(i.get(f) is not None
+                                                                               for f in fields)]
+        return self._complete[template.name]
+
+
+def _beyond(slot: Slot, others: Sequence[Mapping[str, Any]], facts: Facts, rng: random.Random) -> Any:
     """A value for ``slot`` that no item in ``others`` (those meeting the other slots) meets, or None.
     Drawn close to what the database holds and within the range its items span, so the goal stays
     believable: a budget just under the cheapest package, never a 5.5-star hotel."""
-    column = db.columns[slot.field]
+    column = facts.db.columns[slot.field]
     held = [item[slot.field] for item in others if item.get(slot.field) is not None]
     if slot.op == "is":
-        taken = {v.casefold() if isinstance(v, str) else v for v in held}
-        pool = [v for v in db.values(slot.field) if (v.casefold() if isinstance(v, str) else v) not in taken]
+        taken = {_fold(v) for v in held}
+        pool = [v for v in facts.values(slot.field) if _fold(v) not in taken]
         return rng.choice(pool) if pool else None
     if not held:
         return None
-    spanned = [item[slot.field] for item in db.items if item.get(slot.field) is not None]
-    low, high = min(spanned), max(spanned)
+    low, high = facts.span(slot.field)
     extra = rng.randint(0, slot.slack) * slot.step
     if slot.op == "at_most":
         edge = min(held)
@@ -300,10 +349,11 @@ def show(value: Any) -> str:
     return str(value)
 
 
-def _goal(template: Template, db: Database, values: dict[str, Any], feasible: bool, probability: float,
+def _goal(template: Template, facts: Facts, values: dict[str, Any], feasible: bool, probability: float,
           rng: random.Random) -> Goal:
+    db = facts.db
     constraints = _constraints(template, values)
-    matches = len(db.matching(constraints))
+    matches = len(facts.matching(constraints))
     alternate = None
     if template.alternate:
         changed = dict(values)
@@ -312,7 +362,7 @@ def _goal(template: Template, db: Database, values: dict[str, Any], feasible: bo
             changed[name] = _tidy(_shift(changed[name], amount), kind)
         kept = _constraints(template, changed, template.alternate.drop)
         text = template.alternate.text.format_map({k: show(v) for k, v in changed.items()})
-        alternate = AlternateGoal(text, kept, len(db.matching(kept)))
+        alternate = AlternateGoal(text, kept, len(facts.matching(kept)))
     personality = rng.choice(template.personalities) if template.personalities else ""
     text = template.text.format_map({k: show(v) for k, v in values.items()})
     return Goal(template.name, template.kind, text, values, constraints, feasible, matches, probability,
@@ -320,10 +370,10 @@ def _goal(template: Template, db: Database, values: dict[str, Any], feasible: bo
 
 
 def draw_goal(template: Template, db: Database, feasible: bool, rng: random.Random,
-              probability: Optional[float] = None) -> Goal:
+              probability: Optional[float] = None, facts: Optional[Facts] = None) -> Goal:
     """One goal whose first constraints match at least one item (``feasible``) or none."""
-    fields = [s.field for s in template.slots]
-    items = [i for i in db.items if all(i.get(f) is not None for f in fields)]
+    facts = facts if facts is not None and facts.db is db else Facts(db)
+    items = facts.complete(template)
     if not items:
         raise InvalidInput(f"no item has every field template {template.name!r} asks", "template")
     chance = template.probability if probability is None else probability
@@ -331,15 +381,15 @@ def draw_goal(template: Template, db: Database, feasible: bool, rng: random.Rand
         anchor = rng.choice(items)
         values = {s.name: _room(s, anchor[s.field], db.columns[s.field].type, rng) for s in template.slots}
         if feasible:
-            return _goal(template, db, values, True, chance, rng)
+            return _goal(template, facts, values, True, chance, rng)
         order = list(template.slots)
         rng.shuffle(order)
         for slot in order:
-            others = db.matching(_constraints(template, values, (slot.name,)))
-            value = _beyond(slot, others, db, rng)
+            others = facts.matching(_constraints(template, values, (slot.name,)))
+            value = _beyond(slot, others, facts, rng)
             if value is not None:
                 values[slot.name] = value
-                goal = _goal(template, db, values, False, chance, rng)
+                goal = _goal(template, facts, values, False, chance, rng)
                 if goal.matches == 0:
                     return goal
                 break
@@ -358,11 +408,12 @@ def generate(templates: Sequence[Template], db: Database, n: int, p: Optional[fl
     if p is not None and not (isinstance(p, (int, float)) and 0.0 <= p <= 1.0):
         raise InvalidInput("a probability is between 0 and 1", "p")
     rng = rng if rng is not None else random.Random(0)
+    facts = Facts(db)
     goals = []
     for _ in range(n):
         template = rng.choice(list(templates))
         chance = template.probability if p is None else float(p)
-        goals.append(draw_goal(template, db, rng.random() < chance, rng, chance))
+        goals.append(draw_goal(template, db, rng.random() < chance, rng, chance, facts))
     return goals
 
 

@@ -202,6 +202,8 @@ def test_a_star_dialog_on_prolific_through_the_pages_with_both_questionnaires(
     link, page = arrive(client, fake_prolific, settings, batch_id, "wizard", "pw1")
     assert page.status_code == 200 and 'id="kb-form"' in page.text
     token = form_token(page.text)
+    data = client.get(link, headers=JSON).get_json()  # programs get the same page as JSON
+    assert data["turkflow_form"] == token and data["star"]["wizard"]["form"][0]["name"] == "Genre"
     action = link.replace("/turn?", "/turn/action?")
     queried = client.post(action, json={"action": "query", "api": "library_search", "turkflow_form": token,
                                         "form": {"Genre": "Novel", "Language": "English"}}, headers=JSON)

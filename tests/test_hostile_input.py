@@ -53,7 +53,10 @@ NOT_TEXT = st.one_of(st.integers(), st.floats(), st.booleans(), st.none().map(la
                      st.lists(st.one_of(st.integers(), st.booleans(), st.lists(st.text(max_size=3))), min_size=1,
                               max_size=3))
 INVISIBLE = st.text(st.sampled_from(["\u200b", "\ufeff", "\x00", "\u2060", "\u00a0", " ", "\n", "\t"]), max_size=12)
-WITH_CONTROL = st.builds(lambda before, char, after: before + char + after, st.text("abc ", min_size=1, max_size=8),
+# A control character inside visible text. Words on both sides: " \x00xyz" is "xyz" with an invisible edge,
+# which clean_text trims by design (test_protocol), and the engine found it only now and then.
+WITH_CONTROL = st.builds(lambda before, spaces, char, after: before + spaces + char + after,
+                         st.text("abc", min_size=1, max_size=6), st.text(" ", max_size=2),
                          st.sampled_from(["\x00", "\x01", "\x07", "\x1b", "\x7f", "\u0085"]),
                          st.text("xyz", min_size=1, max_size=8))
 REPEATED = st.lists(st.text("abcdef ", min_size=2, max_size=12), min_size=2, max_size=4)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from turkflow.errors import InvalidAnswer
+from turkflow.errors import InvalidAnswer, InvalidInput
 from turkflow.protocol import WIZARD_OF_TASKS, TurnContext, clean_text, validate_answers
 
 TEACHER_CTX = TurnContext(index=1, role="teacher", shareable=("item-1", "step-1"))
@@ -103,6 +103,12 @@ def test_invisible_only_response_is_refused_as_empty(text):
     with pytest.raises(InvalidAnswer, match="required") as err:
         validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "response": text})
     assert err.value.field == "response"
+
+
+def test_invisible_edges_of_a_response_are_trimmed_and_only_they():
+    assert clean_text(" \x00Add salt\u0085\u200b ") == "Add salt"
+    with pytest.raises(InvalidInput):
+        clean_text(" \x00Add\u0085salt")
 
 
 @pytest.mark.parametrize("text", ["Add\x00salt", "Add\x07salt", "Add\x1bsalt", "Add\ud800salt"],

@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -219,6 +220,10 @@ def test_count_axes_of_the_figures_have_whole_number_ticks():
 # ---- make demo, end to end --------------------------------------------------------------------------
 
 
+WITH_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                       "os.execv(sys.argv[1], sys.argv[1:])")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -232,9 +237,10 @@ def test_the_demo_serves_its_links_and_root_page_and_ctrl_c_ends_it_with_status_
            "TURKFLOW_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WEB_CONCURRENCY": "1"}
     out = tmp_path / "demo.out"
     with out.open("w") as sink:
-        # a process group of its own, as a terminal gives it
-        demo = subprocess.Popen([str(ROOT / "scripts" / "demo.sh")], env=env, stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        # a process group of its own, and Ctrl-C's default disposition, as a terminal gives them: a suite run
+        # from a background job inherits SIGINT ignored, and a shell cannot trap a signal ignored on entry
+        demo = subprocess.Popen([sys.executable, "-c", WITH_DEFAULT_SIGINT, str(ROOT / "scripts" / "demo.sh")],
+                                env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until(lambda: "Ctrl-C stops everything" in out.read_text() or demo.poll() is not None,
                    timeout=180, interval=0.5)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,19 @@ def test_pattern_statistics_follow_section_4_2(tmp_path, nlp):
                                               "What do I do after heating the oil?"]}
     assert stats["sentences_per_utterance"]["student"] == {"1": 0.5, "2": 0.5, "3": 0.0, ">3": 0.0}
     assert stats["sentences_per_utterance"]["teacher"] == pytest.approx({"1": 2 / 3, "2": 1 / 3, "3": 0.0, ">3": 0.0})
+
+
+def test_a_corpus_of_dialogues_without_turns_draws_its_figures_without_a_warning(tmp_path, nlp):
+    """A STAR batch nobody has worked on yet exports dialogues with no turns; analysing it prints nothing
+    but the summary (matplotlib warned about a legend with nothing in it)."""
+    export = tmp_path / "conversations.jsonl"
+    export.write_text(json.dumps(conversation([])) + "\n")
+    dialogues, source = read_corpus("turkflow", [export])
+    stats = analyse(dialogues, nlp, source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figures = write_figures(stats, tmp_path / "figures")
+    assert len(figures) == 4 and stats["turns"] == 0
 
 
 def test_report_is_one_self_contained_escaped_html_file(tmp_path, nlp):

@@ -58,7 +58,7 @@ def utterance_length(stats: dict[str, Any]) -> Figure:
     _counts(ax.xaxis)
     ax.set_ylabel("share of utterances")
     ax.set_title("Utterance length")
-    ax.legend()
+    _legend(ax)
     return fig
 
 
@@ -74,7 +74,7 @@ def pattern_length(stats: dict[str, Any]) -> Figure:
     _counts(ax.xaxis)
     ax.set_ylabel("share of sentences")
     ax.set_title("Linguistic pattern length")
-    ax.legend()
+    _legend(ax)
     return fig
 
 
@@ -88,6 +88,12 @@ def labels(stats: dict[str, Any]) -> Figure:
         ax.set_xlabel("share of utterances")
     fig.tight_layout()
     return fig
+
+
+def _legend(ax: Any) -> None:
+    """A legend for the roles drawn; none for an empty plot (matplotlib warns on stderr otherwise)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
 
 
 FIGURES: dict[str, Callable[[dict[str, Any]], Figure]] = {

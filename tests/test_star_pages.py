@@ -121,6 +121,7 @@ def test_a_query_is_answered_at_once_and_fills_the_suggestions_with_the_item(sta
     picked = send(wizard, page, *_sp(settings), action="pick_suggestion", label="library_inform_book",
                   options=["library_inform_book", "anything_else"])
     assert picked["created"] and picked["survey_url"] is None
+    assert picked["text"] == inform["text"]  # a pick sent without text: the client learns what was stored
     with session_scope(settings.database_url) as s:
         turn = s.get(Turn, picked["turn_id"])
         assert (turn.label, turn.text) == ("pick_suggestion", inform["text"])

@@ -169,7 +169,7 @@ def submit(assignment_id: str) -> Any:
             worker, _, _, _ = _held(session, assignment_id)
             submission = star_dialog.submit_star_turn(session, assignment_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
-            conversation_id = submission.turn.conversation_id
+            conversation_id, text = submission.turn.conversation_id, submission.turn.text
             ended = lifecycle.ends_conversation(session, submission.turn)
     except InvalidInput as error:  # rolled back: nothing of this submission is stored
         if wants_json():
@@ -179,7 +179,7 @@ def submit(assignment_id: str) -> Any:
         queue_next_turn(turn_id, worker)
     survey_url = url_for("star.survey", conversation_id=conversation_id) if ended else None
     if wants_json():
-        return jsonify(turn_id=turn_id, created=created, survey_url=survey_url)
+        return jsonify(turn_id=turn_id, created=created, text=text, survey_url=survey_url)
     return redirect(survey_url or url_for("worker.queue", submitted=turn_id), 303)
 
 

@@ -19,7 +19,7 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from bench._cpu import cpu_seconds, load
 
@@ -29,8 +29,10 @@ TARGET_P99_MS = 250
 
 
 def simulate(backend: str, conversations: int, workers: int, mean_turns: int, seed: int, concurrency: int,
-             think_time: float, web_workers: int, web_threads: int, celery_concurrency: int) -> dict[str, Any]:
-    """One simulation on a fresh database of ``backend``; the report plus CPU seconds per service."""
+             think_time: float, web_workers: int, web_threads: int, celery_concurrency: int,
+             queue_workers: Optional[dict[str, int]] = None) -> dict[str, Any]:
+    """One simulation on a fresh database of ``backend``; the report plus CPU seconds per service.
+    ``queue_workers``: a Celery worker per queue (``{queues: processes}``) instead of one for all."""
     from turkflow.config import Settings
     from turkflow.simulator.run import SimulationConfig, run_on
     from turkflow.simulator.stack import PostgresCluster, Stack
@@ -49,7 +51,8 @@ def simulate(backend: str, conversations: int, workers: int, mean_turns: int, se
             url = f"sqlite:///{work / 'turkflow.db'}"
         try:
             with Stack(Settings(data_dir=work, database_url=url), work / "logs", web_workers=web_workers,
-                       web_threads=web_threads, celery_concurrency=celery_concurrency) as stack:
+                       web_threads=web_threads, celery_concurrency=celery_concurrency,
+                       queue_workers=queue_workers) as stack:
                 before = cpu_seconds(stack.processes)
                 report = run_on(stack.settings, stack.url, config)
                 after = cpu_seconds(stack.processes)

@@ -127,13 +127,15 @@ class Stack:
     """
 
     def __init__(self, settings: Settings, log_dir: Path, *, web_workers: int = 3, web_threads: int = 4,
-                 celery_concurrency: int = 2, own_redis: bool = True):
+                 celery_concurrency: int = 2, own_redis: bool = True,
+                 queue_workers: Optional[dict[str, int]] = None):
         self.settings = settings
         self.log_dir = log_dir
         self.web_workers = web_workers
         self.web_threads = web_threads
         self.celery_concurrency = celery_concurrency
         self.own_redis = own_redis
+        self.queue_workers = queue_workers  # {queues: processes}: a worker per queue and a beat, as deployed
         self.url = ""
         self.processes: dict[str, subprocess.Popen] = {}
         self.commands: dict[str, list[str]] = {}
@@ -174,20 +176,33 @@ class Stack:
                                  "--threads", str(self.web_threads), "--bind", f"127.0.0.1:{port}",
                                  "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS),
                                  "turkflow.web:create_app()"])
-        self._spawn("celery", [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--beat",
-                               "--schedule", str(self.log_dir / "celerybeat-schedule"), "--pool", "prefork",
-                               "--concurrency", str(self.celery_concurrency),  # every queue
-                               "--loglevel", "WARNING", "--without-gossip", "--without-mingle"])
+        celery = [sys.executable, "-m", "celery", "-A", "workers.app"]
+        quiet = ["--pool", "prefork", "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
+        if self.queue_workers is None:
+            schedule = str(self.log_dir / "celerybeat-schedule")
+            self._spawn("celery", [*celery, "worker", "--beat", "--schedule", schedule,
+                                   "--concurrency", str(self.celery_concurrency), *quiet])  # every queue
+            workers = ["celery"]
+        else:
+            workers = [f"celery-{queues.replace(',', '-')}" for queues in self.queue_workers]
+            for name, (queues, processes) in zip(workers, self.queue_workers.items()):
+                self._spawn(name, [*celery, "worker", "--queues", queues, "--hostname", f"{name}@%h",
+                                   "--concurrency", str(processes), *quiet])
+            self._spawn("beat", [*celery, "beat", "--schedule", str(self.log_dir / "celerybeat-schedule"),
+                                 "--loglevel", "WARNING"])
         wait_for(lambda: requests.get(f"{self.url}/queue", timeout=2).status_code < 500, "gunicorn", 30,
                  self.processes["gunicorn"])
-        self._wait_ready("celery")
+        for name in workers:
+            self._wait_ready(name)
 
     def _wait_ready(self, name: str) -> None:
         if name == "redis":
             wait_for(lambda: Redis.from_url(self.settings.redis_url).ping(), "redis-server", 10, self.processes[name])
-        elif name == "celery":
+        elif name.startswith("celery"):
             probe = Celery(broker=self.settings.redis_url)
-            wait_for(lambda: probe.control.ping(timeout=0.5), "the Celery worker", 60, self.processes[name])
+            wanted = None if name == "celery" else f"{name}@{socket.gethostname()}"
+            wait_for(lambda: any(wanted in (None, *reply) for reply in probe.control.ping(timeout=0.5)),
+                     f"the Celery worker {name}", 60, self.processes[name])
 
     def _spawn(self, name: str, command: list[str]) -> None:
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()

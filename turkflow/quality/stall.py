@@ -51,7 +51,7 @@ from turkflow.models import (
     Worker,
     WorkerStatus,
 )
-from turkflow.protocol import get_protocol
+from turkflow.protocol import PROTOCOLS
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,8 @@ def role_supply(session: Session, batch_id: int) -> list[RoleSupply]:
             eligible[role] = eligible.get(role, 0) + count
             if passed_second:
                 eligible_multi[role] = eligible_multi.get(role, 0) + count
-    roles = get_protocol(batch.protocol).roles
+    protocol = PROTOCOLS.get(batch.protocol)  # None: a protocol this version no longer knows
+    roles = protocol.roles if protocol is not None else sorted(waiting)
     return [RoleSupply(role=str(role), waiting=waiting.get(role, 0), workers=workers.get(role, 0),
                        eligible=eligible.get(role, 0), waiting_multi=waiting_multi.get(role, 0),
                        eligible_multi=eligible_multi.get(role, 0)) for role in roles]

@@ -34,7 +34,7 @@ class TurnContext:
 class Question:
     name: str
     label: str
-    kind: str  # yes_no | choice | multi_items | text | urls
+    kind: str  # yes_no | choice | multi_items | text | urls | rating (a survey's 1-5)
     options: tuple[tuple[str, str], ...] = ()
     help: str = ""
     asked: Callable[[TurnContext], bool] = lambda ctx: True
@@ -238,9 +238,115 @@ STAR = Protocol(
     closing_reason="user_complete",
 )
 
-PROTOCOLS: dict[str, Protocol] = {WIZARD_OF_TASKS.name: WIZARD_OF_TASKS, STAR.name: STAR}
-# every protocol's roles: Wizard of Tasks' student and teacher, STAR's user and wizard
-ROLES = tuple(role for protocol in PROTOCOLS.values() for role in protocol.roles)
+# ---- Frames (El Asri et al. 2017) -----------------------------------------------------------------------
+# The user pursues a generated goal that may fail; the wizard searches the requester's database (each search,
+# its results and any suggestions are events, turkflow.frames_dialog) and writes the reply. At the end the user
+# rates the wizard's cooperativity and the wizard, shown the goal, says whether the user reached it.
+
+RATING = tuple((str(n), str(n)) for n in range(1, 6))
+FRAMES_USER = RoleForm(
+    role="user",
+    title="User: reach your goal with the assistant",
+    sees_document=False,
+    sees=("goal",),
+    actions=("utter", "complete"),
+    guidelines=(
+        "Your goal says what you want. Find out whether the assistant can offer it.",
+        "Read the whole chat: other users may have written earlier turns. Continue naturally.",
+        "If nothing fits, follow what your goal says to do then: change it, or end the dialog.",
+        "When you have booked something, or there is nothing to book, end the dialog.",
+    ),
+    questions=(
+        Question("intent", "What do you do?", "choice", (
+            ("utter", "Send a message"),
+            ("complete", "Send a message and end the dialog"),
+        ), is_label=True),
+        Question("response", "Your message to the assistant", "text", is_response=True),
+    ),
+    survey=(Question("cooperativity", "How cooperative was the assistant? (1: not at all, 5: very)", "rating",
+                     RATING),),
+)
+FRAMES_WIZARD = RoleForm(
+    role="wizard",
+    title="Wizard: search the database and help the user",
+    sees_document=True,
+    sees=("search",),
+    actions=("search", "utter"),
+    guidelines=(
+        "Search the database for what the user asks; the user does not see it: tell them what they need.",
+        "When nothing matches, say so; offer a suggestion when the search shows one.",
+        "Read the whole chat: other wizards may have written earlier turns. Continue naturally.",
+    ),
+    questions=(
+        Question("action", "How do you reply?", "choice", (("utter", "With my own words"),), is_label=True),
+        Question("response", "Your reply to the user", "text", is_response=True),
+    ),
+    survey=(Question("goal_reached", "This was the user's goal. Do you think the user reached it?", "yes_no",
+                     YES_NO),),
+)
+FRAMES = Protocol(
+    name="frames",
+    first_role="user",
+    roles={"user": FRAMES_USER, "wizard": FRAMES_WIZARD},
+    closing_label="complete",
+    closing_reply=False,
+    closing_reason="user_complete",
+)
+
+# ---- MEEP (Arkhangorodsky et al. 2020) -----------------------------------------------------------------
+# The user types; the agent (a wizard) only clicks: it calls APIs with arguments clicked from the user's words
+# or earlier results, and replies with utterance templates whose blanks it fills the same way. Every click is
+# an event (turkflow.meep_dialog) and the log can be executed again (turkflow replay).
+
+MEEP_USER = RoleForm(
+    role="user",
+    title="User: get where you want to go with the agent",
+    sees_document=False,
+    sees=("goal",),
+    actions=("utter", "complete"),
+    guidelines=(
+        "Your goal says where you want to go. Tell the agent in your own words.",
+        "Read the whole chat: other users may have written earlier turns. Continue naturally.",
+        "When the agent has found your destination (or cannot), end the dialog.",
+    ),
+    questions=(
+        Question("intent", "What do you do?", "choice", (
+            ("utter", "Send a message"),
+            ("complete", "Send a message and end the dialog"),
+        ), is_label=True),
+        Question("response", "Your message to the agent", "text", is_response=True),
+    ),
+    survey=(Question("succeeded", "Did the agent get you to the destination you wanted?", "yes_no", YES_NO),),
+)
+MEEP_AGENT = RoleForm(
+    role="wizard",
+    title="Agent: help the user by clicking",
+    sees_document=True,
+    sees=("tokens", "apis", "templates"),
+    actions=("call_api", "pick_template", "send"),
+    guidelines=(
+        "You cannot type: click the user's words or earlier results to fill API arguments and replies.",
+        "Call an API when you need facts; its results appear in the panel, ready to click.",
+        "Pick one or more reply templates, fill their blanks by clicking, and send.",
+    ),
+    questions=(
+        Question("action", "How do you reply?", "choice", (("send", "With the templates I filled"),),
+                 is_label=True),
+        Question("response", "Your reply to the user", "text", is_response=True),
+    ),
+)
+MEEP = Protocol(
+    name="meep",
+    first_role="user",
+    roles={"user": MEEP_USER, "wizard": MEEP_AGENT},
+    closing_label="complete",
+    closing_reply=False,
+    closing_reason="user_complete",
+)
+
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (WIZARD_OF_TASKS, STAR, FRAMES, MEEP)}
+# every protocol's roles: Wizard of Tasks' student and teacher, the others' user and wizard
+ROLES = tuple(dict.fromkeys(role for protocol in PROTOCOLS.values() for role in protocol.roles))
 
 
 def get_protocol(name: str) -> Protocol:
@@ -358,9 +464,9 @@ def validate_answers(protocol: Protocol, ctx: TurnContext, raw: dict[str, Any]) 
     return clean
 
 
-def validate_survey(form: RoleForm, raw: dict[str, Any]) -> dict[str, bool]:
-    """The role's end-of-dialog answers (every survey question is yes or no, every one required); a field
-    that is not a question of the survey is refused too, naming it."""
+def validate_survey(form: RoleForm, raw: dict[str, Any]) -> dict[str, Any]:
+    """The role's end-of-dialog answers, every one required: a yes/no question's as a bool, a rating's as
+    its number; a field that is not a question of the survey is refused too, naming it."""
     if not form.survey:
         raise InvalidAnswer("role", f"a {form.role} answers no questions at the end")
     asked = {q.name for q in form.survey}
@@ -372,10 +478,14 @@ def validate_survey(form: RoleForm, raw: dict[str, Any]) -> dict[str, bool]:
         given = raw.get(q.name)
         if isinstance(given, bool):  # a JSON client's true/false
             given = "yes" if given else "no"
+        if q.kind == "rating" and isinstance(given, int) and not isinstance(given, bool):
+            given = str(given)  # a JSON client's number
         value = _single(q, _strings(q, given))
-        if value not in ("yes", "no"):
-            raise InvalidAnswer(q.name, "answer yes or no")
-        clean[q.name] = value == "yes"
+        allowed = [key for key, _ in q.options]
+        if value not in allowed:
+            raise InvalidAnswer(q.name, "answer yes or no" if q.kind == "yes_no"
+                                else f"choose one of: {', '.join(allowed)}")
+        clean[q.name] = value == "yes" if q.kind == "yes_no" else int(value)
     return clean
 
 

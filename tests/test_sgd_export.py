@@ -92,6 +92,6 @@ def test_options_that_star_conversations_do_not_support_are_one_line_errors(sett
                        "--out", str(tmp_path / "x"))
     assert refused.exit_code == 1
     assert refused.output.strip().splitlines() == [
-        "error: --exclude-blocked and --scrub-pii do not apply to STAR conversations yet; choose a Wizard of "
-        "Tasks batch with --batch"]
+        "error: --exclude-blocked and --scrub-pii do not apply to STAR, Frames or MEEP conversations yet; "
+        "choose a Wizard of Tasks batch with --batch"]
     assert not (tmp_path / "x").exists()

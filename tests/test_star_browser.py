@@ -121,7 +121,7 @@ def test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser(
     user.fill("#user-text", "No need, I will ask at the desk. Thanks, bye!")
     user.check("#complete")
     user.click("#submit-turn")
-    user.wait_for_url("**/star/survey/*")
+    user.wait_for_url("**/survey/*")
     user.check('input[name="task_done"][value="yes"]')
     user.check('input[name="calm"][value="yes"]')
     user.click("#submit-survey")

@@ -16,12 +16,12 @@ from turkflow.db import session_scope
 from turkflow.errors import InvalidInput
 from turkflow.hits import lifecycle
 from turkflow.models import Conversation, DialogEvent, Hit, HitStatus, Task, Turn, Worker
+from turkflow.dialogs import load_tasks
 from turkflow.star_dialog import (
     give_nudges,
     knowledge_base,
-    load_star_tasks,
     make_scenarios,
-    read_star_tasks,
+    read_tasks,
     record_action,
     replay,
     star_turns,
@@ -34,7 +34,7 @@ USER_1, USER_2, WIZARD_1, WIZARD_2 = "U1-star-user", "U2-star-user", "W1-star-wi
 def launch_star(settings, providers, conversations: int = 1, tasks_per_dialog: int = 1,
                 tasks_dir: Path = SAMPLE) -> int:
     with session_scope(settings.database_url) as s:
-        load_star_tasks(s, read_star_tasks(tasks_dir))
+        load_tasks(s, read_tasks(tasks_dir))
         # the library first: the dialogs below are about books
         tasks = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.key.desc())))
         scenarios = make_scenarios(tasks, conversations, tasks_per_dialog=tasks_per_dialog)
@@ -211,7 +211,7 @@ def test_star_tasks_and_wizard_of_tasks_documents_are_not_mixed_in_one_batch(set
     from turkflow.documents import load_documents, read_documents, sample_tasks_path
 
     with session_scope(settings.database_url) as s:
-        load_star_tasks(s, read_star_tasks(SAMPLE))
+        load_tasks(s, read_tasks(SAMPLE))
         load_documents(s, read_documents(sample_tasks_path()))
         every = list(s.exec(select(Task)))
         with pytest.raises(ValueError, match="a batch follows one protocol"):

@@ -378,7 +378,7 @@ def test_the_questions_are_for_the_dialogs_last_workers_once_it_is_over(star, ap
     user, wizard, page = star
     with session_scope(settings.database_url) as s:
         conversation_id = s.exec(select(Conversation.id)).one()
-    survey = f"/star/survey/{conversation_id}"
+    survey = f"/survey/{conversation_id}"
     assert user.get(survey, headers=JSON).status_code == 409  # not over yet
     assert user.post(survey, json={"task_done": "yes", "calm": "yes"}, headers=JSON).status_code == 409
     send(wizard, page, settings, providers, action="utter", text="Which genre?")
@@ -387,7 +387,7 @@ def test_the_questions_are_for_the_dialogs_last_workers_once_it_is_over(star, ap
     assert stranger.get(survey, headers=JSON).status_code == 403
     assert stranger.post(survey, json={"changed_mind": "no", "aggressive": "no", "unsure": "no"},
                          headers=JSON).status_code == 403
-    assert user.get("/star/survey/999999", headers=JSON).status_code == 404
+    assert user.get("/survey/999999", headers=JSON).status_code == 404
     assert app.test_client().get(survey, headers=JSON).status_code == 403
     assert stored(settings)[1] == 0
 
@@ -399,10 +399,11 @@ def test_the_flow_chart_image_is_served_from_the_tasks_folder_and_nothing_else(a
     copy = tmp_path / "star"
     shutil.copytree(SHARED_DATA / "star" / "apis", copy / "apis")
     shutil.copytree(SHARED_DATA / "star" / "tasks" / "bank_balance", copy / "tasks" / "bank_balance")
-    from turkflow.star_dialog import load_star_tasks, read_star_tasks
+    from turkflow.dialogs import load_tasks
+    from turkflow.star_dialog import read_tasks
 
     with session_scope(settings.database_url) as s:
-        load_star_tasks(s, read_star_tasks(copy / "tasks"))
+        load_tasks(s, read_tasks(copy / "tasks"))
         task = s.exec(select(Task).where(Task.key == "star:bank_balance")).one()
         task_id = task.id
         task.star = {**task.star, "image": "../../apis/apis/bank_balance.json"}

@@ -35,7 +35,8 @@ from turkflow.models import (
     utcnow,
 )
 from turkflow.quality import stall
-from turkflow.star_dialog import load_star_tasks, make_scenarios, read_star_tasks
+from turkflow.dialogs import load_tasks
+from turkflow.star_dialog import make_scenarios, read_tasks
 
 pytest.register_assert_rewrite("tests.fake_prolific")
 from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
@@ -118,7 +119,7 @@ def qualify(client, fake: FakeProlific, providers, row: ProlificOnboarding,  # n
 def launch(settings, providers, conversations: int = 1, tasks_per_dialog: int = 1) -> int:  # noqa: ANN001
     """A STAR batch on Prolific over the sample tasks (the library first), its user turns published."""
     with session_scope(settings.database_url) as s:
-        load_star_tasks(s, read_star_tasks(SAMPLE))
+        load_tasks(s, read_tasks(SAMPLE))
         tasks = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.key.desc())))
         scenarios = make_scenarios(tasks, conversations, tasks_per_dialog=tasks_per_dialog)
         batch, hits = lifecycle.launch_batch(s, tasks, conversations, name="star", protocol="star",

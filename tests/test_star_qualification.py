@@ -16,7 +16,8 @@ from sqlmodel import select
 from tests.test_mturk import mturk_client, mturk_providers, mturk_settings, stubber  # noqa: F401 - fixtures
 from tests.test_star_dialog import SAMPLE
 from turkflow.invites import invite_url
-from turkflow.star_dialog import load_star_tasks, make_scenarios, read_star_tasks
+from turkflow.dialogs import load_tasks
+from turkflow.star_dialog import make_scenarios, read_tasks
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.hits import lifecycle, onboarding, stages
@@ -29,7 +30,7 @@ def launch_star(settings, providers, conversations: int = 1, tasks_per_dialog: i
                 provider: str = "local", publish: bool = True) -> int:
     """A STAR batch over the sample tasks, its first (user) turns opened and, unless told, published."""
     with session_scope(settings.database_url) as s:
-        load_star_tasks(s, read_star_tasks(SAMPLE))
+        load_tasks(s, read_tasks(SAMPLE))
         tasks = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.key)))
         scenarios = make_scenarios(tasks, conversations, tasks_per_dialog=tasks_per_dialog)
         batch, hits = lifecycle.launch_batch(s, tasks, conversations, name="star", protocol="star",

@@ -15,6 +15,7 @@ from typing import Any, Optional
 import click
 from sqlmodel import col, select
 
+from turkflow import dialogs
 from turkflow.cli_common import (
     CONTEXT,
     App,
@@ -41,7 +42,7 @@ from turkflow.cli_review import admin, review
 from turkflow.config import Settings
 from turkflow.hits import registry
 from turkflow.models import Batch, BatchStatus, Task, WorkerStatus
-from turkflow.protocol import ROLES, get_protocol
+from turkflow.protocol import PROTOCOLS, ROLES, get_protocol
 from turkflow.simulator.cli import simulate
 
 # ---- the group ------------------------------------------------------------------------------------------
@@ -81,32 +82,31 @@ def tasks() -> None:
 
 @tasks.command("load", context_settings=CONTEXT)
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--protocol", type=click.Choice(["wizard_of_tasks", "star"]), default="wizard_of_tasks",
-              show_default=True,
-              help="What FILE holds: Wizard of Tasks documents, or (star) a STAR tasks folder "
-                   "(tasks/<task>/<task>.json, its knowledge base in ../apis/).")
+@click.option("--protocol", type=click.Choice(list(PROTOCOLS)), default="wizard_of_tasks", show_default=True,
+              help="What FILE holds: Wizard of Tasks documents; (star) a STAR tasks folder "
+                   "(tasks/<task>/<task>.json, its knowledge base in ../apis/); (frames) a Frames domain file "
+                   "(its database and goal templates); (meep) a MEEP folder (its APIs, tables and templates).")
 @pass_app
 def tasks_load(app: App, file: Path, protocol: str) -> None:
-    """Load the task documents in FILE (.yaml, .yml, .json or .jsonl), or a STAR tasks folder.
+    """Load the task documents in FILE (.yaml, .yml, .json or .jsonl), or another protocol's tasks.
 
-    Every document is checked before anything is written: one bad document loads none. A document
-    whose id is already loaded is updated in place. The README ("Task documents") shows the format;
-    `--protocol star` reads STAR's task folders (README, "STAR (in progress)"), keyed star:<task>.
+    Everything is checked before anything is written: one bad document loads none. A task whose id is
+    already loaded is updated in place. The README ("Task documents", and each protocol's section) shows
+    the formats; other protocols' tasks are keyed <protocol>:<name>.
     """
     from turkflow.documents import load_documents, read_documents
 
-    if protocol == "star":
-        from turkflow.star_dialog import load_star_tasks, read_star_tasks
-
-        star_tasks = read_star_tasks(file)
+    logged = dialogs.logged(protocol)
+    if logged is not None:
+        read = dialogs.parts(protocol).read_tasks(file)
         with app.session(create=True) as session:
-            loaded = load_star_tasks(session, star_tasks)
-        click.echo(f"loaded {len(star_tasks)} STAR tasks from {file}: {loaded.created} created, "
+            loaded = dialogs.load_tasks(session, read)
+        click.echo(f"loaded {len(read)} {logged.title} tasks from {file}: {loaded.created} created, "
                    f"{loaded.updated} updated")
         return
     if file.is_dir():
-        raise CommandError(f"{file} is a directory; give a task file, or --protocol star for a STAR tasks "
-                           "folder")
+        raise CommandError(f"{file} is a directory; give a task file, or --protocol for another protocol's "
+                           "tasks")
     docs = read_documents(file)
     with app.session(create=True) as session:
         result = load_documents(session, docs)
@@ -166,10 +166,9 @@ def batch() -> None:
                    "[default: from TURKFLOW_QUALITY_WINDOW, TURKFLOW_BLOCK_BELOW, TURKFLOW_BLOCK_RULE, "
                    "TURKFLOW_PROBATION_TURNS: paper]")
 @click.option("--dry-run", is_flag=True, help="Print what would be launched and its maximum cost, then stop.")
-@click.option("--protocol", type=click.Choice(["wizard_of_tasks", "star"]), default="wizard_of_tasks",
-              show_default=True,
-              help="The batch's protocol; star launches over the loaded STAR tasks (with --all), each "
-                   "conversation with a scenario.")
+@click.option("--protocol", type=click.Choice(list(PROTOCOLS)), default="wizard_of_tasks", show_default=True,
+              help="The batch's protocol; star, frames and meep launch over their loaded tasks (with --all), "
+                   "each conversation with a scenario (Frames: a goal).")
 @click.option("--unhappy", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               help="STAR: the share of scenarios that are unhappy (the user changes their mind).")
 @click.option("--tasks-per-dialog", type=click.IntRange(1, 5), default=1, show_default=True,
@@ -190,18 +189,19 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
 
     if bool(tasks_file) == all_tasks:
         raise CommandError("give either --tasks FILE or --all")
-    if protocol == "star" and tasks_file:
-        raise CommandError("--tasks loads Wizard of Tasks documents; load STAR tasks with "
-                           "`turkflow tasks load --protocol star DIR`, then launch with --all")
+    logged = dialogs.logged(protocol)
+    if logged is not None and tasks_file:
+        raise CommandError(f"--tasks loads Wizard of Tasks documents; load {logged.title} tasks with "
+                           f"`turkflow tasks load --protocol {protocol} PATH`, then launch with --all")
     if protocol != "star" and (unhappy or tasks_per_dialog != 1):
         raise CommandError("--unhappy and --tasks-per-dialog apply to --protocol star only")
     if skip_if_exists and not name:
         raise CommandError("--skip-if-exists needs --name")
     settings = app.settings
     provider = provider or settings.provider
-    if protocol == "star" and provider == "mturk":
-        raise CommandError("Mechanical Turk closed for good on 2026-09-30: launch STAR batches on --provider "
-                           "prolific or local")
+    if logged is not None and provider not in logged.platforms:
+        closed = " (Mechanical Turk closed for good on 2026-09-30)" if provider == "mturk" else ""
+        raise CommandError(f"{logged.title} batches run on --provider {' or '.join(logged.platforms)}{closed}")
     if live and provider != "mturk":
         raise CommandError("--live applies to --provider mturk only")
     live = provider == "mturk" and (live or settings.mturk_live)
@@ -259,14 +259,12 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         else:
             chosen = list(session.exec(select(Task).where(Task.protocol == protocol).order_by(Task.id)))
         scenarios = None
-        if protocol == "star":
-            from turkflow.star_dialog import make_scenarios
-
+        if logged is not None:
             if not chosen:
-                raise CommandError("no STAR tasks loaded; run `turkflow tasks load --protocol star DIR` "
-                                   "first")
-            scenarios = make_scenarios(chosen, conversations, unhappy=unhappy,
-                                       tasks_per_dialog=tasks_per_dialog)
+                raise CommandError(f"no {logged.title} tasks loaded; run `turkflow tasks load --protocol {protocol} "
+                                   "PATH` first")
+            options = {"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog} if protocol == "star" else {}
+            scenarios = dialogs.parts(protocol).make_scenarios(chosen, conversations, **options)
         new_batch, hits = lifecycle.launch_batch(
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
@@ -280,10 +278,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     click.echo(f"launched batch {batch_id} \"{name}\": {conversations} conversations over {task_count} tasks, "
                f"{len(hit_ids)} {first} turns open on {where}")
     click.echo(f"watch it: turkflow batch status {batch_id} --watch")
-    if provider == "local" and protocol != "star":
-        click.echo("invite workers: turkflow worker invite --role student (and --role teacher)")
-    if provider == "local" and protocol == "star":
-        click.echo("invite workers: turkflow worker invite --role user (and --role wizard)")
+    if provider == "local":
+        roles = list(get_protocol(protocol).roles)
+        click.echo(f"invite workers: turkflow worker invite --role {roles[0]} (and --role {roles[1]})")
 
 
 def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> None:

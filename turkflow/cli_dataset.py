@@ -96,6 +96,7 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
 def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:
     from dataclasses import replace
 
+    from turkflow import dialogs
     from turkflow.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
     from turkflow.export import ExportError, PiiScrubber, count_conversations
     from turkflow.sgd_export import export_sgd
@@ -103,10 +104,10 @@ def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool
     with app.session() as session:
         if count_conversations(session, filters) == 0:
             raise CommandError("no conversations match these filters; nothing exported")
-        star = count_conversations(session, replace(filters, protocol="star"))
-        if (filters.exclude_blocked or scrub_pii) and star:
-            raise CommandError("--exclude-blocked and --scrub-pii do not apply to STAR conversations yet; "
-                               "choose a Wizard of Tasks batch with --batch")
+        logged = sum(count_conversations(session, replace(filters, protocol=name)) for name in dialogs.LOGGED)
+        if (filters.exclude_blocked or scrub_pii) and logged:
+            raise CommandError("--exclude-blocked and --scrub-pii do not apply to STAR, Frames or MEEP "
+                               "conversations yet; choose a Wizard of Tasks batch with --batch")
         try:
             scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
             summary = export_sgd(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters,
@@ -191,33 +192,38 @@ def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit
 
 @click.command(context_settings=CONTEXT)
 @click.argument("conversation_id", type=int, required=False)
-@click.option("--batch", "batch_id", type=int, help="Every conversation of this STAR batch.")
+@click.option("--batch", "batch_id", type=int, help="Every conversation of this STAR, Frames or MEEP batch.")
 @pass_app
 def replay(app: App, conversation_id: Optional[int], batch_id: Optional[int]) -> None:
-    """Run a STAR conversation's logged queries against the knowledge base again.
+    """Run a conversation's logged actions again: STAR's queries, Frames' searches, MEEP's clicks.
 
-    Prints each query whose result now differs from what the wizard saw (its event id, API and
-    constraints, both results) and exits with status 1 if any does; an untouched log replays clean.
+    Prints each action that now gives something else than what was logged (which one, and both values;
+    a MEEP click's template or API result) and exits with status 1 if any does; an untouched log replays
+    clean.
     """
     from sqlmodel import select
 
+    from turkflow import dialogs
     from turkflow.models import Batch, Conversation
-    from turkflow.star_dialog import replay as replay_queries
 
     if (conversation_id is None) == (batch_id is None):
         raise CommandError("give either CONVERSATION_ID or --batch ID")
     with app.session() as session:
         if batch_id is not None:
             batch = session.get(Batch, batch_id)
-            if batch is None or batch.protocol != "star":
-                raise CommandError(f"no STAR batch {batch_id}")
             ids = list(session.exec(select(Conversation.id).where(Conversation.batch_id == batch_id)
-                                    .order_by(Conversation.id)))
+                                    .order_by(Conversation.id))) if batch is not None else []
         else:
+            conversation = session.get(Conversation, conversation_id)
+            batch = session.get(Batch, conversation.batch_id) if conversation is not None else None
             ids = [conversation_id]
-        replayed, differences = replay_queries(session, ids)
+        logged = dialogs.logged(batch.protocol) if batch is not None else None
+        if logged is None:
+            what = f"batch {batch_id}" if batch_id is not None else f"conversation {conversation_id}"
+            raise CommandError(f"no STAR, Frames or MEEP {what}: only their logs replay")
+        replayed, differences = dialogs.parts(logged.name).replay(session, ids)
     for difference in differences:
         click.echo(difference.describe())
-    click.echo(f"replayed {replayed} queries in {len(ids)} conversations: {len(differences)} differ")
+    click.echo(f"replayed {replayed} {logged.replayed} in {len(ids)} conversations: {len(differences)} differ")
     if differences:
         raise SystemExit(1)

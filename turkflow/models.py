@@ -91,8 +91,9 @@ class Task(SQLModel, table=True):
     steps: list[dict] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     star: dict = Field(
         default_factory=dict, sa_column=Column(JSON, nullable=False),
-        description="A STAR task's flow chart, reply templates, API, scenario texts and knowledge-base "
-        "folder (turkflow.star_dialog.read_star_tasks); empty for task documents.")
+        description="Another protocol's task data (its dialog module's read_tasks, turkflow.dialogs): a STAR "
+        "task's flow chart, reply templates, API and scenario texts; a Frames domain; a MEEP knowledge base. "
+        "Empty for task documents.")
     created_at: datetime = Field(default_factory=utcnow)
 
 

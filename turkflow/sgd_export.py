@@ -16,7 +16,9 @@ protocols map onto it:
   API's form fields, drop-downs as categorical slots.
 
 Both come from the other formats' documents (``export.iter_conversations``, ``star_dialog.star_documents``),
-so filters, blocked workers' turns and worker ids are handled once.
+so filters, blocked workers' turns and worker ids are handled once. Frames' and MEEP's dialog modules convert
+their own logs (``sgd_dialogues`` and ``sgd_services``, ``turkflow.dialogs``), with ``sgd_frame`` and ``sgd_action``
+from here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from sqlmodel import Session, select
 
+from turkflow import dialogs
 from turkflow.errors import InvalidDocument
 from turkflow.export import ExportError, ExportFilters, PiiScrubber, iter_conversations, staged
 from turkflow.models import Task
@@ -36,6 +39,7 @@ from turkflow.star_dialog import knowledge_base, star_documents
 
 DIALOGUES_PER_FILE = 128  # as SGD's own files hold about that many
 SPEAKERS = {"student": "USER", "teacher": "SYSTEM", "User": "USER", "Wizard": "SYSTEM"}
+OWN_CONVERTERS = tuple(name for name in dialogs.LOGGED if name != STAR.name)  # their modules convert them
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,11 @@ class SgdExportSummary:
     turns: int
 
 
-def _frame(service: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
+def sgd_frame(service: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
     return {"service": service, "slots": [], "actions": actions}
 
 
-def _action(act: str, slot: str = "", values: Iterable[str] = ()) -> dict[str, Any]:
+def sgd_action(act: str, slot: str = "", values: Iterable[str] = ()) -> dict[str, Any]:
     values = [str(v) for v in values]
     return {"act": act, "slot": slot, "values": values, "canonical_values": values}
 
@@ -59,10 +63,10 @@ def from_wizard_of_tasks(doc: dict[str, Any]) -> dict[str, Any]:
     service = doc["task"]["key"]
     turns = []
     for turn in doc["turns"]:
-        actions = [_action(turn["label"].upper())] if turn["label"] else []
-        actions += [_action("INFORM", "document_item", [item["id"]]) for item in turn["shared"]]
+        actions = [sgd_action(turn["label"].upper())] if turn["label"] else []
+        actions += [sgd_action("INFORM", "document_item", [item["id"]]) for item in turn["shared"]]
         turns.append({"speaker": SPEAKERS[turn["role"]], "utterance": turn["text"],
-                      "frames": [_frame(service, actions)]})
+                      "frames": [sgd_frame(service, actions)]})
     return {"dialogue_id": f"{doc['conversation_id']}", "services": [service], "turns": turns}
 
 
@@ -83,7 +87,7 @@ def from_star(doc: dict[str, Any]) -> dict[str, Any]:
             calls[-1]["results"] = [event["Item"]] if event.get("Item") else []
         elif (agent, action) in (("User", "utter"), ("Wizard", "utter"), ("Wizard", "pick_suggestion")):
             label = event.get("ActionLabel") if action == "pick_suggestion" else None
-            frame = _frame(service, [_action(label.upper())] if label else [])
+            frame = sgd_frame(service, [sgd_action(label.upper())] if label else [])
             if agent == "Wizard" and calls:
                 frame["service_call"] = {"method": calls[-1]["method"], "parameters": calls[-1]["parameters"]}
                 frame["service_results"] = calls[-1]["results"]
@@ -102,12 +106,18 @@ def _parameters(event: dict[str, Any]) -> dict[str, str]:
     return parameters
 
 
+def _loaded(session: Session) -> list[str]:
+    """The protocols converted by their own dialog modules that have tasks loaded here."""
+    return [p for p in OWN_CONVERTERS if session.exec(select(Task.id).where(Task.protocol == p).limit(1)).first()]
+
+
 def schema(session: Session, services: set[str]) -> list[dict[str, Any]]:
     """``schema.json``: a service per exported task, with its slots and one intent."""
-    found = []
+    found = [service for protocol in _loaded(session) for service in dialogs.parts(protocol).sgd_services(
+        session, services)]  # Frames' and MEEP's services, as their dialog modules describe them
     tasks = {(t.star.get("task") if t.protocol == STAR.name else t.key): t
              for t in session.exec(select(Task)) if t.protocol in (STAR.name, WIZARD_OF_TASKS.name)}
-    for name in sorted(services):
+    for name in sorted(services - {service["service_name"] for service in found}):
         task = tasks.get(name)
         description = task.title if task is not None else name
         slots: list[dict[str, Any]] = []
@@ -127,7 +137,7 @@ def schema(session: Session, services: set[str]) -> list[dict[str, Any]]:
                               optional_slots={n: "dontcare" for n in api.inputs if n not in api.required},
                               result_slots=list(api.outputs), is_transactional=not api.searchable)
         found.append({"service_name": name, "description": description, "slots": slots, "intents": [intent]})
-    return found
+    return sorted(found, key=lambda service: service["service_name"])
 
 
 def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
@@ -139,6 +149,9 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
     if filters.protocol in (None, STAR.name):
         for doc in star_documents(session, hash_key, filters):
             yield from_star(doc)
+    for protocol in _loaded(session):
+        if filters.protocol in (None, protocol):
+            yield from dialogs.parts(protocol).sgd_dialogues(session, hash_key, filters)
 
 
 def export_sgd(session: Session, out_dir: Path, *, hash_key: str, filters: ExportFilters = ExportFilters(),

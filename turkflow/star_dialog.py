@@ -14,9 +14,9 @@ paid wizard turn can be several STAR turns. The task schemas and knowledge base 
 ``turkflow.star``; this module is what ties them to the database.
 
 The pages (``turkflow.web.star``) read ``wizard_view`` and ``user_view``, log through ``take_action`` and
-close a turn with ``submit_star_turn``, which reads the turn's answers off its events before
+close a turn with ``submit_turn``, which reads the turn's answers off its events before
 ``lifecycle.submit_turn`` stores it. When a dialog ends, the last worker of each role answers the role's
-questionnaire (``answer_survey``; the questions are protocol data), exported beside the events.
+questionnaire (``turkflow.surveys``; the questions are protocol data), exported beside the events.
 """
 
 from __future__ import annotations
@@ -30,11 +30,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from turkflow.db import savepoint
-from turkflow.errors import Conflict, Forbidden, InvalidDocument, InvalidInput, NotFound
+from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.export import ExportError, ExportFilters, anonymize, id_replacer, staged
 from turkflow.hits import lifecycle
 from turkflow.models import (
@@ -42,17 +40,16 @@ from turkflow.models import (
     AssignmentStatus,
     Batch,
     Conversation,
-    ConversationStatus,
     DialogEvent,
     Hit,
     HitStatus,
-    SurveyAnswer,
     Task,
     Turn,
     TurnStatus,
     Worker,
 )
-from turkflow.protocol import STAR, Question, clean_text, validate_survey
+from turkflow import surveys
+from turkflow.protocol import STAR, clean_text
 from turkflow.star import outcomes
 from turkflow.star.kb import CHOICES, Api, KnowledgeBase, QueryResult
 from turkflow.star.schemas import TaskSchema, load_schemas, parse_schema
@@ -108,13 +105,7 @@ def knowledge_base(kb_dir: str) -> KnowledgeBase:
     return KnowledgeBase.load(Path(kb_dir))
 
 
-@dataclass(frozen=True)
-class LoadResult:
-    created: int
-    updated: int
-
-
-def read_star_tasks(tasks_dir: Path) -> list[Task]:
+def read_tasks(tasks_dir: Path) -> list[Task]:
     """Every STAR task folder under ``tasks_dir`` as an unsaved ``Task``; any bad file is one
     ``InvalidDocument`` naming it, before anything is written. The knowledge base next to the folder must
     define each task's API."""
@@ -139,22 +130,6 @@ def read_star_tasks(tasks_dir: Path) -> list[Task]:
                 **{k: v for k, v in texts.items() if k != "domain"},
             }))
     return found
-
-
-def load_star_tasks(session: Session, tasks: Sequence[Task]) -> LoadResult:
-    """Insert new STAR tasks and update loaded ones in place (by key)."""
-    existing = {t.key: t for t in session.exec(select(Task).where(col(Task.key).in_([t.key for t in tasks])))}
-    for task in tasks:
-        known = existing.get(task.key)
-        if known is not None and known.protocol != STAR.name:
-            raise InvalidDocument(f"task {task.key!r} is already loaded as a {known.protocol} document")
-        if known is None:
-            session.add(task)
-            continue
-        known.title, known.domain, known.star = task.title, task.domain, task.star
-        session.add(known)
-    session.flush()
-    return LoadResult(created=len(tasks) - len(existing), updated=len(existing))
 
 
 # ---- scenarios ------------------------------------------------------------------------------------------
@@ -618,7 +593,7 @@ def _one(body: dict[str, Any], name: str) -> Any:
     return value
 
 
-def submit_star_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
+def submit_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
                      *, as_answers: bool = False) -> lifecycle.Submission:
     """Close a STAR turn and submit it through ``lifecycle.submit_turn`` (the path every turn takes).
 
@@ -679,113 +654,6 @@ def submit_star_turn(session: Session, assignment_external_id: str, worker: Work
     if signals is not None:
         answers["signals"] = signals
     return lifecycle.submit_turn(session, assignment_external_id, worker, answers)
-
-
-# ---- end-of-dialog questionnaires -------------------------------------------------------------------
-
-
-def conversation_over(session: Session, conversation: Conversation) -> bool:
-    """Over as soon as its last turn ends it, before the Celery task that closes it has run."""
-    if conversation.status == ConversationStatus.completed:
-        return True
-    if conversation.status != ConversationStatus.active:
-        return False
-    last = session.exec(select(Turn).where(Turn.conversation_id == conversation.id)
-                        .order_by(col(Turn.index).desc()).limit(1)).first()
-    return last is not None and lifecycle.ends_conversation(session, last)
-
-
-def survey_role(session: Session, conversation: Conversation, worker: Worker) -> Optional[str]:
-    """The role whose questions ``worker`` answers: the one whose last turn in this dialog they wrote.
-    STAR had one user and one wizard; here the last of each answers for the dialog as it ended."""
-    for role in STAR.roles:
-        last = session.exec(select(Turn.worker_id).where(
-            Turn.conversation_id == conversation.id, Turn.role == role, Turn.status == TurnStatus.submitted)
-            .order_by(col(Turn.index).desc()).limit(1)).first()
-        if last is not None and last == worker.id:
-            return role
-    return None
-
-
-@dataclass(frozen=True)
-class SurveyView:
-    conversation: Conversation
-    title: str
-    role: str
-    questions: tuple[Question, ...]
-    answered: Optional[dict[str, bool]]  # the stored answers, once given
-
-
-def survey_for(session: Session, conversation_id: int, worker: Worker) -> SurveyView:
-    """The questions ``worker`` answers about this dialog; anybody else is refused."""
-    conversation = session.get(Conversation, conversation_id)
-    batch = session.get(Batch, conversation.batch_id) if conversation is not None else None
-    if batch is None or batch.protocol != STAR.name:
-        raise NotFound("no STAR dialog with this number")
-    role = survey_role(session, conversation, worker)
-    if role is None:
-        raise Forbidden("this dialog's questions are for the workers who wrote its last user and "
-                        "wizard turns")
-    if not conversation_over(session, conversation):
-        raise Conflict("this dialog is not over yet; its questions come when it ends")
-    stored = {a.question: a.answer for a in session.exec(select(SurveyAnswer).where(
-        SurveyAnswer.conversation_id == conversation.id, SurveyAnswer.worker_id == worker.id))}
-    title = session.get(Task, conversation.task_id).title
-    return SurveyView(conversation, title, role, STAR.form(role).survey, stored or None)
-
-
-def answer_survey(session: Session, conversation_id: int, worker: Worker, raw: Mapping[str, Any]) -> bool:
-    """Store the worker's answers, all or none. Returns False when they were stored already (a double
-    submit, even a concurrent one, stores once)."""
-    view = survey_for(session, conversation_id, worker)
-    if view.answered is not None:
-        return False
-    clean = validate_survey(STAR.form(view.role), dict(raw))
-    try:
-        with savepoint(session):
-            for question in view.questions:
-                session.add(SurveyAnswer(conversation_id=conversation_id, worker_id=worker.id, role=view.role,
-                                         question=question.name, text=question.label,
-                                         answer=clean[question.name]))
-            session.flush()
-    except IntegrityError:
-        return False
-    return True
-
-
-def surveys_due(session: Session, worker: Worker, limit: int = 100) -> list[dict[str, Any]]:
-    """The dialogs whose questions ``worker`` still owes, newest first (for their queue)."""
-    if worker.role not in STAR.roles:
-        return []
-    conversations = session.exec(
-        select(Conversation).join(Batch, Batch.id == Conversation.batch_id)
-        .where(Batch.protocol == STAR.name, col(Conversation.status).in_(
-            [ConversationStatus.active, ConversationStatus.completed]),
-               col(Conversation.id).in_(select(Turn.conversation_id).where(Turn.worker_id == worker.id)))
-        .order_by(col(Conversation.id).desc()).limit(limit))
-    answered = set(session.exec(
-        select(SurveyAnswer.conversation_id).where(SurveyAnswer.worker_id == worker.id)))
-    due = []
-    for conversation in conversations:
-        if conversation.id in answered or survey_role(session, conversation, worker) != worker.role:
-            continue
-        if conversation_over(session, conversation):
-            due.append({"conversation_id": conversation.id,
-                        "title": session.get(Task, conversation.task_id).title})
-    return due
-
-
-def questionnaires(session: Session, conversation_ids: Sequence[int]) -> dict[int, dict[str, list]]:
-    """Each dialog's answers in STAR's shape: ``{"user": [{"Answer": true, "Question": ...}], ...}``."""
-    order = {role: [q.name for q in STAR.form(role).survey] for role in STAR.roles}
-    found: dict[int, dict[str, list]] = {i: {role: [] for role in STAR.roles} for i in conversation_ids}
-    rows = session.exec(select(SurveyAnswer).where(col(SurveyAnswer.conversation_id).in_(conversation_ids))
-                        .order_by(col(SurveyAnswer.id)))
-    for row in sorted(rows, key=lambda r: (r.conversation_id, r.role, order.get(r.role, []).index(r.question)
-                                           if r.question in order.get(r.role, []) else 99)):
-        if row.role in found[row.conversation_id]:
-            found[row.conversation_id][row.role].append({"Answer": row.answer, "Question": row.text})
-    return found
 
 
 # ---- replay ---------------------------------------------------------------------------------------------
@@ -874,7 +742,7 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
         by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
         for event in _kept(session, events):
             by_conversation[event.conversation_id].append(event)
-        answers = questionnaires(session, ids)
+        answers = surveys.questionnaires(session, ids)
         for conversation in page:
             yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
                                  tasks, answers[conversation.id])

@@ -15,7 +15,7 @@ from turkflow.cli_common import CONTEXT, App, dollars, pass_app, progress_bar, t
 from turkflow.config import Settings
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.policies import DEFAULT_POLICIES, EARLY_RATED_TURNS
-from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
+from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_stack
 
 
 @click.command("simulate", context_settings=CONTEXT)
@@ -47,11 +47,12 @@ from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
                    "--protocol star: a STAR root (tasks/, apis/ and, to replay STAR's sample dialogues, "
                    "dialogues/), e.g. ../shared/data/star (default: turkflow's sample STAR tasks, with "
                    "dialogues generated along their flow charts).")
-@click.option("--protocol", type=click.Choice(["wizard_of_tasks", "star"]), default="wizard_of_tasks",
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", *PLAYS]), default="wizard_of_tasks",
               show_default=True,
               help="star: users and wizards play STAR on its pages (queries, suggestions, custom replies, "
-                   "the end-of-dialog questions), after passing its staged qualification; local provider "
-                   "only.")
+                   "the end-of-dialog questions), after passing its staged qualification; frames: users "
+                   "pursue generated goals while wizards search the sample database; meep: agents answer by "
+                   "clicks only. All three on the local provider only.")
 @click.option("--provider", type=click.Choice(["local", "prolific"]), default="local", show_default=True,
               help="Crowd platform of the batch: local (invited workers on the queue) or prolific "
                    "(participants work through Prolific studies on a fake Prolific on a loopback port).")
@@ -176,6 +177,9 @@ def show(report: dict[str, Any]) -> None:
                    f"{events.get('Wizard pick_suggestion', 0)} replies picked, "
                    f"{events.get('Wizard utter', 0)} written; questionnaires answered: "
                    f"{', '.join(f'{n} {role}' for role, n in star['surveys_answered'].items()) or 'none'}.")
+    for name in PLAYS:
+        if name != "star" and done.get(name, {}).get("summary"):
+            click.echo(f"{name}: {done[name]['summary']}")
     if "prolific" in report:
         seen = report["prolific"]
         checked = (f"checked against {seen['contract']}: {seen['violations']} contract violations"

@@ -233,7 +233,8 @@ class ProtocolPlay(Protocol):
 
     def finish(self, client: WorkerClient, worker: SimWorker, outcome: "Outcome") -> None: ...
 
-    def report(self, session: Session, outcome: "Outcome") -> dict[str, Any]: ...
+    def report(self, session: Session, outcome: "Outcome") -> dict[str, Any]:
+        """The protocol's part of the report; a "summary" line in it is what `turkflow simulate` prints."""
 
 
 @dataclass

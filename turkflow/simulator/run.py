@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,8 +19,13 @@ from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.policies import DEFAULT_POLICIES, parse_policy
 from turkflow.simulator.report import build_report
 from turkflow.simulator.stack import Stack
-from turkflow.simulator.star import StarPlay, star_root, write_star_scripts
+from turkflow.simulator.star import star_root
 from turkflow.simulator.utterances import Script, default_dialogs_dir, read_dialogs, write_scripts
+
+
+# the protocols played on their own pages, each by a module whose ``play_for(config)`` gives the scripts and
+# the ``ProtocolPlay``
+PLAYS = {name: f"turkflow.simulator.{name}" for name in ("star", "frames", "meep")}
 
 
 @dataclass(frozen=True)
@@ -41,12 +47,13 @@ class SimulationConfig:
     settle_timeout: float = 60.0
     dialogs: Optional[Path] = None  # SGD dialogues; with protocol "star", a STAR root (star.star_root)
     provider: str = "local"  # or "prolific": the batch runs on the fake Prolific
-    protocol: str = "wizard_of_tasks"  # or "star": users and wizards on STAR's pages (star.py)
+    protocol: str = "wizard_of_tasks"  # or one of PLAYS: its workers on its own pages
 
     def parameters(self) -> dict[str, Any]:
         values = asdict(self)
         values["dialogs"] = str(star_root(self.dialogs) if self.protocol == "star"
-                                else self.dialogs or default_dialogs_dir())
+                                else self.dialogs or default_dialogs_dir() if self.protocol not in PLAYS
+                                else self.dialogs or "")
         values["compare"] = list(self.compare)
         return values
 
@@ -74,21 +81,19 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError("think-time cannot be negative")
     if config.provider not in ("local", "prolific"):
         raise ValueError(f"provider must be local or prolific, not {config.provider!r}")
-    if config.protocol not in ("wizard_of_tasks", "star"):
-        raise ValueError(f"protocol must be wizard_of_tasks or star, not {config.protocol!r}")
-    if config.protocol == "star" and config.provider != "local":
-        raise ValueError("a STAR simulation runs on the local provider only")
+    if config.protocol not in ("wizard_of_tasks", *PLAYS):
+        raise ValueError(f"protocol must be one of wizard_of_tasks, {', '.join(PLAYS)}, not {config.protocol!r}")
+    if config.protocol in PLAYS and config.provider != "local":
+        raise ValueError(f"a {config.protocol} simulation runs on the local provider only")
     try:
         mix = {Behaviour(name): share for name, share in config.mix.items()}
     except ValueError:
         raise ValueError(f"unknown behaviour in {sorted(config.mix)}; known: "
                          f"{', '.join(b.value for b in Behaviour)}") from None
-    play: Optional[StarPlay] = None
-    if config.protocol == "star":
-        crowd = build_crowd(config.students, config.teachers, mix, config.seed, roles=StarPlay.roles)
-        root = star_root(config.dialogs)
-        scripts = write_star_scripts(root, config.conversations, config.seed, config.max_turns)
-        play = StarPlay(root, scripts, config.seed)
+    play: Optional[ProtocolPlay] = None
+    if config.protocol in PLAYS:
+        scripts, play = importlib.import_module(PLAYS[config.protocol]).play_for(config)
+        crowd = build_crowd(config.students, config.teachers, mix, config.seed, roles=play.roles)
     else:
         crowd = build_crowd(config.students, config.teachers, mix, config.seed)
         directory = config.dialogs or default_dialogs_dir()

@@ -49,7 +49,7 @@ from turkflow.simulator.crowd import (
 from turkflow.simulator.driver import Outcome, WorkerClient
 from turkflow.star import outcomes
 from turkflow.star.log import load_dialogues
-from turkflow.star_dialog import knowledge_base, make_scenarios, read_star_tasks, star_turns
+from turkflow.star_dialog import knowledge_base, make_scenarios, read_tasks, star_turns
 
 ROLES = ("user", "wizard")
 CUSTOM_SHARE = 0.1  # an honest wizard writes its own words although the page offers the reply
@@ -113,7 +113,7 @@ class StarScript:
 def write_star_scripts(root: Path, conversations: int, seed: int, max_turns: int) -> list[StarScript]:
     """One script per conversation: STAR's sample dialogues when ``root`` has them, else generated ones;
     each cut to end with the user's complete within ``max_turns``."""
-    tasks = sorted(read_star_tasks(root / "tasks"), key=lambda t: t.key)
+    tasks = sorted(read_tasks(root / "tasks"), key=lambda t: t.key)
     keep = max(1, (max_turns + 1) // 2)  # user turns that fit
     if (root / "dialogues").is_dir():
         scripts = _replayed(root / "dialogues", tasks, conversations, seed)
@@ -354,7 +354,7 @@ class StarPlay:
         self.root = root
         self.scripts = list(scripts)
         self.seed = seed
-        tasks = read_star_tasks(root / "tasks")
+        tasks = read_tasks(root / "tasks")
         self.task_of_api = {t.star["api"]: t.star["task"] for t in tasks}
         self.tasks_of_label: dict[str, list[str]] = {}
         for t in tasks:
@@ -365,9 +365,9 @@ class StarPlay:
 
     def tasks(self, session: Session) -> tuple[list[Task], list[tuple[Task, dict]]]:
         """Load the root's tasks; the batch's tasks and each conversation's (first task, scenario)."""
-        from turkflow.star_dialog import load_star_tasks
+        from turkflow.dialogs import load_tasks
 
-        load_star_tasks(session, read_star_tasks(self.root / "tasks"))
+        load_tasks(session, read_tasks(self.root / "tasks"))
         names = sorted({name for s in self.scripts for name in s.scenario["tasks"]})
         by_name = {t.star["task"]: t for t in session.exec(
             select(Task).where(col(Task.key).in_([f"star:{n}" for n in names])))}
@@ -486,7 +486,7 @@ class StarPlay:
 
     def answer_survey(self, client: WorkerClient, worker: SimWorker, survey_url: str, conversation: int,
                       outcome: Outcome) -> None:
-        asked = client.get("GET /star/survey", survey_url)
+        asked = client.get("GET /survey", survey_url)
         if asked["answered"] is not None:
             return
         script = self.scripts[conversation]
@@ -507,14 +507,14 @@ class StarPlay:
                 answers[name] = _yes(rng.random() < 0.5)
             else:
                 answers[name] = "no"
-        client.post("POST /star/survey", survey_url, json=answers)
+        client.post("POST /survey", survey_url, json=answers)
 
     def finish(self, client: WorkerClient, worker: SimWorker, outcome: Outcome) -> None:
         """Answer every dialog's questions still owed (the last wizards find them in their queue)."""
         position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
         for due in client.queue()["surveys"]:
             if due["conversation_id"] in position:
-                self.answer_survey(client, worker, f"/star/survey/{due['conversation_id']}",
+                self.answer_survey(client, worker, f"/survey/{due['conversation_id']}",
                                    position[due["conversation_id"]], outcome)
 
     # -- the report --
@@ -550,3 +550,11 @@ class StarPlay:
             "picked_share": round(picks / (picks + written), 4) if picks + written else None,
             "surveys_answered": dict(sorted(Counter(role for _, role in set(answers)).items())),
         }
+
+
+def play_for(config: Any) -> tuple[list[StarScript], StarPlay]:
+    """STAR's scripts and play for a simulation (``run.PLAYS``): STAR's sample dialogues replayed from
+    ``config.dialogs``, or dialogues generated on turkflow's sample tasks."""
+    root = star_root(config.dialogs)
+    scripts = write_star_scripts(root, config.conversations, config.seed, config.max_turns)
+    return scripts, StarPlay(root, scripts, config.seed)

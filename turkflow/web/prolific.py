@@ -44,7 +44,7 @@ from sqlmodel import Session, col, select
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
-from turkflow import star_dialog
+from turkflow import star_dialog, surveys
 from turkflow.hits import lifecycle, onboarding, stages
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
@@ -267,7 +267,7 @@ def action() -> Any:
 
 
 def _submit_star() -> Any:
-    """Close a STAR turn (``star_dialog.submit_star_turn``); the participant whose turn ends the dialog goes
+    """Close a STAR turn (``star_dialog.submit_turn``); the participant whose turn ends the dialog goes
     on to its questions, everyone else back to Prolific."""
     settings = _settings()
     batch_id, role, participant_id, study_id, submission_id = _link()
@@ -281,7 +281,7 @@ def _submit_star() -> Any:
     try:
         with session_scope(settings.database_url) as session:
             worker = session.get(Worker, assignment.worker_id)
-            submission = star_dialog.submit_star_turn(session, submission_id, worker, body)
+            submission = star_dialog.submit_turn(session, submission_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
             conversation_id = submission.turn.conversation_id
             ended = lifecycle.ends_conversation(session, submission.turn)
@@ -307,14 +307,14 @@ def _survey_owed(session: Session, assignment: Optional[Assignment], only_its_ow
     if assignment is None:
         return None
     worker = session.get(Worker, assignment.worker_id)
-    due = [d["conversation_id"] for d in star_dialog.surveys_due(session, worker)]
+    due = [d["conversation_id"] for d in surveys.surveys_due(session, worker)]
     if only_its_own:
         own = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id).conversation_id
         return own if own in due else None
     return due[0] if due else None
 
 
-def _survey_view(session: Session, token: Optional[str]) -> tuple[Assignment, Worker, star_dialog.SurveyView]:
+def _survey_view(session: Session, token: Optional[str]) -> tuple[Assignment, Worker, surveys.SurveyView]:
     """The link's submission, its participant, and the questions they answer about dialog ``c`` (only the
     dialog's last participant of a role is asked; anyone else is refused)."""
     conversation_id = id_arg("c")
@@ -329,10 +329,10 @@ def _survey_view(session: Session, token: Optional[str]) -> tuple[Assignment, Wo
     else:
         assignment = _held(session, token)
     worker = session.get(Worker, assignment.worker_id)
-    return assignment, worker, star_dialog.survey_for(session, conversation_id, worker)
+    return assignment, worker, surveys.survey_for(session, conversation_id, worker)
 
 
-def _survey_page(session: Session, assignment: Assignment, view: star_dialog.SurveyView, token: str, *,
+def _survey_page(session: Session, assignment: Assignment, view: surveys.SurveyView, token: str, *,
                  error: Optional[InvalidInput] = None, chosen: Optional[dict[str, Any]] = None,
                  status: int = 200) -> Response:
     history = [{"role": t.role, "text": t.text} for t in session.exec(
@@ -342,7 +342,7 @@ def _survey_page(session: Session, assignment: Assignment, view: star_dialog.Sur
     intro = (f"Before your turn: a dialog you wrote in as the {view.role} has ended. Please answer its "
              "questions once; your turn is kept for you meanwhile." if before_turn else
              "Your message ended the dialog. Please answer these questions; then you finish on Prolific.")
-    page = render_template("star_survey.html", survey=view, worker=None, error=error, chosen=chosen or {},
+    page = render_template("survey.html", survey=view, worker=None, error=error, chosen=chosen or {},
                            stored_now=False, hidden={FORM_TOKEN: token}, history=history, intro=intro,
                            form_action=f"{url_for('prolific.survey')}?{_link_args(c=view.conversation.id)}")
     return worker_page_headers(Response(page, status))
@@ -383,7 +383,7 @@ def answer() -> Any:
     try:
         with session_scope(settings.database_url) as session:
             assignment, worker, view = _survey_view(session, token)
-            stored = star_dialog.answer_survey(session, view.conversation.id, worker, body)
+            stored = surveys.answer_survey(session, view.conversation.id, worker, body)
     except InvalidInput as error:
         if wants_json():
             raise

@@ -1,5 +1,5 @@
 """STAR's worker pages: the wizard's and the user's turn pages, their in-turn actions, the task's flow
-chart image and the end-of-dialog questionnaires.
+chart image (the end-of-dialog questionnaires are every protocol's: ``turkflow.web.worker``).
 
 A STAR turn is taken from the same queue as any other (``GET /turn/<assignment_id>`` sends it here). While
 the worker holds it, each action is a small POST that ``turkflow.star_dialog`` validates and logs as one
@@ -12,8 +12,7 @@ Routes (``Accept: application/json`` gives the JSON variant; POSTs carry the CSR
 forms do, or as ``X-CSRFToken``):
 ``GET|POST /star/turn/<assignment_id>`` (the page; submit the turn),
 ``POST /star/turn/<assignment_id>/action`` (one action: query, request_suggestions, select_task, ...),
-``GET /star/image/<task_id>`` (the flow chart), ``GET|POST /star/survey/<conversation_id>`` (the
-questionnaire).
+``GET /star/image/<task_id>`` (the flow chart).
 """
 
 from __future__ import annotations
@@ -167,7 +166,7 @@ def submit(assignment_id: str) -> Any:
     try:
         with session_scope(_settings().database_url) as session:
             worker, _, _, _ = _held(session, assignment_id)
-            submission = star_dialog.submit_star_turn(session, assignment_id, worker, body)
+            submission = star_dialog.submit_turn(session, assignment_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
             conversation_id, text = submission.turn.conversation_id, submission.turn.text
             ended = lifecycle.ends_conversation(session, submission.turn)
@@ -177,7 +176,7 @@ def submit(assignment_id: str) -> Any:
         return _page(assignment_id, error=error, draft=_typed(body), status=400)
     if created:
         queue_next_turn(turn_id, worker)
-    survey_url = url_for("star.survey", conversation_id=conversation_id) if ended else None
+    survey_url = url_for("worker.survey", conversation_id=conversation_id) if ended else None
     if wants_json():
         return jsonify(turn_id=turn_id, created=created, text=text, survey_url=survey_url)
     return redirect(survey_url or url_for("worker.queue", submitted=turn_id), 303)
@@ -195,54 +194,3 @@ def image(task_id: int) -> Any:
     if path is None:
         raise NotFound("this task has no flow-chart image")
     return send_file(path, max_age=3600)
-
-
-# ---- the end-of-dialog questionnaire --------------------------------------------------------------------
-
-
-def _survey_page(view: star_dialog.SurveyView, worker: Worker, *, error: Optional[InvalidInput] = None,
-                 chosen: Optional[dict[str, Any]] = None, stored_now: bool = False,
-                 status: int = 200) -> Response:
-    page = render_template("star_survey.html", survey=view, worker=worker, error=error, chosen=chosen or {},
-                           stored_now=stored_now, hidden={"csrf_token": generate_csrf()})
-    return worker_page_headers(make_response(page, status))
-
-
-def _survey_json(view: star_dialog.SurveyView) -> dict[str, Any]:
-    return {"conversation_id": view.conversation.id, "title": view.title, "role": view.role,
-            "questions": [{"name": q.name, "label": q.label, "kind": q.kind,
-                           "options": [value for value, _ in q.options]} for q in view.questions],
-            "answered": view.answered}
-
-
-@bp.get("/survey/<int:conversation_id>")
-def survey(conversation_id: int) -> Any:
-    with session_scope(_settings().database_url) as session:
-        worker = _current_worker(session)
-        view = star_dialog.survey_for(session, conversation_id, worker)
-    if wants_json():
-        return jsonify(_survey_json(view))
-    return _survey_page(view, worker)
-
-
-@bp.post("/survey/<int:conversation_id>")
-def answer(conversation_id: int) -> Any:
-    """All the answers in one POST, stored once (a second submit changes nothing)."""
-    body = action_body()
-    try:
-        with session_scope(_settings().database_url) as session:
-            worker = _current_worker(session)
-            stored = star_dialog.answer_survey(session, conversation_id, worker, body)
-    except InvalidInput as error:
-        if wants_json():
-            raise
-        with session_scope(_settings().database_url) as session:
-            worker = _current_worker(session)
-            view = star_dialog.survey_for(session, conversation_id, worker)
-        return _survey_page(view, worker, error=error, chosen=body, status=400)
-    if wants_json():
-        return jsonify(stored=stored)
-    with session_scope(_settings().database_url) as session:
-        worker = _current_worker(session)
-        view = star_dialog.survey_for(session, conversation_id, worker)
-    return _survey_page(view, worker, stored_now=stored)

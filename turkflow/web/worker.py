@@ -6,7 +6,8 @@ on the server. A submission is committed before its Celery task is queued, so a 
 
 Routes (the crowd simulator relies on them; ``Accept: application/json`` gives the JSON variant):
 ``GET /`` (a welcome page, or the queue), ``GET /join/<token>``, ``GET /queue``, ``POST /queue/take/<hit_id>``,
-``GET|POST /turn/<assignment_id>`` (a STAR turn's page is ``turkflow.web.star``'s: GET sends it there).
+``GET|POST /turn/<assignment_id>`` (a STAR, Frames or MEEP turn's page is its protocol's: GET sends it there),
+``GET|POST /survey/<conversation_id>`` (the end-of-dialog questions of a dialog the worker took part in).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session, col, select
 
-from turkflow import invites, star_dialog
+from turkflow import dialogs, invites, surveys
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
@@ -32,7 +33,7 @@ from turkflow.models import (
     Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
     utcnow,
 )
-from turkflow.protocol import STAR, Question, TurnContext
+from turkflow.protocol import Question, TurnContext
 from turkflow.web import id_arg, wants_json
 from workers import tasks
 
@@ -145,20 +146,20 @@ def queue() -> Any:
         written = session.get(Turn, submitted) if submitted else None
         last_turn = written is not None and written.worker_id == worker.id and lifecycle.ends_conversation(
             session, written)
-        surveys = star_dialog.surveys_due(session, worker)  # STAR's end-of-dialog questions still owed
+        owed = surveys.surveys_due(session, worker)  # end-of-dialog questions still owed
     if wants_json():
         return jsonify(
             worker={"external_id": worker.external_id, "name": worker.name, "role": worker.role,
                     "status": worker.status, "onboarded": worker.onboarded},
             open=[{key: entry[key] for key in ("hit_id", "conversation_id", "turn_index", "title")}
                   for entry in entries],
-            surveys=surveys,
+            surveys=owed,
             csrf_token=generate_csrf(),  # programs send it back as X-CSRFToken, as the page's forms do
         )
     if not worker.onboarded:  # the role's quiz comes before the first turn
         return redirect(url_for("onboarding.quiz"), 303)
     return render_template("queue.html", worker=worker, entries=entries, held=held, submitted=submitted,
-                           last_turn=last_turn, surveys=surveys)
+                           last_turn=last_turn, surveys=owed)
 
 
 def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:
@@ -204,8 +205,9 @@ def turn(assignment_id: str) -> Any:
         worker = _current_worker(session)
         assignment, hit, current = _own_assignment(session, worker, assignment_id)
         view = lifecycle.turn_view(session, current)
-    if view.protocol.name == STAR.name:  # STAR's wizard and user pages
-        return redirect(url_for("star.turn", assignment_id=assignment_id), 303)
+    logged = dialogs.logged(view.protocol.name)
+    if logged is not None:  # STAR's, Frames' and MEEP's own pages
+        return redirect(url_for(logged.page, assignment_id=assignment_id), 303)
     if wants_json():
         return jsonify(turn_json(view, assignment, hit))
     if assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
@@ -233,12 +235,13 @@ def submit(assignment_id: str) -> Any:
 
 def submit_answers(session: Session, assignment_id: str, worker: Worker,
                    raw: dict[str, Any]) -> lifecycle.Submission:
-    """A turn's answers, submitted. A STAR turn's must agree with the actions it logged, so it goes through
-    ``star_dialog.submit_star_turn``, which reads them off its events."""
+    """A turn's answers, submitted. A STAR, Frames or MEEP turn's must agree with the actions it logged, so
+    it goes through its dialog module's ``submit_turn``, which reads them off its events."""
     assignment = session.exec(select(Assignment).where(Assignment.external_id == assignment_id)).first()
-    if assignment is not None and lifecycle.batch_of_hit(
-            session, session.get(Hit, assignment.hit_id)).protocol == STAR.name:
-        return star_dialog.submit_star_turn(session, assignment_id, worker, raw, as_answers=True)
+    protocol = (lifecycle.batch_of_hit(session, session.get(Hit, assignment.hit_id)).protocol
+                if assignment is not None else None)
+    if protocol is not None and dialogs.logged(protocol) is not None:
+        return dialogs.parts(protocol).submit_turn(session, assignment_id, worker, raw, as_answers=True)
     return lifecycle.submit_turn(session, assignment_id, worker, raw)
 
 
@@ -397,3 +400,68 @@ def turn_json(view: TurnView, assignment: Assignment, hit: Hit) -> dict[str, Any
         "shareable": choices["shareable"],
         "shared": choices["shared_so_far"],
     }
+
+
+# ---- end-of-dialog questions ------------------------------------------------------------------------------
+
+
+def _survey_page(view: surveys.SurveyView, worker: Worker, *, error: Optional[InvalidInput] = None,
+                 chosen: Optional[dict[str, Any]] = None, stored_now: bool = False,
+                 status: int = 200) -> Response:
+    page = render_template("survey.html", survey=view, worker=worker, error=error, chosen=chosen or {},
+                           stored_now=stored_now, hidden={"csrf_token": generate_csrf()})
+    return worker_page_headers(make_response(page, status))
+
+
+def _survey_json(view: surveys.SurveyView) -> dict[str, Any]:
+    return {"conversation_id": view.conversation.id, "title": view.title, "role": view.role,
+            "questions": [{"name": q.name, "label": q.label, "kind": q.kind,
+                           "options": [value for value, _ in q.options]} for q in view.questions],
+            "answered": view.answered}
+
+
+def survey_body() -> dict[str, Any]:
+    """The answers: a JSON object, or the form's fields (a field sent twice stays a list, which the survey
+    refuses naming it)."""
+    if request.is_json:
+        try:
+            body = request.get_json(silent=True)
+        except RecursionError:
+            body = None
+        if not isinstance(body, dict):
+            raise InvalidInput("send one JSON object", "body")
+        return body
+    return {name: values[0] if len(values) == 1 else values for name, values in request.form.lists()}
+
+
+@bp.get("/survey/<int:conversation_id>")
+def survey(conversation_id: int) -> Any:
+    with session_scope(_settings().database_url) as session:
+        worker = _current_worker(session)
+        view = surveys.survey_for(session, conversation_id, worker)
+    if wants_json():
+        return jsonify(_survey_json(view))
+    return _survey_page(view, worker)
+
+
+@bp.post("/survey/<int:conversation_id>")
+def answer_survey(conversation_id: int) -> Any:
+    """All the answers in one POST, stored once (a second submit changes nothing)."""
+    body = survey_body()
+    try:
+        with session_scope(_settings().database_url) as session:
+            worker = _current_worker(session)
+            stored = surveys.answer_survey(session, conversation_id, worker, body)
+    except InvalidInput as error:
+        if wants_json():
+            raise
+        with session_scope(_settings().database_url) as session:
+            worker = _current_worker(session)
+            view = surveys.survey_for(session, conversation_id, worker)
+        return _survey_page(view, worker, error=error, chosen=body, status=400)
+    if wants_json():
+        return jsonify(stored=stored)
+    with session_scope(_settings().database_url) as session:
+        worker = _current_worker(session)
+        view = surveys.survey_for(session, conversation_id, worker)
+    return _survey_page(view, worker, stored_now=stored)

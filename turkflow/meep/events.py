@@ -7,7 +7,8 @@ event and the API's answer another (STAR's ``query`` and ``return_item``), data 
 
 - ``Scenario start``: the panel's given results (the start location) and the tokenizer; written when
   the conversation opens.
-- ``User utter``: one per user turn (``Text``, ``Number``).
+- ``User utter``: one per user turn (``Text``, ``Number``), perhaps followed by ``User complete`` (no
+  data): the user ends the dialog with that message. It changes no utterance, so a log has no record of it.
 - ``Agent call_api`` (``API``, ``Arguments``: each a filler with its clicks and value), followed at once by
   ``API return_results`` (``API``, ``Results`` with their panel ids).
 - ``Agent pick_template`` (``Template``, ``TemplateText``, ``Fillers``, ``Text``).
@@ -36,7 +37,7 @@ from turkflow.meep.log import (
 )
 
 AGENTS = {"user": "User", "agent": "Agent"}
-ROLE_ACTIONS = {"user": ("utter",), "agent": ("call_api", "pick_template", "add_template", "send")}
+ROLE_ACTIONS = {"user": ("utter", "complete"), "agent": ("call_api", "pick_template", "add_template", "send")}
 CLOSING = {"user": "utter", "agent": "send"}  # the action that ends a paid turn
 SYSTEM_ACTIONS = {("Scenario", "start"): "written when the conversation opens",
                   ("API", "return_results"): "written with the call_api it answers"}
@@ -116,7 +117,7 @@ def from_events(events: Iterable[Any]) -> SessionLog:
                                             where))
         elif (event.agent, event.action) == ("Agent", "send"):
             records.append(record_from_json({"kind": "send", "text": data.get("Text")}, where))
-        elif (event.agent, event.action) != ("Agent", "add_template"):
+        elif (event.agent, event.action) not in (("Agent", "add_template"), ("User", "complete")):
             raise InvalidDocument(f"{where}: not a MEEP event")
     if waiting is not None:
         raise InvalidDocument("the last call_api has no return_results")

@@ -270,24 +270,22 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
     elif "send" in done:
         raise InvalidInput("this turn's message is sent; submit it", "action")
 
-    shapes: list[EventShape] = []
+    own = {"utter": ("text",), "call_api": ("api", "arguments"), "pick_template": ("template", "fillers")}
+    given = {name: rest.pop(name, None) for name in own.get(action, ())}
+    if rest:
+        raise InvalidInput("not a field of this click", str(sorted(rest)[0])[:60])
     if action == "utter":
-        text = rest.pop("text", None)
-        if not isinstance(text, str):
+        if not isinstance(given["text"], str):
             raise InvalidInput("write a message", "text")
-        shapes = record_events(clicks.user_says(log, clean_text(text, "text")))
+        shapes = record_events(clicks.user_says(log, clean_text(given["text"], "text")))
     elif action == "complete":
         shapes = [EventShape("User", "complete", {})]
     elif action == "call_api":
-        shapes = record_events(clicks.call_api(log, files.kb, rest.pop("api", None),
-                                               rest.pop("arguments", None)))
+        shapes = record_events(clicks.call_api(log, files.kb, given["api"], given["arguments"]))
     elif action == "pick_template":
-        shapes = record_events(clicks.pick_template(log, files.templates, rest.pop("template", None),
-                                                    rest.pop("fillers", None)))
+        shapes = record_events(clicks.pick_template(log, files.templates, given["template"], given["fillers"]))
     else:  # send
         shapes = record_events(clicks.send(log))
-    if rest:
-        raise InvalidInput("not a field of this click", str(sorted(rest)[0])[:60])
     if not any(e.action == "start" for e in dialog_events(session, conversation.id)):
         shapes.insert(0, _given(conversation, files))
     written = []

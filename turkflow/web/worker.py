@@ -431,7 +431,8 @@ def survey_body() -> dict[str, Any]:
         if not isinstance(body, dict):
             raise InvalidInput("send one JSON object", "body")
         return body
-    return {name: values[0] if len(values) == 1 else values for name, values in request.form.lists()}
+    return {name: values[0] if len(values) == 1 else values for name, values in request.form.lists()
+            if name != "csrf_token"}
 
 
 @bp.get("/survey/<int:conversation_id>")

@@ -17,7 +17,10 @@ from turkflow.db import session_scope
 from turkflow.dialogs import load_tasks
 from turkflow.errors import Forbidden, InvalidDocument, InvalidInput
 from turkflow.hits import lifecycle
-from turkflow.meep_dialog import make_scenarios, read_tasks, record_action, replay, submit_turn
+from turkflow.export import ExportFilters
+from turkflow.meep_dialog import (
+    make_scenarios, read_tasks, record_action, replay, sgd_dialogues, sgd_services, submit_turn,
+)
 from turkflow.models import Conversation, DialogEvent, Task, Turn, Worker
 
 SAMPLE = Path(__file__).resolve().parents[1] / "turkflow" / "samples" / "meep"
@@ -218,3 +221,33 @@ def test_replay_of_an_untouched_batch_reports_nothing_and_names_the_click_a_chan
     assert {(d.difference.kind, d.difference.name, d.difference.what) for d in differences} == {
         ("template", "t11", "template"), ("template", "t11", "utterance"), ("send", "", "message")}
     assert all(d.turn_index == 3 for d in differences)
+
+
+# ---- SGD export -----------------------------------------------------------------------------------------
+
+
+def test_the_sgd_export_carries_the_agents_api_calls_as_frames_with_the_clicked_arguments(settings, providers):
+    launch_meep(settings, providers, conversations=2)
+    conversation_id = first_conversation(settings)
+    coffee_dialog(settings, providers, conversation_id)
+    with session_scope(settings.database_url) as s:
+        dialogues = list(sgd_dialogues(s, "key", ExportFilters()))  # the second one has said nothing yet
+        services = sgd_services(s, set(dialogues[0]["services"]) | {"not_meep"})
+    assert len(dialogues) == 1
+    dialogue = dialogues[0]
+    assert dialogue["dialogue_id"] == f"meep_{conversation_id}"
+    assert dialogue["services"] == ["meep", "find_place", "start_driving"]
+    assert [t["speaker"] for t in dialogue["turns"]] == ["USER", "SYSTEM"] * 2 + ["USER"]
+    found = dialogue["turns"][1]
+    said, call = found["frames"]
+    assert said["service"] == "meep" and [a["slot"] for a in said["actions"]] == ["t8", "t5"]
+    assert said["actions"][0]["values"][:2] == ["Bluebird Coffee", "Main Street"]
+    assert call["service"] == "find_place" and call["actions"][0] == {
+        "act": "INFORM", "slot": "query", "values": ["Bluebird Coffee on Main Street"],
+        "canonical_values": ["Bluebird Coffee on Main Street"]}
+    assert call["service_call"]["parameters"]["latitude"] == "33.9803"
+    assert call["service_results"][0]["address"] == "2410 Main Street"
+    assert [s["service_name"] for s in services] == ["find_place", "meep", "start_driving"]
+    find_place = services[0]
+    assert [slot["name"] for slot in find_place["slots"]] == ["query", "latitude", "longitude"]
+    assert find_place["intents"][0]["result_slots"][:2] == ["place_id", "name"]

@@ -1,12 +1,12 @@
-"""The shapes MEEP's log takes as dialog events (``DialogEvent``'s agent, action and data), for later.
+"""The shapes MEEP's log takes as dialog events (``DialogEvent``'s agent, action and data).
 
-Nothing is written here: this round adds no table. It fixes the shapes so that the pages can write one
-event per click the way STAR's ``record_action`` does, and a replay can rebuild the log from the rows:
+Nothing is written here: ``turkflow.meep_dialog.record_action`` writes one event per click the way STAR's
+does, and rebuilds the log from the rows to check the next click and to replay it:
 ``from_events(to_events(log)) == log``. The event names follow STAR's habits: the agent's call is one
 event and the API's answer another (STAR's ``query`` and ``return_item``), data keys are CamelCase.
 
-- ``Scenario start``: the panel's given results (the start location) and the tokenizer; written when
-  the conversation opens.
+- ``Scenario start``: the panel's given results (the start location) and the tokenizer; written with
+  the dialog's first click (the conversation opens with the user's turn).
 - ``User utter``: one per user turn (``Text``, ``Number``), perhaps followed by ``User complete`` (no
   data): the user ends the dialog with that message. It changes no utterance, so a log has no record of it.
 - ``Agent call_api`` (``API``, ``Arguments``: each a filler with its clicks and value), followed at once by

@@ -173,11 +173,15 @@ def batch() -> None:
               help="STAR: the share of scenarios that are unhappy (the user changes their mind).")
 @click.option("--tasks-per-dialog", type=click.IntRange(1, 5), default=1, show_default=True,
               help="STAR: tasks in each scenario (more than one makes multi-task dialogs).")
+@click.option("--success", type=click.FloatRange(0, 1),
+              help="Frames: the probability that a goal matches something in the database  [default: each "
+                   "template's own]")
 @pass_app
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: int, reward: Optional[int],
                  max_turns: Optional[int], name: Optional[str], budget: Optional[int], provider: Optional[str],
                  live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str], dry_run: bool,
-                 protocol: str, unhappy: float, tasks_per_dialog: int) -> None:
+                 protocol: str, unhappy: float, tasks_per_dialog: int,
+                 success: Optional[float]) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
@@ -195,6 +199,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                            f"`turkflow tasks load --protocol {protocol} PATH`, then launch with --all")
     if protocol != "star" and (unhappy or tasks_per_dialog != 1):
         raise CommandError("--unhappy and --tasks-per-dialog apply to --protocol star only")
+    if protocol != "frames" and success is not None:
+        raise CommandError("--success applies to --protocol frames only")
     if skip_if_exists and not name:
         raise CommandError("--skip-if-exists needs --name")
     settings = app.settings
@@ -263,7 +269,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             if not chosen:
                 raise CommandError(f"no {logged.title} tasks loaded; run `turkflow tasks load --protocol {protocol} "
                                    "PATH` first")
-            options = {"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog} if protocol == "star" else {}
+            options = ({"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog} if protocol == "star"
+                       else {"success": success} if protocol == "frames" else {})
             scenarios = dialogs.parts(protocol).make_scenarios(chosen, conversations, **options)
         new_batch, hits = lifecycle.launch_batch(
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
@@ -414,6 +421,26 @@ def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.Batch
     ]
     lines += [f"stalled: {message}" for message in p.stalled]
     click.echo("\n".join(lines))
+
+
+@batch.command("surveys", context_settings=CONTEXT)
+@click.argument("batch_id", type=int)
+@pass_app
+def batch_surveys(app: App, batch_id: int) -> None:
+    """How the batch's dialogs were judged at their end: every survey question with the count of each answer
+    (STAR's questionnaires, Frames' cooperativity rating and goal question, MEEP's success)."""
+    from turkflow import surveys
+
+    with app.session() as session:
+        batch_row = session.get(Batch, batch_id)
+        if batch_row is None:
+            raise CommandError(f"no batch {batch_id} in {shown_url(app.database_url)}")
+        counted = surveys.distribution(session, batch_id)
+    if not counted:
+        raise CommandError(f"batch {batch_id} follows {batch_row.protocol}, whose dialogs end without questions")
+    table(f"batch {batch_id}: end-of-dialog answers", ["role", "question", "answers", "answered"],
+          [(q.role, q.label, ", ".join(f"{answer}: {n}" for answer, n in q.counts.items()), q.answered)
+           for q in counted])
 
 
 @batch.command("pause", context_settings=CONTEXT)

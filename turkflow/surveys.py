@@ -142,3 +142,41 @@ def questionnaires(session: Session, conversation_ids: Sequence[int]) -> dict[in
         if row.role in found[row.conversation_id]:
             found[row.conversation_id][row.role].append({"Answer": row.answer, "Question": row.text})
     return found
+
+
+@dataclass(frozen=True)
+class QuestionCounts:
+    role: str
+    question: str  # its key
+    label: str
+    counts: dict[str, int]  # answer as shown (Yes/No, 1-5) -> how many gave it, in the question's order
+
+    @property
+    def answered(self) -> int:
+        return sum(self.counts.values())
+
+
+def distribution(session: Session, batch_id: int) -> list[QuestionCounts]:
+    """How a batch's dialogs were judged: each survey question with the count of every answer, in the order
+    the protocol asks them (an empty list for a protocol without surveys)."""
+    batch = session.get(Batch, batch_id)
+    protocol = PROTOCOLS.get(batch.protocol) if batch is not None else None
+    if protocol is None:
+        return []
+    rows = session.exec(
+        select(SurveyAnswer.role, SurveyAnswer.question, SurveyAnswer.answer)
+        .join(Conversation, Conversation.id == SurveyAnswer.conversation_id)
+        .where(Conversation.batch_id == batch_id))
+    given: dict[tuple[str, str], list[Any]] = {}
+    for role, question, answer in rows:
+        given.setdefault((role, question), []).append(answer)
+    found = []
+    for role, form in protocol.roles.items():
+        for q in form.survey:
+            shown = ([("Yes", True), ("No", False)] if q.kind == "yes_no"
+                     else [(text, int(value)) for value, text in q.options])
+            answers = given.get((role, q.name), [])
+            found.append(QuestionCounts(role, q.name, q.label,
+                                        {text: sum(1 for a in answers if a == value and type(a) is type(value))
+                                         for text, value in shown}))
+    return found

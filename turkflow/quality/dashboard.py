@@ -14,6 +14,7 @@ from typing import Any, Optional
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from turkflow import surveys
 from turkflow.errors import NotFound
 from turkflow.models import (
     Batch,
@@ -215,6 +216,7 @@ class BatchPage:
     waiting: set[int]  # of those, conversations whose next turn is open (waiting for a worker)
     tasks: dict[int, Task] = field(default_factory=dict)
     stalled: list[str] = field(default_factory=list)  # banners: roles whose waiting turns have nobody left
+    surveys: list[surveys.QuestionCounts] = field(default_factory=list)  # end-of-dialog answers, counted
 
 
 def batches(session: Session, before_id: Optional[int], limit: int = PAGE) -> list[Batch]:
@@ -239,7 +241,7 @@ def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: time
     return BatchPage(batch=batch, progress=progress, counted_at=counted_at,
                      activity=activity.batch_activity(session, batch_id, now), stuck=stuck,
                      stuck_after=stuck_after, waiting=waiting, tasks=_tasks(session, [c.task_id for c in stuck]),
-                     stalled=stall.banners(session, batch_id))
+                     stalled=stall.banners(session, batch_id), surveys=surveys.distribution(session, batch_id))
 
 
 def _tasks(session: Session, ids: list[int]) -> dict[int, Task]:
@@ -290,6 +292,7 @@ class ConversationPage:
     task: Task
     items: list[dict[str, Any]]
     turns: list[ChatTurn]
+    surveys: dict[str, list]  # role -> its end-of-dialog answers ({"Question", "Answer"}), once given
 
 
 def conversation_page(session: Session, conversation_id: int) -> ConversationPage:
@@ -309,4 +312,5 @@ def conversation_page(session: Session, conversation_id: int) -> ConversationPag
                      danger=[by_id[i] for i in t.answers.get("danger", []) if i in by_id])
             for t in turns
         ],
+        surveys=surveys.questionnaires(session, [conversation_id])[conversation_id],
     )

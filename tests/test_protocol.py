@@ -3,7 +3,7 @@
 import pytest
 
 from turkflow.errors import InvalidAnswer, InvalidInput
-from turkflow.protocol import WIZARD_OF_TASKS, TurnContext, clean_text, validate_answers
+from turkflow.protocol import FRAMES, WIZARD_OF_TASKS, TurnContext, clean_text, validate_answers, validate_survey
 
 TEACHER_CTX = TurnContext(index=1, role="teacher", shareable=("item-1", "step-1"))
 
@@ -121,3 +121,16 @@ def test_control_characters_inside_a_response_are_refused(text):
 
 def test_text_is_stored_in_nfc_with_one_kind_of_line_break():
     assert clean_text("\ufeff Cafe\u0301\r\nthen\rstir \u200b") == "Caf\u00e9\nthen\nstir"
+
+
+@pytest.mark.parametrize("given", ["4", 4, ["4"]])
+def test_a_survey_rating_is_stored_as_its_number_from_a_form_or_json(given):
+    assert validate_survey(FRAMES.form("user"), {"cooperativity": given}) == {"cooperativity": 4}
+    assert validate_survey(FRAMES.form("wizard"), {"goal_reached": True}) == {"goal_reached": True}
+
+
+@pytest.mark.parametrize("given", ["0", "6", 6, "four", True, 4.0, None, ["4", "5"], {"n": 4}])
+def test_a_survey_rating_outside_one_to_five_is_refused_naming_the_question(given):
+    with pytest.raises(InvalidAnswer) as refused:
+        validate_survey(FRAMES.form("user"), {"cooperativity": given})
+    assert refused.value.field == "cooperativity"

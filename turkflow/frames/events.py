@@ -70,7 +70,8 @@ def _logged(events: Sequence[FramesEvent | Mapping[str, Any]]) -> list[FramesEve
 
 def replay(db: Database, events: Sequence[FramesEvent | Mapping[str, Any]]) -> list[str]:
     """Re-run every logged search on ``db`` and describe each difference from what was logged (empty when
-    the database still answers the same). Logged suggestions are recomputed as if offered."""
+    the database still answers the same), naming the items shown then and not now, and the other way round.
+    Logged suggestions are recomputed as if offered."""
     differences = []
     logged = _logged(events)
     number = 0
@@ -88,8 +89,12 @@ def replay(db: Database, events: Sequence[FramesEvent | Mapping[str, Any]]) -> l
         rerun = run_search(db, search, suggestion_probability=1.0 if offered else 0.0)
         now = search_events(search, rerun)
         if now[1].data != results.data:
+            gone = [i for i in results.data["ids"] if i not in rerun.ids]
+            new = [i for i in rerun.ids if i not in results.data["ids"]]
+            which = "".join(f"; {label}: {', '.join(map(str, ids))}"
+                            for label, ids in (("no longer found", gone), ("now found", new)) if ids)
             differences.append(f"search {number}: logged {results.data['total']} items "
-                               f"{results.data['ids'][:10]}, now {rerun.total} {list(rerun.ids)}")
+                               f"{results.data['ids'][:10]}, now {rerun.total} {list(rerun.ids)}{which}")
         elif offered is not None and now[2].data != offered.data:
             differences.append(f"search {number}: the suggestions differ")
     return differences

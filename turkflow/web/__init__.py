@@ -48,10 +48,12 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
+    from turkflow.web.frames import bp as frames_bp
     from turkflow.web.meep import bp as meep_bp
     from turkflow.web.star import bp as star_bp
 
     app.register_blueprint(star_bp)
+    app.register_blueprint(frames_bp)
     app.register_blueprint(meep_bp)
     from turkflow.web.mturk import bp as mturk_bp
     from turkflow.web.onboarding import bp as onboarding_bp

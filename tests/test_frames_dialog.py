@@ -4,6 +4,7 @@ suggestions, drawn reproducibly), replay against the database on disk, the analy
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -299,3 +300,41 @@ def test_success_against_the_templates_probability_reads_the_goals_and_the_surve
     assert overall["ratings"] == {"1": 0, "2": 0, "3": 0, "4": 1, "5": 0} and overall["mean_rating"] == 4
     with pytest.raises(InvalidDocument):
         read_tasks(SAMPLE.parent / "missing.yaml")
+
+
+def test_the_sgd_export_holds_the_searches_as_the_wizards_frames_and_the_answers_as_labels(
+        settings, providers, tmp_path):
+    launch_frames(settings, providers, domain=domain_copy(tmp_path))
+    conversation_id = first_conversation(settings)
+    trip_dialog(settings, providers, conversation_id)
+    with session_scope(settings.database_url) as s:
+        user = s.exec(select(Worker).where(Worker.external_id == USER_1)).one()
+        s.add(SurveyAnswer(conversation_id=conversation_id, worker_id=user.id, role="user",
+                           question="cooperativity", text="?", answer=5))
+    exported = command(settings, "export", "--format", "sgd", "--out", str(tmp_path / "S"))
+    assert exported.returncode == 0, exported.stderr
+    assert "exported 1 dialogues (5 turns)" in exported.stdout
+    (dialogue,) = json.loads((tmp_path / "S" / "dialogues_001.json").read_text())
+    assert dialogue["dialogue_id"] == f"frames_{conversation_id}" and dialogue["services"] == ["trips"]
+    assert [t["speaker"] for t in dialogue["turns"]] == ["USER", "SYSTEM", "USER", "SYSTEM", "USER"]
+    first, lisbon = dialogue["turns"][1]["frames"][0], dialogue["turns"][3]["frames"][0]
+    assert first["service_call"] == {"method": "search_trips",
+                                     "parameters": {"origin": "Boston", "price_at_most": "300"}}
+    assert first["service_results"] == [] and first["state"]["slot_values"] == {
+        "origin": ["Boston"], "price_at_most": ["300"]}
+    assert [(a["act"], a["slot"], a["values"]) for a in first["actions"]] == [
+        ("INFORM", "origin", ["Boston"]), ("INFORM", "price_at_most", ["300"]), ("INFORM_COUNT", "count", ["0"])]
+    assert len(lisbon["service_results"]) == 10 and {r["destination"] for r in lisbon["service_results"]} == {
+        "Lisbon"}
+    assert dialogue["turns"][0]["frames"][0]["actions"] == []  # nobody labelled what the user said
+    assert [a["act"] for a in dialogue["turns"][4]["frames"][0]["actions"]] == ["GOODBYE"]
+    assert dialogue["labels"] == {"userSurveyRating": 5, "wizardSurveyTaskSuccessful": None}
+    assert dialogue["goal"]["template"] and dialogue["goal"]["instructions"]
+    (service,) = json.loads((tmp_path / "S" / "schema.json").read_text())
+    slots = {slot["name"]: slot for slot in service["slots"]}
+    assert slots["origin"]["is_categorical"] and "Boston" in slots["origin"]["possible_values"]
+    assert {"price", "price_at_least", "price_at_most"} <= set(slots) and "hotel" not in slots
+    analysed = command(settings, "analyse", "--corpus", "sgd", str(tmp_path / "S"), "--out", str(tmp_path / "A"))
+    assert analysed.returncode == 0, analysed.stderr
+    stats = json.loads((tmp_path / "A" / "stats.json").read_text())
+    assert (stats["dialogues"], stats["turns"]) == (1, 5)

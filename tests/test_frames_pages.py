@@ -255,3 +255,31 @@ def test_the_user_ends_the_dialog_both_answer_the_questions_and_the_dashboard_sh
 def goal_conversation(settings) -> int:
     with session_scope(settings.database_url) as s:
         return s.exec(select(Conversation.id)).first()
+
+
+def test_a_wizard_whose_lease_ran_out_leaves_nothing_in_the_next_wizards_turn_or_the_export(frames, app,
+                                                                                           settings):
+    from datetime import timedelta
+
+    from turkflow.export import ExportFilters
+    from turkflow.frames_dialog import sgd_dialogues
+    from turkflow.models import Hit, utcnow
+
+    _, first, page = frames
+    act(first, page, "search", **CHEAP)
+    act(first, page, "utter", text="Never sent, my time ran out.")
+    with session_scope(settings.database_url) as s:
+        hit = s.exec(select(Hit).where(Hit.status == "open")).one()
+        hit.lease_expires_at = utcnow() - timedelta(seconds=1)
+        s.add(hit)
+    second = star_worker(app, settings, "wizard")
+    taken = take(second)
+    assert first.post(page, json={}, headers=JSON).status_code == 409  # the turn went to someone else
+    shown = second.get(taken, headers=JSON).get_json()["frames"]["wizard"]
+    assert shown["this_turn"] == [] and len(shown["searches"]) == 1  # the dialog's searches stay visible
+    act(second, taken, "search", constraints={"destination": "Lisbon"})
+    assert second.post(taken, json={"action": "utter", "text": "Lisbon?"}, headers=JSON).status_code == 200
+    with session_scope(settings.database_url) as s:
+        (dialogue,) = list(sgd_dialogues(s, settings.worker_hash_key, ExportFilters()))
+    assert [t["utterance"] for t in dialogue["turns"]] == ["Hi, a trip from Boston, please.", "Lisbon?"]
+    assert dialogue["turns"][1]["frames"][0]["service_call"]["parameters"] == {"destination": "Lisbon"}

@@ -460,7 +460,7 @@ def _kept(events: Sequence[DialogEvent], writers: Mapping[int, int]) -> list[Dia
 
 
 def sgd_dialogue(conversation: Conversation, task: Task, events: Sequence[DialogEvent],
-                 items: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
+                 items: Mapping[Any, Mapping[str, Any]], answers: Mapping[str, Any]) -> dict[str, Any]:
     """One SGD dialogue from the log. Only what was logged is annotated, so a USER turn carries no slots (the
     text says what the user wants; nobody labelled it) and only ending the dialog, ``GOODBYE``.
 
@@ -469,6 +469,9 @@ def sgd_dialogue(conversation: Conversation, task: Task, events: Sequence[Dialog
     conditions as ``slot_values`` (what the wizard understood the user to want, not a label of the user's
     turn); ``actions`` are ``INFORM`` of each condition's value and ``INFORM_COUNT`` of the items found:
     what the wizard looked up and saw, not a label of what their reply said.
+
+    Beside SGD's keys, ``goal`` is the user's goal as drawn and ``labels`` the end-of-dialog answers under
+    the Frames corpus' names (``userSurveyRating``, ``wizardSurveyTaskSuccessful``; None if not answered).
     """
     service = task.domain
     intent = f"search_{service}"
@@ -496,7 +499,10 @@ def sgd_dialogue(conversation: Conversation, task: Task, events: Sequence[Dialog
                 search = found = None
             turns.append({"speaker": "USER" if event.agent == "User" else "SYSTEM",
                           "utterance": event.data.get("Text", ""), "frames": [frame]})
-    return {"dialogue_id": f"frames_{conversation.id}", "services": [service], "turns": turns}
+    goal = {k: v for k, v in conversation.scenario.items() if k != "domain"}
+    return {"dialogue_id": f"frames_{conversation.id}", "services": [service], "turns": turns, "goal": goal,
+            "labels": {"userSurveyRating": answers.get("cooperativity"),
+                       "wizardSurveyTaskSuccessful": answers.get("goal_reached")}}
 
 
 def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
@@ -521,9 +527,10 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
         by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
         for event in _kept(events, writers):
             by_conversation[event.conversation_id].append(event)
+        answers = survey_answers(session, ids)
         for conversation, task in page:
-            yield sgd_dialogue(conversation, task, by_conversation[conversation.id],
-                               loaded(task).items)
+            yield sgd_dialogue(conversation, task, by_conversation[conversation.id], loaded(task).items,
+                               answers[conversation.id])
 
 
 def sgd_services(session: Session, names: set[str]) -> list[dict[str, Any]]:
@@ -556,15 +563,21 @@ def sgd_services(session: Session, names: set[str]) -> list[dict[str, Any]]:
 # ---- the analysis: success against each template's probability -------------------------------------------
 
 
+def survey_answers(session: Session, conversation_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Each dialog's end-of-dialog answers by question (``cooperativity``, ``goal_reached``)."""
+    answers: dict[int, dict[str, Any]] = {i: {} for i in conversation_ids}
+    for row in session.exec(select(SurveyAnswer).where(col(SurveyAnswer.conversation_id).in_(list(answers)))):
+        answers[row.conversation_id][row.question] = row.answer
+    return answers
+
+
 def success_summary(session: Session, batch_id: int) -> dict[str, Any]:
     """Per template of the batch's goals (and "all"): how many goals could succeed against the binomial 99%
     interval of the template's probability, how many the wizards judged reached (by the goal's draw and
     what an unsuccessful user was told), and the users' cooperativity ratings, as plain data."""
     conversations = list(session.exec(select(Conversation, Task).join(Task, Task.id == Conversation.task_id)
                                       .where(Conversation.batch_id == batch_id).order_by(col(Conversation.id))))
-    answers: dict[int, dict[str, Any]] = {c.id: {} for c, _ in conversations}
-    for row in session.exec(select(SurveyAnswer).where(col(SurveyAnswer.conversation_id).in_(list(answers)))):
-        answers[row.conversation_id][row.question] = row.answer
+    answers = survey_answers(session, [c.id for c, _ in conversations])
     dialogs = [(goal_from_dict(c.scenario, domain_of(task).db), answers[c.id]) for c, task in conversations]
     rows = []
     for r in success_report(dialogs):

@@ -19,7 +19,7 @@ from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.frames.domain import SAMPLE
 from turkflow.frames.survey import binomial_interval
 from turkflow.frames_dialog import (
-    make_scenarios, read_tasks, record_action, replay, submit_turn, success_summary, survey_goal,
+    make_scenarios, read_tasks, record_action, replay, submit_turn, success_summary, survey_shows,
 )
 from turkflow.hits import lifecycle
 from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Worker
@@ -284,8 +284,8 @@ def test_success_against_the_templates_probability_reads_the_goals_and_the_surve
     trip_dialog(settings, providers, conversation_id)
     with session_scope(settings.database_url) as s:
         goal = s.get(Conversation, conversation_id).scenario
-        assert survey_goal(s, conversation_id, "wizard") == goal["instructions"]
-        assert survey_goal(s, conversation_id, "user") is None
+        assert survey_shows(s, conversation_id, "wizard") == goal["instructions"]
+        assert survey_shows(s, conversation_id, "user") is None
         workers = {w.external_id: w.id for w in s.exec(select(Worker))}
         s.add(SurveyAnswer(conversation_id=conversation_id, worker_id=workers[USER_1], role="user",
                            question="cooperativity", text="?", answer=4))

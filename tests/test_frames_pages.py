@@ -5,6 +5,7 @@ dashboard, and everything refused: a 4xx naming the field, nothing stored."""
 from __future__ import annotations
 
 import pytest
+from markupsafe import escape
 from sqlmodel import select
 
 from tests.test_dashboard import sign_in
@@ -227,6 +228,8 @@ def test_the_user_ends_the_dialog_both_answer_the_questions_and_the_dashboard_sh
     asked = user.get(ended["survey_url"], headers=JSON).get_json()
     assert [(q["name"], q["kind"], q["options"]) for q in asked["questions"]] == [
         ("cooperativity", "rating", ["1", "2", "3", "4", "5"])]
+    assert asked["shown"] is None  # the goal is the wizard's to judge
+    assert 'id="survey-shown"' not in user.get(ended["survey_url"]).get_data(as_text=True)
     bad = user.post(ended["survey_url"], json={"cooperativity": "6"}, headers=JSON)
     assert bad.status_code == 400 and bad.get_json()["field"] == "cooperativity"
     assert user.post(ended["survey_url"], json={"cooperativity": "4"}, headers=JSON).get_json()["stored"]
@@ -236,6 +239,11 @@ def test_the_user_ends_the_dialog_both_answer_the_questions_and_the_dashboard_sh
     assert [s["conversation_id"] for s in owed] == [conversation_id]
     reached = wizard.get(f"/survey/{conversation_id}", headers=JSON).get_json()
     assert [q["name"] for q in reached["questions"]] == ["goal_reached"]
+    with session_scope(settings.database_url) as s:
+        goal = s.get(Conversation, conversation_id).scenario["instructions"]
+    assert reached["shown"] == goal  # Frames showed the wizard the user's goal beside the question
+    shown = wizard.get(f"/survey/{conversation_id}").get_data(as_text=True)
+    assert escape(goal) in shown[shown.index('id="survey-shown"'):]
     assert wizard.post(f"/survey/{conversation_id}", data={"goal_reached": "yes"}, headers=JSON).get_json()[
         "stored"]
 

@@ -76,6 +76,15 @@ def test_ten_frames_conversations_lose_no_turn_and_export_to_sgd_with_the_counts
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert f"replayed {db['searches']} searches in 10 conversations: 0 differ" in replayed.stdout
 
+    judged = turkflow(database_url, tmp_path, "batch", "surveys", str(batch_id))
+    assert judged.returncode == 0, judged.stderr
+    rating = next(line for line in judged.stdout.splitlines() if "How cooperative" in line)
+    assert f"{sum(overall['ratings'].values())}" in rating.split("│")[-2]  # answered: every user
+    every = next(line for line in judged.stdout.splitlines() if line.startswith("│ all "))
+    cells = [cell.strip() for cell in every.split("│")[1:-1]]
+    assert cells[2:4] == [str(overall["dialogs"]), str(overall["feasible"])]
+    assert cells[5:7] == [str(overall["judged"]), str(overall["reached"])]
+
 
 def test_the_same_seed_gives_the_same_frames_report(tmp_path, sqlite_url):
     config = SimulationConfig(students=3, teachers=3, conversations=4, mix={"spammer": 0.34}, seed=5,

@@ -436,11 +436,24 @@ def batch_surveys(app: App, batch_id: int) -> None:
         if batch_row is None:
             raise CommandError(f"no batch {batch_id} in {shown_url(app.database_url)}")
         counted = surveys.distribution(session, batch_id)
+        success = None
+        if batch_row.protocol == "frames":
+            from turkflow.frames_dialog import success_summary
+
+            success = success_summary(session, batch_id)
     if not counted:
         raise CommandError(f"batch {batch_id} follows {batch_row.protocol}, whose dialogs end without questions")
     table(f"batch {batch_id}: end-of-dialog answers", ["role", "question", "answers", "answered"],
           [(q.role, q.label, ", ".join(f"{answer}: {n}" for answer, n in q.counts.items()), q.answered)
            for q in counted])
+    if success is not None:  # Frames: success against each template's probability
+        table(f"batch {batch_id}: goals that could succeed, and success as the wizards judged it",
+              ["template", "p", "goals", "could succeed", "99% interval", "judged", "reached", "mean rating"],
+              [(row["template"], row["probability"], row["dialogs"], row["feasible"],
+                f"{row['expected'][0]}-{row['expected'][1]}" + ("" if row["feasible_as_expected"] else " (outside)"),
+                row["judged"], row["reached"],
+                "" if row["mean_rating"] is None else f"{row['mean_rating']:.2f}")
+               for row in success["templates"]])
 
 
 @batch.command("pause", context_settings=CONTEXT)

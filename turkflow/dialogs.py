@@ -13,7 +13,9 @@ provides:
 - ``replay(session, conversation_ids) -> (count, differences)``: the logged actions run again, each
   difference with ``conversation_id`` and ``describe()``;
 - ``sgd_dialogues(session, hash_key, filters)`` and ``sgd_services(session, names)``: the dialogs in the
-  Schema-Guided Dialogue format and the services they name.
+  Schema-Guided Dialogue format and the services they name;
+- optionally ``survey_shows(session, conversation_id, role) -> str | None``: what a role's end-of-dialog
+  page shows beside the questions (Frames shows the wizard the user's goal).
 """
 
 from __future__ import annotations

@@ -335,7 +335,7 @@ def user_view(session: Session, turn: Turn) -> dict[str, Any]:
                      "character": goal.get("character", ""), "personality": goal.get("personality", "")}}
 
 
-def survey_goal(session: Session, conversation_id: int, role: str) -> Optional[str]:
+def survey_shows(session: Session, conversation_id: int, role: str) -> Optional[str]:
     """What the role's end-of-dialog page shows beside the questions: the wizard judges whether the user
     reached this goal, as Frames showed it; the user sees nothing more."""
     conversation = session.get(Conversation, conversation_id)

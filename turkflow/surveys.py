@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from turkflow import dialogs
 from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, NotFound
 from turkflow.hits import lifecycle
@@ -58,6 +59,7 @@ class SurveyView:
     role: str
     questions: tuple[Question, ...]
     answered: Optional[dict[str, Any]]  # the stored answers, once given
+    shown: Optional[str] = None  # what the page shows beside the questions (Frames: the goal, to the wizard)
 
 
 def survey_for(session: Session, conversation_id: int, worker: Worker) -> SurveyView:
@@ -75,7 +77,9 @@ def survey_for(session: Session, conversation_id: int, worker: Worker) -> Survey
     stored = {a.question: a.answer for a in session.exec(select(SurveyAnswer).where(
         SurveyAnswer.conversation_id == conversation.id, SurveyAnswer.worker_id == worker.id))}
     title = session.get(Task, conversation.task_id).title
-    return SurveyView(conversation, protocol.name, title, role, protocol.form(role).survey, stored or None)
+    shows = getattr(dialogs.parts(protocol.name), "survey_shows", None) if dialogs.logged(protocol.name) else None
+    return SurveyView(conversation, protocol.name, title, role, protocol.form(role).survey, stored or None,
+                      shows(session, conversation.id, role) if shows else None)
 
 
 def answer_survey(session: Session, conversation_id: int, worker: Worker, raw: Mapping[str, Any]) -> bool:

@@ -417,7 +417,7 @@ def _survey_json(view: surveys.SurveyView) -> dict[str, Any]:
     return {"conversation_id": view.conversation.id, "title": view.title, "role": view.role,
             "questions": [{"name": q.name, "label": q.label, "kind": q.kind,
                            "options": [value for value, _ in q.options]} for q in view.questions],
-            "answered": view.answered}
+            "shown": view.shown, "answered": view.answered}
 
 
 def survey_body() -> dict[str, Any]:

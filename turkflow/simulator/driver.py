@@ -39,6 +39,7 @@ in by the role groups (``TURKFLOW_PROLIFIC_ROLE_GROUPS``) the simulator made on 
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
@@ -47,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, Sequence
 from urllib.parse import parse_qs, urlsplit
 
 import requests
@@ -332,12 +333,16 @@ class Simulation:
     def __init__(self, settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
                  seed: int, max_turns: int, policy: Policy, reward_cents: int = 20, think_time: float = 0.0,
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
-                 prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None):
+                 prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
+                 web_urls: Sequence[str] = ()):
         self.settings = settings
         self.play = play  # None: Wizard of Tasks' turn pages
         self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
         self.prolific = prolific.fake if prolific else None
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url.rstrip("/")  # the public URL: invite and study links name it
+        # The web servers behind it, as a load balancer with sticky sessions spreads a crowd over several:
+        # each simulated worker sends every request to one, round-robin. Empty: base_url alone.
+        self.web_urls = [url.rstrip("/") for url in web_urls] or [self.base_url]
         self.crowd = crowd
         self.by_name = {w.name: w for w in crowd}
         self.scripts = scripts
@@ -362,9 +367,10 @@ class Simulation:
         self.out = out
         self.position = {cid: n for n, cid in enumerate(conversation_ids)}
         self.last_round: dict[int, int] = {}  # conversation position -> round of its latest turn
-        self.clients = {name: WorkerClient(self.base_url, url, out.http) for name, url in join_urls.items()}
-        self.participants = {w.name: ParticipantClient(self.base_url, out.http) for w in self.crowd
-                             if self.prolific}
+        self.clients = {name: WorkerClient(web, url.replace(self.base_url, web, 1), out.http)
+                        for (name, url), web in zip(join_urls.items(), itertools.cycle(self.web_urls))}
+        self.participants = {w.name: ParticipantClient(web, out.http)
+                             for w, web in zip(self.crowd, itertools.cycle(self.web_urls)) if self.prolific}
         planned = sum(s.turns(self.max_turns) for s in self.scripts)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sim") as pool:

@@ -6,7 +6,7 @@ import importlib
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
@@ -117,9 +117,10 @@ Progress = Callable[[int, int], None]
 
 def run_on(settings: Settings, url: str, config: SimulationConfig,
            progress: Optional[Progress] = None,
-           on_prolific: Optional[ProlificCrowd] = None) -> dict[str, Any]:
+           on_prolific: Optional[ProlificCrowd] = None, web_urls: Sequence[str] = ()) -> dict[str, Any]:
     """Simulate against a running web server and Celery worker that share ``settings``' database (on
-    Prolific: and whose Prolific is the fake of ``on_prolific``, which runs in this process)."""
+    Prolific: and whose Prolific is the fake of ``on_prolific``, which runs in this process). ``web_urls``:
+    several web servers behind the public ``url``, each simulated worker's requests going to one of them."""
     chosen = plan(config)
     if config.provider == "prolific" and on_prolific is None:
         raise ValueError("a simulation on Prolific starts its own stack around the fake Prolific; "
@@ -128,7 +129,7 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         settings, url, chosen.crowd, chosen.scripts, seed=config.seed, max_turns=config.max_turns,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
-        prolific=on_prolific, play=chosen.play)
+        prolific=on_prolific, play=chosen.play, web_urls=web_urls)
     outcome = simulation.run()
     with session_scope(settings.database_url) as session:
         report = build_report(session, outcome, config.parameters(), chosen.policies,

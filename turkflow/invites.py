@@ -12,6 +12,7 @@ import secrets
 from typing import Optional
 
 from itsdangerous import BadSignature, URLSafeSerializer, URLSafeTimedSerializer
+from sqlalchemy import bindparam
 from sqlmodel import Session, select
 
 from turkflow import events
@@ -71,5 +72,9 @@ def worker_from_session_token(session: Session, secret_key: str, token: str, max
     return _worker(session, external_id)
 
 
+# Built once: every request of a signed-in worker looks them up.
+_BY_EXTERNAL_ID = select(Worker).where(Worker.external_id == bindparam("external_id"))
+
+
 def _worker(session: Session, external_id: str) -> Optional[Worker]:
-    return session.exec(select(Worker).where(Worker.external_id == external_id)).first()
+    return session.execute(_BY_EXTERNAL_ID, {"external_id": external_id}).scalars().first()

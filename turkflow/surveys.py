@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
+from sqlalchemy import bindparam
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -101,25 +102,33 @@ def answer_survey(session: Session, conversation_id: int, worker: Worker, raw: M
     return True
 
 
+# Roles asked anything at the end of some dialog: a worker of any other role (the Wizard of Tasks' student and
+# teacher) owes no survey, and their queue, reloaded after every turn, asks nothing of the database.
+SURVEYED_ROLES = frozenset(role for name in SURVEYED for role, form in PROTOCOLS[name].roles.items() if form.survey)
+
+# Built once: the queue reloads after every turn (building a statement costs more than running it).
+_UNANSWERED = (
+    select(Conversation, Batch.protocol, Task.title).join(Batch, Batch.id == Conversation.batch_id)
+    .join(Task, Task.id == Conversation.task_id)
+    .where(col(Batch.protocol).in_(SURVEYED),
+           col(Conversation.status).in_([ConversationStatus.active, ConversationStatus.completed]),
+           col(Conversation.id).in_(select(Turn.conversation_id).where(Turn.worker_id == bindparam("worker"))),
+           col(Conversation.id).not_in(
+               select(SurveyAnswer.conversation_id).where(SurveyAnswer.worker_id == bindparam("worker"))))
+    .order_by(col(Conversation.id).desc()).limit(bindparam("limit"))
+)
+
+
 def surveys_due(session: Session, worker: Worker, limit: int = 100) -> list[dict[str, Any]]:
     """The dialogs whose questions ``worker`` still owes, newest first (for their queue)."""
-    conversations = session.exec(
-        select(Conversation, Batch.protocol).join(Batch, Batch.id == Conversation.batch_id)
-        .where(col(Batch.protocol).in_(SURVEYED), col(Conversation.status).in_(
-            [ConversationStatus.active, ConversationStatus.completed]),
-               col(Conversation.id).in_(select(Turn.conversation_id).where(Turn.worker_id == worker.id)))
-        .order_by(col(Conversation.id).desc()).limit(limit))
-    answered = set(session.exec(
-        select(SurveyAnswer.conversation_id).where(SurveyAnswer.worker_id == worker.id)))
+    if worker.role not in SURVEYED_ROLES:
+        return []
     due = []
-    for conversation, protocol in conversations:
-        if conversation.id in answered:
-            continue
+    for conversation, protocol, title in session.execute(_UNANSWERED, {"worker": worker.id, "limit": limit}):
         if survey_role(session, PROTOCOLS[protocol], conversation, worker) != worker.role:
             continue
         if conversation_over(session, conversation):
-            due.append({"conversation_id": conversation.id,
-                        "title": session.get(Task, conversation.task_id).title})
+            due.append({"conversation_id": conversation.id, "title": title})
     return due
 
 

@@ -137,17 +137,20 @@ def _signed_in_as(worker: Worker) -> Response:
 
 @bp.get("/queue")
 def queue() -> Any:
+    """The worker's queue. Programs get the takeable turns and owed surveys; a page also shows the turns the
+    worker holds and whether the turn just submitted ended its dialog (queries a program does not pay for)."""
     submitted = id_arg("submitted")
+    page = not wants_json()
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
         may_work = worker.status == WorkerStatus.active and worker.onboarded
         entries = lifecycle.queue_entries(session, worker) if may_work else []
-        held = _held_turns(session, worker) if may_work else []
-        written = session.get(Turn, submitted) if submitted else None
+        owed = surveys.surveys_due(session, worker)  # end-of-dialog questions still owed
+        held = _held_turns(session, worker) if may_work and page else []
+        written = session.get(Turn, submitted) if submitted and page else None
         last_turn = written is not None and written.worker_id == worker.id and lifecycle.ends_conversation(
             session, written)
-        owed = surveys.surveys_due(session, worker)  # end-of-dialog questions still owed
-    if wants_json():
+    if not page:
         return jsonify(
             worker={"external_id": worker.external_id, "name": worker.name, "role": worker.role,
                     "status": worker.status, "onboarded": worker.onboarded},

@@ -26,7 +26,6 @@ from turkflow.cli_common import (
     dollars,
     find_batch,
     find_worker,
-    parse_cents,
     pass_app,
     progress_bar,
     requester,
@@ -39,7 +38,7 @@ from turkflow.cli_dataset import analyse, export, replay
 from turkflow.cli_mturk import batch_expire, mturk
 from turkflow.cli_prolific import launch_fee_percent, launch_gate, prolific
 from turkflow.cli_review import admin, review
-from turkflow.config import Settings
+from turkflow.config import Settings, default
 from turkflow.hits import registry
 from turkflow.models import Batch, BatchStatus, Task, WorkerStatus
 from turkflow.protocol import PROTOCOLS, ROLES, get_protocol
@@ -145,9 +144,10 @@ def batch() -> None:
 @click.option("--all", "all_tasks", is_flag=True, help="Launch over every loaded task document.")
 @click.option("--conversations", "-n", type=click.IntRange(min=1), required=True, metavar="N",
               help="Number of conversations; task documents are assigned round-robin.")
-@click.option("--reward", type=Dollars(), help="Reward per turn in USD.  [default: TURKFLOW_REWARD, 0.20]")
+@click.option("--reward", type=Dollars(), help="Reward per turn in USD.  "
+                                                   f"[default: TURKFLOW_REWARD_CENTS, {default('reward_cents')} cents]")
 @click.option("--max-turns", type=click.IntRange(min=2), metavar="M",
-              help="A conversation closes after this many turns.  [default: TURKFLOW_MAX_TURNS, 40]")
+              help=f"A conversation closes after this many turns.  [default: TURKFLOW_MAX_TURNS, {default('max_turns')}]")
 @click.option("--name", help="A name for the batch.  [default: the task file's name or 'all tasks', and the date]")
 @click.option("--budget", type=Dollars(),
               help="Spending cap in USD: the batch pauses instead of opening a turn that would exceed it.")
@@ -211,9 +211,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if live and provider != "mturk":
         raise CommandError("--live applies to --provider mturk only")
     live = provider == "mturk" and (live or settings.mturk_live)
-    reward = reward if reward is not None else parse_cents(str(settings.reward))
+    reward = reward if reward is not None else settings.reward_cents
     max_turns = max_turns or settings.max_turns
-    bonus = parse_cents(str(settings.bonus))
+    bonus = settings.bonus_cents
     name = name or f"{tasks_file.stem if tasks_file else 'all tasks'} {datetime.now().strftime('%Y-%m-%d %H:%M')}"
     docs = read_documents(tasks_file) if tasks_file else None
 

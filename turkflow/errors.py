@@ -52,6 +52,16 @@ class Conflict(TurkflowError):
     status = 409
 
 
+class IllegalTransition(Conflict):
+    """A status change its entity's state machine (``turkflow.states``) does not allow: a completed
+    conversation made active again, a paid bonus made pending. Names the entity, its id, from and to."""
+
+    def __init__(self, entity: str, entity_id: Optional[int], current: str, to: str):
+        super().__init__(f"{entity} {entity_id if entity_id is not None else '(new)'} is {current}; "
+                         f"it cannot become {to}")
+        self.entity, self.entity_id, self.current, self.to = entity, entity_id, current, to
+
+
 class ProviderError(TurkflowError):
     """A crowd platform refused or failed a call."""
 

@@ -3,7 +3,8 @@ decisions, bonuses, requesters and the append-only event log.
 
 Invariants live in the schema, not in hope: one turn per (conversation, index), so a conversation can
 never have two open turns for the same position; one HIT per (turn, attempt); one rating per rating
-turn; one bonus per rated turn. Money is stored in integer cents.
+turn; one bonus per rated turn. Money is stored in integer cents. A batch's money and quality columns take
+their defaults from the settings (``turkflow.config.default``), where each default lives once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Optional
 
 from sqlalchemy import JSON, Column, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
+
+from turkflow.config import default
 
 
 def utcnow() -> datetime:
@@ -104,15 +107,15 @@ class Batch(SQLModel, table=True):
     provider: str = "local"
     live: bool = False
     status: str = Field(default=BatchStatus.active, index=True)
-    reward_cents: int = 20
-    max_turns: int = 40
+    reward_cents: int = default("reward_cents")
+    max_turns: int = default("max_turns")
     budget_cents: Optional[int] = None
-    quality_window: int = 5
-    block_below: float = 0.5
-    bonus_above: float = 0.9
-    bonus_cents: int = 8
-    block_rule: str = "either"  # see turkflow.quality.monitor.Policy
-    probation_rated_turns: int = 0
+    quality_window: int = default("quality_window")
+    block_below: float = default("block_below")
+    bonus_above: float = default("bonus_above")
+    bonus_cents: int = default("bonus_cents")
+    block_rule: str = default("block_rule")  # see turkflow.quality.monitor.Policy
+    probation_rated_turns: int = 0  # 0: no probation, so no settled window either
     settled_window: int = 0
     settled_block_below: float = 0.0
     fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at "

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from turkflow import events
+from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import ProviderError
@@ -156,9 +156,7 @@ def carry_out_status(settings: Settings, providers: Providers, worker_id: int) -
         else:
             provider.soft_block(session, worker, reason="low ratings")
     with session_scope(settings.database_url) as session:
-        return session.execute(
-            update(Worker).where(Worker.id == worker_id, Worker.status == target).values(platform_status=target)
-        ).rowcount == 1
+        return session.execute(states.platform_follows(worker_id, target)).rowcount == 1
 
 
 def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
@@ -181,8 +179,8 @@ def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
 def _record_paid(session: Session, bonus_id: int) -> None:
     """The task and the reconciler's sweep may pay the same bonus at once; the provider never pays twice (a
     request token, or Prolific's claim), and only the run that moves the bonus from pending records it."""
-    if session.execute(update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending)
-                       .values(status=BonusStatus.paid, paid_at=utcnow())).rowcount != 1:
+    if session.execute(states.update_to(Bonus, BonusStatus.paid).where(Bonus.id == bonus_id)
+                       .values(paid_at=utcnow())).rowcount != 1:
         return
     bonus = session.get(Bonus, bonus_id)
     turn = session.get(Turn, bonus.turn_id)

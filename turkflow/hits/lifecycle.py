@@ -18,7 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
-from turkflow import events
+from turkflow import events, states
+from turkflow.config import default
 from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, NotFound
 from turkflow.hits import stages
@@ -65,8 +66,8 @@ def launch_batch(
     *,
     name: str,
     provider: str = "local",
-    reward_cents: int = 20,
-    max_turns: int = 40,
+    reward_cents: int = default("reward_cents"),
+    max_turns: int = default("max_turns"),
     budget_cents: Optional[int] = None,
     live: bool = False,
     quality: Optional[dict[str, Any]] = None,
@@ -74,6 +75,9 @@ def launch_batch(
     scenarios: Optional[Sequence[tuple[Task, dict[str, Any]]]] = None,
 ) -> tuple[Batch, list[Hit]]:
     """Create a batch and its conversations, each with its first turn opened (HITs still to publish).
+
+    The reward, the turn limit and the ``quality`` columns left out take the settings' defaults
+    (``turkflow.config``); the edge that read ``TURKFLOW_*`` passes the values it read.
 
     Tasks are assigned round-robin, so N conversations over M tasks cover every task evenly, unless
     ``scenarios`` gives each conversation its task and scenario (STAR). A batch follows one protocol:
@@ -139,7 +143,7 @@ def publish_hit(session: Session, provider: CrowdProvider, hit_id: int) -> Hit:
     conversation = session.get(Conversation, turn.conversation_id)
     batch = session.get(Batch, conversation.batch_id)
     hit.external_id = provider.publish_turn(session, hit, batch)
-    hit.status = HitStatus.open
+    states.move(hit, HitStatus.open)
     session.add(hit)
     events.record(session, "hit_published", "provider", batch_id=batch.id, conversation_id=conversation.id,
                   turn_id=turn.id, hit_id=hit.id, external_id=hit.external_id)
@@ -174,7 +178,7 @@ def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit
         _complete(session, batch, conversation, end_reason)
         return None
     if not _within_budget(session, batch):
-        batch.status = BatchStatus.paused
+        states.move(batch, BatchStatus.paused)
         session.add(batch)
         events.record(session, "batch_paused", "system", batch_id=batch.id, reason="budget reached")
         return None
@@ -210,7 +214,7 @@ def ends_conversation(session: Session, turn: Turn) -> bool:
 
 
 def _complete(session: Session, batch: Batch, conversation: Conversation, reason: str) -> None:
-    conversation.status = ConversationStatus.completed
+    states.move(conversation, ConversationStatus.completed)
     conversation.end_reason = reason
     conversation.completed_at = conversation.updated_at = utcnow()
     session.add(conversation)
@@ -221,7 +225,7 @@ def _complete(session: Session, batch: Batch, conversation: Conversation, reason
         .where(Conversation.batch_id == batch.id, Conversation.status == ConversationStatus.active)
     ).one()
     if remaining == 0:
-        batch.status = BatchStatus.completed
+        states.move(batch, BatchStatus.completed)
         session.add(batch)
         events.record(session, "batch_completed", "system", batch_id=batch.id)
 
@@ -429,20 +433,20 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
     text = next(answers[q.name] for q in form.questions if q.is_response)
 
     won = session.execute(
-        update(Assignment).where(Assignment.id == assignment.id, Assignment.status == AssignmentStatus.accepted)
-        .values(status=AssignmentStatus.submitted, submitted_at=now)
+        states.update_to(Assignment, AssignmentStatus.submitted).where(Assignment.id == assignment.id)
+        .values(submitted_at=now)
     ).rowcount
     if won != 1:  # a concurrent submit of the same assignment got there first
         session.rollback()
         return submit_turn(session, assignment_external_id, worker, raw, now)
     stored = session.execute(
-        update(Turn).where(Turn.id == turn.id, Turn.status == TurnStatus.open)
-        .values(status=TurnStatus.submitted, worker_id=worker.id, text=text, label=label, answers=answers,
+        states.update_to(Turn, TurnStatus.submitted).where(Turn.id == turn.id)
+        .values(worker_id=worker.id, text=text, label=label, answers=answers,
                 signals=writing_signals(raw), submitted_at=now)
     ).rowcount
     if stored != 1:
         raise Conflict("this turn has already been written by another worker")
-    hit.status = HitStatus.submitted
+    states.move(hit, HitStatus.submitted)
     hit.lease_expires_at = None
     session.add(hit)
     rating = _store_rating(session, turn, worker, answers, now)
@@ -516,9 +520,7 @@ def turn_view(session: Session, turn: Turn) -> TurnView:
 
 def set_batch_status(session: Session, batch: Batch, status: BatchStatus, actor: str) -> list[Hit]:
     """Pause, resume or cancel a batch. Returns HITs the provider must expire (on cancel)."""
-    if batch.status in (BatchStatus.cancelled, BatchStatus.completed) and status != batch.status:
-        raise Conflict(f"batch {batch.id} is {batch.status}; it cannot become {status}")
-    batch.status = status
+    states.move(batch, status)
     session.add(batch)
     events.record(session, f"batch_{status}", actor, batch_id=batch.id)
     if status != BatchStatus.cancelled:
@@ -528,18 +530,17 @@ def set_batch_status(session: Session, batch: Batch, status: BatchStatus, actor:
         .where(Conversation.batch_id == batch.id, col(Hit.status).in_([HitStatus.pending, HitStatus.open]))
     ))
     for hit in live_hits:
-        hit.status = HitStatus.expired
+        states.move(hit, HitStatus.expired)
         session.add(hit)
     for conversation in session.exec(
         select(Conversation).where(Conversation.batch_id == batch.id, Conversation.status == ConversationStatus.active)
     ):
-        conversation.status = ConversationStatus.cancelled
+        states.move(conversation, ConversationStatus.cancelled)
         conversation.end_reason = "cancelled"
         session.add(conversation)
     session.execute(
-        update(Turn).where(Turn.status == TurnStatus.open,
-                           col(Turn.conversation_id).in_(select(Conversation.id).where(Conversation.batch_id == batch.id)))
-        .values(status=TurnStatus.cancelled)
+        states.update_to(Turn, TurnStatus.cancelled)
+        .where(col(Turn.conversation_id).in_(select(Conversation.id).where(Conversation.batch_id == batch.id)))
     )
     return live_hits
 
@@ -596,7 +597,7 @@ def abandon_assignment(session: Session, assignment: Assignment, reason: str, ac
     """An accepted assignment its worker returned, abandoned or let run out; the HIT is available again."""
     if assignment.status != AssignmentStatus.accepted:
         return False
-    assignment.status = AssignmentStatus.abandoned
+    states.move(assignment, AssignmentStatus.abandoned)
     session.add(assignment)
     turn = turn_for_assignment(session, assignment)
     events.record(session, "assignment_abandoned", actor, conversation_id=turn.conversation_id,
@@ -610,7 +611,7 @@ def settle_assignment(session: Session, assignment: Assignment, status: Assignme
     if assignment.status == status:
         return False
     before = assignment.status
-    assignment.status = status
+    states.move(assignment, status)
     assignment.reviewed_at = utcnow()
     session.add(assignment)
     turn = turn_for_assignment(session, assignment)
@@ -624,7 +625,7 @@ def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
     same turn (still to publish). Returns None when the turn no longer needs one (written or cancelled)."""
     if hit.status not in (HitStatus.pending, HitStatus.open):
         return None
-    hit.status = HitStatus.expired
+    states.move(hit, HitStatus.expired)
     session.add(hit)
     for stale in session.exec(select(Assignment).where(Assignment.hit_id == hit.id,
                                                        Assignment.status == AssignmentStatus.accepted)):

@@ -116,9 +116,9 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         students=students, teachers=teachers, conversations=conversations, max_turns=max_turns,
         mean_turns=mean_turns, mix={"spammer": spammers, "lazy": lazy, "careless": careless, "harsh": harsh},
         think_time=think_time, concurrency=concurrency, seed=seed,
-        policy=policy or Policy.of_settings(settings, round(settings.bonus * 100)).text,
+        policy=policy or Policy.of_settings(settings, settings.bonus_cents).text,
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
-        bonus_cents=round(settings.bonus * 100), reward_cents=round(settings.reward * 100),
+        bonus_cents=settings.bonus_cents, reward_cents=settings.reward_cents,
         settle_timeout=settle_timeout, dialogs=dialogs, provider=provider, protocol=protocol,
     )
     with progress_bar() as bar:

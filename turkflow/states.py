@@ -108,8 +108,7 @@ def move(entity: Any, to: str) -> bool:
     (False: it already was ``to`` and that may be set again). The caller adds the entity and records events.
 
     Raises ``IllegalTransition`` for any other move."""
-    model = type(entity)
-    current = entity.status
+    model, current = type(entity), getattr(entity, "status", None)
     if not allowed(model, current, to):
         raise IllegalTransition(NAMES[model], entity.id, current, to)
     if current == to:

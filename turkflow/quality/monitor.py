@@ -22,9 +22,9 @@ from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from turkflow import events
+from turkflow import events, states
 from turkflow.db import savepoint
-from turkflow.config import Settings
+from turkflow.config import Settings, default
 from turkflow.errors import InvalidInput
 from turkflow.models import (
     Assignment,
@@ -70,11 +70,11 @@ NAMED_POLICIES = {
 
 @dataclass(frozen=True)
 class Policy:
-    window: int = 5
-    block_below: float = 0.5
-    bonus_above: float = 0.9
-    bonus_cents: int = 8
-    rule: str = EITHER
+    window: int = default("quality_window")
+    block_below: float = default("block_below")
+    bonus_above: float = default("bonus_above")
+    bonus_cents: int = default("bonus_cents")
+    rule: str = default("block_rule")
     probation: int = 0  # rated turns judged by (window, block_below); 0: all of them
     settled_window: int = 0  # judges the rated turns after probation
     settled_block_below: float = 0.0
@@ -86,16 +86,17 @@ class Policy:
                    batch.probation_rated_turns, batch.settled_window, batch.settled_block_below)
 
     @classmethod
-    def of_settings(cls, settings: Settings, bonus_cents: int) -> "Policy":
-        """The policy a batch launched with these settings gets."""
+    def of_settings(cls, settings: Settings, bonus_cents: Optional[int] = None) -> "Policy":
+        """The policy a batch launched with these settings gets (their bonus unless ``bonus_cents``)."""
         staged = {} if not settings.probation_turns else {
             "probation": settings.probation_turns, "settled_window": settings.settled_window,
             "settled_block_below": settings.settled_block_below}
-        return cls(settings.quality_window, settings.block_below, settings.bonus_above, bonus_cents,
-                   settings.block_rule, **staged)
+        return cls(settings.quality_window, settings.block_below, settings.bonus_above,
+                   settings.bonus_cents if bonus_cents is None else bonus_cents, settings.block_rule, **staged)
 
     @classmethod
-    def parse(cls, text: str, bonus_above: float = 0.9, bonus_cents: int = 8) -> "Policy":
+    def parse(cls, text: str, bonus_above: float = default("bonus_above"),
+              bonus_cents: int = default("bonus_cents")) -> "Policy":
         """A named policy (``paper``, ``probation``), ``k=5,p=0.5``, ``none`` (never blocks),
         ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any of the rules ``pooled``."""
         text = NAMED_POLICIES.get(text.strip(), text)
@@ -260,7 +261,7 @@ def _record_bonus(session: Session, policy: Policy, batch: Batch, turn: Turn, au
 def block_worker(session: Session, worker: Worker, *, permanent: bool, actor: str, reason: str,
                  note: str = "") -> None:
     """Record a block in the worker's status; the caller tells the provider (it may call the network)."""
-    worker.status = WorkerStatus.blocked if permanent else WorkerStatus.temporarily_blocked
+    states.move(worker, WorkerStatus.blocked if permanent else WorkerStatus.temporarily_blocked)
     session.add(worker)
     events.record(session, "worker_blocked", actor, worker_id=worker.id, permanent=permanent, reason=reason,
                   note=note)
@@ -271,7 +272,7 @@ def unblock_worker(session: Session, worker: Worker, *, actor: str, note: str = 
     latest = session.exec(
         select(Rating.id).where(Rating.author_id == worker.id).order_by(col(Rating.id).desc()).limit(1)
     ).first()
-    worker.status = WorkerStatus.active
+    states.move(worker, WorkerStatus.active)
     worker.window_after_rating_id = latest or 0
     session.add(worker)
     events.record(session, "worker_unblocked", actor, worker_id=worker.id, note=note)

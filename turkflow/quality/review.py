@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Iterable, Optional
 
-from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from turkflow import events
+from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.errors import InvalidInput
 from turkflow.models import (
@@ -91,7 +90,7 @@ def build_queue(session: Session, day: date, *, sample_turns: int) -> list[Revie
     ):
         entry = existing.get(worker.id) or ReviewEntry(day=day, worker_id=worker.id)
         decision = _blocking_decision(session, worker.id)
-        entry.status = ReviewStatus.pending
+        states.move(entry, ReviewStatus.pending)
         entry.resolved_by = entry.resolved_at = None
         entry.note = ""
         entry.decision_id = decision.id if decision else None
@@ -306,6 +305,6 @@ def unblock(session: Session, worker: Worker, *, actor: str, note: str = "") -> 
 def _resolve(session: Session, worker: Worker, status: ReviewStatus, actor: str, note: str) -> None:
     """Close every open entry of the worker, whichever day's queue it sits in."""
     session.execute(
-        update(ReviewEntry).where(ReviewEntry.worker_id == worker.id, ReviewEntry.status == ReviewStatus.pending)
-        .values(status=status, resolved_by=actor, resolved_at=utcnow(), note=note)
+        states.update_to(ReviewEntry, status).where(ReviewEntry.worker_id == worker.id)
+        .values(resolved_by=actor, resolved_at=utcnow(), note=note)
     )

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import click
 
 from turkflow.cli_common import CONTEXT, App, dollars, pass_app, progress_bar, table
-from turkflow.config import Settings
+from turkflow.config import Settings, default
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.policies import DEFAULT_POLICIES, EARLY_RATED_TURNS
 from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_stack
@@ -22,7 +22,7 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
 @click.option("--students", default=10, show_default=True, help="Simulated students (STAR: users).")
 @click.option("--teachers", default=10, show_default=True, help="Simulated teachers (STAR: wizards).")
 @click.option("--conversations", default=10, show_default=True, help="Conversations in the simulated batch.")
-@click.option("--max-turns", default=40, show_default=True, help="Maximum turns per conversation.")
+@click.option("--max-turns", default=default("max_turns"), show_default=True, help="Maximum turns per conversation.")
 @click.option("--mean-turns", type=int, default=None,
               help="Draw conversation lengths around this mean (default: as long as each replayed dialog).")
 @click.option("--spammers", default=0.15, show_default=True, help="Share of each role writing random or repeated text.")
@@ -116,7 +116,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         students=students, teachers=teachers, conversations=conversations, max_turns=max_turns,
         mean_turns=mean_turns, mix={"spammer": spammers, "lazy": lazy, "careless": careless, "harsh": harsh},
         think_time=think_time, concurrency=concurrency, seed=seed,
-        policy=policy or Policy.of_settings(settings, settings.bonus_cents).text,
+        policy=policy or Policy.of_settings(settings).text,
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
         bonus_cents=settings.bonus_cents, reward_cents=settings.reward_cents,
         settle_timeout=settle_timeout, dialogs=dialogs, provider=provider, protocol=protocol,

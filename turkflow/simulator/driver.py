@@ -56,7 +56,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, or_, select
 
 from turkflow import invites
-from turkflow.config import Settings
+from turkflow.config import Settings, default
 from turkflow.db import session_scope
 from turkflow.documents import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle
@@ -331,7 +331,8 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
 
 class Simulation:
     def __init__(self, settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
-                 seed: int, max_turns: int, policy: Policy, reward_cents: int = 20, think_time: float = 0.0,
+                 seed: int, max_turns: int, policy: Policy,
+                 reward_cents: int = default("reward_cents"), think_time: float = 0.0,
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
                  web_urls: Sequence[str] = ()):

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from turkflow.config import Settings
+from turkflow.config import Settings, default
 from turkflow.db import session_scope
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
@@ -33,7 +33,7 @@ class SimulationConfig:
     students: int = 10
     teachers: int = 10
     conversations: int = 10
-    max_turns: int = 40
+    max_turns: int = default("max_turns")
     mean_turns: Optional[int] = None  # None: each conversation lasts as long as the dialog it replays
     mix: dict[str, float] = field(default_factory=lambda: {"spammer": 0.15, "careless": 0.10})
     think_time: float = 0.0
@@ -41,9 +41,9 @@ class SimulationConfig:
     seed: int = 1
     policy: str = "k=5,p=0.5"
     compare: tuple[str, ...] = DEFAULT_POLICIES
-    reward_cents: int = 20
-    bonus_above: float = 0.9
-    bonus_cents: int = 8
+    reward_cents: int = default("reward_cents")
+    bonus_above: float = default("bonus_above")
+    bonus_cents: int = default("bonus_cents")
     settle_timeout: float = 60.0
     dialogs: Optional[Path] = None  # SGD dialogues; with protocol "star", a STAR root (star.star_root)
     provider: str = "local"  # or "prolific": the batch runs on the fake Prolific

@@ -13,7 +13,7 @@ from typing import Optional
 
 from sqlmodel import Session, col, select
 
-from turkflow import events
+from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.hits.provider import CrowdProvider, HitCheck
 from turkflow.models import Assignment, AssignmentStatus, Batch, Bonus, Hit, Turn, Worker, utcnow
@@ -55,7 +55,7 @@ class LocalProvider(CrowdProvider):
         """Submitted work becomes approved (and its reward spent); anything else is left as it is."""
         if assignment.status != AssignmentStatus.submitted:
             return
-        assignment.status = AssignmentStatus.approved
+        states.move(assignment, AssignmentStatus.approved)
         assignment.reviewed_at = utcnow()
         session.add(assignment)
         turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)

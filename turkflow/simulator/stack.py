@@ -120,15 +120,26 @@ class PostgresCluster:
 KEEP_ALIVE_SECONDS = 75
 
 
+def _numbered(name: str, count: int) -> list[str]:
+    """The names of ``count`` copies of a service: the name alone for one, ``name-1`` ... for several."""
+    return [name] if count == 1 else [f"{name}-{n}" for n in range(1, count + 1)]
+
+
 class Stack:
     """redis-server (unless ``settings.redis_url`` is given to share), gunicorn and a Celery worker.
 
-    The database is migrated before the processes start. Logs go to ``log_dir``.
+    The database is migrated before the processes start. Logs go to ``log_dir``, one file per process.
+
+    Scaled out, as separate machines would run it: ``web_processes`` gunicorn servers, each on its own port
+    (``urls``; ``url``, the first, is the public URL), and with ``queue_workers`` ``workers_per_queue``
+    Celery workers per queue, each with its own hostname (``celery-turns-1@host``, ...), beside ``beats``
+    beats (more than one is a mistake the beat lock makes harmless: one sends, the others stand by).
     """
 
     def __init__(self, settings: Settings, log_dir: Path, *, web_workers: int = 3, web_threads: int = 4,
                  celery_concurrency: int = 2, own_redis: bool = True,
-                 queue_workers: Optional[dict[str, int]] = None):
+                 queue_workers: Optional[dict[str, int]] = None, web_processes: int = 1,
+                 workers_per_queue: int = 1, beats: int = 1, access_log: bool = False):
         self.settings = settings
         self.log_dir = log_dir
         self.web_workers = web_workers
@@ -136,7 +147,12 @@ class Stack:
         self.celery_concurrency = celery_concurrency
         self.own_redis = own_redis
         self.queue_workers = queue_workers  # {queues: processes}: a worker per queue and a beat, as deployed
+        self.web_processes = web_processes
+        self.workers_per_queue = workers_per_queue
+        self.beats = beats
+        self.access_log = access_log  # every request in the web process's log, as the Procfile runs it
         self.url = ""
+        self.web_urls: dict[str, str] = {}  # gunicorn process name -> its URL
         self.processes: dict[str, subprocess.Popen] = {}
         self.commands: dict[str, list[str]] = {}
         self._logs: list[IO[bytes]] = []
@@ -169,13 +185,16 @@ class Stack:
             self.settings = self.settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{port}/0"})
             self._wait_ready("redis")
         upgrade(self.settings.database_url)
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
+        self.web_urls = {name: f"http://127.0.0.1:{free_port()}" for name in _numbered("gunicorn",
+                                                                                       self.web_processes)}
+        self.url = next(iter(self.web_urls.values()))
         self.settings = self.settings.model_copy(update={"public_url": self.url})
-        self._spawn("gunicorn", [sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers),
-                                 "--threads", str(self.web_threads), "--bind", f"127.0.0.1:{port}",
-                                 "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS),
-                                 "turkflow.web:create_app()"])
+        access = ["--access-logfile", "-"] if self.access_log else []
+        for name, url in self.web_urls.items():
+            self._spawn(name, [sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers),
+                               "--threads", str(self.web_threads), "--bind", url.removeprefix("http://"),
+                               "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS), *access,
+                               "turkflow.web:create_app()"])
         celery = [sys.executable, "-m", "celery", "-A", "workers.app"]
         quiet = ["--pool", "prefork", "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
         if self.queue_workers is None:
@@ -184,20 +203,30 @@ class Stack:
                                    "--concurrency", str(self.celery_concurrency), *quiet])  # every queue
             workers = ["celery"]
         else:
-            workers = [f"celery-{queues.replace(',', '-')}" for queues in self.queue_workers]
-            for name, (queues, processes) in zip(workers, self.queue_workers.items()):
-                self._spawn(name, [*celery, "worker", "--queues", queues, "--hostname", f"{name}@%h",
-                                   "--concurrency", str(processes), *quiet])
-            self._spawn("beat", [*celery, "beat", "--schedule", str(self.log_dir / "celerybeat-schedule"),
-                                 "--loglevel", "WARNING"])
-        wait_for(lambda: requests.get(f"{self.url}/queue", timeout=2).status_code < 500, "gunicorn", 30,
-                 self.processes["gunicorn"])
-        for name in workers:
+            workers = []
+            for queues, processes in self.queue_workers.items():
+                for name in _numbered(f"celery-{queues.replace(',', '-')}", self.workers_per_queue):
+                    self._spawn(name, [*celery, "worker", "--queues", queues, "--hostname", f"{name}@%h",
+                                       "--concurrency", str(processes), *quiet])
+                    workers.append(name)
+            for name in _numbered("beat", self.beats):  # each with a schedule file of its own, as on a machine
+                self._spawn(name, [*celery, "beat", "--schedule", str(self.log_dir / f"{name}-schedule"),
+                                   "--loglevel", "WARNING"])
+        for name in [*self.web_urls, *workers]:
             self._wait_ready(name)
+
+    @property
+    def urls(self) -> list[str]:
+        """Every web process's URL, the public one first."""
+        return list(self.web_urls.values())
 
     def _wait_ready(self, name: str) -> None:
         if name == "redis":
             wait_for(lambda: Redis.from_url(self.settings.redis_url).ping(), "redis-server", 10, self.processes[name])
+        elif name in self.web_urls:
+            url = self.web_urls[name]
+            wait_for(lambda: requests.get(f"{url}/queue", timeout=2).status_code < 500, name, 30,
+                     self.processes[name])
         elif name.startswith("celery"):
             probe = Celery(broker=self.settings.redis_url)
             wanted = None if name == "celery" else f"{name}@{socket.gethostname()}"
@@ -227,22 +256,26 @@ class Stack:
         self._wait_ready(name)
 
     def stop(self) -> None:
-        for name in ("gunicorn", "celery", "redis"):
-            process = self.processes.pop(name, None)
-            if process is None:
-                continue
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            # Whatever the service forked and left behind (a killed worker's pool processes, its embedded
-            # beat) goes too: it must not outlive this stack and talk to the next one on a reused port.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """Every service, Redis last: the web processes and Celery workers all at once (each finishes what it
+        holds, within 20 s), so none of them loses its broker while it shuts down."""
+        order = [name for name in self.processes if name != "redis"]
+        for group in (order, ["redis"]):
+            stopping = {name: self.processes.pop(name) for name in group if name in self.processes}
+            for process in stopping.values():
+                process.terminate()
+            deadline = time.monotonic() + 20
+            for process in stopping.values():
+                try:
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+                # Whatever the service forked and left behind (a killed worker's pool processes, its embedded
+                # beat) goes too: it must not outlive this stack and talk to the next one on a reused port.
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         for log in self._logs:
             log.close()
         self._logs.clear()

@@ -41,10 +41,30 @@ class AfterSubmission:
 def open_next_turn(settings: Settings, providers: Providers, conversation_id: int) -> Optional[int]:
     """Advance the conversation and publish the new turn's HIT; returns the HIT id if one was opened."""
     with session_scope(settings.database_url) as session:
-        hit = lifecycle.advance_conversation(session, conversation_id)
-        hit_id = hit.id if hit else None
-        provider_name = hit.provider if hit else None
-    if hit_id is not None:
+        opened = _advance(session, providers, conversation_id)
+    return _publish_opened(settings, providers, opened)
+
+
+def _advance(session: Session, providers: Providers, conversation_id: int) -> Optional[tuple[int, Optional[str]]]:
+    """Open the conversation's next turn: (HIT id, provider still to publish on, or None when the HIT is
+    published already). A provider that calls no platform publishes in this transaction, so the local
+    crowd's next turn is one commit away from its submission; a platform is called only after commit."""
+    hit = lifecycle.advance_conversation(session, conversation_id)
+    if hit is None:
+        return None
+    provider = providers.get(hit.provider)
+    if provider.calls_platform:
+        return hit.id, hit.provider
+    lifecycle.publish_hit(session, provider, hit.id)
+    return hit.id, None
+
+
+def _publish_opened(settings: Settings, providers: Providers, opened: Optional[tuple[int, Optional[str]]]
+                    ) -> Optional[int]:
+    if opened is None:
+        return None
+    hit_id, provider_name = opened
+    if provider_name is not None:
         publish(settings, providers, hit_id, provider_name)
     return hit_id
 
@@ -67,8 +87,8 @@ def open_after(settings: Settings, providers: Providers, turn_id: int) -> Option
     """Open the turn that follows a submitted one; the Celery task does only this before queueing the
     review, so in a burst of submissions every next turn opens before any judging starts."""
     with session_scope(settings.database_url) as session:
-        conversation_id = session.get(Turn, turn_id).conversation_id
-    return open_next_turn(settings, providers, conversation_id)
+        opened = _advance(session, providers, session.get(Turn, turn_id).conversation_id)
+    return _publish_opened(settings, providers, opened)
 
 
 def review_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
-from sqlalchemy import and_, func, or_, update
+from sqlalchemy import JSON, and_, bindparam, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from turkflow import events, states
@@ -132,16 +133,21 @@ def _open_turn(session: Session, batch: Batch, conversation: Conversation, index
     return hit
 
 
+_PUBLISHING = (
+    select(Hit, Turn, Conversation, Batch).join(Turn, Turn.id == Hit.turn_id)
+    .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
+    .where(Hit.id == bindparam("hit"))
+)
+
+
 def publish_hit(session: Session, provider: CrowdProvider, hit_id: int) -> Hit:
     """Tell the crowd platform about a pending HIT; a second call for a published HIT does nothing."""
-    hit = session.get(Hit, hit_id)
-    if hit is None:
+    row = session.execute(_PUBLISHING, {"hit": hit_id}).first()
+    if row is None:
         raise NotFound(f"HIT {hit_id} does not exist")
+    hit, turn, conversation, batch = row
     if hit.status != HitStatus.pending:
         return hit
-    turn = session.get(Turn, hit.turn_id)
-    conversation = session.get(Conversation, turn.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
     hit.external_id = provider.publish_turn(session, hit, batch)
     states.move(hit, HitStatus.open)
     session.add(hit)
@@ -153,27 +159,32 @@ def publish_hit(session: Session, provider: CrowdProvider, hit_id: int) -> Hit:
 # ---- advancing ---------------------------------------------------------------------------------------
 
 
+_LAST_TURNS = (  # a conversation's last two turns (the one before the last may close it), with its batch
+    select(Turn, Conversation, Batch).join(Conversation, Conversation.id == Turn.conversation_id)
+    .join(Batch, Batch.id == Conversation.batch_id)
+    .where(Turn.conversation_id == bindparam("conversation")).order_by(col(Turn.index).desc()).limit(2)
+)
+
+
 def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit]:
     """Open the next turn of a conversation whose last turn is submitted, or close the conversation.
 
     Returns the new HIT (still to publish), or None when there is nothing to open: the conversation is
     over, its batch is paused or over budget, or its next turn is already open (a duplicate call).
     """
-    conversation = session.get(Conversation, conversation_id)
-    if conversation is None:
-        raise NotFound(f"conversation {conversation_id} does not exist")
-    if conversation.status != ConversationStatus.active:
+    rows = session.execute(_LAST_TURNS, {"conversation": conversation_id}).all()
+    if not rows:
+        if session.get(Conversation, conversation_id) is None:
+            raise NotFound(f"conversation {conversation_id} does not exist")
+        return None  # no turn at all: nothing follows
+    last, conversation, batch = rows[0]
+    before = rows[1][0] if len(rows) > 1 else None
+    if conversation.status != ConversationStatus.active or batch.status != BatchStatus.active:
         return None
-    batch = session.get(Batch, conversation.batch_id)
-    if batch.status != BatchStatus.active:
-        return None
-    last = session.exec(
-        select(Turn).where(Turn.conversation_id == conversation_id).order_by(col(Turn.index).desc()).limit(1)
-    ).first()
-    if last is None or last.status != TurnStatus.submitted:
+    if last.status != TurnStatus.submitted:
         return None
     protocol = get_protocol(batch.protocol)
-    end_reason = _end_reason(session, protocol, batch, last)
+    end_reason = _end_reason(session, protocol, batch, last, before)
     if end_reason:
         _complete(session, batch, conversation, end_reason)
         return None
@@ -189,14 +200,17 @@ def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit
         return None  # another worker process opened it first: one open turn per conversation
 
 
-def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn) -> Optional[str]:
+def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn,
+                before: Optional[Turn] = None) -> Optional[str]:
+    """Why the conversation ends with ``last``, or None; ``before``: the turn before it, if already read."""
     closes = last.role == protocol.first_role and last.label == protocol.closing_label
     if not protocol.closing_reply and closes:
         return protocol.closing_reason
     if protocol.closing_reply and last.role != protocol.first_role and last.index > 0:
-        before = session.exec(
-            select(Turn).where(Turn.conversation_id == last.conversation_id, Turn.index == last.index - 1)
-        ).one()
+        if before is None or before.index != last.index - 1:
+            before = session.exec(
+                select(Turn).where(Turn.conversation_id == last.conversation_id, Turn.index == last.index - 1)
+            ).one()
         if before.label == protocol.closing_label:
             return protocol.closing_reason
     if last.index + 1 >= batch.max_turns:
@@ -264,45 +278,58 @@ def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = No
 
     HITs of other providers are taken on their own platform, never from the local queue.
     """
-    return list(session.exec(_takeable(select(Hit), worker, now or utcnow()).order_by(Hit.id).limit(limit)))
+    statement = _takeable(select(Hit), stages.sees_multi_task(worker)).order_by(Hit.id).limit(bindparam("limit"))
+    return list(session.execute(statement, _queue_params(worker, now, limit)).scalars())
+
+
+def _takeable(query: Any, multi_task_passed: bool) -> Any:
+    """Narrow a query over ``Hit`` to the local HITs a worker of role ``role`` may take at ``now`` (bound
+    parameters): STAR turns only of conversations whose qualification stage the worker passed
+    (``turkflow.hits.stages``)."""
+    return stages.unlocked_at(
+        query.join(Turn, Turn.id == Hit.turn_id)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .join(Batch, Batch.id == Conversation.batch_id)
+        .where(
+            Hit.status == HitStatus.open,
+            Hit.role == bindparam("role"),
+            Hit.provider == LOCAL,
+            Batch.status == BatchStatus.active,
+            or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < bindparam("now")),
+        ),
+        multi_task_passed,
+    )
+
+
+def _queue_params(worker: Worker, now: Optional[datetime], limit: int) -> dict[str, Any]:
+    return {"role": worker.role, "now": now or utcnow(), "limit": limit}
+
+
+def _queue_statement(multi_task_passed: bool) -> Any:
+    previous = aliased(Turn)
+    return (
+        _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text, previous.role),
+                  multi_task_passed)
+        .join(Task, Task.id == Conversation.task_id)
+        .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id, previous.index == Turn.index - 1))
+        .order_by(Hit.id).limit(bindparam("limit"))
+    )
+
+
+# The queue's statement for a worker who may take multi-task dialogs, and for one who may not (stages).
+_QUEUE = {passed: _queue_statement(passed) for passed in (True, False)}
 
 
 def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = None,
                   limit: int = 50) -> list[dict[str, Any]]:
     """The queue's rows: each HIT ``open_hits_for`` offers, with its task title and the message it answers.
 
-    One query for the whole list: workers reload the queue after every submission, so a query per listed
-    turn would make the busiest page the slowest.
+    One query for the whole list, built once: workers reload the queue after every submission.
     """
-    previous = aliased(Turn)
-    rows = session.exec(
-        _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text, previous.role),
-                  worker, now or utcnow())
-        .join(Task, Task.id == Conversation.task_id)
-        .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id, previous.index == Turn.index - 1))
-        .order_by(Hit.id).limit(limit)
-    ).all()
+    rows = session.execute(_QUEUE[stages.sees_multi_task(worker)], _queue_params(worker, now, limit)).all()
     return [{"hit_id": hit_id, "conversation_id": conversation_id, "turn_index": index, "title": title,
              "last_message": last_message, "last_role": last_role}
             for hit_id, conversation_id, index, title, last_message, last_role in rows]
-
-
-def _takeable(query: Any, worker: Worker, now: datetime) -> Any:
-    """Narrow a query over ``Hit`` to the local HITs ``worker`` may take at ``now``: STAR turns only of
-    conversations whose qualification stage the worker passed (``turkflow.hits.stages``)."""
-    return stages.unlocked(
-        query.join(Turn, Turn.id == Hit.turn_id)
-        .join(Conversation, Conversation.id == Turn.conversation_id)
-        .join(Batch, Batch.id == Conversation.batch_id)
-        .where(
-            Hit.status == HitStatus.open,
-            Hit.role == worker.role,
-            Hit.provider == LOCAL,
-            Batch.status == BatchStatus.active,
-            or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now),
-        ),
-        worker,
-    )
 
 
 def check_can_work(worker: Worker, role: str) -> None:
@@ -314,40 +341,52 @@ def check_can_work(worker: Worker, role: str) -> None:
         raise Forbidden(f"take the {worker.role} onboarding quiz first (/onboarding)")
 
 
+# Statements the hot path (take, the turn page, submit, open the next turn) runs on every turn are built
+# once with bound parameters: building one costs several times what running it on an indexed table does
+# (``python -m bench floor``). Their UPDATEs leave the session's objects alone (``synchronize_session``
+# off); the functions set what they changed on the objects they hold.
+_QUICK = {"synchronize_session": False}
+
+_TAKING = (
+    select(Hit, Turn, Conversation, Assignment)
+    .join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+    .outerjoin(Assignment, and_(Assignment.hit_id == Hit.id, Assignment.worker_id == bindparam("worker"),
+                                Assignment.status == AssignmentStatus.accepted))
+    .where(Hit.id == bindparam("hit")).limit(1)
+)
+_LEASE = (
+    update(Hit).where(Hit.id == bindparam("hit"), Hit.status == HitStatus.open,
+                      or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < bindparam("now")))
+    .values(lease_expires_at=bindparam("until")).execution_options(**_QUICK)
+)
+
+
 def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
               now: Optional[datetime] = None) -> Assignment:
     """Lease a HIT to a worker. Taking a turn you already hold returns your lease (double clicks)."""
     now = now or utcnow()
-    hit = session.get(Hit, hit_id)
-    if hit is None or hit.provider != LOCAL:
+    row = session.execute(_TAKING, {"hit": hit_id, "worker": worker.id}).first()
+    if row is None or row[0].provider != LOCAL:
         raise NotFound(f"turn {hit_id} does not exist")
+    hit, turn, conversation, mine = row
     check_can_work(worker, hit.role)
-    conversation = session.get(Conversation, session.get(Turn, hit.turn_id).conversation_id)
     stages.check_stage(worker, conversation.scenario)
-    mine = session.exec(
-        select(Assignment).where(Assignment.hit_id == hit.id, Assignment.worker_id == worker.id,
-                                 Assignment.status == AssignmentStatus.accepted)
-    ).first()
-    if mine is not None and hit.lease_expires_at and hit.lease_expires_at >= now:
+    leased_before = hit.lease_expires_at
+    if mine is not None and leased_before and leased_before >= now:
         return mine
-    claimed = session.execute(
-        update(Hit)
-        .where(Hit.id == hit.id, Hit.status == HitStatus.open,
-               or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
-        .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
-    ).rowcount
-    if claimed != 1:
+    until = now + timedelta(seconds=lease_seconds)
+    if session.execute(_LEASE, {"hit": hit.id, "now": now, "until": until}).rowcount != 1:
         raise Conflict("another worker has taken this turn; pick another one from the queue")
-    _abandon_assignments(session, hit, reason="lease_expired", now=now)
+    set_committed_value(hit, "lease_expires_at", until)
+    if leased_before is not None:  # a lease that ran out: its holder's assignment ends (none without one)
+        _abandon_assignments(session, hit, reason="lease_expired", now=now)
     assignment = Assignment(hit_id=hit.id, worker_id=worker.id, external_id=f"L{secrets.token_hex(12)}",
                             accepted_at=now)
     session.add(assignment)
     session.flush()
-    session.refresh(hit)
-    turn = session.get(Turn, hit.turn_id)
     events.record(session, "turn_taken", f"worker:{worker.id}", conversation_id=turn.conversation_id,
                   turn_id=turn.id, worker_id=worker.id, assignment_id=assignment.id,
-                  lease_expires_at=hit.lease_expires_at.isoformat())
+                  lease_expires_at=until.isoformat())
     return assignment
 
 
@@ -382,13 +421,59 @@ class Submission:
     created: bool  # False when this was a repeated submit of an already stored turn
 
 
-def turn_context(session: Session, turn: Turn, task: Task) -> TurnContext:
+class Held(NamedTuple):
+    """An assignment and everything its turn page and its submit read, loaded in one statement."""
+
+    assignment: Assignment
+    hit: Hit
+    turn: Turn
+    conversation: Conversation
+    batch: Batch
+    task: Task
+
+
+_HELD = (
+    select(Assignment, Hit, Turn, Conversation, Batch, Task)
+    .join(Hit, Hit.id == Assignment.hit_id).join(Turn, Turn.id == Hit.turn_id)
+    .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
+    .join(Task, Task.id == Conversation.task_id)
+    .where(Assignment.external_id == bindparam("assignment"))
+)
+_EARLIER = (
+    select(Turn).where(Turn.conversation_id == bindparam("conversation"), Turn.index < bindparam("index"),
+                       Turn.status == TurnStatus.submitted).order_by(Turn.index)
+)
+_RATING_BY = select(Rating).where(Rating.rater_turn_id == bindparam("turn"))
+_SUBMITTED = (
+    states.update_to(Assignment, AssignmentStatus.submitted).where(Assignment.id == bindparam("assignment"))
+    .values(submitted_at=bindparam("now")).execution_options(**_QUICK)
+)
+_WRITTEN = (
+    states.update_to(Turn, TurnStatus.submitted).where(Turn.id == bindparam("turn"))
+    .values(worker_id=bindparam("author"), text=bindparam("written"), label=bindparam("labelled"),
+            answers=bindparam("given", type_=JSON), signals=bindparam("seen", type_=JSON),
+            submitted_at=bindparam("now"))
+    .execution_options(**_QUICK)
+)
+
+
+def held(session: Session, assignment_external_id: str) -> Optional[Held]:
+    """The assignment with this external id and its HIT, turn, conversation, batch and task, or None; later
+    ``session.get`` of any of them needs no query."""
+    row = session.execute(_HELD, {"assignment": assignment_external_id}).first()
+    return Held(*row) if row is not None else None
+
+
+def earlier_turns(session: Session, turn: Turn) -> list[Turn]:
+    """The submitted turns before ``turn`` in its conversation, in order."""
+    return list(session.execute(_EARLIER, {"conversation": turn.conversation_id, "index": turn.index}).scalars())
+
+
+def turn_context(session: Session, turn: Turn, task: Task, earlier: Optional[Sequence[Turn]] = None) -> TurnContext:
+    """What the protocol judges a turn's answers by; ``earlier``: the turns before it, if already read."""
     shared: list[str] = []
-    for earlier in session.exec(
-        select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index < turn.index,
-                           Turn.status == TurnStatus.submitted).order_by(Turn.index)
-    ):
-        for item in earlier.answers.get("shared", []):
+    for before in earlier if earlier is not None else earlier_turns(session, turn):
+        for item in before.answers.get("shared", []):
             if item not in shared:
                 shared.append(item)
     return TurnContext(
@@ -401,77 +486,72 @@ def turn_context(session: Session, turn: Turn, task: Task) -> TurnContext:
 
 
 def submit_turn(session: Session, assignment_external_id: str, worker: Worker, raw: dict[str, Any],
-                now: Optional[datetime] = None) -> Submission:
+                now: Optional[datetime] = None, *, loaded: Optional[Held] = None) -> Submission:
     """Store a worker's turn: answers, text, the rating of the previous turn, all in one transaction.
 
     The assignment must be the worker's own. Submitting again returns the stored turn untouched, so a
-    double click or a retried request never creates a second turn.
+    double click or a retried request never creates a second turn. ``loaded``: what ``held`` returned for
+    the assignment in this transaction, if the caller read it already.
     """
     now = now or utcnow()
-    assignment = session.exec(select(Assignment).where(Assignment.external_id == assignment_external_id)).first()
-    if assignment is None:
+    found = loaded if loaded is not None else held(session, assignment_external_id)
+    if found is None:
         raise NotFound("this assignment does not exist")
+    assignment, hit, turn, conversation, batch, task = found
     if assignment.worker_id != worker.id:
         raise Forbidden("this turn was assigned to another worker")
-    hit = session.get(Hit, assignment.hit_id)
-    turn = session.get(Turn, hit.turn_id)
     if assignment.status in (AssignmentStatus.submitted, AssignmentStatus.approved, AssignmentStatus.rejected):
-        rating = session.exec(select(Rating).where(Rating.rater_turn_id == turn.id)).first()
+        rating = session.execute(_RATING_BY, {"turn": turn.id}).scalars().first()
         return Submission(turn=turn, rating=rating, created=False)
     if assignment.status == AssignmentStatus.abandoned:
         raise Conflict("your time on this turn ran out and another worker took it")
     if worker.status != WorkerStatus.active:
         raise Forbidden("you are blocked from taking turns; the requester reviews blocks daily")
 
-    conversation = session.get(Conversation, turn.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
-    task = session.get(Task, conversation.task_id)
     protocol = get_protocol(batch.protocol)
-    answers = validate_answers(protocol, turn_context(session, turn, task), raw)
+    earlier = earlier_turns(session, turn)
+    answers = validate_answers(protocol, turn_context(session, turn, task, earlier), raw)
     form = protocol.form(turn.role)
     label = answers[form.label_question().name]
     text = next(answers[q.name] for q in form.questions if q.is_response)
 
-    won = session.execute(
-        states.update_to(Assignment, AssignmentStatus.submitted).where(Assignment.id == assignment.id)
-        .values(submitted_at=now)
-    ).rowcount
-    if won != 1:  # a concurrent submit of the same assignment got there first
-        session.rollback()
+    if session.execute(_SUBMITTED, {"assignment": assignment.id, "now": now}).rowcount != 1:
+        session.rollback()  # a concurrent submit of the same assignment got there first
         return submit_turn(session, assignment_external_id, worker, raw, now)
-    stored = session.execute(
-        states.update_to(Turn, TurnStatus.submitted).where(Turn.id == turn.id)
-        .values(worker_id=worker.id, text=text, label=label, answers=answers,
-                signals=writing_signals(raw), submitted_at=now)
-    ).rowcount
-    if stored != 1:
+    signals = writing_signals(raw)
+    if session.execute(_WRITTEN, {"turn": turn.id, "author": worker.id, "written": text, "labelled": label,
+                                  "given": answers, "seen": signals, "now": now}).rowcount != 1:
         raise Conflict("this turn has already been written by another worker")
+    for obj, values in ((assignment, {"status": AssignmentStatus.submitted, "submitted_at": now}),
+                        (turn, {"status": TurnStatus.submitted, "worker_id": worker.id, "text": text,
+                                "label": label, "answers": answers, "signals": signals, "submitted_at": now})):
+        for name, value in values.items():  # what the UPDATEs wrote, so the session's objects say it too
+            set_committed_value(obj, name, value)
     states.move(hit, HitStatus.submitted)
     hit.lease_expires_at = None
     session.add(hit)
-    rating = _store_rating(session, turn, worker, answers, now)
+    rating = _store_rating(session, turn, worker, answers, now, earlier)
     conversation.turn_count = turn.index + 1
     conversation.updated_at = now
     session.add(conversation)
-    session.flush()
-    session.refresh(turn)
     events.record(session, "turn_submitted", f"worker:{worker.id}", batch_id=batch.id,
                   conversation_id=conversation.id, turn_id=turn.id, worker_id=worker.id,
                   assignment_id=assignment.id, index=turn.index, role=turn.role, label=label, text=text,
                   answers=answers)
+    session.flush()
     return Submission(turn=turn, rating=rating, created=True)
 
 
-def _store_rating(session: Session, turn: Turn, worker: Worker, answers: dict, now: datetime) -> Optional[Rating]:
+def _store_rating(session: Session, turn: Turn, worker: Worker, answers: dict, now: datetime,
+                  earlier: Sequence[Turn]) -> Optional[Rating]:
     if "relevant" not in answers or turn.index == 0:
         return None
-    rated = session.exec(
-        select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index == turn.index - 1)
-    ).one()
+    rated = earlier[-1] if earlier else None  # a turn opens only once the one before it is submitted
+    if rated is None or rated.index != turn.index - 1:
+        raise Conflict(f"turn {turn.index} of conversation {turn.conversation_id} has no submitted turn before it")
     rating = Rating(rated_turn_id=rated.id, rater_turn_id=turn.id, author_id=rated.worker_id,
                     rater_id=worker.id, relevant=answers["relevant"], useful=answers["useful"], created_at=now)
     session.add(rating)
-    session.flush()
     return rating
 
 
@@ -497,6 +577,7 @@ def turn_view(session: Session, turn: Turn) -> TurnView:
     task = session.get(Task, conversation.task_id)
     items = document_items(task)
     by_id = {item["id"]: item for item in items}
+    earlier = earlier_turns(session, turn)
     history = [
         {
             "index": t.index,
@@ -505,13 +586,10 @@ def turn_view(session: Session, turn: Turn) -> TurnView:
             "label": t.label,
             "shared": [by_id[i] for i in t.answers.get("shared", []) if i in by_id],
         }
-        for t in session.exec(
-            select(Turn).where(Turn.conversation_id == turn.conversation_id, Turn.index < turn.index,
-                               Turn.status == TurnStatus.submitted).order_by(Turn.index)
-        )
+        for t in earlier
     ]
     return TurnView(turn=turn, conversation=conversation, batch=batch, task=task,
-                    protocol=get_protocol(batch.protocol), context=turn_context(session, turn, task),
+                    protocol=get_protocol(batch.protocol), context=turn_context(session, turn, task, earlier),
                     history=history, items=items)
 
 
@@ -645,9 +723,10 @@ def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
 
 
 __all__ = [
-    "Submission", "TurnView",
+    "Held", "Submission", "TurnView",
     "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "committed_cents",
-    "launch_batch", "open_hits_for", "queue_entries", "publish_hit", "release_expired_leases", "reopen_turn",
+    "earlier_turns", "held", "launch_batch", "open_hits_for", "queue_entries", "publish_hit",
+    "release_expired_leases", "reopen_turn",
     "set_batch_status", "settle_assignment", "stalled_conversations", "submit_turn", "take_turn", "turn_context",
     "turn_for_assignment", "turn_view", "unpublished_hits", "unreviewed_turns",
 ]

@@ -36,6 +36,9 @@ class CrowdProvider(ABC):
     failures reach callers as ``turkflow.errors.ProviderError``."""
 
     name: str
+    # Whether publishing calls the platform over the network. One that does not (the local provider: the
+    # queue reads open HITs from our database) publishes in the transaction that opens the turn.
+    calls_platform: bool = True
 
     # -- HITs --
 

@@ -461,11 +461,19 @@ def _multi_task_postgresql(element: multi_task, compiler: Any, **kw: Any) -> str
             "false)")
 
 
+def sees_multi_task(worker: Worker) -> bool:
+    """Whether the worker may take turns of multi-task dialogs (passed stage 2)."""
+    return passed_stage(worker) >= MULTI_TASK
+
+
 def unlocked(query: Any, worker: Worker) -> Any:
     """Narrow a query that joins ``Conversation`` to the conversations whose stage ``worker`` passed."""
-    if passed_stage(worker) >= MULTI_TASK:
-        return query
-    return query.where(~multi_task(Conversation.scenario))
+    return unlocked_at(query, sees_multi_task(worker))
+
+
+def unlocked_at(query: Any, multi_task_passed: bool) -> Any:
+    """``unlocked`` for a worker who did or did not pass stage 2 (statements built once, for either)."""
+    return query if multi_task_passed else query.where(~multi_task(Conversation.scenario))
 
 
 def check_stage(worker: Worker, scenario: Mapping[str, Any]) -> None:

@@ -206,7 +206,8 @@ def take(hit_id: int) -> Any:
 def turn(assignment_id: str) -> Any:
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
-        assignment, hit, current = _own_assignment(session, worker, assignment_id)
+        # ``loaded`` (conversation, batch, task) is kept so that turn_view finds them in the session
+        assignment, hit, current, *loaded = _own_turn(session, worker, assignment_id)
         view = lifecycle.turn_view(session, current)
     logged = dialogs.logged(view.protocol.name)
     if logged is not None:  # STAR's, Frames' and MEEP's own pages
@@ -240,28 +241,30 @@ def submit_answers(session: Session, assignment_id: str, worker: Worker,
                    raw: dict[str, Any]) -> lifecycle.Submission:
     """A turn's answers, submitted. A STAR, Frames or MEEP turn's must agree with the actions it logged, so
     it goes through its dialog module's ``submit_turn``, which reads them off its events."""
-    assignment = session.exec(select(Assignment).where(Assignment.external_id == assignment_id)).first()
-    protocol = (lifecycle.batch_of_hit(session, session.get(Hit, assignment.hit_id)).protocol
-                if assignment is not None else None)
-    if protocol is not None and dialogs.logged(protocol) is not None:
-        return dialogs.parts(protocol).submit_turn(session, assignment_id, worker, raw, as_answers=True)
-    return lifecycle.submit_turn(session, assignment_id, worker, raw)
+    found = lifecycle.held(session, assignment_id)
+    if found is not None and dialogs.logged(found.batch.protocol) is not None:
+        return dialogs.parts(found.batch.protocol).submit_turn(session, assignment_id, worker, raw, as_answers=True)
+    return lifecycle.submit_turn(session, assignment_id, worker, raw, loaded=found)
 
 
 def _own_assignment(session: Session, worker: Worker, assignment_id: str) -> tuple[Assignment, Hit, Turn]:
-    """The worker's own assignment and its turn; anybody else's is refused before anything is shown."""
-    assignment = session.exec(select(Assignment).where(Assignment.external_id == assignment_id)).first()
-    if assignment is None:
+    """The worker's own assignment, its HIT and its turn; anybody else's is refused before anything is shown."""
+    return _own_turn(session, worker, assignment_id)[:3]
+
+
+def _own_turn(session: Session, worker: Worker, assignment_id: str) -> lifecycle.Held:
+    """``_own_assignment`` with the turn's conversation, batch and task, so ``lifecycle.turn_view`` reads them
+    from the session (no query) while the caller holds what this returns."""
+    found = lifecycle.held(session, assignment_id)
+    if found is None:
         raise NotFound("this turn does not exist")
-    if assignment.worker_id != worker.id:
+    if found.assignment.worker_id != worker.id:
         raise Forbidden("this turn was assigned to another worker")
-    if assignment.status == AssignmentStatus.abandoned:
+    if found.assignment.status == AssignmentStatus.abandoned:
         raise Conflict("your time on this turn ran out and it went back to the queue; take another turn")
-    hit = session.get(Hit, assignment.hit_id)
-    turn = session.get(Turn, hit.turn_id)
-    if turn.status == TurnStatus.cancelled:
+    if found.turn.status == TurnStatus.cancelled:
         raise Conflict("the requester cancelled this conversation; take another turn")
-    return assignment, hit, turn
+    return found
 
 
 def _raw_answers() -> dict[str, Any]:
@@ -284,7 +287,7 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer, raw: dict[str, An
         return jsonify(error=str(error), field=error.field), 400
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
-        _, hit, current = _own_assignment(session, worker, assignment_id)
+        _, hit, current, *loaded = _own_turn(session, worker, assignment_id)  # loaded: as in turn()
         view = lifecycle.turn_view(session, current)
     return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
                        errors={error.field: error.reason}, answers=raw, hidden={"csrf_token": generate_csrf()},

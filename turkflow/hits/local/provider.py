@@ -21,6 +21,7 @@ from turkflow.models import Assignment, AssignmentStatus, Batch, Bonus, Hit, Tur
 
 class LocalProvider(CrowdProvider):
     name = "local"
+    calls_platform = False
 
     def publish_turn(self, session: Session, hit: Hit, batch: Batch) -> str:
         return f"local-{hit.id}"

@@ -81,7 +81,7 @@ def test_flags_are_added_to_the_turn_and_logged_without_changing_its_text(settin
         assert turn.flags == [checks.COPIED_DOCUMENT] and turn.text == copied
         logged = s.exec(select(Event).where(Event.kind == "turn_flagged", Event.turn_id == turn_id)).one()
         assert list(logged.data["flags"]) == [checks.COPIED_DOCUMENT]
-        assert checks.check_turn(s, turn_id, CheckPolicy.of(settings)) == []  # a second run adds nothing
+        assert checks.check_turn(s, turn, CheckPolicy.of(settings)) == []  # a second run adds nothing
     with session_scope(settings.database_url) as s:
         assert s.get(Turn, turn_id).flags == [checks.COPIED_DOCUMENT]
         assert s.exec(select(func.count()).select_from(Event).where(Event.kind == "turn_flagged")).one() == 1
@@ -111,10 +111,11 @@ def test_checks_cost_the_same_number_of_queries_however_long_the_workers_history
         for turn_id in (teacher_turns[0], teacher_turns[-1]):
             statements.clear()
             with session_scope(settings.database_url) as s:
-                s.get(Turn, turn_id).flags = []
+                turn = s.get(Turn, turn_id)
+                turn.flags = []
                 s.flush()
                 statements.clear()
-                checks.check_turn(s, turn_id, policy)
+                checks.check_turn(s, turn, policy)
             per_turn.append([st for st in statements if st.lstrip().upper().startswith("SELECT")])
     finally:
         event.remove(engine, "before_cursor_execute", count)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Callable, Optional
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlmodel import Session, col, select
 
 from turkflow import events, states
@@ -91,23 +91,43 @@ def open_after(settings: Settings, providers: Providers, turn_id: int) -> Option
     return _publish_opened(settings, providers, opened)
 
 
+_CLAIM_REVIEW = (
+    update(Turn).where(Turn.id == bindparam("turn"), Turn.status == TurnStatus.submitted,
+                       col(Turn.reviewed_at).is_(None))
+    .values(reviewed_at=bindparam("now")).execution_options(synchronize_session=False)
+)
+_RATING_BY = select(Rating.id).where(Rating.rater_turn_id == bindparam("turn"))
+
+
 def review_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:
-    """Judge the author of the turn a submission rated, then flag the submission's content, once.
+    """Flag the submission's content and judge the author of the turn it rated, once, in one transaction.
 
     The Celery task and the reconciler's sweep may both get here for one turn (a redelivered message, a slow
-    task): the monitor keeps one decision per rating, and ``check_content`` marks the turn reviewed only if
-    no one did first, so flags, blocks and bonuses never double. A reviewed turn is left alone.
+    task): the turn is claimed as reviewed only if no one did first, and a run that loses the claim rolls its
+    flags and decision back, so flags, blocks and bonuses never double. A reviewed turn is left alone. The
+    content checks only read until they are done (their NLP is the tokenizer, well under a millisecond), so
+    the transaction takes its write lock at the end. A block is recorded in the worker's status with the
+    decision; the platform is told after commit (``carry_out_status``), so no platform call holds the
+    decision's locks, and a failed one loses nothing: the status is the durable intent the reconciler sweeps.
     """
     result = AfterSubmission()
     with session_scope(settings.database_url) as session:
         turn = session.get(Turn, turn_id)
         if turn is None or turn.status != TurnStatus.submitted or turn.reviewed_at is not None:
             return result
-        rating = session.exec(select(Rating).where(Rating.rater_turn_id == turn_id)).first()
-        rating_id = rating.id if rating else None
-    if rating_id is not None:
-        judge(settings, providers, rating_id, result)
-    result.reviewed, result.flags = check_content(settings, turn_id)
+        flags = checks.check_turn(session, turn, checks.CheckPolicy.of(settings))
+        rating_id = session.execute(_RATING_BY, {"turn": turn_id}).scalar()
+        evaluation = monitor.evaluate_rating(session, rating_id) if rating_id is not None else None
+        if session.execute(_CLAIM_REVIEW, {"turn": turn_id, "now": utcnow()}).rowcount != 1:
+            session.rollback()
+            return result
+        events.record(session, "turn_reviewed", "system", conversation_id=turn.conversation_id,
+                      turn_id=turn_id, worker_id=turn.worker_id, flags=flags)
+        result.reviewed, result.flags = True, flags
+        if evaluation is not None and evaluation.blocked:
+            result.blocked_worker_id = evaluation.decision.worker_id
+        if evaluation is not None and evaluation.bonus:
+            result.bonus_ids.append(evaluation.bonus.id)
     if result.blocked_worker_id is not None:
         try:
             carry_out_status(settings, providers, result.blocked_worker_id)
@@ -115,42 +135,6 @@ def review_submission(settings: Settings, providers: Providers, turn_id: int) ->
             log.warning("worker %s is blocked here; their platform could not be told yet (%s)",
                         result.blocked_worker_id, exc)
     return result
-
-
-def check_content(settings: Settings, turn_id: int) -> tuple[bool, list[str]]:
-    """Flag the submitted turn (near-empty, repeated, copied, not English) and set ``Turn.reviewed_at`` in
-    the same transaction; returns whether this call reviewed it, and the new flags.
-
-    The NLP runs before the turn is claimed, so no write lock is held while it does; the claim is a
-    conditional update, and a run that loses it rolls its flags back."""
-    with session_scope(settings.database_url) as session:
-        flags = checks.check_turn(session, turn_id, checks.CheckPolicy.of(settings))
-        claimed = session.execute(
-            update(Turn)
-            .where(Turn.id == turn_id, Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
-            .values(reviewed_at=utcnow())
-        ).rowcount
-        if claimed != 1:
-            session.rollback()
-            return False, []
-        turn = session.get(Turn, turn_id)
-        events.record(session, "turn_reviewed", "system", conversation_id=turn.conversation_id,
-                      turn_id=turn_id, worker_id=turn.worker_id, flags=flags)
-        return True, flags
-
-
-def judge(settings: Settings, providers: Providers, rating_id: int, result: AfterSubmission) -> None:
-    """Run the quality monitor on one rating. A block is recorded in the worker's status with the decision;
-    the platform is told after commit (``carry_out_status``), so no platform call holds the decision's
-    locks, and a failed one loses nothing: the status is the durable intent the reconciler sweeps."""
-    with session_scope(settings.database_url) as session:
-        evaluation = monitor.evaluate_rating(session, rating_id)
-        if evaluation is None:
-            return
-        if evaluation.blocked:
-            result.blocked_worker_id = evaluation.decision.worker_id
-        if evaluation.bonus:
-            result.bonus_ids.append(evaluation.bonus.id)
 
 
 def carry_out_status(settings: Settings, providers: Providers, worker_id: int) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Optional
 
+from sqlalchemy import bindparam
 from sqlmodel import Session, col, select
 
 from turkflow import events
@@ -170,22 +171,24 @@ def typing_flags(policy: CheckPolicy, text: str, signals: dict[str, Any]) -> dic
                         **{name: signals[name] for name in ("pastes", "drops", "blurs")}}}
 
 
-def check_turn(session: Session, turn_id: int, policy: CheckPolicy) -> list[str]:
+_PREVIOUS_TEXT = select(Turn.text).where(Turn.conversation_id == bindparam("conversation"),
+                                          Turn.index == bindparam("index"))
+_RECENT_TEXTS = (select(Turn.text).where(Turn.worker_id == bindparam("worker"), Turn.id != bindparam("turn"))
+                 .order_by(col(Turn.id).desc()).limit(bindparam("limit")))
+
+
+def check_turn(session: Session, turn: Turn, policy: CheckPolicy) -> list[str]:
     """Add the flags a submitted turn earns to ``Turn.flags`` and log them; returns the new flags.
 
     Running it twice adds nothing: flags already on the turn are neither repeated nor logged again.
     """
-    turn = session.get(Turn, turn_id)
-    if turn is None or turn.status != TurnStatus.submitted or turn.worker_id is None:
+    if turn.status != TurnStatus.submitted or turn.worker_id is None:
         return []
     conversation = session.get(Conversation, turn.conversation_id)
-    previous = session.exec(
-        select(Turn.text).where(Turn.conversation_id == turn.conversation_id, Turn.index == turn.index - 1)
-    ).first()
-    recent = session.exec(
-        select(Turn.text).where(Turn.worker_id == turn.worker_id, Turn.id != turn.id)
-        .order_by(col(Turn.id).desc()).limit(policy.recent_turns)
-    ).all()
+    previous = session.execute(_PREVIOUS_TEXT, {"conversation": turn.conversation_id,
+                                                "index": turn.index - 1}).scalar()
+    recent = session.execute(_RECENT_TEXTS, {"worker": turn.worker_id, "turn": turn.id,
+                                             "limit": policy.recent_turns}).scalars().all()
     document = document_text(session.get(Task, conversation.task_id)) if turn.role == Role.teacher else ""
     found = content_flags(policy, turn.text or "", turn.role, previous, document, recent)
     found.update(typing_flags(policy, turn.text or "", turn.signals))

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Optional
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -191,23 +191,32 @@ class Evaluation:
     bonus: Optional[Bonus]  # the bonus this evaluation recorded (pay it with the provider)
 
 
+# Built once: every submission that rates a turn runs them (building a statement costs more than running it).
+_JUDGING = (  # the rating with its author, the rated turn, its conversation and batch; a decision if taken
+    select(Rating, Worker, Turn, Conversation, Batch, QualityDecision.id)
+    .join(Worker, Worker.id == Rating.author_id).join(Turn, Turn.id == Rating.rated_turn_id)
+    .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
+    .outerjoin(QualityDecision, QualityDecision.rating_id == Rating.id)
+    .where(Rating.id == bindparam("rating"))
+)
+_RECEIVED = (Rating.author_id == bindparam("author"), Rating.id > bindparam("after"), Rating.id <= bindparam("rating"))
+_RECEIVED_COUNT = select(func.count()).select_from(
+    select(Rating.id).where(*_RECEIVED).limit(bindparam("upto")).subquery())
+_WINDOW = select(Rating).where(*_RECEIVED).order_by(col(Rating.id).desc()).limit(bindparam("reads"))
+
+
 def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
     """Judge the author of the rated turn; running it twice for one rating changes nothing."""
-    if session.exec(select(QualityDecision).where(QualityDecision.rating_id == rating_id)).first():
+    row = session.execute(_JUDGING, {"rating": rating_id}).first()
+    if row is None or row[-1] is not None:
         return None
-    rating = session.get(Rating, rating_id)
-    author = session.get(Worker, rating.author_id)
-    rated = session.get(Turn, rating.rated_turn_id)
-    conversation = session.get(Conversation, rated.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
+    rating, author, rated, conversation, batch, _ = row
     policy = Policy.of(batch)
-    received = (Rating.author_id == author.id, Rating.id > author.window_after_rating_id, Rating.id <= rating.id)
+    received = {"author": author.id, "after": author.window_after_rating_id, "rating": rating.id}
     if policy.probation:  # still on probation? count no further than needed to know (cost stays flat)
-        counted = select(Rating.id).where(*received).limit(policy.probation + 1).subquery()
-        policy = policy.stage(session.exec(select(func.count()).select_from(counted)).one())
-    window = list(session.exec(
-        select(Rating).where(*received).order_by(col(Rating.id).desc()).limit(policy.reads)
-    ))
+        policy = policy.stage(session.execute(_RECEIVED_COUNT, {**received, "upto": policy.probation + 1})
+                              .scalar_one())
+    window = list(session.execute(_WINDOW, {**received, "reads": policy.reads}).scalars())
     oldest_first = window[::-1]
     outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in oldest_first],
                                          [r.useful for r in oldest_first])

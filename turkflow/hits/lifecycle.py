@@ -440,8 +440,9 @@ _HELD = (
     .where(Assignment.external_id == bindparam("assignment"))
 )
 _EARLIER = (
-    select(Turn).where(Turn.conversation_id == bindparam("conversation"), Turn.index < bindparam("index"),
-                       Turn.status == TurnStatus.submitted).order_by(Turn.index)
+    select(Turn.id, Turn.index, Turn.role, Turn.worker_id, Turn.text, Turn.label, Turn.answers)
+    .where(Turn.conversation_id == bindparam("conversation"), Turn.index < bindparam("index"),
+           Turn.status == TurnStatus.submitted).order_by(Turn.index)
 )
 _RATING_BY = select(Rating).where(Rating.rater_turn_id == bindparam("turn"))
 _SUBMITTED = (
@@ -464,12 +465,28 @@ def held(session: Session, assignment_external_id: str) -> Optional[Held]:
     return Held(*row) if row is not None else None
 
 
-def earlier_turns(session: Session, turn: Turn) -> list[Turn]:
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """What a turn page and a submit read of a turn before the current one (the whole history is read on
+    every page and submit, so only these columns, and no ORM object per turn)."""
+
+    id: int
+    index: int
+    role: str
+    worker_id: Optional[int]
+    text: Optional[str]
+    label: Optional[str]
+    answers: dict[str, Any]
+
+
+def earlier_turns(session: Session, turn: Turn) -> list[Earlier]:
     """The submitted turns before ``turn`` in its conversation, in order."""
-    return list(session.execute(_EARLIER, {"conversation": turn.conversation_id, "index": turn.index}).scalars())
+    return [Earlier(*row) for row in
+            session.execute(_EARLIER, {"conversation": turn.conversation_id, "index": turn.index})]
 
 
-def turn_context(session: Session, turn: Turn, task: Task, earlier: Optional[Sequence[Turn]] = None) -> TurnContext:
+def turn_context(session: Session, turn: Turn, task: Task,
+                 earlier: Optional[Sequence[Earlier]] = None) -> TurnContext:
     """What the protocol judges a turn's answers by; ``earlier``: the turns before it, if already read."""
     shared: list[str] = []
     for before in earlier if earlier is not None else earlier_turns(session, turn):
@@ -543,7 +560,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
 
 
 def _store_rating(session: Session, turn: Turn, worker: Worker, answers: dict, now: datetime,
-                  earlier: Sequence[Turn]) -> Optional[Rating]:
+                  earlier: Sequence[Earlier]) -> Optional[Rating]:
     if "relevant" not in answers or turn.index == 0:
         return None
     rated = earlier[-1] if earlier else None  # a turn opens only once the one before it is submitted
@@ -723,7 +740,7 @@ def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
 
 
 __all__ = [
-    "Held", "Submission", "TurnView",
+    "Earlier", "Held", "Submission", "TurnView",
     "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "committed_cents",
     "earlier_turns", "held", "launch_batch", "open_hits_for", "queue_entries", "publish_hit",
     "release_expired_leases", "reopen_turn",

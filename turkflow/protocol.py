@@ -167,6 +167,24 @@ WIZARD_OF_TASKS = Protocol(
     closing_label="stop",
 )
 
+# ---- the event-logged protocols: STAR, Frames and MEEP -------------------------------------------------
+# Their user says one message a turn and may end the dialog with it; their wizard's turn ends in a reply.
+
+USER_ACTIONS = ("utter", "complete")
+SAY_OR_END = Question("intent", "What do you do?", "choice", (
+    ("utter", "Send a message"),
+    ("complete", "Send a message and end the dialog"),
+), is_label=True)
+MESSAGE_TO_ASSISTANT = Question("response", "Your message to the assistant", "text", is_response=True)
+REPLY_TO_USER = Question("response", "Your reply to the user", "text", is_response=True)
+
+
+def logged_protocol(name: str, user: RoleForm, wizard: RoleForm) -> Protocol:
+    """The user writes first and ends the dialog (``complete``); the wizard does not reply after it."""
+    return Protocol(name=name, first_role="user", roles={"user": user, "wizard": wizard},
+                    closing_label="complete", closing_reply=False, closing_reason="user_complete")
+
+
 # ---- STAR (Mosig, Mehri and Kober 2020) ---------------------------------------------------------------
 # A dialog is STAR's event log (turkflow.star_dialog records it): a user's turn is an utter, perhaps
 # followed by complete; a wizard's turn is any number of select_task, query (the knowledge base answers
@@ -191,20 +209,14 @@ STAR_USER = RoleForm(
     title="User: get your task done with the assistant",
     sees_document=False,
     sees=("scenario", "nudges"),
-    actions=("utter", "complete"),
+    actions=USER_ACTIONS,
     guidelines=(
         "Follow your scenario: it says what you want and how you behave.",
         "Read the whole chat: other users may have written earlier turns. Continue naturally.",
         "Follow the instructions that appear during the dialog.",
         "When your task is done (or cannot be done), end the dialog with Complete.",
     ),
-    questions=(
-        Question("intent", "What do you do?", "choice", (
-            ("utter", "Send a message"),
-            ("complete", "Send a message and end the dialog"),
-        ), is_label=True),
-        Question("response", "Your message to the assistant", "text", is_response=True),
-    ),
+    questions=(SAY_OR_END, MESSAGE_TO_ASSISTANT),
     survey=STAR_USER_SURVEY,
 )
 
@@ -224,19 +236,12 @@ STAR_WIZARD = RoleForm(
             ("pick_suggestion", "With a suggested reply"),
             ("utter", "With my own words"),
         ), is_label=True),
-        Question("response", "Your reply to the user", "text", is_response=True),
+        REPLY_TO_USER,
     ),
     survey=STAR_WIZARD_SURVEY,
 )
 
-STAR = Protocol(
-    name="star",
-    first_role="user",
-    roles={"user": STAR_USER, "wizard": STAR_WIZARD},
-    closing_label="complete",
-    closing_reply=False,
-    closing_reason="user_complete",
-)
+STAR = logged_protocol("star", STAR_USER, STAR_WIZARD)
 
 # ---- Frames (El Asri et al. 2017) -----------------------------------------------------------------------
 # The user pursues a generated goal that may fail; the wizard searches the requester's database (each search,
@@ -249,20 +254,14 @@ FRAMES_USER = RoleForm(
     title="User: reach your goal with the assistant",
     sees_document=False,
     sees=("goal",),
-    actions=("utter", "complete"),
+    actions=USER_ACTIONS,
     guidelines=(
         "Your goal says what you want. Find out whether the assistant can offer it.",
         "Read the whole chat: other users may have written earlier turns. Continue naturally.",
         "If nothing fits, follow what your goal says to do then: change it, or end the dialog.",
         "When you have booked something, or there is nothing to book, end the dialog.",
     ),
-    questions=(
-        Question("intent", "What do you do?", "choice", (
-            ("utter", "Send a message"),
-            ("complete", "Send a message and end the dialog"),
-        ), is_label=True),
-        Question("response", "Your message to the assistant", "text", is_response=True),
-    ),
+    questions=(SAY_OR_END, MESSAGE_TO_ASSISTANT),
     survey=(Question("cooperativity", "How cooperative was the assistant? (1: not at all, 5: very)", "rating",
                      RATING),),
 )
@@ -279,19 +278,12 @@ FRAMES_WIZARD = RoleForm(
     ),
     questions=(
         Question("action", "How do you reply?", "choice", (("utter", "With my own words"),), is_label=True),
-        Question("response", "Your reply to the user", "text", is_response=True),
+        REPLY_TO_USER,
     ),
     survey=(Question("goal_reached", "This was the user's goal. Do you think the user reached it?", "yes_no",
                      YES_NO),),
 )
-FRAMES = Protocol(
-    name="frames",
-    first_role="user",
-    roles={"user": FRAMES_USER, "wizard": FRAMES_WIZARD},
-    closing_label="complete",
-    closing_reply=False,
-    closing_reason="user_complete",
-)
+FRAMES = logged_protocol("frames", FRAMES_USER, FRAMES_WIZARD)
 
 # ---- MEEP (Arkhangorodsky et al. 2020) -----------------------------------------------------------------
 # The user types; the agent (a wizard) only clicks: it calls APIs with arguments clicked from the user's words
@@ -303,19 +295,13 @@ MEEP_USER = RoleForm(
     title="User: get where you want to go with the agent",
     sees_document=False,
     sees=("goal",),
-    actions=("utter", "complete"),
+    actions=USER_ACTIONS,
     guidelines=(
         "Your goal says where you want to go. Tell the agent in your own words.",
         "Read the whole chat: other users may have written earlier turns. Continue naturally.",
         "When the agent has found your destination (or cannot), end the dialog.",
     ),
-    questions=(
-        Question("intent", "What do you do?", "choice", (
-            ("utter", "Send a message"),
-            ("complete", "Send a message and end the dialog"),
-        ), is_label=True),
-        Question("response", "Your message to the agent", "text", is_response=True),
-    ),
+    questions=(SAY_OR_END, Question("response", "Your message to the agent", "text", is_response=True)),
     survey=(Question("succeeded", "Did the agent get you to the destination you wanted?", "yes_no", YES_NO),),
 )
 MEEP_AGENT = RoleForm(
@@ -332,17 +318,10 @@ MEEP_AGENT = RoleForm(
     questions=(
         Question("action", "How do you reply?", "choice", (("send", "With the templates I filled"),),
                  is_label=True),
-        Question("response", "Your reply to the user", "text", is_response=True),
+        REPLY_TO_USER,
     ),
 )
-MEEP = Protocol(
-    name="meep",
-    first_role="user",
-    roles={"user": MEEP_USER, "wizard": MEEP_AGENT},
-    closing_label="complete",
-    closing_reply=False,
-    closing_reason="user_complete",
-)
+MEEP = logged_protocol("meep", MEEP_USER, MEEP_AGENT)
 
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (WIZARD_OF_TASKS, STAR, FRAMES, MEEP)}
 # every protocol's roles: Wizard of Tasks' student and teacher, the others' user and wizard

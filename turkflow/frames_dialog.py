@@ -29,6 +29,10 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import yaml
 from sqlmodel import Session, col, select
 
+from turkflow.dialogs import (
+    YES, ReplayDifference, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
+    message_text, open_submit, own_events, task_of,
+)
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.export import ExportFilters
 from turkflow.frames import events as frames_events
@@ -38,12 +42,8 @@ from turkflow.frames.goals import generate, goal_from_dict
 from turkflow.frames.search import Suggestion, describe, parse_search, run_search
 from turkflow.frames.survey import success_report
 from turkflow.hits import lifecycle
-from turkflow.models import (
-    Assignment, AssignmentStatus, Batch, Conversation, DialogEvent, Hit, SurveyAnswer, Task, Turn, TurnStatus,
-    Worker,
-)
+from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Turn, TurnStatus, Worker
 from turkflow.protocol import FRAMES, clean_text
-from turkflow.star_dialog import _YES, _holder, _one, _text
 
 KEY_PREFIX = "frames:"
 AGENTS = {"user": "User", "wizard": frames_events.WIZARD}
@@ -134,18 +134,6 @@ def make_scenarios(tasks: Sequence[Task], conversations: int, *, seed: int = 0,
 # ---- the event log --------------------------------------------------------------------------------------
 
 
-def dialog_events(session: Session, conversation_id: int) -> list[DialogEvent]:
-    return list(session.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation_id)
-                             .order_by(col(DialogEvent.id))))
-
-
-def _task(session: Session, conversation: Conversation) -> Task:
-    task = session.get(Task, conversation.task_id)
-    if task is None or task.protocol != FRAMES.name:
-        raise NotFound("this dialog's Frames task is not loaded")
-    return task
-
-
 def _value(name: str, value: Any) -> Any:
     """A search field's value as typed: text is cleaned (a control character is refused, naming the field)."""
     if isinstance(value, str):
@@ -171,21 +159,14 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
     column, or an action out of order is an ``InvalidInput`` naming the field, and nothing is written. A
     search is answered at once: its results and any suggestions are logged with it.
     """
-    conversation = session.get(Conversation, turn.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
-    if batch.protocol != FRAMES.name:
-        raise InvalidInput(f"this conversation follows {batch.protocol}, not Frames", "turn")
-    if turn.status != TurnStatus.open:
-        raise InvalidInput("this turn is no longer open", "turn")
-    _holder(session, turn, worker)
+    conversation = loggable(session, FRAMES, turn, worker)
     form = FRAMES.form(turn.role)
     if not isinstance(action, str) or action not in form.actions:
         raise InvalidInput(f"a {turn.role} can: {', '.join(form.actions)}", "action")
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the action's fields as an object", "fields")
     # this holder's own: a worker whose lease ran out may have said something and never submitted it
-    earlier = [e.action for e in session.exec(
-        select(DialogEvent).where(DialogEvent.turn_id == turn.id, DialogEvent.worker_id == worker.id))]
+    earlier = [e.action for e in own_events(session, turn, worker)]
     if action == "utter" and "utter" in earlier:
         raise InvalidInput(f"this turn's {'message' if turn.role == 'user' else 'reply'} is already sent; "
                            "submit it", "action")
@@ -196,11 +177,12 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
 
     rest = dict(fields)
     if action == "utter":
-        shaped = [frames_events.FramesEvent(AGENTS[turn.role], "utter", {"Text": _text(rest, "text")})]
+        text = message_text(rest, "text", FRAMES.max_response_chars)
+        shaped = [frames_events.FramesEvent(AGENTS[turn.role], "utter", {"Text": text})]
     elif action == "complete":
         shaped = [frames_events.FramesEvent("User", "complete", {})]
     else:
-        domain = domain_of(_task(session, conversation))
+        domain = domain_of(task_of(session, FRAMES, conversation))
         search = parse_search(domain.db, _conditions(rest.pop("constraints", {})), rest.pop("sort", None),
                               rest.pop("descending", False))
         draw = len(session.exec(select(DialogEvent.id).where(
@@ -250,9 +232,9 @@ def take_action(session: Session, turn: Turn, worker: Worker, action: Any,
         rest["constraints"] = form_search(rest.pop("form"))
     if action == "search" and isinstance(rest.get("descending"), str):
         given = rest["descending"].strip().lower()
-        if given not in _YES + _NO:
+        if given not in YES + _NO:
             raise InvalidInput("expected yes or no", "descending")
-        rest["descending"] = given in _YES
+        rest["descending"] = given in YES
     return record_action(session, turn, worker, action, rest)
 
 
@@ -309,7 +291,7 @@ def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None) -
     """The wizard's page: the search form over the searchable fields and the sort, every search of the
     dialog with its results and suggestions, and what this turn did so far (``worker_id``'s actions)."""
     conversation = session.get(Conversation, turn.conversation_id)
-    files = loaded(_task(session, conversation))
+    files = loaded(task_of(session, FRAMES, conversation))
     domain = files.domain
     events = dialog_events(session, conversation.id)
     mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None
@@ -357,62 +339,15 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     turn must hold exactly one ``utter``; the stored answers are read off the events. A repeated submit
     returns the stored turn, logging nothing.
     """
-    assignment = session.exec(
-        select(Assignment).where(Assignment.external_id == assignment_external_id)).first()
-    if assignment is None:
-        raise NotFound("this assignment does not exist")
-    if assignment.worker_id != worker.id or assignment.status != AssignmentStatus.accepted:
+    sent = open_submit(session, FRAMES, assignment_external_id, worker, body, as_answers=as_answers)
+    if sent is None:
         return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
-    turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
-    label_name = FRAMES.form(turn.role).label_question().name
-    rest = dict(body)
-    signals = _one(rest, "signals")
-    given_label = given_text = None
-    if as_answers:
-        given_label, given_text = _one(rest, label_name), _one(rest, "response")
-        if rest:
-            raise InvalidInput("not a question of this turn", str(sorted(rest)[0])[:60])
-    else:
-        complete = _one(rest, "complete") in _YES
-        action = _one(rest, "action")
-        if action is not None:
-            if action != "utter":
-                raise InvalidInput(f"a {turn.role}'s turn closes with utter", "action")
-            take_action(session, turn, worker, action, {k: _one(rest, k) for k in list(rest)})
-        elif rest:
-            raise InvalidInput("not a field of a submit", str(sorted(rest)[0])[:60])
-        if complete:
-            if turn.role != "user":
-                raise InvalidInput("only the user ends the dialog", "complete")
-            record_action(session, turn, worker, "complete", {})
-    mine = list(session.exec(select(DialogEvent).where(DialogEvent.turn_id == turn.id,
-                                                       DialogEvent.worker_id == worker.id)
-                             .order_by(col(DialogEvent.id))))
-    said = [e for e in mine if e.action == "utter"]
-    if len(said) != 1:
-        raise InvalidInput(f"this turn must hold exactly one message; it holds {len(said)}", label_name)
-    label = "complete" if any(e.action == "complete" for e in mine) else "utter"
-    text = said[0].data["Text"]
-    if given_label is not None and given_label != label:
-        raise InvalidInput(f"this turn's events say {label!r}", label_name)
-    if given_text is not None and (not isinstance(given_text, str) or clean_text(given_text) != text):
-        raise InvalidInput("differs from the message this turn logged", "response")
-    answers: dict[str, Any] = {label_name: label, "response": text}
-    if signals is not None:
-        answers["signals"] = signals
-    return lifecycle.submit_turn(session, assignment_external_id, worker, answers)
+    if not as_answers:
+        log_closing_action(session, sent, take_action, ("utter",))
+    return close_logged_turn(session, sent, closing=("utter",), holds="exactly one message")
 
 
 # ---- replay ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplayDifference:
-    conversation_id: int
-    what: str  # the domain code's line: which search, what was logged, what it finds now
-
-    def describe(self) -> str:
-        return f"conversation {self.conversation_id}, {self.what}"
 
 
 def replay(session: Session, conversation_ids: Sequence[int]) -> tuple[int, list[ReplayDifference]]:
@@ -427,7 +362,7 @@ def replay(session: Session, conversation_ids: Sequence[int]) -> tuple[int, list
                   for e in dialog_events(session, conversation_id)]
         replayed += sum(1 for e in events if e["action"] == frames_events.SEARCH)
         try:
-            found = frames_events.replay(domain_of(_task(session, conversation)).db, events)
+            found = frames_events.replay(domain_of(task_of(session, FRAMES, conversation)).db, events)
         except InvalidInput as error:
             found = [f"a logged search no longer fits the database: {error.field}: {error.reason}"]
         differences += [ReplayDifference(conversation_id, what) for what in found]
@@ -509,16 +444,7 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
                   page_size: int = 200) -> Iterator[dict[str, Any]]:
     """The selected Frames conversations (``filters``, as the other formats apply them) as SGD dialogues,
     in id order, a page of conversations at a time. Workers are not named in SGD, so ``hash_key`` is unused."""
-    after = 0
-    while True:
-        page = list(session.exec(
-            select(Conversation, Task).join(Task, Task.id == Conversation.task_id)
-            .join(Batch, Batch.id == Conversation.batch_id)
-            .where(Conversation.id > after, Batch.protocol == FRAMES.name, *filters.conditions())
-            .order_by(col(Conversation.id)).limit(page_size)))
-        if not page:
-            return
-        after = page[-1][0].id
+    for page in conversation_pages(session, FRAMES, filters, page_size):
         ids = [c.id for c, _ in page]
         events = list(session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))
                                    .order_by(col(DialogEvent.id))))

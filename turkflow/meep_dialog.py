@@ -27,12 +27,16 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
+from turkflow.dialogs import (
+    YES, ReplayDifference, close_logged_turn, conversation_pages, dialog_events, loggable, one, open_submit,
+    own_events, task_of,
+)
 from turkflow.errors import Forbidden, InvalidDocument, InvalidInput, NotFound
 from turkflow.export import ExportFilters
 from turkflow.hits import lifecycle
 from turkflow.meep import clicks
 from turkflow.meep.events import EventShape, from_events, record_events, start_event
-from turkflow.meep.execute import Difference, execute
+from turkflow.meep.execute import execute
 from turkflow.meep.kb import KnowledgeBase
 from turkflow.meep.log import ApiCall, Send, SessionLog, TemplatePick, UserMessage
 from turkflow.meep.templates import load_templates, parts
@@ -40,7 +44,6 @@ from turkflow.meep.tokens import tokenize
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
-    Batch,
     Conversation,
     DialogEvent,
     Hit,
@@ -55,10 +58,8 @@ from turkflow.protocol import MEEP, clean_text
 KEY_PREFIX = "meep:"
 SCENARIOS = "scenarios.json"
 AGENTS = {"user": "User", "wizard": "Agent"}  # a turn's role -> the events' agent
-ACTIONS = {"user": ("utter", "complete"), "wizard": ("call_api", "pick_template", "send")}
 CLOSING = {"user": "utter", "wizard": "send"}  # the action that says the turn's text
 _GOAL_ID = re.compile(r"[A-Za-z0-9_-]{1,60}")
-_YES = (True, "on", "true", "yes", "1")
 
 
 # ---- the requester's files ------------------------------------------------------------------------------
@@ -177,11 +178,6 @@ def make_scenarios(tasks: Sequence[Task], conversations: int, *, seed: int = 0,
 # ---- the event log --------------------------------------------------------------------------------------
 
 
-def dialog_events(session: Session, conversation_id: int) -> list[DialogEvent]:
-    return list(session.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation_id)
-                             .order_by(col(DialogEvent.id))))
-
-
 def _writers(session: Session, turn_ids: set[int]) -> dict[int, int]:
     """Who wrote each submitted turn, or holds each open one."""
     held = dict(session.exec(
@@ -200,13 +196,6 @@ def kept_events(session: Session, events: Sequence[DialogEvent]) -> list[DialogE
     return [e for e in events if e.worker_id is None or writers.get(e.turn_id) == e.worker_id]
 
 
-def task_of(session: Session, conversation: Conversation) -> Task:
-    task = session.get(Task, conversation.task_id)
-    if task is None or task.protocol != MEEP.name:
-        raise NotFound("this dialog's MEEP task is not loaded")
-    return task
-
-
 def _given(conversation: Conversation, files: Files) -> EventShape:
     return start_event(clicks.start(files.kb, conversation.scenario.get("start")))
 
@@ -215,25 +204,9 @@ def session_log(session: Session, conversation: Conversation, files: Optional[Fi
     """The conversation's log as its kept events hold it (before anything is said: the start alone)."""
     events: list[Any] = kept_events(session, dialog_events(session, conversation.id))
     if not any(e.action == "start" for e in events):
-        files = files or requester_files(task_of(session, conversation).star["folder"])
+        files = files or requester_files(task_of(session, MEEP, conversation).star["folder"])
         events.insert(0, _given(conversation, files))
     return from_events(events)
-
-
-def _holder(session: Session, turn: Turn, worker: Worker) -> None:
-    """Only the worker holding the turn's live assignment clicks in it."""
-    held = session.exec(
-        select(Assignment.id).join(Hit, Hit.id == Assignment.hit_id)
-        .where(Hit.turn_id == turn.id, Hit.status == HitStatus.open, Assignment.worker_id == worker.id,
-               Assignment.status == AssignmentStatus.accepted)).first()
-    if held is None:
-        raise Forbidden("you do not hold this turn")
-
-
-def _mine(session: Session, turn: Turn, worker: Worker) -> list[DialogEvent]:
-    return list(session.exec(select(DialogEvent).where(DialogEvent.turn_id == turn.id,
-                                                       DialogEvent.worker_id == worker.id)
-                             .order_by(col(DialogEvent.id))))
 
 
 def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
@@ -246,22 +219,16 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
     belongs, or a click out of order is an ``InvalidInput`` naming the field (``fillers[1]``,
     ``arguments.query``), and nothing is written. An API call is answered at once, in the same events.
     """
-    conversation = session.get(Conversation, turn.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
-    if batch.protocol != MEEP.name:
-        raise InvalidInput(f"this conversation follows {batch.protocol}, not MEEP", "turn")
-    if turn.status != TurnStatus.open:
-        raise InvalidInput("this turn is no longer open", "turn")
-    _holder(session, turn, worker)
-    if not isinstance(action, str) or action not in ACTIONS[turn.role]:
-        raise InvalidInput(f"a {'user' if turn.role == 'user' else 'agent'} can: "
-                           f"{', '.join(ACTIONS[turn.role])}", "action")
+    conversation = loggable(session, MEEP, turn, worker, not_held=Forbidden("you do not hold this turn"))
+    actions = MEEP.form(turn.role).actions
+    if not isinstance(action, str) or action not in actions:
+        raise InvalidInput(f"a {'user' if turn.role == 'user' else 'agent'} can: {', '.join(actions)}", "action")
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the click's fields as an object", "fields")
     rest = dict(fields)
-    files = requester_files(task_of(session, conversation).star["folder"])
+    files = requester_files(task_of(session, MEEP, conversation).star["folder"])
     log = session_log(session, conversation, files)
-    done = [e.action for e in _mine(session, turn, worker)]
+    done = [e.action for e in own_events(session, turn, worker)]
     if turn.role == "user":
         if action == "utter" and "utter" in done:
             raise InvalidInput("a user turn says one thing; submit it", "action")
@@ -352,7 +319,7 @@ def agent_view(session: Session, turn: Turn, worker_id: Optional[int] = None) ->
     templates, any for API arguments), the APIs with their argument slots, the results panel, the
     templates with their blanks, the message being built, and whether this turn's message is sent."""
     conversation = session.get(Conversation, turn.conversation_id)
-    files = requester_files(task_of(session, conversation).star["folder"])
+    files = requester_files(task_of(session, MEEP, conversation).star["folder"])
     log = session_log(session, conversation, files)
     said = clicks.messages(log)
     mine = [e.action for e in dialog_events(session, conversation.id)
@@ -381,16 +348,6 @@ def user_view(session: Session, turn: Turn) -> dict[str, Any]:
 # ---- submitting a turn ----------------------------------------------------------------------------------
 
 
-def _one(body: dict[str, Any], name: str) -> Any:
-    """One value of a field: a form's one-element list is its element; two values are refused."""
-    value = body.pop(name, None)
-    if isinstance(value, list):
-        if len(value) > 1:
-            raise InvalidInput("send this field once", name)
-        value = value[0] if value else None
-    return value
-
-
 def submit_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
                 *, as_answers: bool = False) -> lifecycle.Submission:
     """Close a MEEP turn and submit it through ``lifecycle.submit_turn``.
@@ -402,67 +359,30 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     must agree with it: the stored answers are read off the events. A repeated submit returns the stored
     turn and logs nothing, so a double send stores once.
     """
-    assignment = session.exec(
-        select(Assignment).where(Assignment.external_id == assignment_external_id)).first()
-    if assignment is None:
-        raise NotFound("this assignment does not exist")
-    if assignment.worker_id != worker.id or assignment.status != AssignmentStatus.accepted:
+    sent = open_submit(session, MEEP, assignment_external_id, worker, body, as_answers=as_answers)
+    if sent is None:
         return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
-    turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
-    label_name = MEEP.form(turn.role).label_question().name
-    rest = dict(body)
-    signals = _one(rest, "signals")
-    given_label = given_text = None
+    turn, rest = sent.turn, sent.rest
     if as_answers:
-        given_label, given_text = _one(rest, label_name), _one(rest, "response")
+        if rest:  # a MEEP turn's generic submit names a stray field as its own pages' submit does
+            raise InvalidInput("not a field of a submit", str(sorted(rest)[0])[:60])
     elif turn.role == "user":
-        text, complete = _one(rest, "text"), _one(rest, "complete") in _YES
+        text, complete = one(rest, "text"), one(rest, "complete") in YES
         if text is not None:
             record_action(session, turn, worker, "utter", {"text": text})
         if complete:
             record_action(session, turn, worker, "complete", {})
     else:
-        action = _one(rest, "action")
+        action = one(rest, "action")
         if action not in (None, "send"):
             raise InvalidInput("an agent's turn closes with send", "action")
-        if action == "send" and "send" not in [e.action for e in _mine(session, turn, worker)]:
+        if action == "send" and "send" not in [e.action for e in own_events(session, turn, worker)]:
             record_action(session, turn, worker, "send", {})
-    if rest:
-        raise InvalidInput("not a field of a submit", str(sorted(rest)[0])[:60])
-    mine = _mine(session, turn, worker)
-    closing = [e for e in mine if e.action == CLOSING[turn.role]]
-    if len(closing) != 1:
-        raise InvalidInput(f"this turn must hold one {CLOSING[turn.role]}; it holds {len(closing)}",
-                           label_name)
-    if turn.role == "user":
-        label = "complete" if any(e.action == "complete" for e in mine) else "utter"
-    else:
-        label = "send"
-    text = closing[0].data["Text"]
-    if given_label is not None and given_label != label:
-        raise InvalidInput(f"this turn's clicks say {label!r}", label_name)
-    if given_text is not None and (not isinstance(given_text, str) or clean_text(given_text) != text):
-        raise InvalidInput("differs from the message this turn logged", "response")
-    answers: dict[str, Any] = {label_name: label, "response": text}
-    if signals is not None:
-        answers["signals"] = signals
-    return lifecycle.submit_turn(session, assignment_external_id, worker, answers)
+    closing = CLOSING[turn.role]
+    return close_logged_turn(session, sent, closing=(closing,), holds=f"one {closing}", logged_as="clicks")
 
 
 # ---- replay ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplayDifference:
-    """A click of a conversation that executes differently now (``turkflow.meep.execute.Difference``)."""
-
-    conversation_id: int
-    turn_index: Optional[int]
-    difference: Difference
-
-    def describe(self) -> str:
-        turn = f", turn {self.turn_index + 1}" if self.turn_index is not None else ""
-        return f"conversation {self.conversation_id}{turn}, {self.difference.describe()}"
 
 
 _NOT_RECORDS = {("Scenario", "start"), ("API", "return_results"), ("User", "complete"),
@@ -478,14 +398,15 @@ def replay(session: Session, conversation_ids: Sequence[int]) -> tuple[int, list
         conversation = session.get(Conversation, conversation_id)
         if conversation is None:
             raise NotFound(f"no conversation {conversation_id}")
-        files = requester_files(task_of(session, conversation).star["folder"])
+        files = requester_files(task_of(session, MEEP, conversation).star["folder"])
         events = kept_events(session, dialog_events(session, conversation_id))
         turns = [e.turn_index for e in events if (e.agent, e.action) not in _NOT_RECORDS]
         log = session_log(session, conversation, files)
         ran += sum(1 for r in log.records if not isinstance(r, UserMessage))
         for found in execute(log, files.templates, files.kb):
             turn = turns[found.click] if 0 <= found.click < len(turns) else None
-            differences.append(ReplayDifference(conversation_id, turn, found))
+            differences.append(ReplayDifference(conversation_id, found.describe(), turn_index=turn,
+                                                difference=found))
     return ran, differences
 
 
@@ -542,18 +463,9 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
     value: what the clicks gave), and the call and its results as SGD's ``service_call`` and
     ``service_results``. Nothing in SGD names a worker, so ``hash_key`` hides nothing here.
     """
-    after = 0
-    while True:
-        page = list(session.exec(
-            select(Conversation).join(Task, Task.id == Conversation.task_id)
-            .join(Batch, Batch.id == Conversation.batch_id)
-            .where(Conversation.id > after, Batch.protocol == MEEP.name, *filters.conditions())
-            .order_by(col(Conversation.id)).limit(page_size)))
-        if not page:
-            return
-        after = page[-1].id
-        for conversation in page:
-            task = task_of(session, conversation)
+    for page in conversation_pages(session, MEEP, filters, page_size):
+        for conversation, _ in page:
+            task = task_of(session, MEEP, conversation)
             events = kept_events(session, dialog_events(session, conversation.id))
             if not any(e.action == "start" for e in events):
                 continue  # nobody has said anything yet

@@ -32,22 +32,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 
 from sqlmodel import Session, col, select
 
+from turkflow.dialogs import (
+    ReplayDifference, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
+    message_text, open_submit, own_events,
+)
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.export import ExportError, ExportFilters, anonymize, id_replacer, staged
 from turkflow.hits import lifecycle
-from turkflow.models import (
-    Assignment,
-    AssignmentStatus,
-    Batch,
-    Conversation,
-    DialogEvent,
-    Hit,
-    HitStatus,
-    Task,
-    Turn,
-    TurnStatus,
-    Worker,
-)
+from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
 from turkflow import surveys
 from turkflow.protocol import STAR, clean_text
 from turkflow.star import outcomes
@@ -61,7 +53,6 @@ SYSTEM_ACTIONS = {"return_item": "the knowledge base writes it after a query",
                   "instruct": "the user guide writes it when a user turn opens"}
 CLOSING = {"user": ("utter",), "wizard": ("pick_suggestion", "utter")}  # the action that says something
 TURN_ACTIONS = {("User", "utter"), ("Wizard", "utter"), ("Wizard", "pick_suggestion"), ("Wizard", "query")}
-MAX_TEXT = STAR.max_response_chars
 
 
 # ---- tasks --------------------------------------------------------------------------------------------
@@ -185,31 +176,6 @@ def _kb_of(tasks: Mapping[str, Task], api: str) -> KnowledgeBase:
     return knowledge_base(task.star["kb_dir"])
 
 
-def _text(fields: dict[str, Any], name: str, required: bool = True) -> str:
-    value = fields.pop(name, None)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidInput("expected text", name)
-    text = clean_text(value, name)
-    if required and not text:
-        raise InvalidInput("this text is required", name)
-    if len(text) > MAX_TEXT:
-        raise InvalidInput(f"write at most {MAX_TEXT} characters", name)
-    return text
-
-
-def _holder(session: Session, turn: Turn, worker: Worker) -> None:
-    """Only the worker holding the turn's live assignment writes its events."""
-    held = session.exec(
-        select(Assignment.id).join(Hit, Hit.id == Assignment.hit_id)
-        .where(Hit.turn_id == turn.id, Hit.status == HitStatus.open, Assignment.worker_id == worker.id,
-               Assignment.status == AssignmentStatus.accepted)
-    ).first()
-    if held is None:
-        raise InvalidInput("you do not hold this turn", "turn")
-
-
 def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fields: Mapping[str, Any],
                   kb: Optional[KnowledgeBase] = None) -> list[DialogEvent]:
     """Validate one action of the worker holding ``turn`` and append it to the dialog's log.
@@ -220,13 +186,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
     nothing is written. A query is answered at once: its ``return_item`` event holds the first match and
     the count, as STAR's knowledge base logged them. ``kb`` overrides the task's knowledge base.
     """
-    conversation = session.get(Conversation, turn.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
-    if batch.protocol != STAR.name:
-        raise InvalidInput(f"this conversation follows {batch.protocol}, not STAR", "turn")
-    if turn.status != TurnStatus.open:
-        raise InvalidInput("this turn is no longer open", "turn")
-    _holder(session, turn, worker)
+    conversation = loggable(session, STAR, turn, worker)
     form = STAR.form(turn.role)
     if not isinstance(action, str):
         raise InvalidInput("expected the action's name", "action")
@@ -237,9 +197,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the action's fields as an object", "fields")
     # this holder's own: a worker whose lease ran out may have said something and never submitted it
-    earlier = [e.action for e in session.exec(
-        select(DialogEvent).where(DialogEvent.turn_id == turn.id, DialogEvent.worker_id == worker.id)
-        .order_by(col(DialogEvent.id)))]
+    earlier = [e.action for e in own_events(session, turn, worker)]
     said = [a for a in earlier if a in CLOSING[turn.role]]
     if turn.role == "user":
         if action == "utter" and said:
@@ -255,7 +213,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
     extra: Optional[dict[str, Any]] = None
     tasks = _tasks_of(session, conversation)
     if action in ("utter", "request_suggestions"):
-        data = {"Text": _text(rest, "text", required=action == "utter")}
+        data = {"Text": message_text(rest, "text", STAR.max_response_chars, required=action == "utter")}
     elif action == "complete":
         data = {}
     elif action == "select_task":
@@ -271,7 +229,8 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
         options = rest.pop("options", [label])
         if not isinstance(options, list) or not all(isinstance(o, str) and o in replies for o in options):
             raise InvalidInput("expected a list of this dialog's reply labels", "options")
-        data = {"ActionLabel": label, "ActionLabelOptions": options, "Text": _text(rest, "text")}
+        text = message_text(rest, "text", STAR.max_response_chars)
+        data = {"ActionLabel": label, "ActionLabelOptions": options, "Text": text}
     else:  # query
         api = rest.pop("api", None)
         apis = {t.star["api"] for t in tasks.values()}
@@ -329,11 +288,6 @@ def give_nudges(session: Session, turn: Turn) -> list[DialogEvent]:
         written.append(event)
     session.flush()
     return written
-
-
-def dialog_events(session: Session, conversation_id: int) -> list[DialogEvent]:
-    return list(session.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation_id)
-                             .order_by(col(DialogEvent.id))))
 
 
 def star_turns(events: Iterable[DialogEvent]) -> int:
@@ -580,21 +534,8 @@ def _filled_reply(session: Session, turn: Turn, label: Any) -> str:
 
 # ---- submitting a turn ----------------------------------------------------------------------------------
 
-_YES = (True, "on", "true", "yes", "1")
-
-
-def _one(body: dict[str, Any], name: str) -> Any:
-    """One value of a field: a form's one-element list is its element; two values are refused."""
-    value = body.pop(name, None)
-    if isinstance(value, list) and name != "options":
-        if len(value) > 1:
-            raise InvalidInput("send this field once", name)
-        value = value[0] if value else None
-    return value
-
-
 def submit_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
-                     *, as_answers: bool = False) -> lifecycle.Submission:
+                *, as_answers: bool = False) -> lifecycle.Submission:
     """Close a STAR turn and submit it through ``lifecycle.submit_turn`` (the path every turn takes).
 
     From STAR's pages, ``body`` may carry the closing action to log now (``action`` with its ``text``,
@@ -604,74 +545,17 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     (a wizard's ``pick_suggestion`` or ``utter``, a user's ``utter``) and answers given must agree with it:
     the stored answers are read off the events. A repeated submit returns the stored turn, logging nothing.
     """
-    assignment = session.exec(
-        select(Assignment).where(Assignment.external_id == assignment_external_id)).first()
-    if assignment is None:
-        raise NotFound("this assignment does not exist")
-    if assignment.worker_id != worker.id or assignment.status != AssignmentStatus.accepted:
+    sent = open_submit(session, STAR, assignment_external_id, worker, body, as_answers=as_answers)
+    if sent is None:
         return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
-    turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
-    label_name = STAR.form(turn.role).label_question().name
-    rest = dict(body)
-    signals = _one(rest, "signals")
-    given_label = given_text = None
-    give_nudges(session, turn)
-    if as_answers:
-        given_label, given_text = _one(rest, label_name), _one(rest, "response")
-        if rest:
-            raise InvalidInput("not a question of this turn", sorted(rest)[0][:60])
-    else:
-        complete = _one(rest, "complete") in _YES
-        action = _one(rest, "action")
-        if action is not None:
-            if action not in CLOSING[turn.role]:
-                closes = " or ".join(CLOSING[turn.role])
-                raise InvalidInput(f"a {turn.role}'s turn closes with {closes}", "action")
-            take_action(session, turn, worker, action, {k: _one(rest, k) for k in list(rest)})
-        elif rest:
-            raise InvalidInput("not a field of a submit", sorted(rest)[0][:60])
-        if complete:
-            if turn.role != "user":
-                raise InvalidInput("only the user ends the dialog", "complete")
-            record_action(session, turn, worker, "complete", {})
-    mine = list(session.exec(select(DialogEvent).where(DialogEvent.turn_id == turn.id,
-                                                       DialogEvent.worker_id == worker.id)
-                             .order_by(col(DialogEvent.id))))
-    closing = [e for e in mine if e.action in CLOSING[turn.role]]
-    if len(closing) != 1:
-        said = " or ".join(CLOSING[turn.role])
-        raise InvalidInput(f"this turn must hold exactly one {said}; it holds {len(closing)}", label_name)
-    if turn.role == "user":
-        label = "complete" if any(e.action == "complete" for e in mine) else "utter"
-    else:
-        label = closing[0].action
-    text = closing[0].data["Text"]
-    if given_label is not None and given_label != label:
-        raise InvalidInput(f"this turn's events say {label!r}", label_name)
-    if given_text is not None and (not isinstance(given_text, str) or clean_text(given_text) != text):
-        raise InvalidInput("differs from the message this turn logged", "response")
-    answers: dict[str, Any] = {label_name: label, "response": text}
-    if signals is not None:
-        answers["signals"] = signals
-    return lifecycle.submit_turn(session, assignment_external_id, worker, answers)
+    closing = CLOSING[sent.turn.role]
+    give_nudges(session, sent.turn)
+    if not as_answers:
+        log_closing_action(session, sent, take_action, closing)
+    return close_logged_turn(session, sent, closing=closing, holds=f"exactly one {' or '.join(closing)}")
 
 
 # ---- replay ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplayDifference:
-    conversation_id: int
-    event_id: int
-    api: str
-    constraints: Any
-    logged: Any
-    now: Any
-
-    def describe(self) -> str:
-        return (f"conversation {self.conversation_id}, query {self.event_id} to {self.api} "
-                f"{json.dumps(self.constraints)}: the wizard saw {json.dumps(self.logged, default=str)}, "
-                f"now {json.dumps(self.now, default=str)}")
 
 
 def replay(session: Session, conversation_ids: Sequence[int],
@@ -699,8 +583,10 @@ def replay(session: Session, conversation_ids: Sequence[int],
                 now = {"error": error.message}
             replayed += 1
             if now != logged:
-                differences.append(ReplayDifference(conversation_id, event.id, event.data["APIName"],
-                                                    event.data["Constraints"], logged, now))
+                differences.append(ReplayDifference(conversation_id, (
+                    f"query {event.id} to {event.data['APIName']} {json.dumps(event.data['Constraints'])}: "
+                    f"the wizard saw {json.dumps(logged, default=str)}, now {json.dumps(now, default=str)}"),
+                    event_id=event.id))
     return replayed, differences
 
 
@@ -721,17 +607,8 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
     several people write one asynchronous dialog. The top-level worker ids are the first user's and
     wizard's, where STAR had one of each.
     """
-    after = 0
-    while True:
-        page = list(session.exec(
-            select(Conversation).join(Task, Task.id == Conversation.task_id)
-            .join(Batch, Batch.id == Conversation.batch_id)
-            .where(Conversation.id > after, Batch.protocol == STAR.name, *filters.conditions())
-            .order_by(col(Conversation.id)).limit(page_size)))
-        if not page:
-            return
-        after = page[-1].id
-        ids = [c.id for c in page]
+    for page in conversation_pages(session, STAR, filters, page_size):
+        ids = [c.id for c, _ in page]
         events = list(session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))
                                    .order_by(col(DialogEvent.id))))
         workers = {w.id: w for w in session.exec(select(Worker).where(
@@ -743,7 +620,7 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
         for event in _kept(session, events):
             by_conversation[event.conversation_id].append(event)
         answers = surveys.questionnaires(session, ids)
-        for conversation in page:
+        for conversation, _ in page:
             yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
                                  tasks, answers[conversation.id])
 

@@ -19,66 +19,24 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from flask import (
-    Blueprint, Response, jsonify, make_response, redirect, render_template, request, send_file, url_for,
-)
-from flask_wtf.csrf import generate_csrf
+from flask import Response, request, send_file
 from sqlmodel import Session
 
 from turkflow import star_dialog
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound
 from turkflow.hits import lifecycle
-from turkflow.models import Assignment, AssignmentStatus, Hit, Task, Turn, Worker
+from turkflow.models import AssignmentStatus, Task, Turn, Worker
 from turkflow.protocol import STAR
-from turkflow.web import wants_json
-from turkflow.web.worker import (
-    _current_worker, _own_assignment, _settings, queue_next_turn, turn_json, worker_page_headers,
+from turkflow.web.logged import action_body  # noqa: F401 - the Prolific pages import it from here
+from turkflow.web.logged import (
+    Acted, Held, close_turn, held_turn, logged_blueprint, render_turn, show_turn, take_action,
 )
+from turkflow.web.worker import _settings
 
-bp = Blueprint("star", __name__, url_prefix="/star")
+bp = logged_blueprint(STAR)
+PAGES = {"user": "star_user.html", "wizard": "star_wizard.html"}
 MAX_DRAFT = 500  # of a draft carried in the page's address (the no-script "Suggest")
-
-
-@bp.after_request
-def star_page_headers(response: Response) -> Response:
-    return worker_page_headers(response)
-
-
-def action_body() -> dict[str, Any]:
-    """A JSON object, or the form's fields (``kb-<Field>`` fields make the query's ``form``; ``options``
-    is a list; any other field sent twice stays a list, which the action refuses naming it). Every entry
-    route to STAR's pages reads its POSTs with it (the Prolific one pops its form token first)."""
-    if request.is_json:
-        try:
-            body = request.get_json(silent=True)
-        except RecursionError:
-            body = None
-        if not isinstance(body, dict):
-            raise InvalidInput("send one JSON object", "body")
-        return body
-    body: dict[str, Any] = {}
-    form: dict[str, Any] = {}
-    for name, values in request.form.lists():
-        if name == "csrf_token":
-            continue
-        value = values if name == "options" or len(values) > 1 else values[0]
-        if name.startswith("kb-"):
-            form[name[3:]] = value
-        else:
-            body[name] = value
-    if form:
-        body["form"] = form
-    return body
-
-
-def _held(session: Session, assignment_id: str) -> tuple[Worker, Assignment, Hit, Turn]:
-    """The signed-in worker's own assignment of a STAR turn (anybody else's is a 403)."""
-    worker = _current_worker(session)
-    assignment, hit, turn = _own_assignment(session, worker, assignment_id)
-    if lifecycle.batch_of_hit(session, hit).protocol != STAR.name:
-        raise NotFound("this turn is not part of a STAR dialog")
-    return worker, assignment, hit, turn
 
 
 # ---- the turn page ----------------------------------------------------------------------------------
@@ -92,36 +50,20 @@ def star_turn_data(session: Session, turn: Turn, worker: Worker, draft: str = ""
     return {"wizard": star_dialog.wizard_view(session, turn, draft, worker_id=worker.id)}
 
 
-def render_star_turn(view: lifecycle.TurnView, data: dict[str, Any], *, submit_url: str, action_url: str,
-                     hidden: dict[str, str], lease_expires_at: Any = None, worker: Optional[Worker] = None,
-                     error: Optional[InvalidInput] = None, draft: str = "", status: int = 200) -> Response:
-    """The STAR turn page, for any entry route that gives it where to post (``hidden`` adds the fields a
-    provider's route needs, e.g. the CSRF token)."""
-    template = "star_user.html" if view.turn.role == "user" else "star_wizard.html"
-    page = render_template(template, view=view, form=view.protocol.form(view.turn.role), star=data,
-                           submit_url=submit_url, action_url=action_url, hidden=hidden,
-                           lease_expires_at=lease_expires_at, worker=worker, error=error, draft=draft,
-                           max_chars=view.protocol.max_response_chars)
-    return worker_page_headers(make_response(page, status))
+def render_star_turn(view: lifecycle.TurnView, data: dict[str, Any], *, draft: str = "",
+                     **where: Any) -> Response:
+    """The STAR turn page, for any entry route that gives it where to post (``render_turn``)."""
+    return render_turn(view, data, PAGES, draft=draft, **where)
 
 
 def _page(assignment_id: str, *, error: Optional[InvalidInput] = None, draft: str = "",
           status: int = 200) -> Response:
     with session_scope(_settings().database_url) as session:
-        worker, assignment, hit, turn = _held(session, assignment_id)
-        if assignment.status == AssignmentStatus.accepted and turn.role == "user":
-            star_dialog.give_nudges(session, turn)  # once each, before the user writes
-        view = lifecycle.turn_view(session, turn)
-        data = star_turn_data(session, turn, worker, draft)
-        if wants_json():
-            return jsonify({**turn_json(view, assignment, hit), "star": data})
-        if assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
-            return redirect(url_for("worker.queue", submitted=turn.id), 303)
-        return render_star_turn(
-            view, data, submit_url=url_for("star.submit", assignment_id=assignment_id),
-            action_url=url_for("star.action", assignment_id=assignment_id),
-            hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker,
-            error=error, draft=draft, status=status)
+        held = held_turn(session, STAR, assignment_id)
+        if held.assignment.status == AssignmentStatus.accepted and held.turn.role == "user":
+            star_dialog.give_nudges(session, held.turn)  # once each, before the user writes
+        data = star_turn_data(session, held.turn, held.worker, draft)
+        return show_turn(session, held, data, PAGES, error=error, draft=draft, status=status)
 
 
 @bp.get("/turn/<assignment_id>")
@@ -133,53 +75,29 @@ def turn(assignment_id: str) -> Any:
 @bp.post("/turn/<assignment_id>/action")
 def action(assignment_id: str) -> Any:
     """One action inside the turn. JSON clients get what it logged (a query's answer with it) and, for a
-    wizard, the page's data ranked again; the page without scripts is shown again."""
-    body = action_body()
+    wizard, the page's data ranked again; the page without scripts is shown again at the suggestions."""
+    return take_action(STAR, assignment_id, _act, _shown_again, "#suggestions")
+
+
+def _act(session: Session, held: Held, body: dict[str, Any]) -> Acted:
     name = body.pop("action", None)
-    try:
-        with session_scope(_settings().database_url) as session:
-            worker, _, _, turn = _held(session, assignment_id)
-            written = star_dialog.take_action(session, turn, worker, name, body)
-            logged = [{"action": e.action, "agent": e.agent, **e.data} for e in written]
-            draft = written[0].data.get("Text", "") if name == "request_suggestions" else ""
-            data = star_turn_data(session, turn, worker, draft) if turn.role == "wizard" else {}
-    except InvalidInput as error:
-        if wants_json():
-            raise
-        return _page(assignment_id, error=error, draft=_typed(body), status=400)
-    if wants_json():
-        return jsonify(logged=logged, **data)
-    args = {"draft": draft[:MAX_DRAFT]} if draft else {}
-    return redirect(url_for("star.turn", assignment_id=assignment_id, **args) + "#suggestions", 303)
+    written = star_dialog.take_action(session, held.turn, held.worker, name, body)
+    draft = written[0].data.get("Text", "") if name == "request_suggestions" else ""
+    data = star_turn_data(session, held.turn, held.worker, draft) if held.turn.role == "wizard" else {}
+    return Acted(written, data, {"draft": draft[:MAX_DRAFT]} if draft else {})
 
 
-def _typed(body: dict[str, Any]) -> str:
+def _shown_again(assignment_id: str, error: InvalidInput, body: dict[str, Any]) -> Response:
+    """The page again after a refused action or submit, with the message typed."""
     text = body.get("text")
-    return text[:MAX_DRAFT] if isinstance(text, str) else ""
+    draft = text[:MAX_DRAFT] if isinstance(text, str) else ""
+    return _page(assignment_id, error=error, draft=draft, status=400)
 
 
 @bp.post("/turn/<assignment_id>")
 def submit(assignment_id: str) -> Any:
-    """Close the turn (the reply, given here or logged before) and submit it. The worker whose turn ends
-    the dialog goes on to its questions."""
-    body = action_body()
-    try:
-        with session_scope(_settings().database_url) as session:
-            worker, _, _, _ = _held(session, assignment_id)
-            submission = star_dialog.submit_turn(session, assignment_id, worker, body)
-            turn_id, created = submission.turn.id, submission.created
-            conversation_id, text = submission.turn.conversation_id, submission.turn.text
-            ended = lifecycle.ends_conversation(session, submission.turn)
-    except InvalidInput as error:  # rolled back: nothing of this submission is stored
-        if wants_json():
-            raise
-        return _page(assignment_id, error=error, draft=_typed(body), status=400)
-    if created:
-        queue_next_turn(turn_id, worker)
-    survey_url = url_for("worker.survey", conversation_id=conversation_id) if ended else None
-    if wants_json():
-        return jsonify(turn_id=turn_id, created=created, text=text, survey_url=survey_url)
-    return redirect(survey_url or url_for("worker.queue", submitted=turn_id), 303)
+    """Close the turn (the reply, given here or logged before) and submit it (``close_turn``)."""
+    return close_turn(STAR, assignment_id, _shown_again)
 
 
 # ---- the flow chart's image -----------------------------------------------------------------------------

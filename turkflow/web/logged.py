@@ -1,0 +1,163 @@
+"""What the turn pages of the event-logged protocols (STAR, Frames and MEEP, ``turkflow.dialogs``) share: a
+POST's fields, the turn the signed-in worker holds, the page's frame and the submit that closes the turn.
+
+Each protocol's blueprint (``turkflow.web.star``, ``frames``, ``meep``) keeps what is its own: the role's
+data, the in-turn actions and the templates, which extend ``logged_turn.html``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+from flask import Blueprint, Response, jsonify, make_response, redirect, render_template, request, url_for
+from flask_wtf.csrf import generate_csrf
+from sqlmodel import Session
+
+from turkflow import dialogs
+from turkflow.db import session_scope
+from turkflow.errors import InvalidInput, NotFound
+from turkflow.hits import lifecycle
+from turkflow.models import Assignment, AssignmentStatus, DialogEvent, Hit, Turn, Worker
+from turkflow.protocol import Protocol
+from turkflow.web import wants_json
+from turkflow.web.worker import (
+    _current_worker, _own_assignment, _settings, queue_next_turn, turn_json, worker_page_headers,
+)
+
+
+def logged_blueprint(protocol: Protocol) -> Blueprint:
+    """The protocol's pages at ``/<name>`` (endpoints ``<name>.turn``, ``.action``, ``.submit``), with the
+    worker pages' headers."""
+    bp = Blueprint(protocol.name, __name__, url_prefix=f"/{protocol.name}")
+    bp.after_request(worker_page_headers)
+    return bp
+
+
+def action_body() -> dict[str, Any]:
+    """A JSON object, or the form's fields (``kb-<Field>`` fields make the query's or search's ``form``;
+    ``options`` is a list; any other field sent twice stays a list, which the action refuses naming it).
+    Every entry route to these pages reads its POSTs with it (the Prolific one pops its form token first)."""
+    if request.is_json:
+        try:
+            body = request.get_json(silent=True)
+        except RecursionError:
+            body = None
+        if not isinstance(body, dict):
+            raise InvalidInput("send one JSON object", "body")
+        return body
+    body: dict[str, Any] = {}
+    form: dict[str, Any] = {}
+    for name, values in request.form.lists():
+        if name == "csrf_token":
+            continue
+        value = values if name == "options" or len(values) > 1 else values[0]
+        if name.startswith("kb-"):
+            form[name[3:]] = value
+        else:
+            body[name] = value
+    if form:
+        body["form"] = form
+    return body
+
+
+class Held(NamedTuple):
+    worker: Worker
+    assignment: Assignment
+    hit: Hit
+    turn: Turn
+
+
+def held_turn(session: Session, protocol: Protocol, assignment_id: str) -> Held:
+    """The signed-in worker's own assignment of one of ``protocol``'s turns (anybody else's is a 403)."""
+    worker = _current_worker(session)
+    assignment, hit, turn = _own_assignment(session, worker, assignment_id)
+    if lifecycle.batch_of_hit(session, hit).protocol != protocol.name:
+        raise NotFound(f"this turn is not part of a {dialogs.LOGGED[protocol.name].title} dialog")
+    return Held(worker, assignment, hit, turn)
+
+
+def render_turn(view: lifecycle.TurnView, data: dict[str, Any], pages: Mapping[str, str], *, submit_url: str,
+                action_url: str, hidden: dict[str, str], lease_expires_at: Any = None,
+                worker: Optional[Worker] = None, error: Optional[InvalidInput] = None, status: int = 200,
+                **shown: Any) -> Response:
+    """The role's turn page (``pages``: the template of each role), for any entry route that gives it where
+    to post (``hidden`` adds the fields a provider's route needs, e.g. the CSRF token). The role's data is
+    the template's variable named after the protocol (``star``, ``frames``, ``meep``)."""
+    protocol = view.protocol
+    page = render_template(pages[view.turn.role], view=view, form=protocol.form(view.turn.role),
+                           submit_url=submit_url, action_url=action_url, hidden=hidden,
+                           lease_expires_at=lease_expires_at, worker=worker, error=error,
+                           max_chars=protocol.max_response_chars, **{protocol.name: data}, **shown)
+    return worker_page_headers(make_response(page, status))
+
+
+def show_turn(session: Session, held: Held, data: dict[str, Any], pages: Mapping[str, str], *,
+              status: int = 200, **shown: Any) -> Response:
+    """The held turn's page from the protocol's own routes: JSON with the role's data, the page while the
+    turn is open, else back to the queue (it is submitted)."""
+    view = lifecycle.turn_view(session, held.turn)
+    name = view.protocol.name
+    if wants_json():
+        return jsonify({**turn_json(view, held.assignment, held.hit), name: data})
+    if held.assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
+        return redirect(url_for("worker.queue", submitted=held.turn.id), 303)
+    assignment_id = held.assignment.external_id
+    return render_turn(view, data, pages, submit_url=url_for(f"{name}.submit", assignment_id=assignment_id),
+                       action_url=url_for(f"{name}.action", assignment_id=assignment_id),
+                       hidden={"csrf_token": generate_csrf()}, lease_expires_at=held.hit.lease_expires_at,
+                       worker=held.worker, status=status, **shown)
+
+
+class Acted(NamedTuple):
+    """What a protocol's action did in the held turn: the events it wrote, the role's data to send back to a
+    JSON client and the turn page's query arguments to show a form's sender."""
+
+    written: list[DialogEvent]
+    data: dict[str, Any]
+    page_args: dict[str, str]
+
+
+Act = Callable[[Session, Held, dict[str, Any]], Acted]
+
+
+def take_action(protocol: Protocol, assignment_id: str, act: Act,
+                shown_again: Callable[[str, InvalidInput, dict[str, Any]], Response], anchor: str) -> Any:
+    """One action inside the held turn (``act``). JSON clients get what it logged and the role's data;
+    forms see the page again at ``anchor``, or ``shown_again`` after a refusal, which stores nothing."""
+    body = action_body()
+    try:
+        with session_scope(_settings().database_url) as session:
+            written, data, args = act(session, held_turn(session, protocol, assignment_id), body)
+            logged = [{"action": e.action, "agent": e.agent, **e.data} for e in written]
+    except InvalidInput as error:
+        if wants_json():
+            raise
+        return shown_again(assignment_id, error, body)
+    if wants_json():
+        return jsonify(logged=logged, **data)
+    return redirect(url_for(f"{protocol.name}.turn", assignment_id=assignment_id, **args) + anchor, 303)
+
+
+def close_turn(protocol: Protocol, assignment_id: str,
+               shown_again: Callable[[str, InvalidInput, dict[str, Any]], Response]) -> Any:
+    """Close the held turn through its dialog module's ``submit_turn`` and queue the next one. The worker
+    whose turn ends the dialog goes on to its questions. A refused submit stores nothing: JSON clients get
+    the error, forms ``shown_again(assignment_id, error, body)``: the page with what they typed."""
+    body = action_body()
+    try:
+        with session_scope(_settings().database_url) as session:
+            worker = held_turn(session, protocol, assignment_id).worker
+            submission = dialogs.parts(protocol.name).submit_turn(session, assignment_id, worker, body)
+            turn_id, created = submission.turn.id, submission.created
+            conversation_id, text = submission.turn.conversation_id, submission.turn.text
+            ended = lifecycle.ends_conversation(session, submission.turn)
+    except InvalidInput as error:  # rolled back: nothing of this submission is stored
+        if wants_json():
+            raise
+        return shown_again(assignment_id, error, body)
+    if created:
+        queue_next_turn(turn_id, worker)
+    survey_url = url_for("worker.survey", conversation_id=conversation_id) if ended else None
+    if wants_json():
+        return jsonify(turn_id=turn_id, created=created, text=text, survey_url=survey_url)
+    return redirect(survey_url or url_for("worker.queue", submitted=turn_id), 303)

@@ -139,11 +139,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  turkflow turn: {turn['turns']} turns, {turn['per_second']:.1f}/s, {turn['requests_per_turn']:.2f} "
           f"requests per turn; CPU per turn: web {turn['web_cpu_ms']:.1f} ms, Celery {turn['celery_cpu_ms']:.1f} ms, "
           f"total {total:.1f} ms")
-    print(f"  ratios to the floor: web CPU per turn {turn['web_cpu_ms'] / bare['web_cpu_ms']:.1f}x "
-          f"(per request {turn['web_cpu_ms'] / turn['requests_per_turn'] / bare['web_cpu_ms']:.1f}x), "
-          f"all server CPU per turn {total / bare['web_cpu_ms']:.1f}x, "
-          f"rate {bare['per_second'] / turn['per_second']:.0f}x fewer turns than inserts per second; {load()}")
-
+    per_request = turn["web_cpu_ms"] / turn["requests_per_turn"] / bare["web_cpu_ms"]
+    print(f"  per request {per_request:.1f}x  (web CPU per request against one insert; target at most 3x)")
+    print(f"  per turn {total / bare['web_cpu_ms']:.1f}x  (all server CPU per turn, web and Celery, against one "
+          f"insert; target at most 10x)")
+    print(f"  web CPU per turn {turn['web_cpu_ms'] / bare['web_cpu_ms']:.1f}x; "
+          f"{bare['per_second'] / turn['per_second']:.0f}x fewer turns than inserts per second; {load()}")
 
 if __name__ == "__main__":
     main()

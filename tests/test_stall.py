@@ -128,7 +128,8 @@ def _prolific_batch_with_one_student_turn(settings):
     from turkflow.documents import load_documents, read_documents, sample_tasks_path
     from turkflow.hits import lifecycle
     from turkflow.hits.prolific.provider import worker_external_id
-    from turkflow.models import Assignment, Task
+    from turkflow import states
+    from turkflow.models import Assignment, HitStatus, Task
 
     with session_scope(settings.database_url) as s:
         load_documents(s, read_documents(sample_tasks_path()))
@@ -137,6 +138,7 @@ def _prolific_batch_with_one_student_turn(settings):
         participant = Worker(external_id=worker_external_id("P1"), role="student", onboarded=True)
         s.add(participant)
         s.flush()
+        states.move(hits[0], HitStatus.open)  # as publishing would, without asking Prolific
         s.add(Assignment(hit_id=hits[0].id, worker_id=participant.id, external_id="SUBMISSION1"))
         s.flush()
         lifecycle.submit_turn(s, "SUBMISSION1", participant, STUDENT_ANSWERS)

@@ -17,7 +17,7 @@ from turkflow.hits import money
 from turkflow.models import Batch, Bonus, Conversation, Rating, Turn, TurnStatus, Worker, WorkerStatus
 from turkflow.quality.monitor import POOLED, Policy, PolicyError
 from turkflow.simulator.crowd import Behaviour, Written, build_crowd, revise
-from turkflow.simulator.policies import RatingRecord, parse_policy, replay
+from turkflow.simulator.policies import RatingRecord, replay
 from turkflow.simulator.run import SimulationConfig, run_with_stack
 from turkflow.simulator.utterances import read_dialogs, write_scripts
 
@@ -84,24 +84,24 @@ def test_replay_blocks_after_a_full_window_of_low_ratings_and_not_before():
 
 
 def test_staged_policy_switches_to_its_long_window_after_probation():
-    policy = parse_policy("k=5,p=0.4 for 6, then k=20,p=0.4")
+    policy = Policy.parse("k=5,p=0.4 for 6, then k=20,p=0.4")
     spam = [RatingRecord("spammer", False, False)] * 5
     assert replay(policy, spam).blocked_after == {"spammer": 5}
     unlucky = [RatingRecord("honest", True, True)] * 6 + [RatingRecord("honest", False, False)] * 5
     assert replay(policy, unlucky).blocked_after == {}  # k=5,p=0.4 alone would block at the 11th
-    assert replay(parse_policy("k=5,p=0.4"), unlucky).blocked_after == {"honest": 10}
-    assert replay(parse_policy("none"), spam * 3).blocked_after == {}
+    assert replay(Policy.parse("k=5,p=0.4"), unlucky).blocked_after == {"honest": 10}
+    assert replay(Policy.parse("none"), spam * 3).blocked_after == {}
 
 
 def test_pooled_policy_blocks_on_the_mean_of_both_ratings_where_the_papers_rule_blocks_on_either():
     # Relevant but rarely useful: usefulness alone is below 0.5, relevance and usefulness together are not.
     relevant_not_useful = [RatingRecord("r", True, u) for u in (False, False, True, False, True, False)]
-    assert replay(parse_policy("k=6,p=0.5"), relevant_not_useful).blocked_after == {"r": 6}
-    assert replay(parse_policy("pooled k=6,p=0.5"), relevant_not_useful).blocked_after == {}
+    assert replay(Policy.parse("k=6,p=0.5"), relevant_not_useful).blocked_after == {"r": 6}
+    assert replay(Policy.parse("pooled k=6,p=0.5"), relevant_not_useful).blocked_after == {}
     spam = [RatingRecord("s", r, u) for r, u in ((False, True), (False, False), (True, False), (False, False),
                                                  (False, False), (False, True))]
-    assert replay(parse_policy("pooled k=6,p=0.5"), spam).blocked_after == {"s": 6}
-    staged = parse_policy("pooled k=6,p=0.5 for 6, then k=20,p=0.4")
+    assert replay(Policy.parse("pooled k=6,p=0.5"), spam).blocked_after == {"s": 6}
+    staged = Policy.parse("pooled k=6,p=0.5 for 6, then k=20,p=0.4")
     assert staged.text == "pooled k=6,p=0.5 for 6, then k=20,p=0.4"
     # After probation the long window blocks, but bonuses are still judged over the last 6 ratings.
     good = [RatingRecord("g", True, True)] * 8
@@ -110,14 +110,14 @@ def test_pooled_policy_blocks_on_the_mean_of_both_ratings_where_the_papers_rule_
 
 
 def test_policy_text_is_parsed_and_bad_text_names_the_form():
-    assert parse_policy("k=6,p=0.4") == Policy(window=6, block_below=0.4)
-    assert parse_policy("k=5,p=0.4 for 6, then k=20,p=0.4").text == "k=5,p=0.4 for 6, then k=20,p=0.4"
+    assert Policy.parse("k=6,p=0.4") == Policy(window=6, block_below=0.4)
+    assert Policy.parse("k=5,p=0.4 for 6, then k=20,p=0.4").text == "k=5,p=0.4 for 6, then k=20,p=0.4"
     with pytest.raises(ValueError, match="k=5,p=0.5"):
-        parse_policy("window 5")
+        Policy.parse("window 5")
     with pytest.raises(PolicyError, match="k must be"):
-        parse_policy("k=0,p=0.5")
+        Policy.parse("k=0,p=0.5")
     with pytest.raises(PolicyError, match="k must be"):
-        parse_policy("k=5,p=0.5 for 6, then k=20,p=1.5")
+        Policy.parse("k=5,p=0.5 for 6, then k=20,p=1.5")
 
 
 SMALL = SimulationConfig(students=3, teachers=3, conversations=4, max_turns=12, mean_turns=12,

@@ -36,11 +36,6 @@ DEFAULT_POLICIES = ("k=5,p=0.5", "k=5,p=0.4", "k=6,p=0.4", "k=10,p=0.4", "k=5,p=
 EARLY_RATED_TURNS = 6
 
 
-def parse_policy(text: str, bonus_above: float = 0.9, bonus_cents: int = 8) -> Policy:
-    """A policy from its text (``turkflow.quality.monitor.Policy.parse``); a ValueError names the form."""
-    return Policy.parse(text, bonus_above=bonus_above, bonus_cents=bonus_cents)
-
-
 @dataclass(frozen=True)
 class RatingRecord:
     """One rating as the monitor sees it: the author (by simulated name), in the order it was given."""

@@ -16,7 +16,7 @@ from turkflow.simulator import prolific
 from turkflow.simulator.driver import ProtocolPlay, Simulation
 from turkflow.simulator.fake_prolific import FakeProlific
 from turkflow.simulator.prolific import ProlificCrowd
-from turkflow.simulator.policies import DEFAULT_POLICIES, parse_policy
+from turkflow.simulator.policies import DEFAULT_POLICIES
 from turkflow.simulator.report import build_report
 from turkflow.simulator.stack import Stack
 from turkflow.simulator.star import star_root
@@ -103,7 +103,7 @@ def plan(config: SimulationConfig) -> Plan:
         scripts = write_scripts(read_dialogs(directory), config.conversations, config.seed, config.mean_turns)
 
     def policy(text: str) -> Policy:
-        return parse_policy(text, bonus_above=config.bonus_above, bonus_cents=config.bonus_cents)
+        return Policy.parse(text, bonus_above=config.bonus_above, bonus_cents=config.bonus_cents)
 
     live = policy(config.policy)
     compared = [policy(text) for text in config.compare]

@@ -104,6 +104,18 @@ def id_arg(name: str) -> Optional[int]:
     return int(raw)
 
 
+def json_object(what: str = "send one JSON object") -> dict[str, Any]:
+    """The request's JSON body, which must be one object; anything else (not JSON, a list, nested deeper
+    than the parser goes) is a 400 naming the body, with ``what`` saying what was expected."""
+    try:
+        body = request.get_json(silent=True)
+    except RecursionError:
+        body = None
+    if not isinstance(body, dict):
+        raise InvalidInput(what, "body")
+    return body
+
+
 def wants_json() -> bool:
     """Programs (the crowd simulator) ask for JSON; browsers get pages."""
     return request.accept_mimetypes.best_match(["text/html", "application/json"]) == "application/json"

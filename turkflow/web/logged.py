@@ -19,7 +19,7 @@ from turkflow.errors import InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.models import Assignment, AssignmentStatus, DialogEvent, Hit, Turn, Worker
 from turkflow.protocol import Protocol
-from turkflow.web import wants_json
+from turkflow.web import json_object, wants_json
 from turkflow.web.worker import (
     _current_worker, _own_assignment, _settings, queue_next_turn, turn_json, worker_page_headers,
 )
@@ -38,13 +38,7 @@ def action_body() -> dict[str, Any]:
     ``options`` is a list; any other field sent twice stays a list, which the action refuses naming it).
     Every entry route to these pages reads its POSTs with it (the Prolific one pops its form token first)."""
     if request.is_json:
-        try:
-            body = request.get_json(silent=True)
-        except RecursionError:
-            body = None
-        if not isinstance(body, dict):
-            raise InvalidInput("send one JSON object", "body")
-        return body
+        return json_object()
     body: dict[str, Any] = {}
     form: dict[str, Any] = {}
     for name, values in request.form.lists():

@@ -34,7 +34,7 @@ from turkflow.models import (
     utcnow,
 )
 from turkflow.protocol import Question, TurnContext
-from turkflow.web import id_arg, wants_json
+from turkflow.web import id_arg, json_object, wants_json
 from workers import tasks
 
 bp = Blueprint("worker", __name__)
@@ -270,13 +270,7 @@ def _own_turn(session: Session, worker: Worker, assignment_id: str) -> lifecycle
 def _raw_answers() -> dict[str, Any]:
     """Form fields (repeated ones as lists) or a JSON object, exactly as sent: the protocol judges them."""
     if request.is_json:
-        try:
-            body = request.get_json(silent=True)
-        except RecursionError:  # nested deeper than the JSON parser goes
-            body = None
-        if not isinstance(body, dict):
-            raise InvalidInput("send one JSON object with an entry per question", "body")
-        return body
+        return json_object("send one JSON object with an entry per question")
     answers = request.form.to_dict(flat=False)
     answers.pop("csrf_token", None)  # the page's, not an answer
     return answers
@@ -430,13 +424,7 @@ def survey_body() -> dict[str, Any]:
     """The answers: a JSON object, or the form's fields (a field sent twice stays a list, which the survey
     refuses naming it)."""
     if request.is_json:
-        try:
-            body = request.get_json(silent=True)
-        except RecursionError:
-            body = None
-        if not isinstance(body, dict):
-            raise InvalidInput("send one JSON object", "body")
-        return body
+        return json_object()
     return {name: values[0] if len(values) == 1 else values for name, values in request.form.lists()
             if name != "csrf_token"}
 

@@ -3,7 +3,6 @@ agreement with what STAR's wizards picked and said in the sample logs."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -80,17 +79,14 @@ def test_filled_templates_match_what_the_wizards_sent(picks, schemas):
     assert total > 400 and agree / total >= 0.95
 
 
-def test_the_picked_reply_is_usually_in_the_top_three_and_ranking_is_fast(picks, schemas):
+def test_the_picked_reply_is_usually_in_the_top_three(picks, schemas):
+    """How fast a ranking is, is measured by ``python -m bench star_suggestions``, not here: a timed
+    assertion fails whenever the machine is busy."""
     rankers = {name: Ranker.for_schema(schema) for name, schema in schemas.items()}
     top3 = total = 0
-    slowest = 0.0
     for task, state, pick in picks:
         if pick["ActionLabel"] not in schemas[task].templates:
             continue
-        started = time.perf_counter()
-        ranked = rankers[task].rank(state, 3)
-        slowest = max(slowest, time.perf_counter() - started)
         total += 1
-        top3 += pick["ActionLabel"] in labels(ranked)
+        top3 += pick["ActionLabel"] in labels(rankers[task].rank(state, 3))
     assert total > 1500 and top3 / total >= 0.8
-    assert slowest < 0.05

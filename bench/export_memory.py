@@ -109,7 +109,7 @@ def _rows(turns: int, conversations: int, batch_id: int, task_ids: list[int], rn
             )
             yield "turn", {"id": turn_id, "conversation_id": c, "index": index, "role": "student" if student
                            else "teacher", "status": "submitted", "worker_id": author, "text": text, "label": label,
-                           "answers": answers, "flags": [], "opened_at": at, "submitted_at": at}
+                           "answers": answers, "flags": [], "signals": {}, "opened_at": at, "submitted_at": at}
             if index:
                 rating_id += 1
                 yield "rating", {"id": rating_id, "rated_turn_id": turn_id - 1, "rater_turn_id": turn_id,

@@ -50,7 +50,8 @@ from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
 from turkflow.protocol import STAR
 from turkflow.web import id_arg, wants_json
-from turkflow.web.star import action_body, render_star_turn, star_turn_data
+from turkflow.web.logged import action_body
+from turkflow.web.star import render_star_turn, star_turn_data
 from turkflow.web.worker import queue_next_turn, render_turn, turn_json, worker_page_headers
 
 bp = Blueprint("prolific", __name__, url_prefix="/prolific")

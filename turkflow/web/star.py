@@ -28,7 +28,6 @@ from turkflow.errors import InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.models import AssignmentStatus, Task, Turn, Worker
 from turkflow.protocol import STAR
-from turkflow.web.logged import action_body  # noqa: F401 - the Prolific pages import it from here
 from turkflow.web.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, render_turn, show_turn, take_action,
 )

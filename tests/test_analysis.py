@@ -23,7 +23,7 @@ from turkflow.analysis.nlp import SYNTAX, load_pipeline
 from turkflow.analysis.patterns import sentence_pattern, sentences
 from turkflow.analysis.report import render_report
 from turkflow.analysis.run import analyse
-from turkflow.cli import main
+from turkflow.cli.main import main
 from turkflow.db import session_scope
 from turkflow.export import export_dataset
 

@@ -19,7 +19,7 @@ from sqlmodel import select
 from tests.conftest import _backends
 from tests.test_pipeline import STUDENT_ANSWERS, make_worker
 from turkflow import pipeline
-from turkflow.cli import main
+from turkflow.cli.main import main
 from turkflow.config import Settings
 from turkflow.db import dispose_engine, session_scope
 from turkflow.documents import sample_tasks_path

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sqlmodel import select
 
 from tests.test_cli import SAMPLES, environment, ok, one_line_error
-from turkflow.cli import main
+from turkflow.cli.main import main
 from turkflow.config import Settings, default
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput

@@ -123,7 +123,7 @@ def test_deeply_nested_json_is_one_line_error(tmp_path):
 def test_turkflow_tasks_load_prints_one_line_naming_file_and_document_and_loads_nothing(tmp_path, sqlite_url):
     from click.testing import CliRunner
 
-    from turkflow.cli import main
+    from turkflow.cli.main import main
 
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps(DOC) + "\n" + json.dumps(dict(DOC, id="cake", steps=[["Mix"]])) + "\n")

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from sqlmodel import select
 
 from turkflow import pipeline
-from turkflow.cli import main
+from turkflow.cli.main import main
 from turkflow.db import session_scope
 from turkflow.documents import load_documents, read_documents, sample_tasks_path
 from turkflow.export import ExportError, ExportFilters, export_dataset, iter_conversations, write_export

@@ -23,7 +23,7 @@ from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS, launch, make_w
 from tests.test_worker_pages import FIRST_STUDENT_ANSWERS, joined
 from turkflow import pipeline
 from turkflow.analysis import figures
-from turkflow.cli import main, shown_url
+from turkflow.cli.main import main, shown_url
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle, money, onboarding

@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HITS = ROOT / "turkflow" / "hits"
 PLATFORMS = sorted(p.name for p in HITS.iterdir() if (p / "__init__.py").exists())
 FRAMEWORKS = ("flask", "celery", "click", "workers", "turkflow.pipeline")
-SUBCOMMAND_MODULES = ("turkflow/cli_mturk.py", "turkflow/cli_prolific.py", "turkflow/cli_review.py",
-                      "turkflow/cli_dataset.py", "turkflow/simulator/cli.py")
+SUBCOMMAND_MODULES = ("turkflow/cli/mturk.py", "turkflow/cli/prolific.py", "turkflow/cli/review.py",
+                      "turkflow/cli/dataset.py", "turkflow/simulator/cli.py")
 
 
 def modules() -> dict[str, list[str]]:
@@ -68,7 +68,7 @@ def test_a_platform_folder_imports_no_other_platforms_folder(platform):
 def test_a_platforms_web_routes_and_commands_import_no_other_platforms_folder(platform):
     others = [f"turkflow.hits.{p}" for p in PLATFORMS if p != platform]
     assert imports_of(f"turkflow/web/{platform}.py", *others) == []
-    assert imports_of(f"turkflow/cli_{platform}.py", *others) == []
+    assert imports_of(f"turkflow/cli/{platform}.py", *others) == []
 
 
 def test_the_provider_interface_imports_no_implementation():
@@ -86,7 +86,7 @@ def test_platform_code_outside_hits_is_imported_through_the_registry_or_its_own_
     def allowed(module: str, name: str) -> bool:
         platform = name.split(".")[2]
         return (module == "turkflow/hits/registry.py" or platform_of(module) == platform
-                or module in (f"turkflow/web/{platform}.py", f"turkflow/cli_{platform}.py", f"workers/{platform}_tasks.py"))
+                or module in (f"turkflow/web/{platform}.py", f"turkflow/cli/{platform}.py", f"workers/{platform}_tasks.py"))
 
     offending = [f"{module}: {name}" for module, names in MODULES.items() for name in names
                  if name.startswith("turkflow.hits.") and name.split(".")[2] in PLATFORMS
@@ -95,6 +95,6 @@ def test_platform_code_outside_hits_is_imported_through_the_registry_or_its_own_
 
 
 @pytest.mark.parametrize("module", SUBCOMMAND_MODULES)
-def test_cli_subcommand_modules_take_their_plumbing_from_cli_common_not_from_cli(module):
+def test_cli_subcommand_modules_take_their_plumbing_from_cli_common_not_from_cli_main(module):
     assert module in MODULES
-    assert imports_of(module, "turkflow.cli") == []
+    assert imports_of(module, "turkflow.cli.main") == []

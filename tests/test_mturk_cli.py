@@ -23,7 +23,7 @@ from tests.test_mturk import (  # noqa: F401 - fixtures
     stubber,
     submitted,
 )
-from turkflow.cli import App, main
+from turkflow.cli.main import App, main
 from turkflow.db import session_scope
 from turkflow.documents import sample_tasks_path
 from turkflow.hits import lifecycle

@@ -12,8 +12,8 @@ from sqlmodel import select
 
 from tests.test_prolific_web import bonus_on_a_stored_turn, settings  # noqa: F401 - settings: a fixture
 from turkflow import pipeline
-from turkflow.cli import App, main
-from turkflow.cli_prolific import prolific
+from turkflow.cli.main import App, main
+from turkflow.cli.prolific import prolific
 from turkflow.db import session_scope
 from turkflow.documents import sample_tasks_path
 from turkflow.hits.prolific import api

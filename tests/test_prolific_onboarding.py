@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from sqlmodel import select
 
-from turkflow.cli import App, main
+from turkflow.cli.main import App, main
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import onboarding

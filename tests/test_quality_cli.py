@@ -7,7 +7,7 @@ from sqlmodel import select
 
 from tests.quality_factories import Crowd, low_rated_teacher
 from tests.test_cli import environment
-from turkflow.cli import main
+from turkflow.cli.main import main
 from turkflow.db import session_scope
 from turkflow.models import Event, Requester, Worker, WorkerStatus
 from turkflow.requesters import authenticate

@@ -10,7 +10,7 @@ from sqlmodel import col, select
 
 from tests.test_export import conversation_ids, full_conversation, launch
 from tests.test_star_dialog import launch_star, library_dialog
-from turkflow.cli import App, main
+from turkflow.cli.main import App, main
 from turkflow.db import session_scope
 from turkflow.models import Conversation, DialogEvent, Task, Turn, TurnStatus
 

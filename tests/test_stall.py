@@ -188,7 +188,7 @@ def test_a_batch_whose_students_are_all_blocked_reports_the_stall_everywhere_unt
     from tests.test_cli import environment
     from click.testing import CliRunner
     from turkflow import pipeline
-    from turkflow.cli import main
+    from turkflow.cli.main import main
     from turkflow.requesters import create_requester
 
     crowd, batch_id, ann = _drive_until_students_are_blocked(settings, providers)
@@ -307,7 +307,7 @@ def test_review_list_puts_the_stalled_role_first_and_marks_it(settings, provider
     from click.testing import CliRunner
 
     from tests.test_cli import environment
-    from turkflow.cli import main
+    from turkflow.cli.main import main
 
     _, students, teachers = _stalled_queue(settings, providers, students=2, teachers=2)
     result = CliRunner().invoke(main, ["review", "list"], env=environment(settings))
@@ -370,7 +370,7 @@ def test_the_table_of_recent_batches_marks_a_stalled_batch(settings, providers):
     from click.testing import CliRunner
 
     from tests.test_cli import environment
-    from turkflow.cli import main
+    from turkflow.cli.main import main
 
     crowd = Crowd(settings, providers)
     stalled_batch = crowd.launch(conversations=1)
@@ -392,7 +392,7 @@ def _launch(settings, *args):
     from click.testing import CliRunner
 
     from tests.test_cli import SAMPLES, environment
-    from turkflow.cli import main
+    from turkflow.cli.main import main
 
     runner = CliRunner()
     env = environment(settings)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tests.conftest import SHARED_DATA
 from tests.test_analysis import run_analyse
-from turkflow.cli import main
+from turkflow.cli.main import main
 from turkflow.star.consistency import QUERY, checked_actions, follows_order
 from turkflow.star.schemas import load_schema
 

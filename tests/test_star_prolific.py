@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from sqlmodel import func, select
 
 from turkflow import pipeline
-from turkflow.cli import App, main
+from turkflow.cli.main import App, main
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle, stages

@@ -374,7 +374,7 @@ def test_mturk_quals_for_star_make_one_test_per_role_and_stage_once(mturk_settin
     from click.testing import CliRunner
 
     from tests.test_mturk import Matches
-    from turkflow.cli import App, main
+    from turkflow.cli.main import App, main
     from turkflow.hits.mturk import qualifications
 
     tests = {}

@@ -13,7 +13,7 @@ from sqlmodel import select
 
 from tests.test_cli import environment, launched, ok, one_line_error
 from turkflow import states
-from turkflow.cli import main
+from turkflow.cli.main import main
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, IllegalTransition
 from turkflow.models import (

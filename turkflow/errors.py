@@ -1,7 +1,7 @@
 """Every failure turkflow explains to a person, in one hierarchy.
 
 Domain code raises these with the user's words; exactly two places translate them: the Flask error handler
-(``turkflow.web``: a page or JSON with ``status``) and the CLI wrapper (``turkflow.cli``: one line on stderr,
+(``turkflow.web``: a page or JSON with ``status``) and the CLI wrapper (``turkflow.cli.main``: one line on stderr,
 exit status 1). Nothing here imports a framework.
 """
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import click
 
-from turkflow.cli_common import CONTEXT, App, dollars, pass_app, progress_bar, table
+from turkflow.cli.common import CONTEXT, App, dollars, pass_app, progress_bar, table
 from turkflow.config import Settings, default
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.policies import DEFAULT_POLICIES, EARLY_RATED_TURNS

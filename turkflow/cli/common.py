@@ -1,8 +1,8 @@
 """What every ``turkflow`` subcommand shares: the ``App`` (settings, providers, sessions), one-line errors,
 money on the command line, tables and progress bars, and finding a batch or a worker by what a user types.
 
-It sits below ``turkflow.cli`` and the subcommand modules (``cli_mturk``, ``cli_review``, ``cli_dataset``,
-``simulator.cli``): they import from here, and ``turkflow.cli`` registers them on the group.
+It sits below ``turkflow.cli.main`` and the subcommand modules (``cli.mturk``, ``cli.review``,
+``cli.dataset``, ``cli.prolific``, ``simulator.cli``): they import from here, and ``turkflow.cli.main`` registers them on the group.
 """
 
 from __future__ import annotations

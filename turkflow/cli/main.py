@@ -16,7 +16,7 @@ import click
 from sqlmodel import col, select
 
 from turkflow import dialogs
-from turkflow.cli_common import (
+from turkflow.cli.common import (
     CONTEXT,
     App,
     CommandError,
@@ -34,10 +34,10 @@ from turkflow.cli_common import (
     table,
     when,
 )
-from turkflow.cli_dataset import analyse, export, replay
-from turkflow.cli_mturk import batch_expire, mturk
-from turkflow.cli_prolific import launch_fee_percent, launch_gate, prolific
-from turkflow.cli_review import admin, review
+from turkflow.cli.dataset import analyse, export, replay
+from turkflow.cli.mturk import batch_expire, mturk
+from turkflow.cli.prolific import launch_fee_percent, launch_gate, prolific
+from turkflow.cli.review import admin, review
 from turkflow.config import Settings, default
 from turkflow.hits import registry
 from turkflow.models import Batch, BatchStatus, Task, WorkerStatus

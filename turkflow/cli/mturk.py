@@ -1,8 +1,8 @@
 """``turkflow mturk`` (the requester's MTurk account: check, qualification types, spend) and
 ``turkflow batch expire``.
 
-Registered by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors) is
-``turkflow.cli_common``'s. It reaches MTurk only through ``turkflow.hits.mturk``, whose failures arrive as
+Registered by ``turkflow.cli.main``; the plumbing (settings, sessions, one-line errors) is
+``turkflow.cli.common``'s. It reaches MTurk only through ``turkflow.hits.mturk``, whose failures arrive as
 ``ProviderError``. The marketplace is the sandbox unless ``--live`` (or TURKFLOW_MTURK_LIVE) says otherwise.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 import click
 from sqlmodel import col, select
 
-from turkflow.cli_common import CONTEXT, App, CommandError, dollars, find_batch, pass_app, progress_bar, table
+from turkflow.cli.common import CONTEXT, App, CommandError, dollars, find_batch, pass_app, progress_bar, table
 from turkflow.models import Conversation, Hit, HitStatus, Turn, Worker
 
 if TYPE_CHECKING:  # imported when a command runs: boto3 loads only for MTurk commands

@@ -1,7 +1,7 @@
 """``turkflow review`` (the daily review from a terminal) and ``turkflow admin`` (dashboard users).
 
-Registered on the main group by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors)
-is ``turkflow.cli_common``'s.
+Registered on the main group by ``turkflow.cli.main``; the plumbing (settings, sessions, one-line errors)
+is ``turkflow.cli.common``'s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import click
 from sqlmodel import col, select
 
 from turkflow import pipeline
-from turkflow.cli_common import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
+from turkflow.cli.common import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
 from turkflow.errors import ProviderError
 from turkflow.models import ReviewStatus, Worker
 from turkflow.quality import review as reviewing

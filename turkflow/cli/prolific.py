@@ -1,8 +1,8 @@
 """``turkflow prolific``: the Prolific workspace turkflow collects in (check, each role's onboarding study,
 participant groups, spend, test participants, webhooks).
 
-Registered by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors) is
-``turkflow.cli_common``'s.
+Registered by ``turkflow.cli.main``; the plumbing (settings, sessions, one-line errors) is
+``turkflow.cli.common``'s.
 A Prolific batch is launched with ``turkflow batch launch --provider prolific``.
 """
 
@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import click
 
-from turkflow.cli_common import CONTEXT, App, CommandError, Dollars, dollars, pass_app, table
-from turkflow.cli_mturk import mturk_spend
+from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, dollars, pass_app, table
+from turkflow.cli.mturk import mturk_spend
 from turkflow.hits import money, stages
 from turkflow.hits.prolific import api
 from turkflow.config import Settings

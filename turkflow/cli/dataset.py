@@ -1,7 +1,7 @@
 """``turkflow export`` (the dataset as files) and ``turkflow analyse`` (the paper's tables and figures).
 
-Registered on the main group by ``turkflow.cli``; the plumbing (settings, sessions, one-line errors, the
-progress bar) is ``turkflow.cli_common``'s.
+Registered on the main group by ``turkflow.cli.main``; the plumbing (settings, sessions, one-line errors, the
+progress bar) is ``turkflow.cli.common``'s.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
-from turkflow.cli_common import CONTEXT, App, CommandError, pass_app, progress_bar, shown_url
+from turkflow.cli.common import CONTEXT, App, CommandError, pass_app, progress_bar, shown_url
 
 if TYPE_CHECKING:
     from turkflow.export import ExportFilters

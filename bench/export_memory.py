@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from turkflow.export import CHECK_EVERY
+from turkflow.dataset.export import CHECK_EVERY
 
 TURNS_PER_CONVERSATION = 30
 WORKERS_PER_ROLE = 200
@@ -51,7 +51,7 @@ def populate(database_url: str, turns: int, seed: int = 7) -> dict[str, Any]:
     from sqlmodel import select
 
     from turkflow.db import get_engine, session_scope, upgrade
-    from turkflow.documents import load_documents, read_documents, sample_tasks_path
+    from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
     from turkflow.models import Batch, Conversation, Rating, Task, Turn, Worker
 
     started = time.perf_counter()
@@ -139,7 +139,7 @@ def _memory_mib(field: str) -> float:
 def measure(database_url: str, out_dir: Path, trace: bool, check_every: int) -> dict[str, Any]:
     """Runs in a fresh process: export once and report time and memory."""
     from turkflow.db import session_scope
-    from turkflow.export import iter_conversations, write_export
+    from turkflow.dataset.export import iter_conversations, write_export
 
     gc.collect()
     rss_before = _memory_mib("VmRSS")

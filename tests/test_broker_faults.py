@@ -28,7 +28,7 @@ from sqlmodel import col, select
 from tests.conftest import celery_worker_of, wait_until
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle, registry
 from turkflow.models import (Bonus, Conversation, Event, Hit, HitStatus, QualityDecision, Rating, Task, Turn,
                              TurnStatus, Worker)

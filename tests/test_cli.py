@@ -22,7 +22,7 @@ from turkflow import pipeline
 from turkflow.cli.main import main
 from turkflow.config import Settings
 from turkflow.db import dispose_engine, session_scope
-from turkflow.documents import sample_tasks_path
+from turkflow.protocols.wot import sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.invites import worker_from_token
 from turkflow.models import Batch, Conversation, Hit, HitStatus, Task, Turn, Worker

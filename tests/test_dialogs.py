@@ -1,4 +1,4 @@
-"""The registry of the event-logged protocols (STAR, Frames, MEEP: ``turkflow.dialogs``) and what their dialog
+"""The registry of the event-logged protocols (STAR, Frames, MEEP: ``turkflow.protocols.registry``) and what their dialog
 modules share through it: a submit's fields, a message's text, a replay's differences."""
 
 from __future__ import annotations
@@ -6,24 +6,24 @@ from __future__ import annotations
 import pytest
 
 from tests.test_imports import imports_of
-from turkflow import dialogs
-from turkflow.dialogs import ReplayDifference, message_text, one
+from turkflow.protocols import registry
+from turkflow.protocols.registry import ReplayDifference, message_text, one
 from turkflow.errors import InvalidInput
-from turkflow.sgd_export import OWN_CONVERTERS
+from turkflow.dataset.sgd import OWN_CONVERTERS
 
-MODULES = {name: protocol.module for name, protocol in dialogs.LOGGED.items()}
+MODULES = {name: protocol.module for name, protocol in registry.LOGGED.items()}
 
 
-@pytest.mark.parametrize("name", sorted(dialogs.LOGGED))
+@pytest.mark.parametrize("name", sorted(registry.LOGGED))
 def test_every_logged_protocols_dialog_module_provides_what_the_registry_promises(name):
-    module = dialogs.parts(name)
+    module = registry.parts(name)
     promised = ("read_tasks", "make_scenarios", "submit_turn", "replay") + (
         ("sgd_dialogues", "sgd_services") if name in OWN_CONVERTERS else ())
     for function in promised:
         assert callable(getattr(module, function)), f"{module.__name__}.{function}"
 
 
-@pytest.mark.parametrize("name", sorted(dialogs.LOGGED))
+@pytest.mark.parametrize("name", sorted(registry.LOGGED))
 def test_a_dialog_module_takes_shared_code_from_the_registry_never_from_another_protocols_module(name):
     path = MODULES[name].replace(".", "/") + ".py"
     assert imports_of(path, *(module for other, module in MODULES.items() if other != name)) == []

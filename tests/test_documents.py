@@ -6,7 +6,7 @@ import pytest
 from sqlmodel import select
 
 from turkflow.db import session_scope
-from turkflow.documents import MAX_DOCUMENT_CHARS, load_documents, read_documents, sample_tasks_path
+from turkflow.protocols.wot import MAX_DOCUMENT_CHARS, load_documents, read_documents, sample_tasks_path
 from turkflow.errors import InvalidDocument
 from turkflow.models import Task
 

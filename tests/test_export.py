@@ -16,8 +16,8 @@ from sqlmodel import select
 from turkflow import pipeline
 from turkflow.cli.main import main
 from turkflow.db import session_scope
-from turkflow.documents import load_documents, read_documents, sample_tasks_path
-from turkflow.export import ExportError, ExportFilters, export_dataset, iter_conversations, write_export
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
+from turkflow.dataset.export import ExportError, ExportFilters, export_dataset, iter_conversations, write_export
 from turkflow.hits import lifecycle
 from turkflow.models import Conversation, Hit, HitStatus, Task, Turn, Worker
 from turkflow.quality.monitor import block_worker

@@ -22,7 +22,7 @@ from tests.test_cli import environment, ok, one_line_error
 from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS, launch, make_worker
 from tests.test_worker_pages import FIRST_STUDENT_ANSWERS, joined
 from turkflow import pipeline
-from turkflow.analysis import figures
+from turkflow.dataset.analysis import figures
 from turkflow.cli.main import main, shown_url
 from turkflow.config import Settings
 from turkflow.db import session_scope

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from turkflow.errors import InvalidDocument
-from turkflow.frames.database import load_database
-from turkflow.frames.domain import SAMPLE, load_domain
+from turkflow.protocols.frames.database import load_database
+from turkflow.protocols.frames.domain import SAMPLE, load_domain
 
 SAMPLES = SAMPLE.parent
 

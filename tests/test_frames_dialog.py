@@ -14,11 +14,11 @@ from sqlmodel import select
 
 from tests.test_star_dialog import command, hold
 from turkflow.db import session_scope
-from turkflow.dialogs import load_tasks
+from turkflow.protocols.registry import load_tasks
 from turkflow.errors import InvalidDocument, InvalidInput
-from turkflow.frames.domain import SAMPLE
-from turkflow.frames.survey import binomial_interval
-from turkflow.frames_dialog import (
+from turkflow.protocols.frames.domain import SAMPLE
+from turkflow.protocols.frames.survey import binomial_interval
+from turkflow.protocols.frames.dialog import (
     make_scenarios, read_tasks, record_action, replay, submit_turn, success_summary, survey_shows,
 )
 from turkflow.hits import lifecycle

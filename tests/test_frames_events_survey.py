@@ -8,12 +8,12 @@ import random
 import pytest
 
 from turkflow.errors import InvalidAnswer
-from turkflow.frames.database import Database
-from turkflow.frames.domain import load_domain
-from turkflow.frames.events import replay, search_events
-from turkflow.frames.goals import generate
-from turkflow.frames.search import parse_search, run_search
-from turkflow.frames.survey import (
+from turkflow.protocols.frames.database import Database
+from turkflow.protocols.frames.domain import load_domain
+from turkflow.protocols.frames.events import replay, search_events
+from turkflow.protocols.frames.goals import generate
+from turkflow.protocols.frames.search import parse_search, run_search
+from turkflow.protocols.frames.survey import (
     FRAMES_USER_SURVEY,
     FRAMES_WIZARD_SURVEY,
     binomial_interval,

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from turkflow.errors import InvalidInput
-from turkflow.frames.domain import load_domain
-from turkflow.frames.goals import Template, Slot, draw_goal, generate, goal_from_dict
+from turkflow.protocols.frames.domain import load_domain
+from turkflow.protocols.frames.goals import Template, Slot, draw_goal, generate, goal_from_dict
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,24 @@
-"""The Frames domain package stays plain (STYLE.md 2): no framework, no worker, no pipeline, no database
-session; of turkflow it imports only its errors and itself."""
+"""The Frames domain stays plain (STYLE.md 2): no framework, no worker, no pipeline, no database session; of
+turkflow it imports only its errors and itself. Only ``dialog.py``, Frames on the pipeline, reaches the
+database and the rest of turkflow."""
 
 from __future__ import annotations
 
-from tests.test_imports import FRAMEWORKS, MODULES, imports_of
+from tests.test_imports import FRAMEWORKS, MODULES
+
+FOLDER = "turkflow/protocols/frames/"
+DOMAIN = {module: names for module, names in MODULES.items()
+          if module.startswith(FOLDER) and module != FOLDER + "dialog.py"}
 
 
-def test_the_frames_package_imports_no_framework_no_worker_and_not_the_pipeline():
-    assert any(module.startswith("turkflow/frames/") for module in MODULES)
-    assert imports_of("turkflow/frames/", *FRAMEWORKS, "sqlmodel", "sqlalchemy") == []
+def test_the_frames_domain_imports_no_framework_no_worker_and_not_the_pipeline():
+    assert FOLDER + "search.py" in DOMAIN
+    banned = (*FRAMEWORKS, "sqlmodel", "sqlalchemy")
+    assert [f"{module}: {name}" for module, names in DOMAIN.items() for name in names
+            if any(name == b or name.startswith(b + ".") for b in banned)] == []
 
 
-def test_of_turkflow_the_frames_package_imports_only_errors_and_itself():
-    turkflow = imports_of("turkflow/frames/", "turkflow")
-    assert [line for line in turkflow if not line.split(": ")[1].startswith(("turkflow.errors",
-                                                                            "turkflow.frames"))] == []
+def test_of_turkflow_the_frames_domain_imports_only_errors_and_itself():
+    assert [f"{module}: {name}" for module, names in DOMAIN.items() for name in names
+            if name.startswith("turkflow") and not name.startswith(("turkflow.errors",
+                                                                    "turkflow.protocols.frames"))] == []

@@ -269,8 +269,8 @@ def test_a_wizard_whose_lease_ran_out_leaves_nothing_in_the_next_wizards_turn_or
                                                                                            settings):
     from datetime import timedelta
 
-    from turkflow.export import ExportFilters
-    from turkflow.frames_dialog import sgd_dialogues
+    from turkflow.dataset.export import ExportFilters
+    from turkflow.protocols.frames.dialog import sgd_dialogues
     from turkflow.models import Hit, utcnow
 
     _, first, page = frames

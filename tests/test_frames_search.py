@@ -8,9 +8,9 @@ import random
 import pytest
 
 from turkflow.errors import InvalidInput
-from turkflow.frames.database import load_database
-from turkflow.frames.domain import load_domain
-from turkflow.frames.search import LIMIT, describe, parse_search, run_search
+from turkflow.protocols.frames.database import load_database
+from turkflow.protocols.frames.domain import load_domain
+from turkflow.protocols.frames.search import LIMIT, describe, parse_search, run_search
 
 from tests.test_frames_database import make_trips_module
 
@@ -114,7 +114,7 @@ def test_a_search_over_100k_items_that_finds_nothing_suggests_relaxations():
     """Its time is not asserted here (a timed assertion fails whenever the machine is busy)."""
     make_trips = make_trips_module()
     rows = make_trips.trips(100_000, seed=1)
-    from turkflow.frames.database import Column, Database, convert
+    from turkflow.protocols.frames.database import Column, Database, convert
     kinds = {"departure": "date", "return": "date", "price": "integer", "category": "number",
              "guest_rating": "number", "breakfast": "boolean", "wifi": "boolean", "spa": "boolean"}
     items = [{k: convert(kinds.get(k, "integer" if isinstance(v, int) else "text"), v) for k, v in r.items()}

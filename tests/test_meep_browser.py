@@ -12,7 +12,7 @@ from tests.conftest import wait_until
 from tests.test_meep_dialog import ASK, launch_meep
 from tests.test_star_browser import join, sent, the_conversation
 from turkflow.db import session_scope
-from turkflow.meep_dialog import replay
+from turkflow.protocols.meep.dialog import replay
 from turkflow.models import DialogEvent, Turn
 
 pytestmark = pytest.mark.browser

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from turkflow.errors import InvalidInput
-from turkflow.meep import clicks
-from turkflow.meep.kb import KnowledgeBase
-from turkflow.meep.log import FieldClick, SessionLog, WordClick
-from turkflow.meep.templates import add_template, load_templates, render
+from turkflow.protocols.meep import clicks
+from turkflow.protocols.meep.kb import KnowledgeBase
+from turkflow.protocols.meep.log import FieldClick, SessionLog, WordClick
+from turkflow.protocols.meep.templates import add_template, load_templates, render
 
 SAMPLE = Path(__file__).resolve().parents[1] / "turkflow" / "samples" / "meep"
 FIRST = "I want to go to Bluebird Coffee on Venice Boulevard."  # tokens 5, 6, 8, 9: the place

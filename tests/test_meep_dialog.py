@@ -14,11 +14,11 @@ from sqlmodel import func, select
 from tests.test_star_dialog import hold
 from turkflow import pipeline
 from turkflow.db import session_scope
-from turkflow.dialogs import load_tasks
+from turkflow.protocols.registry import load_tasks
 from turkflow.errors import Forbidden, InvalidDocument, InvalidInput
 from turkflow.hits import lifecycle
-from turkflow.export import ExportFilters
-from turkflow.meep_dialog import (
+from turkflow.dataset.export import ExportFilters
+from turkflow.protocols.meep.dialog import (
     make_scenarios, read_tasks, record_action, replay, sgd_dialogues, sgd_services, submit_turn,
 )
 from turkflow.models import Conversation, DialogEvent, Task, Turn, Worker

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from turkflow.errors import InvalidDocument
-from turkflow.meep import clicks
-from turkflow.meep.events import CLOSING, ROLE_ACTIONS, EventShape, from_events, template_added, to_events
-from turkflow.meep.execute import execute
+from turkflow.protocols.meep import clicks
+from turkflow.protocols.meep.events import CLOSING, ROLE_ACTIONS, EventShape, from_events, template_added, to_events
+from turkflow.protocols.meep.execute import execute
 
 from tests.test_meep_clicks import kb, paper_dialog, templates  # noqa: F401  (fixtures)
 

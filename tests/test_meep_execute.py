@@ -8,8 +8,8 @@ import json
 import pytest
 
 from turkflow.errors import InvalidDocument
-from turkflow.meep.execute import execute
-from turkflow.meep.log import SessionLog
+from turkflow.protocols.meep.execute import execute
+from turkflow.protocols.meep.log import SessionLog
 
 from tests.test_meep_clicks import kb, paper_dialog, templates  # noqa: F401  (fixtures)
 

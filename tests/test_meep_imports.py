@@ -1,22 +1,28 @@
-"""turkflow.meep is plain domain code (STYLE.md 2 and 3): the standard library, turkflow.errors and itself."""
+"""MEEP's domain is plain code (STYLE.md 2 and 3): the standard library, turkflow.errors and itself. Only
+``dialog.py``, MEEP on the pipeline, reaches the database and the rest of turkflow."""
 
 from __future__ import annotations
 
 import sys
 
-from tests.test_imports import FRAMEWORKS, MODULES, imports_of
+from tests.test_imports import FRAMEWORKS, MODULES
+
+FOLDER = "turkflow/protocols/meep/"
+DOMAIN = {module: names for module, names in MODULES.items()
+          if module.startswith(FOLDER) and module != FOLDER + "dialog.py"}
 
 
-def test_the_meep_package_imports_no_framework_no_worker_and_not_the_pipeline():
-    assert any(module.startswith("turkflow/meep/") for module in MODULES)
-    assert imports_of("turkflow/meep/", *FRAMEWORKS, "sqlmodel", "sqlalchemy", "spacy") == []
+def test_the_meep_domain_imports_no_framework_no_worker_and_not_the_pipeline():
+    assert FOLDER + "clicks.py" in DOMAIN
+    banned = (*FRAMEWORKS, "sqlmodel", "sqlalchemy", "spacy")
+    assert [f"{module}: {name}" for module, names in DOMAIN.items() for name in names
+            if any(name == b or name.startswith(b + ".") for b in banned)] == []
 
 
-def test_the_meep_package_imports_only_the_standard_library_errors_and_itself():
+def test_the_meep_domain_imports_only_the_standard_library_errors_and_itself():
     offending = sorted(
-        f"{module}: {name}" for module, names in MODULES.items() if module.startswith("turkflow/meep/")
-        for name in names
+        f"{module}: {name}" for module, names in DOMAIN.items() for name in names
         if name.split(".")[0] not in sys.stdlib_module_names and name.split(".")[0] != "__future__"
         and not (name == "turkflow.errors" or name.startswith("turkflow.errors.")
-                 or name.startswith("turkflow.meep")))
+                 or name.startswith("turkflow.protocols.meep")))
     assert offending == []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from turkflow.errors import InvalidDocument, InvalidInput
-from turkflow.meep.kb import KnowledgeBase
+from turkflow.protocols.meep.kb import KnowledgeBase
 
 SAMPLE = Path(__file__).resolve().parents[1] / "turkflow" / "samples" / "meep"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turkflow.meep.tokens import span_text, tokenize, words
+from turkflow.protocols.meep.tokens import span_text, tokenize, words
 
 MESSAGES = [
     "I want to go to Bluebird Coffee on Venice Boulevard.",

@@ -20,7 +20,7 @@ from tests.conftest import wait_until
 from tests.test_pipeline import STUDENT_ANSWERS
 from turkflow import pipeline
 from turkflow.db import session_scope
-from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle, registry
 from turkflow.hits.mturk import MTurkError, NotPayableYet
 from turkflow.hits.mturk.answers import form_answers

@@ -25,7 +25,7 @@ from tests.test_mturk import (  # noqa: F401 - fixtures
 )
 from turkflow.cli.main import App, main
 from turkflow.db import session_scope
-from turkflow.documents import sample_tasks_path
+from turkflow.protocols.wot import sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.models import (Assignment, AssignmentStatus, Batch, BatchStatus, Bonus, BonusStatus, MTurkQualification,
                              utcnow)

@@ -11,7 +11,7 @@ from tests.conftest import wait_until
 from turkflow import pipeline
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle, registry
 from turkflow.models import (Batch, Conversation, Event, Hit, HitStatus, QualityDecision, RoleStall, Task,
                              Turn, TurnStatus, Worker)

@@ -15,7 +15,7 @@ from turkflow import pipeline
 from turkflow.cli.main import App, main
 from turkflow.cli.prolific import prolific
 from turkflow.db import session_scope
-from turkflow.documents import sample_tasks_path
+from turkflow.protocols.wot import sample_tasks_path
 from turkflow.hits.prolific import api
 from turkflow.models import Batch
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlmodel import select
 
 from turkflow.db import session_scope
-from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle, money
 from turkflow.models import Assignment, AssignmentStatus, HitStatus, Task, Worker
 

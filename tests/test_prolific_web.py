@@ -18,7 +18,7 @@ from sqlmodel import select
 from turkflow import pipeline
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api, sync
 from turkflow.hits.prolific.provider import BonusOutcomeUnknown

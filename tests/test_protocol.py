@@ -3,7 +3,7 @@
 import pytest
 
 from turkflow.errors import InvalidAnswer, InvalidInput
-from turkflow.protocol import FRAMES, WIZARD_OF_TASKS, TurnContext, clean_text, validate_answers, validate_survey
+from turkflow.protocols.questions import FRAMES, WIZARD_OF_TASKS, TurnContext, clean_text, validate_answers, validate_survey
 
 TEACHER_CTX = TurnContext(index=1, role="teacher", shareable=("item-1", "step-1"))
 

@@ -13,7 +13,7 @@ from sqlmodel import col, select
 from tests.test_simulator_star import last_batch, turkflow
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.frames.domain import SAMPLE
+from turkflow.protocols.frames.domain import SAMPLE
 from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Turn, TurnStatus
 from turkflow.simulator.frames import write_frames_scripts
 from turkflow.simulator.run import SimulationConfig, run_with_stack

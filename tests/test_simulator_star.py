@@ -22,7 +22,7 @@ from turkflow.models import (
 )
 from turkflow.simulator.run import SimulationConfig, run_with_stack
 from turkflow.simulator.star import StarScript, sample_star_root, write_star_scripts
-from turkflow.star_dialog import star_turns
+from turkflow.protocols.star.dialog import star_turns
 
 TURKFLOW = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "turkflow"
 STAR_DATA = SHARED_DATA / "star"
@@ -37,7 +37,7 @@ def turkflow(database_url: str, data_dir: Path, *args: str) -> subprocess.Comple
 
 
 def held(database_url: str, batch_id: int) -> dict:
-    """What the database holds of a batch: paid turns, STAR turns (star_dialog.star_turns over its
+    """What the database holds of a batch: paid turns, STAR turns (protocols.star.dialog.star_turns over its
     DialogEvent rows), completed dialogs, questionnaire answers by role."""
     with session_scope(database_url) as s:
         ids = s.exec(select(Conversation.id).where(Conversation.batch_id == batch_id)).all()

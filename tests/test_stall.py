@@ -125,7 +125,7 @@ def _prolific_batch_with_one_student_turn(settings):
     """A Prolific batch of two conversations whose first student turn a participant wrote (arriving from
     Prolific, as ``hits.prolific.pages`` records them); its HITs are never published."""
     from tests.test_pipeline import STUDENT_ANSWERS
-    from turkflow.documents import load_documents, read_documents, sample_tasks_path
+    from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
     from turkflow.hits import lifecycle
     from turkflow.hits.prolific.provider import worker_external_id
     from turkflow import states

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from tests.conftest import SHARED_DATA
 from tests.test_analysis import run_analyse
 from turkflow.cli.main import main
-from turkflow.star.consistency import QUERY, checked_actions, follows_order
-from turkflow.star.schemas import load_schema
+from turkflow.protocols.star.consistency import QUERY, checked_actions, follows_order
+from turkflow.protocols.star.schemas import load_schema
 
 STAR = SHARED_DATA / "star"
 PLANE_BOOK = ("ask_name", "plane_ask_flight_id", QUERY)

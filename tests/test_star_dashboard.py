@@ -7,7 +7,7 @@ from sqlmodel import select
 
 from tests.test_dashboard import seeded, sign_in  # noqa: F401 - seeded: a fixture (the admin, a batch)
 from tests.test_star_dialog import USER_1, USER_2, WIZARD_1, command, launch_star, library_dialog
-from turkflow import surveys
+from turkflow.protocols import surveys
 from turkflow.db import session_scope
 from turkflow.models import Conversation, Worker
 

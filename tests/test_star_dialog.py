@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from turkflow.analysis.corpora import read_corpus
+from turkflow.dataset.analysis.corpora import read_corpus
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput
 from turkflow.hits import lifecycle
 from turkflow.models import Conversation, DialogEvent, Hit, HitStatus, Task, Turn, Worker
-from turkflow.dialogs import load_tasks
-from turkflow.star_dialog import (
+from turkflow.protocols.registry import load_tasks
+from turkflow.protocols.star.dialog import (
     give_nudges,
     knowledge_base,
     make_scenarios,
@@ -208,7 +208,7 @@ def test_replay_finds_nothing_on_an_untouched_log_and_names_a_query_whose_row_ch
 
 
 def test_star_tasks_and_wizard_of_tasks_documents_are_not_mixed_in_one_batch(settings, providers):
-    from turkflow.documents import load_documents, read_documents, sample_tasks_path
+    from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 
     with session_scope(settings.database_url) as s:
         load_tasks(s, read_tasks(SAMPLE))

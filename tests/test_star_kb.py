@@ -8,8 +8,8 @@ import json
 import pytest
 
 from turkflow.errors import InvalidDocument, InvalidInput
-from turkflow.star.kb import KnowledgeBase, load_database, parse_constraint
-from turkflow.star.log import AGREES, DISAGREES, FOUND_NOTHING, check_dialogues, load_dialogues
+from turkflow.protocols.star.kb import KnowledgeBase, load_database, parse_constraint
+from turkflow.protocols.star.log import AGREES, DISAGREES, FOUND_NOTHING, check_dialogues, load_dialogues
 
 from tests.conftest import SHARED_DATA
 

@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 from turkflow.errors import InvalidInput
-from turkflow.star import outcomes
-from turkflow.star.kb import KnowledgeBase
-from turkflow.star.log import AGREES, DISAGREES, ECHO_BLANK, check_dialogues, load_dialogues
+from turkflow.protocols.star import outcomes
+from turkflow.protocols.star.kb import KnowledgeBase
+from turkflow.protocols.star.log import AGREES, DISAGREES, ECHO_BLANK, check_dialogues, load_dialogues
 
 STAR = SHARED_DATA / "star"
 DOCTOR = [{"Name": '"Dr. Morgan"'}, {"PatientName": '"Alexis"'}, {"Day": '"Monday"'},

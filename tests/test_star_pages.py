@@ -290,9 +290,9 @@ def test_a_wizard_whose_lease_ran_out_leaves_nothing_in_the_next_wizards_turn_or
         star, app, settings, tmp_path):
     from datetime import timedelta
 
-    from turkflow.export import ExportFilters
+    from turkflow.dataset.export import ExportFilters
     from turkflow.models import Hit, utcnow
-    from turkflow.star_dialog import star_documents
+    from turkflow.protocols.star.dialog import star_documents
 
     _, first, page = star
     act(first, page, "query", **NOVEL_QUERY)
@@ -399,8 +399,8 @@ def test_the_flow_chart_image_is_served_from_the_tasks_folder_and_nothing_else(a
     copy = tmp_path / "star"
     shutil.copytree(SHARED_DATA / "star" / "apis", copy / "apis")
     shutil.copytree(SHARED_DATA / "star" / "tasks" / "bank_balance", copy / "tasks" / "bank_balance")
-    from turkflow.dialogs import load_tasks
-    from turkflow.star_dialog import read_tasks
+    from turkflow.protocols.registry import load_tasks
+    from turkflow.protocols.star.dialog import read_tasks
 
     with session_scope(settings.database_url) as s:
         load_tasks(s, read_tasks(copy / "tasks"))

@@ -19,7 +19,8 @@ from turkflow import pipeline
 from turkflow.cli.main import App, main
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.hits import lifecycle, stages
+from turkflow.hits import lifecycle
+from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api
 from turkflow.models import (
     Conversation,
@@ -35,8 +36,8 @@ from turkflow.models import (
     utcnow,
 )
 from turkflow.quality import stall
-from turkflow.dialogs import load_tasks
-from turkflow.star_dialog import make_scenarios, read_tasks
+from turkflow.protocols.registry import load_tasks
+from turkflow.protocols.star.dialog import make_scenarios, read_tasks
 
 pytest.register_assert_rewrite("tests.fake_prolific")
 from tests.fake_prolific import FakeProlific, Refused  # noqa: E402

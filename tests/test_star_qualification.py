@@ -16,11 +16,12 @@ from sqlmodel import select
 from tests.test_mturk import mturk_client, mturk_providers, mturk_settings, stubber  # noqa: F401 - fixtures
 from tests.test_star_dialog import SAMPLE
 from turkflow.invites import invite_url
-from turkflow.dialogs import load_tasks
-from turkflow.star_dialog import make_scenarios, read_tasks
+from turkflow.protocols.registry import load_tasks
+from turkflow.protocols.star.dialog import make_scenarios, read_tasks
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
-from turkflow.hits import lifecycle, onboarding, stages
+from turkflow.hits import lifecycle, onboarding
+from turkflow.protocols.star import stages
 from turkflow.models import Conversation, Task, Event, Hit, StageAttempt, StageHint, Worker
 
 JSON = {"Accept": "application/json"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from turkflow.errors import InvalidDocument
-from turkflow.star.schemas import load_schema, load_schemas
+from turkflow.protocols.star.schemas import load_schema, load_schemas
 
 from tests.conftest import SHARED_DATA
 

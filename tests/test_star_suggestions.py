@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import SHARED_DATA
-from turkflow.star.log import load_dialogues, states_before_picks
-from turkflow.star.schemas import load_schemas
-from turkflow.star.suggestions import DialogState, Ranker, fill, labels, rank
+from turkflow.protocols.star.log import load_dialogues, states_before_picks
+from turkflow.protocols.star.schemas import load_schemas
+from turkflow.protocols.star.suggestions import DialogState, Ranker, fill, labels, rank
 
 STAR = SHARED_DATA / "star"
 

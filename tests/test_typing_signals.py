@@ -18,7 +18,7 @@ from tests.test_export import conversation_ids, launch as launch_domain, say
 from tests.test_pipeline import launch
 from tests.test_worker_pages import JSON, joined, submitted_turns, take_first
 from turkflow.db import session_scope
-from turkflow.export import export_dataset
+from turkflow.dataset.export import export_dataset
 from turkflow.models import Conversation, Turn
 from turkflow.quality import review
 from turkflow.quality.checks import NOT_TYPED, CheckPolicy, typing_flags

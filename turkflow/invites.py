@@ -17,7 +17,7 @@ from sqlmodel import Session, select
 
 from turkflow import events
 from turkflow.models import Worker
-from turkflow.protocol import ROLES
+from turkflow.protocols.questions import ROLES
 
 
 def _serializer(secret_key: str) -> URLSafeSerializer:

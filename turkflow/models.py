@@ -94,7 +94,7 @@ class Task(SQLModel, table=True):
     steps: list[dict] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     star: dict = Field(
         default_factory=dict, sa_column=Column(JSON, nullable=False),
-        description="Another protocol's task data (its dialog module's read_tasks, turkflow.dialogs): a STAR "
+        description="Another protocol's task data (its dialog module's read_tasks, turkflow.protocols.registry): a STAR "
         "task's flow chart, reply templates, API and scenario texts; a Frames domain; a MEEP knowledge base. "
         "Empty for task documents.")
     created_at: datetime = Field(default_factory=utcnow)
@@ -147,7 +147,7 @@ class Worker(SQLModel, table=True):
     status: str = Field(default=WorkerStatus.active, index=True)
     onboarded: bool = False
     stage: int = Field(default=0, description="The highest STAR qualification stage passed "
-                       "(turkflow.hits.stages): 1 single-task, 2 multi-task; passing stage 1 also onboards.")
+                       "(turkflow.protocols.star.stages): 1 single-task, 2 multi-task; passing stage 1 also onboards.")
     name: Optional[str] = None
     window_after_rating_id: int = Field(
         default=0, description="The quality window only counts ratings after this one (set on unblock)."
@@ -366,7 +366,7 @@ class Event(SQLModel, table=True):
 
 class DialogEvent(SQLModel, table=True):
     """One action in a STAR dialog, as STAR logged it (utter, instruct, query, return_item, ...): the
-    dataset itself, not an audit trail. Written only by ``turkflow.star_dialog.record_action``, which
+    dataset itself, not an audit trail. Written only by ``turkflow.protocols.star.dialog.record_action``, which
     validates it; ``data`` holds the action's fields (text, API and constraints, item, labels)."""
 
     __table_args__ = (Index("ix_dialogevent_conversation", "conversation_id", "id"),)
@@ -401,7 +401,7 @@ class SurveyAnswer(SQLModel, table=True):
 
 
 class StageAttempt(SQLModel, table=True):
-    """One go at a STAR qualification stage's quiz (``turkflow.hits.stages``): opened, hints taken while it
+    """One go at a STAR qualification stage's quiz (``turkflow.protocols.star.stages``): opened, hints taken while it
     is open (``StageHint``), graded once. A worker has at most one open attempt per stage."""
 
     __table_args__ = (
@@ -550,7 +550,7 @@ class ProlificOnboarding(SQLModel, table=True):
     """The onboarding study of one role (``turkflow prolific onboarding``): written before the role's group
     and study are made (the intent), their ids recorded as Prolific makes them. Passing the role's quiz
     through the study adds a participant to ``group_id``, the allow list of the role's turn studies. A STAR
-    role has one per qualification stage (``turkflow.hits.stages``): stage 2's study admits only stage 1's
+    role has one per qualification stage (``turkflow.protocols.star.stages``): stage 2's study admits only stage 1's
     group; a Wizard of Tasks role has one, stage 1."""
 
     __table_args__ = (UniqueConstraint("role", "stage", name="uq_prolificonboarding_role_stage"),)

@@ -15,7 +15,7 @@ import click
 from turkflow.cli.common import CONTEXT, App, CommandError, pass_app, progress_bar, shown_url
 
 if TYPE_CHECKING:
-    from turkflow.export import ExportFilters
+    from turkflow.dataset.export import ExportFilters
 
 
 @click.command(context_settings=CONTEXT)
@@ -53,8 +53,8 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     Conversations are read a page at a time, so memory stays flat however large the collection is.
     The files appear in DIR only when the export is complete.
     """
-    from turkflow.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
-    from turkflow.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
+    from turkflow.dataset.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
+    from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
 
     protocol = {"star": "star", "sgd": None}.get(format_, "wizard_of_tasks")
     filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
@@ -65,7 +65,7 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     if format_ == "star":
         if exclude_blocked or scrub_pii:
             raise CommandError("--exclude-blocked and --scrub-pii do not apply to --format star yet")
-        from turkflow.star_dialog import export_star
+        from turkflow.protocols.star.dialog import export_star
 
         with app.session() as session:
             total = count_conversations(session, filters)
@@ -96,15 +96,15 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
 def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:
     from dataclasses import replace
 
-    from turkflow import dialogs
-    from turkflow.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
-    from turkflow.export import ExportError, PiiScrubber, count_conversations
-    from turkflow.sgd_export import export_sgd
+    from turkflow.protocols import registry
+    from turkflow.dataset.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
+    from turkflow.dataset.export import ExportError, PiiScrubber, count_conversations
+    from turkflow.dataset.sgd import export_sgd
 
     with app.session() as session:
         if count_conversations(session, filters) == 0:
             raise CommandError("no conversations match these filters; nothing exported")
-        logged = sum(count_conversations(session, replace(filters, protocol=name)) for name in dialogs.LOGGED)
+        logged = sum(count_conversations(session, replace(filters, protocol=name)) for name in registry.LOGGED)
         if (filters.exclude_blocked or scrub_pii) and logged:
             raise CommandError("--exclude-blocked and --scrub-pii do not apply to STAR, Frames or MEEP "
                                "conversations yet; choose a Wizard of Tasks batch with --batch")
@@ -155,12 +155,12 @@ def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit
       turkflow analyse dataset --out analysis/ours
       turkflow analyse --corpus sgd ../shared/data/sgd/dev --out analysis/sgd
     """
-    from turkflow.analysis.corpora import CorpusError, read_corpus
-    from turkflow.analysis.nlp import SYNTAX, ModelMissing, load_pipeline
-    from turkflow.analysis.run import analyse as run_analysis
-    from turkflow.analysis.run import write_outputs
-    from turkflow.analysis.star import schemas_beside
-    from turkflow.star.schemas import load_schemas
+    from turkflow.dataset.analysis.corpora import CorpusError, read_corpus
+    from turkflow.dataset.analysis.nlp import SYNTAX, ModelMissing, load_pipeline
+    from turkflow.dataset.analysis.run import analyse as run_analysis
+    from turkflow.dataset.analysis.run import write_outputs
+    from turkflow.dataset.analysis.star import schemas_beside
+    from turkflow.protocols.star.schemas import load_schemas
 
     if schemas_dir is not None and corpus != "star":
         raise CommandError("--schemas: only a STAR corpus (--corpus star) has task schemas")
@@ -203,7 +203,7 @@ def replay(app: App, conversation_id: Optional[int], batch_id: Optional[int]) ->
     """
     from sqlmodel import select
 
-    from turkflow import dialogs
+    from turkflow.protocols import registry
     from turkflow.models import Batch, Conversation
 
     if (conversation_id is None) == (batch_id is None):
@@ -217,11 +217,11 @@ def replay(app: App, conversation_id: Optional[int], batch_id: Optional[int]) ->
             conversation = session.get(Conversation, conversation_id)
             batch = session.get(Batch, conversation.batch_id) if conversation is not None else None
             ids = [conversation_id]
-        logged = dialogs.logged(batch.protocol) if batch is not None else None
+        logged = registry.logged(batch.protocol) if batch is not None else None
         if logged is None:
             what = f"batch {batch_id}" if batch_id is not None else f"conversation {conversation_id}"
             raise CommandError(f"no STAR, Frames or MEEP {what}: only their logs replay")
-        replayed, differences = dialogs.parts(logged.name).replay(session, ids)
+        replayed, differences = registry.parts(logged.name).replay(session, ids)
     for difference in differences:
         click.echo(difference.describe())
     click.echo(f"replayed {replayed} {logged.replayed} in {len(ids)} conversations: {len(differences)} differ")

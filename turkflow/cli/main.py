@@ -15,7 +15,7 @@ from typing import Any, Optional
 import click
 from sqlmodel import col, select
 
-from turkflow import dialogs
+from turkflow.protocols import registry
 from turkflow.cli.common import (
     CONTEXT,
     App,
@@ -39,9 +39,9 @@ from turkflow.cli.mturk import batch_expire, mturk
 from turkflow.cli.prolific import launch_fee_percent, launch_gate, prolific
 from turkflow.cli.review import admin, review
 from turkflow.config import Settings, default
-from turkflow.hits import registry
+from turkflow.hits import registry as platforms
 from turkflow.models import Batch, BatchStatus, Task, WorkerStatus
-from turkflow.protocol import PROTOCOLS, ROLES, get_protocol
+from turkflow.protocols.questions import PROTOCOLS, ROLES, get_protocol
 from turkflow.simulator.cli import simulate
 
 # ---- the group ------------------------------------------------------------------------------------------
@@ -93,13 +93,13 @@ def tasks_load(app: App, file: Path, protocol: str) -> None:
     already loaded is updated in place. The README ("Task documents", and each protocol's section) shows
     the formats; other protocols' tasks are keyed <protocol>:<name>.
     """
-    from turkflow.documents import load_documents, read_documents
+    from turkflow.protocols.wot import load_documents, read_documents
 
-    logged = dialogs.logged(protocol)
+    logged = registry.logged(protocol)
     if logged is not None:
-        read = dialogs.parts(protocol).read_tasks(file)
+        read = registry.parts(protocol).read_tasks(file)
         with app.session(create=True) as session:
-            loaded = dialogs.load_tasks(session, read)
+            loaded = registry.load_tasks(session, read)
         click.echo(f"loaded {len(read)} {logged.title} tasks from {file}: {loaded.created} created, "
                    f"{loaded.updated} updated")
         return
@@ -151,7 +151,7 @@ def batch() -> None:
 @click.option("--name", help="A name for the batch.  [default: the task file's name or 'all tasks', and the date]")
 @click.option("--budget", type=Dollars(),
               help="Spending cap in USD: the batch pauses instead of opening a turn that would exceed it.")
-@click.option("--provider", type=click.Choice(list(registry.PLATFORMS)),
+@click.option("--provider", type=click.Choice(list(platforms.PLATFORMS)),
               help="Crowd provider.  [default: TURKFLOW_PROVIDER, local]")
 @click.option("--live", is_flag=True,
               help="MTurk only: publish on the live marketplace (real money) instead of the sandbox; "
@@ -187,13 +187,13 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
     the student stops and the teacher closes (STAR: the user completes), or --max-turns is reached.
     """
-    from turkflow.documents import load_documents, read_documents
+    from turkflow.protocols.wot import load_documents, read_documents
     from turkflow.hits import lifecycle, money
     from turkflow.quality import monitor
 
     if bool(tasks_file) == all_tasks:
         raise CommandError("give either --tasks FILE or --all")
-    logged = dialogs.logged(protocol)
+    logged = registry.logged(protocol)
     if logged is not None and tasks_file:
         raise CommandError(f"--tasks loads Wizard of Tasks documents; load {logged.title} tasks with "
                            f"`turkflow tasks load --protocol {protocol} PATH`, then launch with --all")
@@ -271,7 +271,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                                    "PATH` first")
             options = ({"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog} if protocol == "star"
                        else {"success": success} if protocol == "frames" else {})
-            scenarios = dialogs.parts(protocol).make_scenarios(chosen, conversations, **options)
+            scenarios = registry.parts(protocol).make_scenarios(chosen, conversations, **options)
         new_batch, hits = lifecycle.launch_batch(
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
@@ -429,7 +429,7 @@ def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.Batch
 def batch_surveys(app: App, batch_id: int) -> None:
     """How the batch's dialogs were judged at their end: every survey question with the count of each answer
     (STAR's questionnaires, Frames' cooperativity rating and goal question, MEEP's success)."""
-    from turkflow import surveys
+    from turkflow.protocols import surveys
 
     with app.session() as session:
         batch_row = session.get(Batch, batch_id)
@@ -438,7 +438,7 @@ def batch_surveys(app: App, batch_id: int) -> None:
         counted = surveys.distribution(session, batch_id)
         success = None
         if batch_row.protocol == "frames":
-            from turkflow.frames_dialog import success_summary
+            from turkflow.protocols.frames.dialog import success_summary
 
             success = success_summary(session, batch_id)
     if not counted:

@@ -14,12 +14,13 @@ import click
 
 from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, dollars, pass_app, table
 from turkflow.cli.mturk import mturk_spend
-from turkflow.hits import money, stages
+from turkflow.hits import money
+from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api
 from turkflow.config import Settings
 from turkflow.errors import ProviderError
 from turkflow.hits.prolific.provider import ProlificProvider, role_groups
-from turkflow.protocol import PROTOCOLS, get_protocol
+from turkflow.protocols.questions import PROTOCOLS, get_protocol
 
 ROLES = [role for protocol in PROTOCOLS.values() for role in protocol.roles]
 

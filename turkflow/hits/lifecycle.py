@@ -23,7 +23,7 @@ from turkflow import events, states
 from turkflow.config import default
 from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, NotFound
-from turkflow.hits import stages
+from turkflow.protocols.star import stages
 from turkflow.hits.money import percent_cents
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import (
@@ -43,7 +43,7 @@ from turkflow.models import (
     WorkerStatus,
     utcnow,
 )
-from turkflow.protocol import (
+from turkflow.protocols.questions import (
     Protocol,
     TurnContext,
     document_items,
@@ -285,7 +285,7 @@ def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = No
 def _takeable(query: Any, multi_task_passed: bool) -> Any:
     """Narrow a query over ``Hit`` to the local HITs a worker of role ``role`` may take at ``now`` (bound
     parameters): STAR turns only of conversations whose qualification stage the worker passed
-    (``turkflow.hits.stages``)."""
+    (``turkflow.protocols.star.stages``)."""
     return stages.unlocked_at(
         query.join(Turn, Turn.id == Hit.turn_id)
         .join(Conversation, Conversation.id == Turn.conversation_id)

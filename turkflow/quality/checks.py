@@ -22,7 +22,7 @@ from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import ModelMissing
 from turkflow.models import Conversation, Role, Task, Turn, TurnStatus
-from turkflow.protocol import document_text
+from turkflow.protocols.questions import document_text
 from turkflow.writing import recorded
 
 NEAR_EMPTY = "near_empty"

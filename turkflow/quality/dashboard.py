@@ -14,7 +14,7 @@ from typing import Any, Optional
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from turkflow import surveys
+from turkflow.protocols import surveys
 from turkflow.errors import NotFound
 from turkflow.models import (
     Batch,
@@ -32,7 +32,7 @@ from turkflow.models import (
     Worker,
     WorkerStatus,
 )
-from turkflow.protocol import document_items
+from turkflow.protocols.questions import document_items
 from turkflow.quality import activity, reliability, review, stall
 
 PAGE = 20

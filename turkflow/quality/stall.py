@@ -20,7 +20,7 @@ participant takes an onboarding quiz) counts for that platform's batches instead
 workers, reading each one's latest turn through the ``(worker_id, id)`` index; it never scans a batch's
 turns.
 
-STAR's stages (``turkflow.hits.stages``): a turn of a multi-task dialog is only taken by a worker who
+STAR's stages (``turkflow.protocols.star.stages``): a turn of a multi-task dialog is only taken by a worker who
 passed stage 2. A role whose multi-task turns wait while no active worker of the role passed stage 2 (its
 workers passed stage 1 only, or are blocked) is starved too, even if its single-task turns flow: those
 dialogs would wait for ever. Its stall says so (``RoleStall.stage`` 2) and what to do: open the role's
@@ -38,7 +38,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from turkflow import events
-from turkflow.hits import stages
+from turkflow.protocols.star import stages
 from turkflow.hits.lifecycle import LOCAL
 from turkflow.hits.registry import PLATFORMS
 from turkflow.models import (
@@ -51,7 +51,7 @@ from turkflow.models import (
     Worker,
     WorkerStatus,
 )
-from turkflow.protocol import PROTOCOLS
+from turkflow.protocols.questions import PROTOCOLS
 
 
 @dataclass(frozen=True)

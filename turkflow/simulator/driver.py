@@ -58,7 +58,7 @@ from sqlmodel import Session, col, or_, select
 from turkflow import invites
 from turkflow.config import Settings, default
 from turkflow.db import session_scope
-from turkflow.documents import load_documents, read_documents, sample_tasks_path
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.hits import registry
 from turkflow.models import (
@@ -79,7 +79,7 @@ from turkflow.models import (
     WorkerStatus,
     utcnow,
 )
-from turkflow.protocol import get_protocol
+from turkflow.protocols.questions import get_protocol
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import SimWorker, Written, revise, write_turn
 from turkflow.simulator.fake_prolific import Refused

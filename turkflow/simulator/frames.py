@@ -31,11 +31,11 @@ from typing import Any, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
-from turkflow.frames.domain import SAMPLE
-from turkflow.frames.goals import show
-from turkflow.frames_dialog import make_scenarios, read_tasks, success_summary
+from turkflow.protocols.frames.domain import SAMPLE
+from turkflow.protocols.frames.goals import show
+from turkflow.protocols.frames.dialog import make_scenarios, read_tasks, success_summary
 from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task
-from turkflow.protocol import FRAMES
+from turkflow.protocols.questions import FRAMES
 from turkflow.simulator.crowd import (
     LAZY_REPLIES, RATER_ERROR, SPAM_PHRASES, SimWorker, Written, writing_report,
 )
@@ -146,7 +146,7 @@ class FramesPlay:
 
     protocol = FRAMES.name
     roles = ROLES
-    join = StarPlay.join  # the roles share STAR's onboarding stages (turkflow.hits.stages)
+    join = StarPlay.join  # the roles share STAR's onboarding stages (turkflow.protocols.star.stages)
 
     def __init__(self, domain: Path, scripts: Sequence[FramesScript], seed: int):
         self.domain = domain
@@ -157,7 +157,7 @@ class FramesPlay:
 
     def tasks(self, session: Session) -> tuple[list[Task], list[tuple[Task, dict]]]:
         """Load the domain's templates; the batch's tasks and each conversation's (template, goal)."""
-        from turkflow.dialogs import load_tasks
+        from turkflow.protocols.registry import load_tasks
 
         load_tasks(session, read_tasks(self.domain))
         keys = sorted({s.task_key for s in self.scripts})
@@ -233,7 +233,7 @@ class FramesPlay:
 
     def report(self, session: Session, outcome: Outcome) -> dict[str, Any]:
         """What the Frames dialogs hold, from the database, and success against the templates' probability
-        (``frames_dialog.success_summary``)."""
+        (``protocols.frames.dialog.success_summary``)."""
         ids = list(session.exec(select(Conversation.id).where(Conversation.batch_id == outcome.batch_id)))
         events = session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))).all()
         actions = Counter(f"{e.agent} {e.action}" for e in events)

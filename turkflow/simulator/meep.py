@@ -14,7 +14,7 @@ Bad workers are the crowd's (``crowd.PROFILES``): a spamming agent picks random 
 random words of the user's message, a lazy one sends "Where would you like to go?"; spamming and lazy users
 type what such users type. Whatever they do is a click the log can execute, so replay finds nothing to
 report on an untouched batch. MEEP has no qualification of its own: workers pass the role's first
-onboarding stage (``turkflow.hits.stages``) on the onboarding pages, as a STAR worker of the role does.
+onboarding stage (``turkflow.protocols.star.stages``) on the onboarding pages, as a STAR worker of the role does.
 
 Every random draw is seeded by what it decides, as in ``crowd.py``, so a seed gives the same dialogs.
 """
@@ -31,12 +31,12 @@ from typing import Any, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
-from turkflow.hits import stages
-from turkflow.meep.kb import KnowledgeBase
-from turkflow.meep.tokens import words
-from turkflow.meep_dialog import make_scenarios, read_tasks
+from turkflow.protocols.star import stages
+from turkflow.protocols.meep.kb import KnowledgeBase
+from turkflow.protocols.meep.tokens import words
+from turkflow.protocols.meep.dialog import make_scenarios, read_tasks
 from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Turn, TurnStatus
-from turkflow.protocol import MEEP
+from turkflow.protocols.questions import MEEP
 from turkflow.simulator.crowd import LAZY_REPLIES, RATER_ERROR, SPAM_PHRASES, SimWorker, Written, writing_report
 from turkflow.simulator.driver import Outcome, WorkerClient
 
@@ -123,7 +123,7 @@ class MeepPlay:
 
     def tasks(self, session: Session) -> tuple[list[Task], list[tuple[Task, dict]]]:
         """Load the folder's goals; the batch's tasks and each conversation's (task, scenario)."""
-        from turkflow.dialogs import load_tasks
+        from turkflow.protocols.registry import load_tasks
 
         load_tasks(session, read_tasks(self.folder))
         goals = sorted({s.scenario["goal_id"] for s in self.scripts})

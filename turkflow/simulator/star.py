@@ -40,16 +40,16 @@ from typing import Any, Mapping, Optional, Sequence
 from sqlmodel import Session, col, select
 
 from turkflow.errors import TurkflowError
-from turkflow.hits import stages
+from turkflow.protocols.star import stages
 from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Turn, TurnStatus
-from turkflow.protocol import STAR, clean_text
+from turkflow.protocols.questions import STAR, clean_text
 from turkflow.simulator.crowd import (
     LAZY_REPLIES, RATER_ERROR, SPAM_PHRASES, SimWorker, Written, writing_report,
 )
 from turkflow.simulator.driver import Outcome, WorkerClient
-from turkflow.star import outcomes
-from turkflow.star.log import load_dialogues
-from turkflow.star_dialog import knowledge_base, make_scenarios, read_tasks, star_turns
+from turkflow.protocols.star import outcomes
+from turkflow.protocols.star.log import load_dialogues
+from turkflow.protocols.star.dialog import knowledge_base, make_scenarios, read_tasks, star_turns
 
 ROLES = ("user", "wizard")
 CUSTOM_SHARE = 0.1  # an honest wizard writes its own words although the page offers the reply
@@ -365,7 +365,7 @@ class StarPlay:
 
     def tasks(self, session: Session) -> tuple[list[Task], list[tuple[Task, dict]]]:
         """Load the root's tasks; the batch's tasks and each conversation's (first task, scenario)."""
-        from turkflow.dialogs import load_tasks
+        from turkflow.protocols.registry import load_tasks
 
         load_tasks(session, read_tasks(self.root / "tasks"))
         names = sorted({name for s in self.scripts for name in s.scenario["tasks"]})
@@ -520,7 +520,7 @@ class StarPlay:
     # -- the report --
 
     def report(self, session: Session, outcome: Outcome) -> dict[str, Any]:
-        """What the STAR dialogs hold, from the database (STAR's turns as star_dialog counts them)."""
+        """What the STAR dialogs hold, from the database (STAR's turns as protocols.star.dialog counts them)."""
         conversations = session.exec(
             select(Conversation).where(Conversation.batch_id == outcome.batch_id)).all()
         complete = {c.id for c in conversations

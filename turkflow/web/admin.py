@@ -35,7 +35,7 @@ from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ProviderError
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
-from turkflow.protocol import clean_text
+from turkflow.protocols.questions import clean_text
 from turkflow.quality import dashboard, monitor, review
 from turkflow.web import charts, id_arg
 

@@ -3,7 +3,7 @@ wizard's (the chat, the search form over the database's searchable fields and th
 results and suggestions, the reply).
 
 A Frames turn is taken from the same queue as any other (``GET /turn/<assignment_id>`` sends it here). While
-the wizard holds it, each search is a small POST that ``turkflow.frames_dialog`` validates, runs and logs;
+the wizard holds it, each search is a small POST that ``turkflow.protocols.frames.dialog`` validates, runs and logs;
 the closing message submits the paid turn through ``lifecycle.submit_turn``. The worker whose turn ends the
 dialog goes on to its questions (``worker.survey``); the last wizard finds them at the top of their queue.
 The pages work without scripts: every form posts and the page is shown again.
@@ -22,11 +22,11 @@ from typing import Any, Optional
 from flask import Response
 from sqlmodel import Session
 
-from turkflow import frames_dialog
+from turkflow.protocols.frames import dialog as frames_dialog
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput
 from turkflow.models import Turn, Worker
-from turkflow.protocol import FRAMES
+from turkflow.protocols.questions import FRAMES
 from turkflow.web.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
 )

@@ -1,4 +1,4 @@
-"""What the turn pages of the event-logged protocols (STAR, Frames and MEEP, ``turkflow.dialogs``) share: a
+"""What the turn pages of the event-logged protocols (STAR, Frames and MEEP, ``turkflow.protocols.registry``) share: a
 POST's fields, the turn the signed-in worker holds, the page's frame and the submit that closes the turn.
 
 Each protocol's blueprint (``turkflow.web.star``, ``frames``, ``meep``) keeps what is its own: the role's
@@ -13,12 +13,12 @@ from flask import Blueprint, Response, jsonify, make_response, redirect, render_
 from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session
 
-from turkflow import dialogs
+from turkflow.protocols import registry
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.models import Assignment, AssignmentStatus, DialogEvent, Hit, Turn, Worker
-from turkflow.protocol import Protocol
+from turkflow.protocols.questions import Protocol
 from turkflow.web import json_object, wants_json
 from turkflow.web.worker import (
     _current_worker, _own_assignment, _settings, queue_next_turn, turn_json, worker_page_headers,
@@ -66,7 +66,7 @@ def held_turn(session: Session, protocol: Protocol, assignment_id: str) -> Held:
     worker = _current_worker(session)
     assignment, hit, turn = _own_assignment(session, worker, assignment_id)
     if lifecycle.batch_of_hit(session, hit).protocol != protocol.name:
-        raise NotFound(f"this turn is not part of a {dialogs.LOGGED[protocol.name].title} dialog")
+        raise NotFound(f"this turn is not part of a {registry.LOGGED[protocol.name].title} dialog")
     return Held(worker, assignment, hit, turn)
 
 
@@ -141,7 +141,7 @@ def close_turn(protocol: Protocol, assignment_id: str,
     try:
         with session_scope(_settings().database_url) as session:
             worker = held_turn(session, protocol, assignment_id).worker
-            submission = dialogs.parts(protocol.name).submit_turn(session, assignment_id, worker, body)
+            submission = registry.parts(protocol.name).submit_turn(session, assignment_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
             conversation_id, text = submission.turn.conversation_id, submission.turn.text
             ended = lifecycle.ends_conversation(session, submission.turn)

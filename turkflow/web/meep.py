@@ -5,7 +5,7 @@ agent's page shows the user's messages as words to click, the APIs with a slot p
 panel and the templates with a slot per blank. A slot holds clicks in MEEP's names (``u2_5 u2_6``: words 5
 and 6 of user message 2; ``v1.name``: a result field); with scripts a click on a word or a field fills the
 slot last chosen, without them the agent types those names. Each API call and each template picked is a
-POST that ``turkflow.meep_dialog`` checks and logs; sending submits the paid turn through
+POST that ``turkflow.protocols.meep.dialog`` checks and logs; sending submits the paid turn through
 ``lifecycle.submit_turn`` and the same Celery task as every other turn. The user who ends the dialog goes
 on to its end-of-dialog question.
 
@@ -13,7 +13,7 @@ Routes (``Accept: application/json`` gives JSON; POSTs carry the CSRF token as t
 ``X-CSRFToken``): ``GET|POST /meep/turn/<assignment_id>`` (the page; submit the turn: the user's ``text``
 and ``complete``, the agent's ``action=send``) and ``POST /meep/turn/<assignment_id>/action`` (a click:
 ``call_api`` with ``api`` and ``arguments``, ``pick_template`` with ``template`` and ``fillers``, as
-``turkflow.meep.clicks`` reads them, or the forms' ``arg-<name>`` and ``filler-<n>`` slots).
+``turkflow.protocols.meep.clicks`` reads them, or the forms' ``arg-<name>`` and ``filler-<n>`` slots).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Any, Optional
 from flask import Response
 from sqlmodel import Session
 
-from turkflow import meep_dialog
+from turkflow.protocols.meep import dialog as meep_dialog
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput
 from turkflow.models import Turn, Worker
-from turkflow.protocol import MEEP
+from turkflow.protocols.questions import MEEP
 from turkflow.web.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
 )

@@ -1,7 +1,7 @@
 """Onboarding for local workers: ``GET|POST /onboarding``, the role's quiz (MTurk workers take the same quiz
 as the qualification test of their role's qualification type; see ``turkflow.hits.mturk.qualifications``).
 
-STAR's users and wizards qualify in stages instead (``turkflow.hits.stages``): ``GET /onboarding`` shows the
+STAR's users and wizards qualify in stages instead (``turkflow.protocols.star.stages``): ``GET /onboarding`` shows the
 stage they may take now (or ``?stage=N``), its tutorial and, once started, its quiz;
 ``POST /onboarding/stage/<n>/start`` opens an attempt, ``POST /onboarding/stage/<n>/hint`` records a hint
 and shows it (the answers given so far stay on the page), ``POST /onboarding/stage/<n>`` grades the attempt
@@ -17,7 +17,8 @@ from sqlmodel import Session
 
 from turkflow.db import session_scope
 from turkflow.errors import InvalidAnswer
-from turkflow.hits import onboarding, stages
+from turkflow.hits import onboarding
+from turkflow.protocols.star import stages
 from turkflow.models import Worker
 from turkflow.web import id_arg, wants_json
 from turkflow.web.worker import _current_worker, worker_page_headers

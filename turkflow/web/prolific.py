@@ -17,7 +17,7 @@ the participant to the group the role's turn studies admit, or the failing one, 
 STAR batches use the same link. Their turn page is STAR's (``turkflow.web.star.render_star_turn``), whose
 in-turn actions post to ``/prolific/turn/action`` with the link's ids and the page's token (checked as a
 submit's; Prolific is asked about the submission when the page is opened and when the turn is submitted,
-not on every query, whose holder ``star_dialog`` checks anyway). A STAR role qualifies in stages:
+not on every query, whose holder ``protocols.star.dialog`` checks anyway). A STAR role qualifies in stages:
 ``/prolific/onboarding?r=<role>&s=<stage>`` is the stage's tutorial and quiz (``/start`` opens the one
 attempt, ``/hint`` records a hint on the server, the POST grades it once).
 
@@ -44,11 +44,13 @@ from sqlmodel import Session, col, select
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
-from turkflow import star_dialog, surveys
-from turkflow.hits import lifecycle, onboarding, stages
+from turkflow.protocols.star import dialog as star_dialog
+from turkflow.protocols import surveys
+from turkflow.hits import lifecycle, onboarding
+from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
-from turkflow.protocol import STAR
+from turkflow.protocols.questions import STAR
 from turkflow.web import id_arg, wants_json
 from turkflow.web.logged import action_body
 from turkflow.web.star import render_star_turn, star_turn_data
@@ -268,7 +270,7 @@ def action() -> Any:
 
 
 def _submit_star() -> Any:
-    """Close a STAR turn (``star_dialog.submit_turn``); the participant whose turn ends the dialog goes
+    """Close a STAR turn (``protocols.star.dialog.submit_turn``); the participant whose turn ends the dialog goes
     on to its questions, everyone else back to Prolific."""
     settings = _settings()
     batch_id, role, participant_id, study_id, submission_id = _link()

@@ -2,7 +2,7 @@
 chart image (the end-of-dialog questionnaires are every protocol's: ``turkflow.web.worker``).
 
 A STAR turn is taken from the same queue as any other (``GET /turn/<assignment_id>`` sends it here). While
-the worker holds it, each action is a small POST that ``turkflow.star_dialog`` validates and logs as one
+the worker holds it, each action is a small POST that ``turkflow.protocols.star.dialog`` validates and logs as one
 ``DialogEvent``; the closing one (the wizard's picked or written reply, the user's message, perhaps ending
 the dialog) submits the paid turn through ``lifecycle.submit_turn`` and the same Celery task as every
 other turn. The worker who ends the dialog answers its questions at once; the last worker of the other
@@ -22,12 +22,12 @@ from typing import Any, Optional
 from flask import Response, request, send_file
 from sqlmodel import Session
 
-from turkflow import star_dialog
+from turkflow.protocols.star import dialog as star_dialog
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.models import AssignmentStatus, Task, Turn, Worker
-from turkflow.protocol import STAR
+from turkflow.protocols.questions import STAR
 from turkflow.web.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, render_turn, show_turn, take_action,
 )

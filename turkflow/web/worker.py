@@ -23,7 +23,9 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session, col, select
 
-from turkflow import dialogs, invites, surveys
+from turkflow import invites
+from turkflow.protocols import registry
+from turkflow.protocols import surveys
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
@@ -33,7 +35,7 @@ from turkflow.models import (
     Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
     utcnow,
 )
-from turkflow.protocol import Question, TurnContext
+from turkflow.protocols.questions import Question, TurnContext
 from turkflow.web import id_arg, json_object, wants_json
 from workers import tasks
 
@@ -209,7 +211,7 @@ def turn(assignment_id: str) -> Any:
         # ``loaded`` (conversation, batch, task) is kept so that turn_view finds them in the session
         assignment, hit, current, *loaded = _own_turn(session, worker, assignment_id)
         view = lifecycle.turn_view(session, current)
-    logged = dialogs.logged(view.protocol.name)
+    logged = registry.logged(view.protocol.name)
     if logged is not None:  # STAR's, Frames' and MEEP's own pages
         return redirect(url_for(logged.page, assignment_id=assignment_id), 303)
     if wants_json():
@@ -242,8 +244,8 @@ def submit_answers(session: Session, assignment_id: str, worker: Worker,
     """A turn's answers, submitted. A STAR, Frames or MEEP turn's must agree with the actions it logged, so
     it goes through its dialog module's ``submit_turn``, which reads them off its events."""
     found = lifecycle.held(session, assignment_id)
-    if found is not None and dialogs.logged(found.batch.protocol) is not None:
-        return dialogs.parts(found.batch.protocol).submit_turn(session, assignment_id, worker, raw, as_answers=True)
+    if found is not None and registry.logged(found.batch.protocol) is not None:
+        return registry.parts(found.batch.protocol).submit_turn(session, assignment_id, worker, raw, as_answers=True)
     return lifecycle.submit_turn(session, assignment_id, worker, raw, loaded=found)
 
 

@@ -18,7 +18,8 @@ from sqlmodel import Session, select
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import Forbidden
-from turkflow.hits import lifecycle, stages
+from turkflow.hits import lifecycle
+from turkflow.protocols.star import stages
 from turkflow.hits.money import usd
 from turkflow.hits.mturk import api, reconcile
 from turkflow.hits.mturk.api import MTurkError, NotPayableYet, translated

@@ -5,7 +5,7 @@ A worker gets a role by passing its qualification test, the role's onboarding qu
 which MTurk grades with the answer key written here: the qualification's value is the score in percent, and
 turn HITs require at least the pass mark.
 
-STAR's workers qualify in stages (``turkflow.hits.stages``): one qualification type per role and stage
+STAR's workers qualify in stages (``turkflow.protocols.star.stages``): one qualification type per role and stage
 (``star:user:1`` ...), whose test is the stage's quiz. MTurk's test form cannot count hints, so it offers
 none (none used is within the budget) and a STAR turn HIT requires the score of 100 that the stage's grading
 asks for: stage 1 for a single-task conversation, stages 1 and 2 for a multi-task one (MTurk cannot hold a
@@ -20,7 +20,7 @@ from sqlmodel import Session, select
 
 from turkflow.config import Settings
 from turkflow.hits.mturk.api import QualificationsMissing
-from turkflow.hits import stages
+from turkflow.protocols.star import stages
 from turkflow.hits.onboarding import Quiz, QuizQuestion, quiz_for
 from turkflow.models import MTurkQualification, Role
 

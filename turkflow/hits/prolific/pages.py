@@ -22,7 +22,8 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.db import savepoint
 from turkflow.errors import Forbidden
-from turkflow.hits import lifecycle, onboarding, stages
+from turkflow.hits import lifecycle, onboarding
+from turkflow.protocols.star import stages
 from turkflow.hits.prolific.provider import PROVIDER, worker_external_id
 from turkflow.models import (
     Assignment,
@@ -204,7 +205,7 @@ def _quiz_key(participant_id: str, submission_id: str, role: str, stage: Optiona
 
 # ---- STAR's stages on Prolific --------------------------------------------------------------------------
 # A stage's onboarding study links to its tutorial and quiz; the participant starts an attempt, may take
-# hints (recorded on the server, ``turkflow.hits.stages``) and is graded once: the study admits them once,
+# hints (recorded on the server, ``turkflow.protocols.star.stages``) and is graded once: the study admits them once,
 # so one attempt. Passing records the stage on our worker (stage 2 is what lets ``take_next_turn`` give
 # them multi-task turns) and sends them back with the code that adds them to the stage's group.
 
@@ -264,7 +265,7 @@ def start_stage(session: Session, worker: Worker, stage: stages.Stage) -> StageA
 def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, submission_id: str,
                    lease_seconds: int, now: Optional[datetime] = None) -> Optional[Assignment]:
     """Give the submission the oldest waiting turn of the batch role; None when no turn waits. A STAR turn
-    only of a conversation whose qualification stage the participant passed (``turkflow.hits.stages``).
+    only of a conversation whose qualification stage the participant passed (``turkflow.protocols.star.stages``).
 
     A turn is claimed by its lease (a conditional update), as on the local queue, so two participants
     arriving at once never get the same turn; the same submission arriving twice gets one turn.

@@ -34,10 +34,11 @@ from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import lifecycle
-from turkflow.hits import onboarding, stages
+from turkflow.hits import onboarding
+from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api
 from turkflow.hits.provider import CrowdProvider, HitCheck
-from turkflow.protocol import PROTOCOLS, get_protocol
+from turkflow.protocols.questions import PROTOCOLS, get_protocol
 from turkflow.models import (
     Assignment,
     AssignmentStatus,

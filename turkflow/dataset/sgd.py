@@ -1,0 +1,188 @@
+"""``turkflow export --format sgd``: conversations in the Schema-Guided Dialogue format (Rastogi et al.
+2020; the files in ``../shared/data/sgd``): ``dialogues_NNN.json`` files, each a list of dialogues
+(``dialogue_id``, ``services``, ``turns`` with ``speaker``, ``utterance`` and ``frames``), and
+``schema.json``, the services the exported tasks define.
+
+SGD alternates a USER and a SYSTEM turn, and annotates each with its service's frame. How turkflow's
+protocols map onto it:
+
+- **Wizard of Tasks**: a task is a service (its key); the student speaks as USER and the teacher as
+  SYSTEM. A turn's label is its one action (the label upper-cased, SGD's act); the document items a
+  teacher shared are INFORM actions on the slot ``document_item``.
+- **STAR**: the dialog's tasks are its services; a User ``utter`` is a USER turn, a Wizard
+  ``pick_suggestion`` or ``utter`` a SYSTEM turn (a picked reply's act is its label, a reply the wizard
+  wrote has none). A knowledge-base query and the item it returned are the next SYSTEM turn's
+  ``service_call`` and ``service_results``, the way SGD logs its API calls. A STAR task's slots are its
+  API's form fields, drop-downs as categorical slots.
+
+Both come from the other formats' documents (``export.iter_conversations``, ``star.dialog.star_documents``),
+so filters, blocked workers' turns and worker ids are handled once. Frames' and MEEP's dialog modules convert
+their own logs (``sgd_dialogues`` and ``sgd_services``, ``turkflow.protocols.registry``), with ``sgd_frame`` and ``sgd_action``
+from here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+from sqlmodel import Session, select
+
+from turkflow.protocols import registry
+from turkflow.errors import InvalidDocument
+from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, iter_conversations, staged
+from turkflow.models import Task
+from turkflow.protocols.questions import STAR, WIZARD_OF_TASKS
+from turkflow.protocols.star.dialog import knowledge_base, star_documents
+
+DIALOGUES_PER_FILE = 128  # as SGD's own files hold about that many
+SPEAKERS = {"student": "USER", "teacher": "SYSTEM", "User": "USER", "Wizard": "SYSTEM"}
+OWN_CONVERTERS = tuple(name for name in registry.LOGGED if name != STAR.name)  # their modules convert them
+
+
+@dataclass(frozen=True)
+class SgdExportSummary:
+    out_dir: Path
+    dialogues: int
+    turns: int
+
+
+def sgd_frame(service: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"service": service, "slots": [], "actions": actions}
+
+
+def sgd_action(act: str, slot: str = "", values: Iterable[str] = ()) -> dict[str, Any]:
+    values = [str(v) for v in values]
+    return {"act": act, "slot": slot, "values": values, "canonical_values": values}
+
+
+def from_wizard_of_tasks(doc: dict[str, Any]) -> dict[str, Any]:
+    """An SGD dialogue from a turkflow export document."""
+    service = doc["task"]["key"]
+    turns = []
+    for turn in doc["turns"]:
+        actions = [sgd_action(turn["label"].upper())] if turn["label"] else []
+        actions += [sgd_action("INFORM", "document_item", [item["id"]]) for item in turn["shared"]]
+        turns.append({"speaker": SPEAKERS[turn["role"]], "utterance": turn["text"],
+                      "frames": [sgd_frame(service, actions)]})
+    return {"dialogue_id": f"{doc['conversation_id']}", "services": [service], "turns": turns}
+
+
+def from_star(doc: dict[str, Any]) -> dict[str, Any]:
+    """An SGD dialogue from a STAR dialogue document (its event log)."""
+    services = [c["Task"] for c in doc["Scenario"].get("WizardCapabilities", [])]
+    service = services[0] if services else "star"
+    turns: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []  # queries waiting for the wizard's next reply
+    for event in doc["Events"]:
+        agent, action = event["Agent"], event["Action"]
+        if action == "select_task" and event.get("Task"):
+            service = event["Task"]
+        elif agent == "Wizard" and action == "query":
+            calls.append({"method": event.get("APIName", ""), "parameters": _parameters(event),
+                          "results": []})
+        elif agent == "KnowledgeBase" and action == "return_item" and calls:
+            calls[-1]["results"] = [event["Item"]] if event.get("Item") else []
+        elif (agent, action) in (("User", "utter"), ("Wizard", "utter"), ("Wizard", "pick_suggestion")):
+            label = event.get("ActionLabel") if action == "pick_suggestion" else None
+            frame = sgd_frame(service, [sgd_action(label.upper())] if label else [])
+            if agent == "Wizard" and calls:
+                frame["service_call"] = {"method": calls[-1]["method"], "parameters": calls[-1]["parameters"]}
+                frame["service_results"] = calls[-1]["results"]
+                calls = []
+            turns.append({"speaker": SPEAKERS[agent], "utterance": event.get("Text", ""), "frames": [frame]})
+    return {"dialogue_id": f"star_{doc['DialogueID']}", "services": services or [service], "turns": turns}
+
+
+def _parameters(event: dict[str, Any]) -> dict[str, str]:
+    """SGD's parameters are slot -> value strings; a STAR condition (``api.is_one_of([...])``) stays as
+    STAR logged it."""
+    parameters: dict[str, str] = {}
+    for constraint in event.get("Constraints") or []:
+        for name, value in constraint.items():
+            parameters[name] = value if isinstance(value, str) else json.dumps(value)
+    return parameters
+
+
+def _loaded(session: Session) -> list[str]:
+    """The protocols converted by their own dialog modules that have tasks loaded here."""
+    return [p for p in OWN_CONVERTERS if session.exec(select(Task.id).where(Task.protocol == p).limit(1)).first()]
+
+
+def schema(session: Session, services: set[str]) -> list[dict[str, Any]]:
+    """``schema.json``: a service per exported task, with its slots and one intent."""
+    found = [service for protocol in _loaded(session) for service in registry.parts(protocol).sgd_services(
+        session, services)]  # Frames' and MEEP's services, as their dialog modules describe them
+    tasks = {(t.star.get("task") if t.protocol == STAR.name else t.key): t
+             for t in session.exec(select(Task)) if t.protocol in (STAR.name, WIZARD_OF_TASKS.name)}
+    for name in sorted(services - {service["service_name"] for service in found}):
+        task = tasks.get(name)
+        description = task.title if task is not None else name
+        slots: list[dict[str, Any]] = []
+        intent = {"name": name, "description": description, "is_transactional": False,
+                  "required_slots": [], "optional_slots": {}, "result_slots": []}
+        if task is not None and task.protocol == STAR.name:
+            try:
+                api = knowledge_base(task.star["kb_dir"]).api(task.star["api"])
+            except (InvalidDocument, KeyError, OSError):
+                api = None  # the knowledge base moved since the tasks were loaded: a service without slots
+            if api is not None:
+                slots = [{"name": column.name, "description": column.readable or column.name,
+                          "is_categorical": column.categories is not None,
+                          "possible_values": [str(v) for v in column.categories or ()]}
+                         for column in api.inputs.values()]
+                intent.update(required_slots=list(api.required),
+                              optional_slots={n: "dontcare" for n in api.inputs if n not in api.required},
+                              result_slots=list(api.outputs), is_transactional=not api.searchable)
+        found.append({"service_name": name, "description": description, "slots": slots, "intents": [intent]})
+    return sorted(found, key=lambda service: service["service_name"])
+
+
+def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
+                  scrubber: Optional[PiiScrubber] = None) -> Iterator[dict[str, Any]]:
+    """Every selected conversation as an SGD dialogue: Wizard of Tasks ones, then STAR ones."""
+    for doc in iter_conversations(session, hash_key, filters, scrubber):
+        if doc["batch"]["protocol"] == WIZARD_OF_TASKS.name:
+            yield from_wizard_of_tasks(doc)
+    if filters.protocol in (None, STAR.name):
+        for doc in star_documents(session, hash_key, filters):
+            yield from_star(doc)
+    for protocol in _loaded(session):
+        if filters.protocol in (None, protocol):
+            yield from registry.parts(protocol).sgd_dialogues(session, hash_key, filters)
+
+
+def export_sgd(session: Session, out_dir: Path, *, hash_key: str, filters: ExportFilters = ExportFilters(),
+               scrubber: Optional[PiiScrubber] = None,
+               on_document: Optional[Callable[[dict[str, Any]], None]] = None) -> SgdExportSummary:
+    """Write ``dialogues_NNN.json`` and ``schema.json`` into ``out_dir``, assembled in a hidden sibling
+    directory that takes the target's name only when complete."""
+    if not hash_key:
+        raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
+    out_dir = Path(out_dir)
+    dialogues = turns = 0
+    services: set[str] = set()
+    chunk: list[dict[str, Any]] = []
+    with staged(out_dir) as staging:
+        def flush() -> None:
+            number = dialogues // DIALOGUES_PER_FILE + (1 if dialogues % DIALOGUES_PER_FILE else 0)
+            (staging / f"dialogues_{number:03d}.json").write_text(
+                json.dumps(chunk, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+            chunk.clear()
+
+        for dialogue in sgd_dialogues(session, hash_key, filters, scrubber):
+            chunk.append(dialogue)
+            dialogues += 1
+            turns += len(dialogue["turns"])
+            services.update(dialogue["services"])
+            if on_document is not None:
+                on_document(dialogue)
+            if len(chunk) == DIALOGUES_PER_FILE:
+                flush()
+        if chunk:
+            flush()
+        (staging / "schema.json").write_text(json.dumps(schema(session, services), indent=1) + "\n",
+                                             encoding="utf-8")
+    return SgdExportSummary(out_dir=out_dir, dialogues=dialogues, turns=turns)

@@ -1,0 +1,502 @@
+"""MEEP dialogs on the asynchronous pipeline: the requester's folder as tasks, scenarios, the click log, replay.
+
+A MEEP dialog is its session log (``turkflow.protocols.meep``) written as ``DialogEvent`` rows, one function,
+``record_action``, writing them while a worker holds a turn. The paid turns stay ``Turn`` rows:
+
+- a *user* turn is one ``utter`` (free text), perhaps followed by ``complete`` (the dialog ends with it);
+- an *agent* turn (role ``wizard`` in the database, "agent" on its pages) is any number of ``call_api`` and
+  ``pick_template`` clicks, closed by one ``send``: the paid turn's response is the sent text.
+
+Every click is checked by ``turkflow.protocols.meep.clicks`` against the log so far, rebuilt from the events
+(``turkflow.protocols.meep.events``), so the log the pages write is the one ``turkflow replay`` executes
+(``turkflow.protocols.meep.execute``). The knowledge base and the templates are the requester's files, read from the
+folder the tasks were loaded from each time they change: replaying after a table row or a template
+changed on disk names the click that now behaves differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from sqlmodel import Session, col, select
+
+from turkflow.protocols.registry import (
+    YES, ReplayDifference, close_logged_turn, conversation_pages, dialog_events, loggable, one, open_submit,
+    own_events, task_of,
+)
+from turkflow.errors import Forbidden, InvalidDocument, InvalidInput, NotFound
+from turkflow.dataset.export import ExportFilters
+from turkflow.hits import lifecycle
+from turkflow.protocols.meep import clicks
+from turkflow.protocols.meep.events import EventShape, from_events, record_events, start_event
+from turkflow.protocols.meep.execute import execute
+from turkflow.protocols.meep.kb import KnowledgeBase
+from turkflow.protocols.meep.log import ApiCall, Send, SessionLog, TemplatePick, UserMessage
+from turkflow.protocols.meep.templates import load_templates, parts
+from turkflow.protocols.meep.tokens import tokenize
+from turkflow.models import (
+    Assignment,
+    AssignmentStatus,
+    Conversation,
+    DialogEvent,
+    Hit,
+    HitStatus,
+    Task,
+    Turn,
+    TurnStatus,
+    Worker,
+)
+from turkflow.protocols.questions import MEEP, clean_text
+
+KEY_PREFIX = "meep:"
+SCENARIOS = "scenarios.json"
+AGENTS = {"user": "User", "wizard": "Agent"}  # a turn's role -> the events' agent
+CLOSING = {"user": "utter", "wizard": "send"}  # the action that says the turn's text
+_GOAL_ID = re.compile(r"[A-Za-z0-9_-]{1,60}")
+
+
+# ---- the requester's files ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Files:
+    """A requester's MEEP folder as loaded: the knowledge base (``apis.json`` and its tables) and the
+    utterance templates."""
+
+    kb: KnowledgeBase
+    templates: dict[str, str]
+
+
+def _fingerprint(folder: Path) -> str:
+    """What the folder's files hold now, so an edited row or template is read again (a modification time
+    can stay the same within a clock tick)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=16)
+def _loaded(folder: str, fingerprint: str) -> Files:
+    return Files(KnowledgeBase.load(Path(folder)), load_templates(Path(folder) / "templates.json"))
+
+
+def requester_files(folder: str | Path) -> Files:
+    """The folder's knowledge base and templates as they are on disk now; a broken file is an
+    ``InvalidDocument`` naming it."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise InvalidDocument(f"{path}: the MEEP folder is gone (apis.json, templates.json, {SCENARIOS})")
+    return _loaded(str(path), _fingerprint(path))
+
+
+def _read_scenarios(path: Path, kb: KnowledgeBase) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``scenarios.json``: ``goals`` (each an ``id``, the ``goal`` the user reads and a ``destination``,
+    a row of ``table`` by its ``key``, ``place_id`` by default) and ``starts`` (start locations; the
+    knowledge base's ``start`` when there are none)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidDocument(f"{path}: cannot read it: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("goals"), list) or not document["goals"]:
+        raise InvalidDocument(f"{path}: expected an object with a non-empty list 'goals'")
+    table = document.get("table", next(iter(kb.tables), None) if len(kb.tables) == 1 else None)
+    if table not in kb.tables:
+        raise InvalidDocument(f"{path}: table must name one of the knowledge base's tables: "
+                              f"{', '.join(kb.tables) or 'none'}")
+    key = document.get("key", "place_id")
+    rows = {row.get(key): row for row in kb.tables[table] if isinstance(row.get(key), str)}
+    starts = document.get("starts") or [kb.start]
+    if not isinstance(starts, list) or not all(_is_point(s) for s in starts):
+        raise InvalidDocument(f"{path}: starts must be a list of {{address, latitude, longitude}}")
+    goals, seen = [], set()
+    for n, goal in enumerate(document["goals"]):
+        where = f"{path}: goals[{n}]"
+        if not isinstance(goal, dict):
+            raise InvalidDocument(f"{where}: expected an object")
+        goal_id, text, destination = goal.get("id"), goal.get("goal"), goal.get("destination")
+        if not isinstance(goal_id, str) or not _GOAL_ID.fullmatch(goal_id) or goal_id in seen:
+            raise InvalidDocument(f"{where}.id: a new id of letters, digits, - and _ (at most 60)")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidDocument(f"{where}.goal: the goal the user reads, as text")
+        if destination not in rows:
+            raise InvalidDocument(f"{where}.destination: no row of {table!r} has {key} {destination!r}")
+        if not _is_point(rows[destination]):
+            raise InvalidDocument(f"{where}.destination: row {destination!r} has no latitude and longitude")
+        seen.add(goal_id)
+        goals.append({"id": goal_id, "goal": text.strip(), "destination": dict(rows[destination])})
+    return [dict(s) for s in starts], goals
+
+
+def _is_point(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(value.get(k), (int, float)) and not isinstance(value.get(k), bool)
+        for k in ("latitude", "longitude"))
+
+
+def read_tasks(path: Path) -> list[Task]:
+    """The requester's MEEP folder (``apis.json`` and its tables, ``templates.json``, ``scenarios.json``) as
+    unsaved tasks, one per goal; everything is checked before anything is returned."""
+    folder = Path(path).resolve()
+    if not folder.is_dir():
+        raise InvalidDocument(f"{path}: not a folder with apis.json, templates.json and {SCENARIOS}")
+    files = requester_files(folder)
+    starts, goals = _read_scenarios(folder / SCENARIOS, files.kb)
+    domain = folder.name.split("_")[0] or "meep"
+    return [Task(key=KEY_PREFIX + goal["id"], protocol=MEEP.name, title=goal["goal"], domain=domain,
+                 star={"folder": str(folder), "goal": goal["goal"], "goal_id": goal["id"],
+                       "destination": goal["destination"], "starts": starts})
+            for goal in goals]
+
+
+# ---- scenarios ------------------------------------------------------------------------------------------
+
+
+def make_scenarios(tasks: Sequence[Task], conversations: int, *, seed: int = 0,
+                   **options: Any) -> list[tuple[Task, dict[str, Any]]]:
+    """One scenario per conversation: the goals round-robin (the user's destination), each with a start
+    location drawn (seeded) from the folder's starts."""
+    if options:
+        raise InvalidInput("MEEP scenarios take no options", sorted(options)[0])
+    rng = random.Random(f"{seed}:meep-scenarios")
+    made = []
+    for n in range(conversations):
+        task = tasks[n % len(tasks)]
+        made.append((task, {"goal": task.star["goal"], "goal_id": task.star["goal_id"],
+                            "destination": task.star["destination"],
+                            "start": rng.choice(task.star["starts"])}))
+    return made
+
+
+# ---- the event log --------------------------------------------------------------------------------------
+
+
+def _writers(session: Session, turn_ids: set[int]) -> dict[int, int]:
+    """Who wrote each submitted turn, or holds each open one."""
+    held = dict(session.exec(
+        select(Hit.turn_id, Assignment.worker_id).join(Assignment, Assignment.hit_id == Hit.id)
+        .where(col(Hit.turn_id).in_(turn_ids), Hit.status == HitStatus.open,
+               Assignment.status == AssignmentStatus.accepted)).all())
+    written = dict(session.exec(select(Turn.id, Turn.worker_id).where(
+        col(Turn.id).in_(turn_ids), Turn.status == TurnStatus.submitted)).all())
+    return {**held, **written}
+
+
+def kept_events(session: Session, events: Sequence[DialogEvent]) -> list[DialogEvent]:
+    """The dialog as written: clicks of a worker whose lease ran out, in a turn another worker then took,
+    are left out (its answers with it: each click's events carry its worker)."""
+    writers = _writers(session, {e.turn_id for e in events if e.turn_id is not None})
+    return [e for e in events if e.worker_id is None or writers.get(e.turn_id) == e.worker_id]
+
+
+def _given(conversation: Conversation, files: Files) -> EventShape:
+    return start_event(clicks.start(files.kb, conversation.scenario.get("start")))
+
+
+def session_log(session: Session, conversation: Conversation, files: Optional[Files] = None) -> SessionLog:
+    """The conversation's log as its kept events hold it (before anything is said: the start alone)."""
+    events: list[Any] = kept_events(session, dialog_events(session, conversation.id))
+    if not any(e.action == "start" for e in events):
+        files = files or requester_files(task_of(session, MEEP, conversation).star["folder"])
+        events.insert(0, _given(conversation, files))
+    return from_events(events)
+
+
+def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
+                  fields: Mapping[str, Any]) -> list[DialogEvent]:
+    """Check one click of the worker holding ``turn`` against the log so far and append its events.
+
+    ``fields`` are the click's own: a user's ``text`` (``utter``) or none (``complete``); an agent's
+    ``api`` and ``arguments`` (``call_api``), ``template`` and ``fillers`` (``pick_template``) or none
+    (``send``), fillers as ``turkflow.protocols.meep.clicks`` reads them. Anything else, free text where a click
+    belongs, or a click out of order is an ``InvalidInput`` naming the field (``fillers[1]``,
+    ``arguments.query``), and nothing is written. An API call is answered at once, in the same events.
+    """
+    conversation = loggable(session, MEEP, turn, worker, not_held=Forbidden("you do not hold this turn"))
+    actions = MEEP.form(turn.role).actions
+    if not isinstance(action, str) or action not in actions:
+        raise InvalidInput(f"a {'user' if turn.role == 'user' else 'agent'} can: {', '.join(actions)}", "action")
+    if not isinstance(fields, Mapping):
+        raise InvalidInput("expected the click's fields as an object", "fields")
+    rest = dict(fields)
+    files = requester_files(task_of(session, MEEP, conversation).star["folder"])
+    log = session_log(session, conversation, files)
+    done = [e.action for e in own_events(session, turn, worker)]
+    if turn.role == "user":
+        if action == "utter" and "utter" in done:
+            raise InvalidInput("a user turn says one thing; submit it", "action")
+        if action == "complete" and ("utter" not in done or "complete" in done):
+            raise InvalidInput("write your last message first, then end the dialog", "action")
+    elif "send" in done:
+        raise InvalidInput("this turn's message is sent; submit it", "action")
+
+    own = {"utter": ("text",), "call_api": ("api", "arguments"), "pick_template": ("template", "fillers")}
+    given = {name: rest.pop(name, None) for name in own.get(action, ())}
+    if rest:
+        raise InvalidInput("not a field of this click", str(sorted(rest)[0])[:60])
+    if action == "utter":
+        if not isinstance(given["text"], str):
+            raise InvalidInput("write a message", "text")
+        shapes = record_events(clicks.user_says(log, clean_text(given["text"], "text")))
+    elif action == "complete":
+        shapes = [EventShape("User", "complete", {})]
+    elif action == "call_api":
+        shapes = record_events(clicks.call_api(log, files.kb, given["api"], given["arguments"]))
+    elif action == "pick_template":
+        shapes = record_events(clicks.pick_template(log, files.templates, given["template"], given["fillers"]))
+    else:  # send
+        shapes = record_events(clicks.send(log))
+    if not any(e.action == "start" for e in dialog_events(session, conversation.id)):
+        shapes.insert(0, _given(conversation, files))
+    written = []
+    for shape in shapes:
+        system = shape.agent == "Scenario"
+        event = DialogEvent(conversation_id=conversation.id, turn_id=None if system else turn.id,
+                            turn_index=turn.index, worker_id=None if system else worker.id,
+                            agent=shape.agent, action=shape.action, data=dict(shape.data))
+        session.add(event)
+        written.append(event)
+    session.flush()
+    return written
+
+
+# ---- clicks as a form sends them -----------------------------------------------------------------------
+
+_WORDS = re.compile(r"u([0-9]{1,4})_([0-9]{1,4})")
+_FIELD = re.compile(r"(source|v[0-9]{1,6})\.([A-Za-z0-9_]{1,60})")
+MAX_SLOTS = 20
+
+
+def filler_of(reference: Any, field: str) -> dict[str, Any]:
+    """A slot as the page's forms fill it, in MEEP's names: words ``u2_5 u2_6`` (user message 2, tokens 5
+    and 6) or a result field ``v1.name`` (``source.latitude``), as ``turkflow.protocols.meep.clicks`` reads fillers."""
+    text = reference.strip() if isinstance(reference, str) else ""
+    field_click = _FIELD.fullmatch(text)
+    if field_click:
+        return {"result": field_click.group(1), "field": field_click.group(2)}
+    words = [_WORDS.fullmatch(w) for w in text.split()]
+    if not words or not all(words):
+        raise InvalidInput("click words of the user's message (u2_5) or a result field (v1.name)", field)
+    numbers = {int(w.group(1)) for w in words}
+    if len(numbers) != 1:
+        raise InvalidInput("click words of one user message", field)
+    return {"message": numbers.pop(), "tokens": [int(w.group(2)) for w in words]}
+
+
+def form_click(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A click's fields from the page's slots: ``filler-0``, ``filler-1``, ... make the template's
+    ``fillers`` and ``arg-<name>`` the API's ``arguments``; other fields pass as they are."""
+    rest = {k: v for k, v in body.items() if not k.startswith(("filler-", "arg-"))}
+    slots = {k: v for k, v in body.items() if k.startswith("filler-")}
+    if slots:
+        if len(slots) > MAX_SLOTS or set(slots) != {f"filler-{n}" for n in range(len(slots))}:
+            raise InvalidInput("send filler-0, filler-1, ... one per blank", sorted(slots)[0][:60])
+        rest["fillers"] = [filler_of(slots[f"filler-{n}"], f"fillers[{n}]") for n in range(len(slots))]
+    arguments = {k[4:]: v for k, v in body.items() if k.startswith("arg-")}
+    if arguments:
+        rest["arguments"] = {name: filler_of(v, f"arguments.{name}"[:60]) for name, v in arguments.items()}
+    if "template" in rest and "fillers" not in rest:  # a template without blanks
+        rest["fillers"] = []
+    return rest
+
+
+# ---- what the pages show --------------------------------------------------------------------------------
+
+
+def _tokens(text: str) -> list[dict[str, Any]]:
+    return [{"index": t.index, "text": t.text} for t in tokenize(text)]
+
+
+def agent_view(session: Session, turn: Turn, worker_id: Optional[int] = None) -> dict[str, Any]:
+    """Everything the agent's page shows: the user's messages as clickable words (the last one for
+    templates, any for API arguments), the APIs with their argument slots, the results panel, the
+    templates with their blanks, the message being built, and whether this turn's message is sent."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    files = requester_files(task_of(session, MEEP, conversation).star["folder"])
+    log = session_log(session, conversation, files)
+    said = clicks.messages(log)
+    mine = [e.action for e in dialog_events(session, conversation.id)
+            if e.turn_id == turn.id and (worker_id is None or e.worker_id == worker_id)]
+    return {
+        "last_message": max(said) if said else None,
+        "messages": [{"number": n, "text": text, "tokens": _tokens(text)} for n, text in said.items()],
+        "apis": [{"name": api.name, "description": api.description, "returns": list(api.returns),
+                  "arguments": [{"name": name, "kind": kind, "description": api.described.get(name, "")}
+                                for name, kind in api.arguments.items()]}
+                 for api in files.kb.apis.values()],
+        "panel": [{"id": r.id, "api": r.api, "fields": dict(r.fields)} for r in clicks.panel(log).values()],
+        "templates": [{"id": tid, "text": text, "parts": parts(text)} for tid, text in files.templates.items()],
+        "pending": [{"template": p.template, "text": p.text} for p in clicks.pending(log)],
+        "message": " ".join(p.text for p in clicks.pending(log)),
+        "sent": "send" in mine,
+    }
+
+
+def user_view(session: Session, turn: Turn) -> dict[str, Any]:
+    """The user's page: the goal and where the car is, never the knowledge base."""
+    scenario = session.get(Conversation, turn.conversation_id).scenario
+    return {"goal": scenario.get("goal", ""), "start": scenario.get("start", {}).get("address", "")}
+
+
+# ---- submitting a turn ----------------------------------------------------------------------------------
+
+
+def submit_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
+                *, as_answers: bool = False) -> lifecycle.Submission:
+    """Close a MEEP turn and submit it through ``lifecycle.submit_turn``.
+
+    From MEEP's pages, ``body`` may carry the user's ``text`` and ``complete``, or the agent's
+    ``action: send``, logged now, and the writing ``signals``. With ``as_answers`` it holds the protocol's
+    answers instead (the label question, ``response``), as the generic turn route sends them. The turn
+    must then hold its one closing click (the user's ``utter``, the agent's ``send``), and answers given
+    must agree with it: the stored answers are read off the events. A repeated submit returns the stored
+    turn and logs nothing, so a double send stores once.
+    """
+    sent = open_submit(session, MEEP, assignment_external_id, worker, body, as_answers=as_answers)
+    if sent is None:
+        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+    turn, rest = sent.turn, sent.rest
+    if as_answers:
+        if rest:  # a MEEP turn's generic submit names a stray field as its own pages' submit does
+            raise InvalidInput("not a field of a submit", str(sorted(rest)[0])[:60])
+    elif turn.role == "user":
+        text, complete = one(rest, "text"), one(rest, "complete") in YES
+        if text is not None:
+            record_action(session, turn, worker, "utter", {"text": text})
+        if complete:
+            record_action(session, turn, worker, "complete", {})
+    else:
+        action = one(rest, "action")
+        if action not in (None, "send"):
+            raise InvalidInput("an agent's turn closes with send", "action")
+        if action == "send" and "send" not in [e.action for e in own_events(session, turn, worker)]:
+            record_action(session, turn, worker, "send", {})
+    closing = CLOSING[turn.role]
+    return close_logged_turn(session, sent, closing=(closing,), holds=f"one {closing}", logged_as="clicks")
+
+
+# ---- replay ---------------------------------------------------------------------------------------------
+
+
+_NOT_RECORDS = {("Scenario", "start"), ("API", "return_results"), ("User", "complete"),
+                ("Agent", "add_template")}
+
+
+def replay(session: Session, conversation_ids: Sequence[int]) -> tuple[int, list[ReplayDifference]]:
+    """Execute every conversation's log against the requester's files as they are now: every utterance
+    rebuilt from its template and fillers, every API called again. Returns how many clicks ran (API calls,
+    template picks, sends) and every difference, naming its click."""
+    ran, differences = 0, []
+    for conversation_id in conversation_ids:
+        conversation = session.get(Conversation, conversation_id)
+        if conversation is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        files = requester_files(task_of(session, MEEP, conversation).star["folder"])
+        events = kept_events(session, dialog_events(session, conversation_id))
+        turns = [e.turn_index for e in events if (e.agent, e.action) not in _NOT_RECORDS]
+        log = session_log(session, conversation, files)
+        ran += sum(1 for r in log.records if not isinstance(r, UserMessage))
+        for found in execute(log, files.templates, files.kb):
+            turn = turns[found.click] if 0 <= found.click < len(turns) else None
+            differences.append(ReplayDifference(conversation_id, found.describe(), turn_index=turn,
+                                                difference=found))
+    return ran, differences
+
+
+# ---- export as Schema-Guided Dialogue ------------------------------------------------------------------
+
+
+def _shown(value: Any) -> str:
+    """SGD's values are strings: text as it is, anything else as JSON (3.5, true)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _action(act: str, slot: str, values: Sequence[Any]) -> dict[str, Any]:
+    shown = [_shown(v) for v in values]
+    return {"act": act, "slot": slot, "values": shown, "canonical_values": shown}
+
+
+def sgd_dialogue(conversation: Conversation, task: Task, log: SessionLog) -> dict[str, Any]:
+    """One MEEP log as an SGD dialogue (see ``sgd_dialogues``)."""
+    turns: list[dict[str, Any]] = []
+    frames: list[dict[str, Any]] = []  # the agent's, until it sends
+    picked: list[dict[str, Any]] = []
+    services = [task.domain]
+    for record in log.records:
+        if isinstance(record, UserMessage):
+            turns.append({"speaker": "USER", "utterance": record.text,
+                          "frames": [{"service": task.domain, "slots": [], "actions": []}]})
+        elif isinstance(record, ApiCall):
+            arguments = {name: f.value for name, f in record.arguments.items()}
+            frames.append({"service": record.api, "slots": [],
+                           "actions": [_action("INFORM", n, [v]) for n, v in arguments.items()],
+                           "service_call": {"method": record.api,
+                                            "parameters": {n: _shown(v) for n, v in arguments.items()}},
+                           "service_results": [{k: _shown(v) for k, v in r.fields.items()}
+                                               for r in record.results]})
+            services.append(record.api)
+        elif isinstance(record, TemplatePick):
+            picked.append(_action("TEMPLATE", record.template, [f.value for f in record.fillers]))
+        elif isinstance(record, Send):
+            turns.append({"speaker": "SYSTEM", "utterance": record.text,
+                          "frames": [{"service": task.domain, "slots": [], "actions": picked}, *frames]})
+            frames, picked = [], []
+    return {"dialogue_id": f"meep_{conversation.id}", "services": list(dict.fromkeys(services)),
+            "turns": turns}
+
+
+def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
+                  page_size: int = 200) -> Iterator[dict[str, Any]]:
+    """The selected MEEP conversations as SGD dialogues, in id order.
+
+    A user message is a USER turn, a sent message a SYSTEM turn, both in a frame of the dialog's service
+    (the task's domain). The SYSTEM turn's frame lists each template picked for it as a ``TEMPLATE``
+    action (slot: the template id; values: its fillers' values); each API the agent called before sending
+    adds a frame whose service is the API, with one ``INFORM`` action per argument (slot: the argument;
+    value: what the clicks gave), and the call and its results as SGD's ``service_call`` and
+    ``service_results``. Nothing in SGD names a worker, so ``hash_key`` hides nothing here.
+    """
+    for page in conversation_pages(session, MEEP, filters, page_size):
+        for conversation, _ in page:
+            task = task_of(session, MEEP, conversation)
+            events = kept_events(session, dialog_events(session, conversation.id))
+            if not any(e.action == "start" for e in events):
+                continue  # nobody has said anything yet
+            yield sgd_dialogue(conversation, task, from_events(events))
+
+
+def sgd_services(session: Session, names: set[str]) -> list[dict[str, Any]]:
+    """``schema.json`` entries for the MEEP services named: a task domain (the dialog; no slots) or an API
+    of a loaded folder's knowledge base (its arguments as slots, what it returns as result slots)."""
+    tasks = list(session.exec(select(Task).where(Task.protocol == MEEP.name)))
+    found: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        if task.domain in names and task.domain not in found:
+            found[task.domain] = {"service_name": task.domain, "description": "Reach the destination the user "
+                                  "has in mind, by clicks (MEEP)", "slots": [], "intents": [{
+                                      "name": "reach_destination", "description": "Drive the user there",
+                                      "is_transactional": True, "required_slots": [], "optional_slots": {},
+                                      "result_slots": []}]}
+    for folder in sorted({t.star["folder"] for t in tasks}):
+        try:
+            apis = requester_files(folder).kb.apis.values()
+        except InvalidDocument:
+            continue  # the folder moved or broke since loading: its APIs stay unnamed
+        for api in apis:
+            if api.name not in names or api.name in found:
+                continue
+            found[api.name] = {
+                "service_name": api.name, "description": api.description,
+                "slots": [{"name": n, "description": api.described.get(n, ""), "is_categorical": False,
+                           "possible_values": []} for n in api.arguments],
+                "intents": [{"name": api.name, "description": api.description,
+                             "is_transactional": api.function == "drive", "required_slots": list(api.arguments),
+                             "optional_slots": {}, "result_slots": list(api.returns)}]}
+    return [found[name] for name in sorted(found)]

@@ -1,0 +1,726 @@
+"""STAR dialogs on the asynchronous pipeline: its tasks in the database, scenarios, the event log, replay.
+
+A STAR dialog is STAR's event log (``DialogEvent`` rows), written by one function, ``record_action``, that
+the worker pages call while a worker holds a turn. The paid turns stay ``Turn`` rows (one per HIT), each
+holding the events its worker wrote:
+
+- a *user* turn: one ``utter``, perhaps followed by ``complete`` (the turn's label is then ``complete``,
+  which ends the conversation); the user guide's ``instruct`` nudges due at that turn come before it;
+- a *wizard* turn: any number of ``select_task``, ``query`` (the knowledge base answers at once with a
+  ``return_item`` event) and ``request_suggestions``, closed by one ``pick_suggestion`` or ``utter``.
+
+STAR counts a turn as a User utter, a Wizard utter, a pick_suggestion or a query (``star_turns``), so one
+paid wizard turn can be several STAR turns. The task schemas and knowledge base come from
+``turkflow.protocols.star``; this module is what ties them to the database.
+
+The pages (``turkflow.web.star``) read ``wizard_view`` and ``user_view``, log through ``take_action`` and
+close a turn with ``submit_turn``, which reads the turn's answers off its events before
+``lifecycle.submit_turn`` stores it. When a dialog ends, the last worker of each role answers the role's
+questionnaire (``turkflow.protocols.surveys``; the questions are protocol data), exported beside the events.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
+
+from sqlmodel import Session, col, select
+
+from turkflow.protocols.registry import (
+    ReplayDifference, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
+    message_text, open_submit, own_events,
+)
+from turkflow.errors import InvalidDocument, InvalidInput, NotFound
+from turkflow.dataset.export import ExportError, ExportFilters, anonymize, id_replacer, staged
+from turkflow.hits import lifecycle
+from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
+from turkflow.protocols import surveys
+from turkflow.protocols.questions import STAR, clean_text
+from turkflow.protocols.star import outcomes
+from turkflow.protocols.star.kb import CHOICES, Api, KnowledgeBase, QueryResult
+from turkflow.protocols.star.schemas import TaskSchema, load_schemas, parse_schema
+from turkflow.protocols.star.suggestions import DialogState, Ranker, Suggestion, fill
+
+KEY_PREFIX = "star:"
+AGENTS = {"user": "User", "wizard": "Wizard"}
+SYSTEM_ACTIONS = {"return_item": "the knowledge base writes it after a query",
+                  "instruct": "the user guide writes it when a user turn opens"}
+CLOSING = {"user": ("utter",), "wizard": ("pick_suggestion", "utter")}  # the action that says something
+TURN_ACTIONS = {("User", "utter"), ("Wizard", "utter"), ("Wizard", "pick_suggestion"), ("Wizard", "query")}
+
+
+# ---- tasks --------------------------------------------------------------------------------------------
+
+
+def _scenario_texts(schema: TaskSchema) -> dict[str, Any]:
+    """A task file may carry a ``turkflow`` section: the user's and wizard's task texts and nudges.
+    STAR's own files do not; their scenarios then say what the task's name says."""
+    document = json.loads(schema.source.read_text(encoding="utf-8"))
+    section = document.get("turkflow", {})
+    if not isinstance(section, dict):
+        raise InvalidDocument(f"{schema.source}: 'turkflow' must be an object")
+    readable = schema.name.replace("_", " ")
+    texts = {
+        "domain": section.get("domain", schema.name.split("_")[0]),
+        "user_task": section.get("user_task", f"You want help with this: {readable}."),
+        "unhappy_user_task": section.get("unhappy_user_task",
+                                         "Change your mind about one thing you asked for, once."),
+        "wizard_task": section.get("wizard_task", f"Help the user with this: {readable}."),
+        "nudges": section.get("nudges", []),
+    }
+    for key, value in texts.items():
+        if key != "nudges" and not (isinstance(value, str) and value.strip()):
+            raise InvalidDocument(f"{schema.source}: turkflow.{key} must be non-empty text")
+    nudges = texts["nudges"]
+    if not isinstance(nudges, list) or not all(
+            isinstance(n, dict) and isinstance(n.get("turn"), int) and not isinstance(n.get("turn"), bool)
+            and n["turn"] >= 0 and isinstance(n.get("text"), str) and n["text"].strip() for n in nudges):
+        raise InvalidDocument(f"{schema.source}: turkflow.nudges must be a list of {{turn: N >= 0, text}}")
+    return texts
+
+
+def kb_dir_for(tasks_dir: Path) -> Path:
+    """STAR keeps its knowledge base next to the tasks: ``tasks/`` and ``apis/{apis,dbs}/``."""
+    return tasks_dir.resolve().parent / "apis"
+
+
+@lru_cache(maxsize=8)
+def knowledge_base(kb_dir: str) -> KnowledgeBase:
+    """The knowledge base in ``kb_dir``, loaded once per process (its rows are drawn from fixed seeds)."""
+    return KnowledgeBase.load(Path(kb_dir))
+
+
+def read_tasks(tasks_dir: Path) -> list[Task]:
+    """Every STAR task folder under ``tasks_dir`` as an unsaved ``Task``; any bad file is one
+    ``InvalidDocument`` naming it, before anything is written. The knowledge base next to the folder must
+    define each task's API."""
+    schemas = load_schemas(tasks_dir)
+    if not schemas:
+        raise InvalidDocument(f"{tasks_dir}: no STAR task folders in it")
+    kb_dir = kb_dir_for(tasks_dir)
+    kb = knowledge_base(str(kb_dir))
+    found = []
+    for schema in schemas.values():
+        if schema.api not in kb.apis:
+            raise InvalidDocument(f"{schema.source}: no API {schema.api!r} in the knowledge base {kb_dir}")
+        texts = _scenario_texts(schema)
+        found.append(Task(
+            key=KEY_PREFIX + schema.name, protocol=STAR.name, title=schema.declared_name,
+            domain=texts["domain"], star={
+                "task": schema.name, "api": schema.api, "kb_dir": str(kb_dir), "start": schema.graph.start,
+                "tasks_dir": str(tasks_dir.resolve()),
+                "graph": dict(schema.graph.edges),
+                "replies": {t.label: t.text for t in schema.templates.values()},
+                "image": schema.image.name if schema.image else None,
+                **{k: v for k, v in texts.items() if k != "domain"},
+            }))
+    return found
+
+
+# ---- scenarios ------------------------------------------------------------------------------------------
+
+
+def make_scenarios(tasks: Sequence[Task], conversations: int, *, unhappy: float = 0.0,
+                   tasks_per_dialog: int = 1, seed: int = 0) -> list[tuple[Task, dict[str, Any]]]:
+    """One scenario per conversation: tasks round-robin (a multi-task dialog takes the next ones too),
+    a seeded share of them unhappy (the user changes their mind), and each task's nudges."""
+    if not 0.0 <= unhappy <= 1.0:
+        raise InvalidInput("must be between 0 and 1", "unhappy")
+    if not 1 <= tasks_per_dialog <= min(5, len(tasks)):
+        raise InvalidInput(f"must be between 1 and {min(5, len(tasks))} (the loaded STAR tasks, at most 5)",
+                           "tasks_per_dialog")
+    rng = random.Random(seed)
+    made = []
+    for n in range(conversations):
+        chosen = [tasks[(n + k) % len(tasks)] for k in range(tasks_per_dialog)]
+        happy = rng.random() >= unhappy
+        user_task = " Then: ".join(t.star["user_task"] for t in chosen)
+        if not happy:
+            user_task += " " + chosen[0].star["unhappy_user_task"]
+        nudges = sorted(({"turn": nudge["turn"], "text": nudge["text"]}
+                         for t in chosen for nudge in t.star["nudges"]), key=lambda nudge: nudge["turn"])
+        made.append((chosen[0], {
+            "tasks": [t.star["task"] for t in chosen],
+            "domains": list(dict.fromkeys(t.domain for t in chosen)),
+            "happy": happy,
+            "multi_task": tasks_per_dialog > 1,
+            "user_task": user_task,
+            "wizard_task": " ".join(t.star["wizard_task"] for t in chosen),
+            "nudges": nudges,
+        }))
+    return made
+
+
+# ---- the event log --------------------------------------------------------------------------------------
+
+
+def _tasks_of(session: Session, conversation: Conversation) -> dict[str, Task]:
+    names = conversation.scenario.get("tasks", [])
+    found = {t.star["task"]: t for t in session.exec(
+        select(Task).where(col(Task.key).in_([KEY_PREFIX + name for name in names])))}
+    return {name: found[name] for name in names if name in found}
+
+
+def _kb_of(tasks: Mapping[str, Task], api: str) -> KnowledgeBase:
+    """The knowledge base of the dialog's task with this API (tasks loaded from different folders each
+    keep their own)."""
+    task = next((t for t in tasks.values() if t.star["api"] == api), None)
+    if task is None:
+        raise NotFound(f"no loaded STAR task of this conversation uses the API {api!r}")
+    return knowledge_base(task.star["kb_dir"])
+
+
+def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fields: Mapping[str, Any],
+                  kb: Optional[KnowledgeBase] = None) -> list[DialogEvent]:
+    """Validate one action of the worker holding ``turn`` and append it to the dialog's log.
+
+    ``fields`` are the action's own (``text``; ``api`` and ``constraints``; ``label``, ``text`` and
+    ``options``; ``task``); anything else, a wrong type, an unknown constraint field (through the
+    knowledge base's validation) or an action out of order is an ``InvalidInput`` naming the field, and
+    nothing is written. A query is answered at once: its ``return_item`` event holds the first match and
+    the count, as STAR's knowledge base logged them. ``kb`` overrides the task's knowledge base.
+    """
+    conversation = loggable(session, STAR, turn, worker)
+    form = STAR.form(turn.role)
+    if not isinstance(action, str):
+        raise InvalidInput("expected the action's name", "action")
+    if action in SYSTEM_ACTIONS:
+        raise InvalidInput(f"{action} is not sent by a worker: {SYSTEM_ACTIONS[action]}", "action")
+    if action not in form.actions:
+        raise InvalidInput(f"a {turn.role} can: {', '.join(form.actions)}", "action")
+    if not isinstance(fields, Mapping):
+        raise InvalidInput("expected the action's fields as an object", "fields")
+    # this holder's own: a worker whose lease ran out may have said something and never submitted it
+    earlier = [e.action for e in own_events(session, turn, worker)]
+    said = [a for a in earlier if a in CLOSING[turn.role]]
+    if turn.role == "user":
+        if action == "utter" and said:
+            raise InvalidInput("a user turn says one thing; submit it", "action")
+        if action == "complete" and (not said or "complete" in earlier):
+            raise InvalidInput("say goodbye first, then complete the dialog", "action")
+    elif said:
+        raise InvalidInput("this turn's reply is already sent; submit it", "action")
+
+    rest = dict(fields)
+    agent = AGENTS[turn.role]
+    data: dict[str, Any]
+    extra: Optional[dict[str, Any]] = None
+    tasks = _tasks_of(session, conversation)
+    if action in ("utter", "request_suggestions"):
+        data = {"Text": message_text(rest, "text", STAR.max_response_chars, required=action == "utter")}
+    elif action == "complete":
+        data = {}
+    elif action == "select_task":
+        name = rest.pop("task", None)
+        if name not in tasks:
+            raise InvalidInput(f"choose one of this dialog's tasks: {', '.join(tasks)}", "task")
+        data = {"Task": name}
+    elif action == "pick_suggestion":
+        label = rest.pop("label", None)
+        replies = {label for t in tasks.values() for label in t.star["replies"]}
+        if not isinstance(label, str) or label not in replies or label.split("_")[0] == "query":
+            raise InvalidInput("not a reply of this dialog's tasks", "label")
+        options = rest.pop("options", [label])
+        if not isinstance(options, list) or not all(isinstance(o, str) and o in replies for o in options):
+            raise InvalidInput("expected a list of this dialog's reply labels", "options")
+        text = message_text(rest, "text", STAR.max_response_chars)
+        data = {"ActionLabel": label, "ActionLabelOptions": options, "Text": text}
+    else:  # query
+        api = rest.pop("api", None)
+        apis = {t.star["api"] for t in tasks.values()}
+        if api not in apis:
+            raise InvalidInput(f"query one of this dialog's APIs: {', '.join(sorted(apis))}", "api")
+        constraints = rest.pop("constraints", None)
+        if isinstance(constraints, Mapping):
+            constraints = [{name: value} for name, value in constraints.items()]
+        if not isinstance(constraints, list):
+            raise InvalidInput("expected a list of {field: condition}", "constraints")
+        knowledge = kb or _kb_of(tasks, api)
+        result = outcomes.call(knowledge, api, constraints)  # validates: an unknown field is named
+        data = {"APIName": api, "Constraints": constraints}
+        extra = returned_item(result)
+    if rest:
+        raise InvalidInput("not a field of this action", sorted(rest)[0])
+
+    written = [DialogEvent(conversation_id=conversation.id, turn_id=turn.id, turn_index=turn.index,
+                           worker_id=worker.id, agent=agent, action=action, data=data)]
+    if extra is not None:
+        written.append(DialogEvent(conversation_id=conversation.id, turn_id=turn.id, turn_index=turn.index,
+                                   agent="KnowledgeBase", action="return_item", data=extra))
+    for event in written:
+        session.add(event)
+    session.flush()
+    return written
+
+
+def returned_item(result: QueryResult) -> dict[str, Any]:
+    """What STAR logged for a query's answer: the item shown and how many there were."""
+    item = dict(result.first) if result.first is not None else None
+    if item is not None:
+        item = {"APIName": result.api, **item}
+    return {"APIName": result.api, "Item": item, "TotalItems": result.total}
+
+
+def give_nudges(session: Session, turn: Turn) -> list[DialogEvent]:
+    """The user guide's instructions due at this user turn (by its index), once each."""
+    if turn.role != "user":
+        return []
+    conversation = session.get(Conversation, turn.conversation_id)
+    nudges = conversation.scenario.get("nudges", [])
+    given = session.exec(select(DialogEvent.id).where(DialogEvent.turn_id == turn.id,
+                                                      DialogEvent.action == "instruct")).first()
+    if given is not None:
+        return []
+    written = []
+    due = [n for n in nudges if n["turn"] == turn.index]
+    for nudge in due:
+        number = nudges.index(nudge) + 1
+        event = DialogEvent(conversation_id=conversation.id, turn_id=turn.id, turn_index=turn.index,
+                            agent="UserGuide", action="instruct",
+                            data={"Text": f"{nudge['text']} [instruction {number} of {len(nudges)}]"})
+        session.add(event)
+        written.append(event)
+    session.flush()
+    return written
+
+
+def star_turns(events: Iterable[DialogEvent]) -> int:
+    """STAR's turn count: User utters, Wizard utters, pick_suggestions and queries."""
+    return sum(1 for e in events if (e.agent, e.action) in TURN_ACTIONS)
+
+
+# ---- what the pages show --------------------------------------------------------------------------------
+
+SUGGESTIONS = 6  # replies the wizard's page offers at once, best first (STAR's showed a handful)
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")
+_TRUTH = {"true": "True", "yes": "True", "false": "False", "no": "False"}
+
+
+def tasks_dir_of(task: Task) -> Path:
+    """The folder the task was loaded from (tasks loaded before it was recorded: next to the knowledge
+    base, where STAR keeps them)."""
+    return Path(task.star.get("tasks_dir") or Path(task.star["kb_dir"]).parent / "tasks")
+
+
+def flow_chart_image(task: Task) -> Optional[Path]:
+    """The task's flow-chart image: only the file its row names, inside the task's own folder."""
+    name = task.star.get("image")
+    if task.protocol != STAR.name or not isinstance(name, str) or not name:
+        return None
+    folder = (tasks_dir_of(task) / task.star["task"]).resolve()
+    path = (folder / name).resolve()
+    return path if path.parent == folder and path.is_file() else None
+
+
+@lru_cache(maxsize=64)
+def _ranker(name: str, title: str, replies: str, graph: str) -> Ranker:
+    schema = parse_schema(Path(f"{name}.json"), {"task": title, "replies": json.loads(replies),
+                                                 "graph": json.loads(graph)}, name)
+    return Ranker.for_schema(schema)
+
+
+def ranker_of(task: Task) -> Ranker:
+    """The task's suggestion ranker, built from what its row holds (once per process and version)."""
+    return _ranker(task.star["task"], task.title, json.dumps(task.star["replies"], sort_keys=True),
+                   json.dumps(task.star["graph"], sort_keys=True))
+
+
+def api_of(task: Task) -> Api:
+    return knowledge_base(task.star["kb_dir"]).api(task.star["api"])
+
+
+def query_form(task: Task) -> list[dict[str, Any]]:
+    """The knowledge-base form of the task's API: one field per input, drop-downs for its choices."""
+    api = api_of(task)
+    fields = []
+    for column in api.inputs.values():
+        choices = [c for c in column.categories or () if isinstance(c, str)] if column.type in CHOICES else []
+        kind = ("choice" if choices else "number" if column.type == "Integer"
+                else "boolean" if column.type == "Boolean" else "text")
+        fields.append({"name": column.name, "label": column.readable or column.name, "type": column.type,
+                       "kind": kind, "choices": choices, "required": column.name in api.required})
+    return fields
+
+
+def form_constraints(api: Api, values: Any) -> list[dict[str, str]]:
+    """The query form's plain values as STAR's logged constraints (``{"Genre": '"Novel"'}``); a blank field
+    asks nothing. A value of the wrong kind is an ``InvalidInput`` naming its field."""
+    if not isinstance(values, Mapping):
+        raise InvalidInput("expected the form's fields as an object", "form")
+    unknown = [name for name in values if name not in api.inputs]
+    if unknown:
+        raise InvalidInput(f"no such field in API {api.name!r}", str(unknown[0])[:60])
+    constraints = []
+    for name, column in api.inputs.items():
+        value = values.get(name)
+        if isinstance(value, bool) and column.type == "Boolean":
+            value = "true" if value else "false"
+        elif isinstance(value, int) and not isinstance(value, bool) and column.type == "Integer":
+            value = str(value)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidInput("expected text", name)
+        value = clean_text(value, name)
+        if not value:
+            continue
+        if len(value) > 200:
+            raise InvalidInput("write at most 200 characters", name)
+        if column.type == "Integer":
+            if not _WHOLE_NUMBER.fullmatch(value):
+                raise InvalidInput(f"expected a whole number, got {value[:40]!r}", name)
+            constraints.append({name: str(int(value))})
+        elif column.type == "Boolean":
+            if value.lower() not in _TRUTH:
+                raise InvalidInput("expected yes or no", name)
+            constraints.append({name: _TRUTH[value.lower()]})
+        else:
+            constraints.append({name: json.dumps(value, ensure_ascii=False)})
+    return constraints
+
+
+def dialog_state(events: Sequence[DialogEvent], task: Task, draft: str = "") -> DialogState:
+    """Where the task's flow chart stands after these events, for ranking its replies."""
+    replies, api = task.star["replies"], task.star["api"]
+    last_label, queried, nothing_found, user_text = None, False, False, ""
+    item: Optional[dict[str, Any]] = None
+    used: list[str] = []
+    for event in events:
+        if event.action == "pick_suggestion" and event.data.get("ActionLabel") in replies:
+            last_label, queried = event.data["ActionLabel"], False
+            used.append(last_label)
+        elif event.action == "query" and event.data.get("APIName") == api:
+            queried = True
+        elif event.action == "return_item" and event.data.get("APIName") == api:
+            found = event.data.get("Item")
+            nothing_found = found is None
+            if found is not None:
+                item = {k: v for k, v in found.items() if k != "APIName"}
+        elif (event.agent, event.action) == ("User", "utter"):
+            user_text = event.data.get("Text", "")
+    return DialogState(last_label=last_label, queried=queried, nothing_found=nothing_found,
+                       user_text=user_text, draft=draft, item=item, used=tuple(used))
+
+
+def _chains(graph: Mapping[str, str], start: str) -> list[list[str]]:
+    """The flow chart as paths to draw: from the start, then from each node nothing leads to."""
+    targets = set(graph.values())
+    roots = [start] + [n for n in graph if n not in targets and n != start]
+    chains, seen = [], set()
+    for root in roots:
+        chain, node = [], root
+        while node is not None and node not in seen:
+            seen.add(node)
+            chain.append(node)
+            node = graph.get(node)
+        if node is not None:  # joins a path drawn already
+            chain.append(node)
+        chains.append(chain)
+    return chains
+
+
+def open_task_name(events: Sequence[DialogEvent], tasks: Mapping[str, Task]) -> str:
+    """The task tab the wizards last opened in this dialog, else its first task."""
+    chosen = [e.data["Task"] for e in events if e.action == "select_task" and e.data.get("Task") in tasks]
+    return chosen[-1] if chosen else next(iter(tasks))
+
+
+def _kb_log(events: Sequence[DialogEvent]) -> list[dict[str, Any]]:
+    """Every query of the dialog and what the knowledge base returned, newest first."""
+    log = []
+    for n, event in enumerate(events):
+        if event.action != "query":
+            continue
+        answer = next((e.data for e in events[n + 1:] if e.action == "return_item"), {})
+        item = answer.get("Item")
+        log.append({"event_id": event.id, "turn_index": event.turn_index, "api": event.data["APIName"],
+                    "constraints": event.data["Constraints"],
+                    "item": {k: v for k, v in item.items() if k != "APIName"} if item else None,
+                    "total": answer.get("TotalItems", 0)})
+    return log[::-1]
+
+
+def _suggestion(s: Suggestion) -> dict[str, Any]:
+    return {"label": s.label, "text": s.text, "missing": list(s.missing)}
+
+
+def wizard_view(session: Session, turn: Turn, draft: str = "",
+                worker_id: Optional[int] = None) -> dict[str, Any]:
+    """Everything the wizard's page shows: the task tabs, the open task's chart with the position, its
+    knowledge-base form, every query and its result, the ranked replies (filled with the last item) and
+    what this turn has done so far (``worker_id``'s actions, when given: the turn's holder)."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    tasks = _tasks_of(session, conversation)
+    if not tasks:
+        raise NotFound("this dialog's STAR tasks are not loaded")
+    events = dialog_events(session, conversation.id)
+    name = open_task_name(events, tasks)
+    task = tasks[name]
+    state = dialog_state(events, task, draft)
+    suggestions = ranker_of(task).rank(state, limit=SUGGESTIONS)
+    mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None
+            and (worker_id is None or e.worker_id == worker_id)]
+    return {
+        "tasks": [{"name": n, "title": t.title, "open": n == name} for n, t in tasks.items()],
+        "task": {"name": name, "title": task.title, "api": task.star["api"], "id": task.id,
+                 "has_image": flow_chart_image(task) is not None, "wizard_task": conversation.scenario.get(
+                     "wizard_task", task.star.get("wizard_task", ""))},
+        "chart": {"chains": _chains(task.star["graph"], task.star["start"]), "current": state.last_label,
+                  "replies": task.star["replies"]},
+        "form": query_form(task),
+        "kb_log": _kb_log(events),
+        "item": state.item,
+        "suggestions": [_suggestion(s) for s in suggestions],
+        "this_turn": [{"action": e.action, **{k: v for k, v in e.data.items() if k in ("Text", "Task")}}
+                      for e in mine],
+        "replied": any(e.action in CLOSING["wizard"] for e in mine),
+    }
+
+
+def user_view(session: Session, turn: Turn) -> dict[str, Any]:
+    """The user's page: the scenario and the user guide's instructions, never the knowledge base."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    scenario = conversation.scenario
+    nudges = session.exec(select(DialogEvent).where(DialogEvent.conversation_id == conversation.id,
+                                                    DialogEvent.action == "instruct")
+                          .order_by(col(DialogEvent.id)))
+    return {
+        "scenario": {"task": scenario.get("user_task", ""), "happy": scenario.get("happy", True),
+                     "multi_task": scenario.get("multi_task", False),
+                     "tasks": len(scenario.get("tasks", [])), "personality": scenario.get("personality")},
+        "nudges": [{"text": e.data.get("Text", ""), "turn_index": e.turn_index, "new": e.turn_id == turn.id}
+                   for e in nudges],
+    }
+
+
+def take_action(session: Session, turn: Turn, worker: Worker, action: Any,
+                fields: Mapping[str, Any]) -> list[DialogEvent]:
+    """``record_action`` as the pages call it: a query may come as the form's plain values (``form``), and
+    a picked reply without ``text`` is filled here from the dialog's last item, as the page showed it."""
+    rest = dict(fields)
+    if action == "query" and "form" in rest:
+        if "constraints" in rest:
+            raise InvalidInput("send the form or the constraints, not both", "constraints")
+        conversation = session.get(Conversation, turn.conversation_id)
+        task = next((t for t in _tasks_of(session, conversation).values()
+                     if t.star["api"] == rest.get("api")), None)
+        if task is None:
+            raise InvalidInput("query one of this dialog's APIs", "api")
+        rest["constraints"] = form_constraints(api_of(task), rest.pop("form"))
+    if action == "pick_suggestion" and rest.get("text") in (None, ""):
+        rest["text"] = _filled_reply(session, turn, rest.get("label"))
+    return record_action(session, turn, worker, action, rest)
+
+
+def _filled_reply(session: Session, turn: Turn, label: Any) -> str:
+    conversation = session.get(Conversation, turn.conversation_id)
+    tasks = _tasks_of(session, conversation)
+    task = next((t for t in tasks.values() if isinstance(label, str) and label in t.star["replies"]), None)
+    if task is None:
+        raise InvalidInput("not a reply of this dialog's tasks", "label")
+    template = ranker_of(task).schema.templates[label]
+    text, missing = fill(template, dialog_state(dialog_events(session, conversation.id), task).item)
+    if missing:
+        raise InvalidInput(f"this reply needs a knowledge-base item with {', '.join(missing)}: query first, "
+                           "or write your own reply", "label")
+    return text
+
+
+# ---- submitting a turn ----------------------------------------------------------------------------------
+
+def submit_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
+                *, as_answers: bool = False) -> lifecycle.Submission:
+    """Close a STAR turn and submit it through ``lifecycle.submit_turn`` (the path every turn takes).
+
+    From STAR's pages, ``body`` may carry the closing action to log now (``action`` with its ``text``,
+    ``label``, ``options``), ``complete`` (a user ends the dialog) and the writing ``signals``. With
+    ``as_answers`` it holds the protocol's own answers instead (the label question, ``response``,
+    ``signals``), as the generic turn route sends them. The turn must then hold exactly one closing action
+    (a wizard's ``pick_suggestion`` or ``utter``, a user's ``utter``) and answers given must agree with it:
+    the stored answers are read off the events. A repeated submit returns the stored turn, logging nothing.
+    """
+    sent = open_submit(session, STAR, assignment_external_id, worker, body, as_answers=as_answers)
+    if sent is None:
+        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+    closing = CLOSING[sent.turn.role]
+    give_nudges(session, sent.turn)
+    if not as_answers:
+        log_closing_action(session, sent, take_action, closing)
+    return close_logged_turn(session, sent, closing=closing, holds=f"exactly one {' or '.join(closing)}")
+
+
+# ---- replay ---------------------------------------------------------------------------------------------
+
+
+def replay(session: Session, conversation_ids: Sequence[int],
+           kb: Optional[KnowledgeBase] = None) -> tuple[int, list[ReplayDifference]]:
+    """Run every logged query again and compare with the ``return_item`` the wizard saw.
+
+    Returns how many queries were replayed and each one whose answer differs now.
+    """
+    replayed, differences = 0, []
+    for conversation_id in conversation_ids:
+        conversation = session.get(Conversation, conversation_id)
+        if conversation is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        tasks = _tasks_of(session, conversation)
+        events = dialog_events(session, conversation_id)
+        for n, event in enumerate(events):
+            if event.action != "query":
+                continue
+            logged = next((e.data for e in events[n + 1:] if e.action == "return_item"), None)
+            try:
+                knowledge = kb or _kb_of(tasks, event.data["APIName"])
+                answer = outcomes.call(knowledge, event.data["APIName"], event.data["Constraints"])
+                now: Any = json.loads(json.dumps(returned_item(answer)))  # as stored: tuples are lists
+            except InvalidInput as error:
+                now = {"error": error.message}
+            replayed += 1
+            if now != logged:
+                differences.append(ReplayDifference(conversation_id, (
+                    f"query {event.id} to {event.data['APIName']} {json.dumps(event.data['Constraints'])}: "
+                    f"the wizard saw {json.dumps(logged, default=str)}, now {json.dumps(now, default=str)}"),
+                    event_id=event.id))
+    return replayed, differences
+
+
+# ---- export in STAR's format ----------------------------------------------------------------------------
+
+STAR_FORMAT_VERSION = 7  # the version of STAR's dialogues/N.json this export follows
+COMPLETION = {"user_complete": "Complete", "max_turns": "MaxTurns"}
+EVENT_FIELDS = ("Text", "APIName", "Constraints", "Item", "TotalItems", "ActionLabel", "ActionLabelOptions",
+                "Task")
+
+
+def star_documents(session: Session, hash_key: str, filters: ExportFilters,
+                   page_size: int = 200) -> Iterator[dict[str, Any]]:
+    """One STAR dialogue document per conversation, in id order, a page of conversations at a time.
+
+    Events are STAR's, in the order they were written, with ``UnixTime``; each also names its turkflow
+    turn (``Turn``) and, for a worker's event, the worker's keyed hash (``AnonymizedWorkerID``), since
+    several people write one asynchronous dialog. The top-level worker ids are the first user's and
+    wizard's, where STAR had one of each.
+    """
+    for page in conversation_pages(session, STAR, filters, page_size):
+        ids = [c.id for c, _ in page]
+        events = list(session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))
+                                   .order_by(col(DialogEvent.id))))
+        workers = {w.id: w for w in session.exec(select(Worker).where(
+            col(Worker.id).in_({e.worker_id for e in events if e.worker_id is not None})))}
+        hashes = {w.id: anonymize(hash_key, w.external_id) for w in workers.values()}
+        hide_ids = id_replacer({w.external_id: hashes[w.id] for w in workers.values()})
+        tasks = {t.star.get("task"): t for t in session.exec(select(Task).where(Task.protocol == STAR.name))}
+        by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
+        for event in _kept(session, events):
+            by_conversation[event.conversation_id].append(event)
+        answers = surveys.questionnaires(session, ids)
+        for conversation, _ in page:
+            yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
+                                 tasks, answers[conversation.id])
+
+
+def _kept(session: Session, events: list[DialogEvent]) -> list[DialogEvent]:
+    """The events of the dialog as written: what a worker logged in a turn that another worker then took
+    over and submitted (the first one's lease ran out) is left out, with the knowledge base's answers to
+    its queries."""
+    writers = dict(session.exec(select(Turn.id, Turn.worker_id).where(
+        col(Turn.id).in_({e.turn_id for e in events if e.turn_id is not None}),
+        Turn.status == TurnStatus.submitted)).all())
+    kept, dropping_answer = [], False
+    for event in events:
+        writer = writers.get(event.turn_id)
+        if event.worker_id is not None:
+            dropped = writer is not None and event.worker_id != writer
+            dropping_answer = dropped and event.action == "query"
+            if dropped:
+                continue
+        elif event.action == "return_item" and dropping_answer:
+            dropping_answer = False
+            continue
+        kept.append(event)
+    return kept
+
+
+def _star_document(session: Session, conversation: Conversation, events: list[DialogEvent],
+                   hashes: dict[int, str], hide_ids: Any, tasks: Mapping[str, Task],
+                   answers: Mapping[str, list]) -> dict[str, Any]:
+    scenario = conversation.scenario
+    first = {agent: next((hashes[e.worker_id] for e in events if e.agent == agent and e.worker_id), None)
+             for agent in ("User", "Wizard")}
+    logged = []
+    for event in events:
+        entry: dict[str, Any] = {"Action": event.action, "Agent": event.agent}
+        for key in EVENT_FIELDS:
+            if key in event.data:
+                entry[key] = hide_ids(event.data[key]) if key == "Text" else event.data[key]
+        entry["UnixTime"] = int(_aware(event.at).timestamp())
+        entry["Turn"] = event.turn_index
+        if event.worker_id is not None:
+            entry["AnonymizedWorkerID"] = hashes[event.worker_id]
+        logged.append(entry)
+    if conversation.status == "completed":
+        level = COMPLETION.get(conversation.end_reason or "", "Complete")
+    else:
+        level = "InProgress" if conversation.status == "active" else "Cancelled"
+    capabilities = [{"Domain": tasks[name].domain if name in tasks else None, "Task": name,
+                     "SchemaImage": tasks[name].star.get("image") if name in tasks else None}
+                    for name in scenario.get("tasks", [])]
+    batch = session.get(Batch, conversation.batch_id)
+    return {
+        "FORMAT-VERSION": STAR_FORMAT_VERSION,
+        "DialogueID": conversation.id,
+        "BatchID": f"turkflow_{batch.id}",
+        "CompletionLevel": level,
+        "IntroducesConflicts": not scenario.get("happy", True),
+        "AnonymizedUserWorkerID": first["User"],
+        "AnonymizedWizardWorkerID": first["Wizard"],
+        "Scenario": {
+            "Domains": scenario.get("domains", []),
+            "Happy": scenario.get("happy", True),
+            "MultiTask": scenario.get("multi_task", False),
+            "UserTask": scenario.get("user_task", ""),
+            "WizardCapabilities": capabilities,
+            "WizardTask": scenario.get("wizard_task", ""),
+        },
+        "UserQuestionnaire": answers["user"],
+        "WizardQuestionnaire": answers["wizard"],
+        "Events": logged,
+    }
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class StarExportSummary:
+    out_dir: Path
+    dialogues: int
+    turns: int  # STAR's count (star_turns) over the complete dialogues, the ones STAR's readers count
+
+
+def export_star(session: Session, out_dir: Path, *, hash_key: str, filters: ExportFilters = ExportFilters(),
+                on_document: Optional[Callable[[dict[str, Any]], None]] = None) -> StarExportSummary:
+    """Write ``dialogues/<id>.json`` into ``out_dir``, assembled in a hidden sibling directory that takes
+    the target's name only when complete (as ``turkflow.dataset.export.write_export`` does)."""
+    if not hash_key:
+        raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
+    out_dir = Path(out_dir)
+    dialogues = turns = 0
+    with staged(out_dir) as staging:
+        (staging / "dialogues").mkdir()
+        for doc in star_documents(session, hash_key, filters):
+            (staging / "dialogues" / f"{doc['DialogueID']}.json").write_text(
+                json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+            dialogues += 1
+            if doc["CompletionLevel"] == "Complete":
+                turns += sum(1 for e in doc["Events"] if (e["Agent"], e["Action"]) in TURN_ACTIONS)
+            if on_document is not None:
+                on_document(doc)
+    return StarExportSummary(out_dir=out_dir, dialogues=dialogues, turns=turns)

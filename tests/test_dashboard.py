@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -158,3 +159,35 @@ def test_batch_pages_show_progress_charts_and_conversations(client, seeded, sett
     listing = client.get(f"/admin/batches/{batch_id}/conversations?status=active").get_data(as_text=True)
     assert listing.count("/admin/conversations/") == 7
     assert client.get("/admin/batches").status_code == 200
+
+
+BIDI = ["\u202e", "\u202d", "\u202a", "\u202b", "\u202c", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f",
+        "\u061c"]
+
+
+def test_bidi_controls_in_worker_text_are_shown_as_markers_on_every_page(client, seeded, settings):
+    """A right-to-left override in a turn would make the page show other text than the worker wrote (here
+    "I approve" for "evorppa I"); in a name it would reverse the words after it. The requester sees each
+    control as a marker instead, in the order it was written."""
+    crowd = seeded["crowd"]
+    eve = crowd.worker("student", "S-\u2067eve", name="Eve \u202eevE")
+    conversation = crowd.conversations()[5]
+    written = "Refund me \u202eevorppa I\u202c please " + "".join(BIDI) + " thanks"
+    crowd.submit(eve, conversation, written)
+    sign_in(client)
+    blocked = client.post(f"/admin/workers/{eve.id}/block", data={"csrf_token": csrf_token(client, "/admin/review"),
+                                                                  "note": "note \u2066from ada\u2069 ok"},
+                          follow_redirects=True)
+    flashed = html.unescape(blocked.get_data(as_text=True))
+    assert "Eve ⟨U+202E⟩evE is blocked permanently" in flashed and "\u202e" not in flashed
+    pages = [f"/admin/workers/{eve.id}", f"/admin/workers/{eve.id}/turns", f"/admin/workers/{eve.id}/blocks",
+             f"/admin/conversations/{conversation}", "/admin/workers"]
+    for path in pages:
+        shown = html.unescape(client.get(path, follow_redirects=True).get_data(as_text=True))
+        assert not [c for c in BIDI if c in shown], path
+        assert "Eve ⟨U+202E⟩evE" in shown, path
+    turn_page = html.unescape(client.get(f"/admin/conversations/{conversation}").get_data(as_text=True))
+    assert "Refund me ⟨U+202E⟩evorppa I⟨U+202C⟩ please ⟨U+202E⟩⟨U+202D⟩⟨U+202A⟩" in turn_page
+    assert "⟨U+2069⟩⟨U+200E⟩⟨U+200F⟩⟨U+061C⟩" in turn_page
+    blocks = html.unescape(client.get(f"/admin/workers/{eve.id}/blocks").get_data(as_text=True))
+    assert "note ⟨U+2066⟩from ada⟨U+2069⟩ ok" in blocks

@@ -3,7 +3,9 @@ signed-in sessions only as the SHA-256 of the random token the browser holds, so
 signs nobody in.
 
 Guessing is throttled: a username, or a client address, with too many recent failures is refused without
-checking the password at all, so the right password does not work either until the failures age out.
+checking the password at all, so the right password does not work either until the failures age out. An
+attempt counts as a failure *before* its password is checked (and stops counting if the password matched),
+so simultaneous guesses cannot all slip under the limit while each other's checks are still running.
 """
 
 from __future__ import annotations
@@ -59,14 +61,24 @@ class SignIn:
 
 def sign_in(session: Session, username: str, password: str, client: str, limits: SignInLimits,
             now: Optional[datetime] = None) -> SignIn:
-    """Check a password unless the username or the client is throttled; record every failure."""
+    """Check a password unless the username or the client is throttled; every failure counts.
+
+    Counting and checking are one step as far as other attempts can tell: the attempt is counted as a
+    failure under a write lock and committed before its password is checked, and taken back only if the
+    password matched. So N simultaneous guesses get at most the limit checked, however many processes and
+    threads serve them (checking the count, then recording the failure after the slow check, let 40
+    simultaneous guesses get a dozen checks). Commits ``session``.
+    """
     now = now or utcnow()
-    blocked_until = _throttled_until(session, username, client, limits, now)
-    if blocked_until is not None:
-        return SignIn(retry_after=max(1, int((blocked_until - now).total_seconds()) + 1))
+    attempt = _count_attempt(session, username, client, limits, now)
+    session.commit()  # concurrent attempts count this one from now on
+    if isinstance(attempt, datetime):  # throttled until then
+        return SignIn(retry_after=max(1, int((attempt - now).total_seconds()) + 1))
     requester = authenticate(session, username, password)
     if requester is None:
-        _record_failure(session, username, client, limits, now)
+        events.record(session, "sign_in_failed", "anonymous", username=username, client=client)
+    else:
+        session.execute(delete(SignInFailure).where(SignInFailure.id == attempt))
     return SignIn(requester=requester)
 
 
@@ -100,13 +112,33 @@ def _throttled_until(session: Session, username: str, client: str, limits: SignI
     return until
 
 
-def _record_failure(session: Session, username: str, client: str, limits: SignInLimits, now: datetime) -> None:
-    """Count the failure and log it; this username's and client's failures that no longer count go."""
+def _count_attempt(session: Session, username: str, client: str, limits: SignInLimits,
+                   now: datetime) -> int | datetime:
+    """Count an attempt as a failure unless the username or client is over its limit: the new row's id, or
+    when the throttle ends. This username's and client's failures that no longer count go."""
+    _lock_failures(session)
+    blocked_until = _throttled_until(session, username, client, limits, now)
+    if blocked_until is not None:
+        return blocked_until
     session.execute(delete(SignInFailure).where(
         or_(SignInFailure.username == username, SignInFailure.client == client),
         col(SignInFailure.at) <= now - limits.window))
-    session.add(SignInFailure(username=username, client=client, at=now))
-    events.record(session, "sign_in_failed", "anonymous", username=username, client=client)
+    attempt = SignInFailure(username=username, client=client, at=now)
+    session.add(attempt)
+    session.flush()
+    return attempt.id
+
+
+def _lock_failures(session: Session) -> None:
+    """Take the lock that makes count-then-record one step for concurrent sign-ins, until the commit:
+    SQLite's write lock (taken now, waiting on the busy timeout, rather than at the first write) or, on
+    PostgreSQL, a table lock that only other writers of sign-in failures wait for (reads go on)."""
+    connection = session.connection()
+    if connection.dialect.name == "sqlite":
+        if not connection.connection.dbapi_connection.in_transaction:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        connection.exec_driver_sql(f"LOCK TABLE {SignInFailure.__table__.name} IN SHARE ROW EXCLUSIVE MODE")
 
 
 # ---- server-side sessions -------------------------------------------------------------------------------

@@ -5,10 +5,13 @@ POST a CSRF token (Flask-WTF, checked app-wide). A sign-in is a server-side sess
 (``turkflow.requesters``): the cookie holds a random token, signing out revokes it, and guessing passwords
 is throttled per username and per client address. Views parse the request, call ``turkflow.quality`` and
 render; every block and unblock goes through ``turkflow.quality.review``, which writes the audit event.
+Whatever a worker wrote is shown through the ``written`` filter, so no character in it can make the page
+show other text than was written.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Optional
 from urllib.parse import urlsplit
@@ -19,13 +22,18 @@ from flask import (
     Response,
     current_app,
     flash,
+    g,
+    jsonify,
     redirect,
     render_template,
     request,
     url_for,
 )
+from flask import session as cookie_session
 from flask_login import LoginManager, UserMixin, current_user, login_user, logout_user
 from flask_wtf import FlaskForm
+from markupsafe import Markup
+from werkzeug.datastructures import MultiDict
 from wtforms import PasswordField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length
 
@@ -37,7 +45,7 @@ from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.protocols.questions import clean_text
 from turkflow.quality import dashboard, monitor, review
-from turkflow.web import charts, id_arg
+from turkflow.web import charts, id_arg, json_object
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 login_manager = LoginManager()
@@ -141,6 +149,26 @@ def span(length: timedelta) -> str:
     return f"{minutes // (24 * 60)} days"
 
 
+# Characters that change the direction of the text after them (embeddings, overrides, isolates and marks).
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+@bp.app_template_filter("written")
+def written(text: Any, isolate: bool = True) -> Markup:
+    """Text somebody wrote (a worker's turn, name or answer, a requester's note) as a requester reviews it.
+
+    Each bidi control is shown as a visible marker (``⟨U+202E⟩``) instead of acting: a right-to-left
+    override in a turn would otherwise make the page show other text than the worker wrote, and one in a
+    name would reverse the words after it. With ``isolate`` the text is also set in ``<bdi>``, so its own
+    right-to-left script cannot reorder the page around it (``isolate=False`` where no markup may go: the
+    page title, an attribute).
+    """
+    if text is None:
+        return Markup("")
+    shown = BIDI_CONTROLS.sub(lambda control: f"⟨U+{ord(control.group()):04X}⟩", str(text))
+    return Markup("<bdi>%s</bdi>") % shown if isolate else Markup("%s") % shown
+
+
 def dollars(cents: Optional[int]) -> str:
     return "—" if cents is None else f"${cents / 100:,.2f}"
 
@@ -169,6 +197,39 @@ def _day_arg() -> Optional[date]:
         raise InvalidInput(f"expected a date such as 2025-01-31, got {raw[:40]!r}", "day") from None
 
 
+def _filled(form_class: type[FlaskForm], *names: str) -> Any:
+    """``form_class`` filled from the request: a form, or a JSON object of exactly ``names``, each a string.
+
+    A field that is not one string (a number, a list, an object, sent twice), holds a NUL or is not valid
+    Unicode (a lone surrogate), or is not one of ``names`` is a 400 naming the field; a body that is not one
+    JSON object (a list, nested deeper than the parser goes) is a 400 naming the body. Nothing else reaches
+    a validator, the password check or a query.
+    """
+    if request.is_json:
+        body = json_object(f"send one JSON object of {' and '.join(names)}")
+        for name, value in body.items():
+            if name not in names:
+                raise InvalidInput(f"send only {' and '.join(names)}",
+                                   name if name.isprintable() and len(name) <= 64 else "body")
+            if not isinstance(value, str):
+                raise InvalidInput("expected one string", name)
+        sent = MultiDict(body)
+    else:
+        sent = request.form
+        for name in names:
+            if len(sent.getlist(name)) > 1:
+                raise InvalidInput("send this field once", name)
+    for name in names:
+        value = sent.get(name, "")
+        if "\x00" in value:
+            raise InvalidInput("a NUL byte is not allowed here", name)
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise InvalidInput("this text is not valid Unicode", name) from None
+    return form_class(formdata=sent)
+
+
 def _safe_next(default: str) -> str:
     """Only redirect back into the dashboard, never to another site."""
     target = request.values.get("next", "")
@@ -189,12 +250,14 @@ class LoginForm(FlaskForm):
 
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
-    form = LoginForm()
     if request.method == "GET":
-        return render_template("admin/login.html", form=form)
+        return render_template("admin/login.html", form=LoginForm())
+    form = _filled(LoginForm, "username", "password")
     if not form.validate():
         field, problems = next(iter(form.errors.items()))
-        return render_template("admin/login.html", form=form, error=f"{field}: {problems[0]}"), 400
+        if request.is_json:
+            raise InvalidInput(problems[0], field)
+        return _not_signed_in(form, f"{field}: {problems[0]}", 400)
     settings = _settings()
     limits = requesters.SignInLimits(settings.sign_in_failures, timedelta(seconds=settings.sign_in_window_seconds))
     with _db() as session:
@@ -202,15 +265,26 @@ def login() -> Any:
                                      limits)
         if attempt.retry_after:
             minutes = -(-attempt.retry_after // 60)
-            page = render_template("admin/login.html", form=form,
-                                   error=f"Too many failed sign-ins: try again in {minutes} min.")
-            return page, 429, {"Retry-After": str(attempt.retry_after)}
+            return _not_signed_in(form, f"Too many failed sign-ins: try again in {minutes} min.", 429,
+                                  {"Retry-After": str(attempt.retry_after)})
         if attempt.requester is None:
-            return render_template("admin/login.html", form=form, error="Wrong username or password."), 401
+            return _not_signed_in(form, "Wrong username or password.", 401)
         token = requesters.start_session(session, attempt.requester,
                                          timedelta(seconds=settings.admin_session_seconds))
         login_user(Reviewer(attempt.requester, token))
+    # A new CSRF token for the signed-in session (Flask-WTF makes one when the old is gone): a token seen
+    # before the sign-in, or planted by someone who set this browser's session up, does not work after it.
+    field = current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token")
+    cookie_session.pop(field, None)
+    g.pop(field, None)
     return redirect(_safe_next(url_for("admin.review_queue")))
+
+
+def _not_signed_in(form: LoginForm, message: str, status: int, headers: Optional[dict[str, str]] = None) -> Any:
+    """A refused sign-in: JSON to a program (it sent JSON), the form again, with the message, to a person."""
+    if request.is_json:
+        return jsonify({"error": message}), status, headers or {}
+    return render_template("admin/login.html", form=form, error=message), status, headers or {}
 
 
 @bp.post("/logout")
@@ -253,7 +327,7 @@ class DecisionForm(FlaskForm):
 
 
 def _decide(worker_id: int, permanent: bool) -> Response:
-    form = DecisionForm()
+    form = _filled(DecisionForm, "note")
     if not form.validate():
         field, problems = next(iter(form.errors.items()))
         raise InvalidInput(problems[0], field)

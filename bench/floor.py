@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +63,7 @@ def create_floor_app():  # noqa: ANN201 - a Flask app, imported by gunicorn in i
 
 def floor(inserts: int, concurrency: int, web_workers: int, web_threads: int) -> dict[str, float]:
     from turkflow.db import dispose_engine, get_engine
-    from turkflow.simulator.stack import KEEP_ALIVE_SECONDS, free_port, wait_for
+    from turkflow.simulator.stack import free_port, gunicorn_command, wait_for
 
     scratch = tempfile.TemporaryDirectory(prefix="turkflow-bench-floor-")
     work = Path(scratch.name)
@@ -76,9 +75,8 @@ def floor(inserts: int, concurrency: int, web_workers: int, web_threads: int) ->
     env = {**os.environ, DATABASE_ENV: database_url}
     log = open(work / "gunicorn.log", "ab")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--workers", str(web_workers), "--threads", str(web_threads),
-         "--bind", f"127.0.0.1:{port}", "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS),
-         "bench.floor:create_floor_app()"],
+        gunicorn_command("bench.floor:create_floor_app()", f"127.0.0.1:{port}", workers=web_workers,
+                         threads=web_threads),
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/insert"
     try:

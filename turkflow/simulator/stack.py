@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO, Optional, Sequence
 
 import requests
 from celery import Celery
@@ -120,6 +120,23 @@ class PostgresCluster:
 KEEP_ALIVE_SECONDS = 75
 
 
+def gunicorn_command(app: str, bind: str, *, workers: int, threads: int,
+                     options: Sequence[str] = ()) -> list[str]:
+    """gunicorn serving ``app`` (``module:factory()``) on ``bind``, as the simulator, the benchmarks and the
+    tests start it: each of them starts gunicorn through here (a deployment, and ``make demo``, through the
+    ``Procfile``).
+
+    Without a control socket. gunicorn 25.1 and later open one for ``gunicornc`` at a path shared by every
+    gunicorn of the user (``$XDG_RUNTIME_DIR/gunicorn.ctl``, else ``~/.gunicorn/gunicorn.ctl``): each server
+    started on the machine took it over from the one before, stopping any of them deleted the socket of
+    another still running, and ``gunicornc`` reached whichever started last. Nobody manages these
+    short-lived servers through it; the ``Procfile`` keeps a deployment's socket in its data directory.
+    """
+    return [sys.executable, "-m", "gunicorn", "--workers", str(workers), "--threads", str(threads),
+            "--bind", bind, "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS),
+            "--no-control-socket", *options, app]
+
+
 def _numbered(name: str, count: int) -> list[str]:
     """The names of ``count`` copies of a service: the name alone for one, ``name-1`` ... for several."""
     return [name] if count == 1 else [f"{name}-{n}" for n in range(1, count + 1)]
@@ -191,10 +208,9 @@ class Stack:
         self.settings = self.settings.model_copy(update={"public_url": self.url})
         access = ["--access-logfile", "-"] if self.access_log else []
         for name, url in self.web_urls.items():
-            self._spawn(name, [sys.executable, "-m", "gunicorn", "--workers", str(self.web_workers),
-                               "--threads", str(self.web_threads), "--bind", url.removeprefix("http://"),
-                               "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS), *access,
-                               "turkflow.web:create_app()"])
+            self._spawn(name, gunicorn_command("turkflow.web:create_app()", url.removeprefix("http://"),
+                                               workers=self.web_workers, threads=self.web_threads,
+                                               options=access))
         celery = [sys.executable, "-m", "celery", "-A", "workers.app"]
         quiet = ["--pool", "prefork", "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
         if self.queue_workers is None:

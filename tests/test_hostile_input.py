@@ -22,6 +22,7 @@ from tests.test_pipeline import launch
 from tests.test_worker_pages import JSON, TEACHER_REPLY, answered_first_turn, joined, take_first
 from turkflow.db import session_scope
 from turkflow.models import Assignment, Event, Rating, Turn, TurnStatus
+from turkflow.protocols.questions import FILLERS
 
 FEW = hypothesis_settings(max_examples=60, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -59,8 +60,25 @@ WITH_CONTROL = st.builds(lambda before, spaces, char, after: before + spaces + c
                          st.text("abc", min_size=1, max_size=6), st.text(" ", max_size=2),
                          st.sampled_from(["\x00", "\x01", "\x07", "\x1b", "\x7f", "\u0085"]),
                          st.text("xyz", min_size=1, max_size=8))
+# Text that is not text (issue 21): characters that make no letter or digit of any script however many
+# there are: combining marks and format characters, the blank fillers, emoji modifiers, variation selectors,
+# tag characters and invisible spaces. Drawn alone they must always be refused; around one letter or digit,
+# never for being empty.
+FILLER_CHARS = st.sampled_from(sorted(FILLERS))
+EMOJI_MODIFIERS = st.integers(0x1F3FB, 0x1F3FF).map(chr)
+VARIATION_SELECTORS = st.one_of(st.integers(0xFE00, 0xFE0F), st.integers(0xE0100, 0xE01EF)).map(chr)
+TAGS = st.integers(0xE0001, 0xE007F).map(chr)
+SPACES = st.sampled_from([" ", "\n", "\t", "\u00a0", "\u3000", "\u200b", "\ufeff", "\u2060", "\x00"])
+MARKS_AND_FORMATS = st.characters(categories=["Mn", "Mc", "Me", "Cf"])
+INVISIBLE_CHAR = st.one_of(MARKS_AND_FORMATS, FILLER_CHARS, EMOJI_MODIFIERS, VARIATION_SELECTORS, TAGS, SPACES)
+INVISIBLE_TEXT = st.text(INVISIBLE_CHAR, min_size=1, max_size=20)
+# what a keyboard or a tool could put around a word, control characters and lone surrogates aside
+AROUND = st.text(st.one_of(INVISIBLE_CHAR.filter(lambda c: c != "\x00"),
+                           st.characters(exclude_categories=["Cc", "Cs"])), max_size=10)
+WORD_CHAR = st.characters(categories=["L", "N"]).filter(lambda c: c not in FILLERS)
+WITH_A_WORD = st.builds(lambda before, char, after: before + char + after, AROUND, WORD_CHAR, AROUND)
 REPEATED = st.lists(st.text("abcdef ", min_size=2, max_size=12), min_size=2, max_size=4)
-BAD_RESPONSE = st.one_of(NOT_TEXT, INVISIBLE, WITH_CONTROL, REPEATED, st.just("x" * 2001),
+BAD_RESPONSE = st.one_of(NOT_TEXT, INVISIBLE, INVISIBLE_TEXT, WITH_CONTROL, REPEATED, st.just("x" * 2001),
                          st.text("ab", min_size=1, max_size=3).map(lambda s: s + "\ud800"))
 ANY_VALUE = st.one_of(st.none(), SAFE_TEXT, NOT_TEXT, st.lists(SAFE_TEXT, max_size=3),
                       st.sampled_from(["yes", "no", "return_step", "answer_external", "item-1", "https://a.example/"]))
@@ -101,13 +119,40 @@ def test_json_submit_that_is_not_an_object_of_texts_is_refused(teacher_turn, set
 
 @FEW
 @given(fields=st.dictionaries(st.sampled_from(TEACHER_FIELDS), st.lists(SAFE_TEXT, max_size=3), max_size=5),
-       response=st.one_of(INVISIBLE.filter(bool).map(lambda s: [s]), WITH_CONTROL.map(lambda s: [s]), REPEATED))
+       response=st.one_of(INVISIBLE.filter(bool).map(lambda s: [s]), INVISIBLE_TEXT.map(lambda s: [s]),
+                          WITH_CONTROL.map(lambda s: [s]), REPEATED))
 def test_hostile_form_submit_is_a_400_and_stores_nothing(teacher_turn, settings, fields, response):
     teacher, turn_url = teacher_turn
     before = stored(settings)
     refused = teacher.post(turn_url, data={**fields, "response": response}, headers=JSON)
     assert refused.status_code == 400, refused.get_data(as_text=True)
     assert refused.get_json()["field"]
+    assert stored(settings) == before
+
+
+@FEW
+@given(text=INVISIBLE_TEXT, as_form=st.booleans())
+def test_an_invisible_only_response_is_always_refused_and_stores_nothing(teacher_turn, settings, text, as_form):
+    teacher, turn_url = teacher_turn
+    before = stored(settings)
+    sent = {"data": dict(TEACHER_REPLY, response=[text])} if as_form else {"json": dict(TEACHER_REPLY, response=text)}
+    refused = teacher.post(turn_url, headers=JSON, **sent)
+    assert refused.status_code == 400 and refused.get_json()["field"] == "response", refused.get_data(as_text=True)
+    assert stored(settings) == before
+
+
+@FEW
+@given(text=WITH_A_WORD)
+def test_a_response_with_a_letter_or_digit_anywhere_is_never_refused_as_empty(teacher_turn, settings, text):
+    """The submit lacks the URL its action needs, which is checked after every answer: a response refused
+    for holding no words would be named first."""
+    teacher, turn_url = teacher_turn
+    before = stored(settings)
+    refused = teacher.post(turn_url, json=dict(TEACHER_REPLY, action="answer_external", urls="", response=text),
+                           headers=JSON)
+    assert refused.status_code == 400
+    field, error = refused.get_json()["field"], refused.get_json()["error"]
+    assert field == "urls", error
     assert stored(settings) == before
 
 

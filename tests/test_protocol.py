@@ -119,6 +119,19 @@ def test_control_characters_inside_a_response_are_refused(text):
     assert err.value.field == "response"
 
 
+@pytest.mark.parametrize("text", ["\u0301\u0301", "\u3164\u3164", "\ufe0f\U0001F3FB", "\u2800", "\uffa0"],
+                         ids=["accents", "hangul filler", "selector and modifier", "braille blank", "halfwidth filler"])
+def test_a_response_without_a_letter_or_digit_is_refused_as_no_words(text):
+    with pytest.raises(InvalidAnswer, match="write some words") as err:
+        validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "response": text})
+    assert err.value.field == "response"
+
+
+@pytest.mark.parametrize("text", ["5", "好", "OK", "Han", "639431"])
+def test_a_one_or_two_character_answer_with_a_letter_or_digit_is_an_answer(text):
+    assert validate_answers(WIZARD_OF_TASKS, TEACHER_CTX, {**TEACHER_REPLY, "response": text})["response"] == text
+
+
 def test_text_is_stored_in_nfc_with_one_kind_of_line_break():
     assert clean_text("\ufeff Cafe\u0301\r\nthen\rstir \u200b") == "Caf\u00e9\nthen\nstir"
 

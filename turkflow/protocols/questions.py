@@ -72,7 +72,6 @@ class Protocol:
     closing_label: str  # the first role's label that ends the conversation
     closing_reply: bool = True  # the other role answers the closing label once more before the end
     closing_reason: str = "student_stop"  # the conversation's end_reason when the closing label ends it
-    min_response_chars: int = 2
     max_response_chars: int = 2000
 
     def form(self, role: str) -> RoleForm:
@@ -368,12 +367,35 @@ MAX_URL_CHARS = 2000
 _KEPT_CONTROLS = "\n\t"
 
 
+# Characters that show as blank space though Unicode gives some of them a letter's category (the Hangul
+# fillers are Lo): text made of them, like text made of marks alone, says nothing.
+FILLERS = "\u115f\u1160\u3164\uffa0\u2800"  # Hangul choseong, jungseong, hangul, halfwidth fillers; Braille blank
+# A letter or digit of some script (categories L* and N*: Python's \w less the underscore), fillers aside.
+# test_text_rule checks it against that definition for every code point.
+_WORD = re.compile(f"[^\\W_{FILLERS}]+")
+NO_WORDS = "write some words: a letter or a digit, not only marks, symbols or invisible characters"
+
+
+def words_of(text: str) -> list[str]:
+    """The runs of letters and digits in ``text``: what the rule and the content checks count as words."""
+    return _WORD.findall(text)
+
+
+def has_words(text: str) -> bool:
+    """The rule on text a person writes: it holds a letter or a digit of some script. Format characters,
+    combining marks, emoji modifiers, variation selectors, tag characters and ``FILLERS`` make none."""
+    return _WORD.search(text) is not None
+
+
 def clean_text(value: str, field: str | None = None) -> str:
     """Text as stored, the same on every database: Unicode NFC, one kind of line break, invisible edges
     (whitespace, zero-width characters, BOMs, NULs) trimmed, so invisible-only text is empty.
 
     Raises ``InvalidInput`` naming ``field`` for control characters and lone surrogates, which PostgreSQL
-    refuses to store and SQLite would store as they are.
+    refuses to store and SQLite would store as they are, and for text left without words (``has_words``):
+    two combining accents or a Hangul filler would otherwise be stored, and paid, as an answer. Every field
+    a person writes goes through here, so the rule holds on every protocol's pages; empty text is the
+    caller's to allow or refuse ("this answer is required").
     """
     text = unicodedata.normalize("NFC", value.replace("\r\n", "\n").replace("\r", "\n"))
     start, end = 0, len(text)
@@ -388,6 +410,8 @@ def clean_text(value: str, field: str | None = None) -> str:
             raise InvalidInput("this text is not valid Unicode", field)
         if category == "Cc" and char not in _KEPT_CONTROLS:
             raise InvalidInput(f"remove the control character U+{ord(char):04X}", field)
+    if text and not has_words(text):
+        raise InvalidInput(NO_WORDS, field)
     return text
 
 
@@ -428,12 +452,10 @@ def validate_answers(protocol: Protocol, ctx: TurnContext, raw: dict[str, Any]) 
         elif q.kind == "urls":
             clean[q.name] = _urls(q, values)
         elif q.kind == "text":
+            # no shortest length: "5" and "好" are answers, and ``clean_text`` refuses text without words
             text = _text(q, _single(q, values) or "")
-            lower, upper = (protocol.min_response_chars, protocol.max_response_chars)
-            if len(text) > upper:
-                raise InvalidAnswer(q.name, f"write at most {upper} characters")
-            if text and len(text) < lower:
-                raise InvalidAnswer(q.name, f"write at least {lower} characters")
+            if len(text) > protocol.max_response_chars:
+                raise InvalidAnswer(q.name, f"write at most {protocol.max_response_chars} characters")
             clean[q.name] = text
         else:  # pragma: no cover - a protocol definition error, caught by the protocol tests
             raise ValueError(f"unknown question kind {q.kind}")

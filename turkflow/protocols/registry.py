@@ -108,7 +108,8 @@ def one(body: dict[str, Any], name: str) -> Any:
 
 
 def message_text(fields: dict[str, Any], name: str, limit: int, required: bool = True) -> str:
-    """A message popped from an action's ``fields``: cleaned text of at most ``limit`` characters."""
+    """A message popped from an action's ``fields``: cleaned text of at most ``limit`` characters that holds
+    words (``clean_text``'s rule), even where the message may be left out (``required=False``)."""
     value = fields.pop(name, None)
     if value is None and not required:
         return ""
@@ -274,7 +275,7 @@ def close_logged_turn(session: Session, sent: Submit, *, closing: Sequence[str],
     if sent.label is not None and sent.label != label:
         raise InvalidInput(f"this turn's {logged_as} say {label!r}", sent.label_name)
     given = sent.response
-    if given is not None and (not isinstance(given, str) or clean_text(given) != text):
+    if given is not None and (not isinstance(given, str) or clean_text(given, "response") != text):
         raise InvalidInput("differs from the message this turn logged", "response")
     answers: dict[str, Any] = {sent.label_name: label, "response": text}
     if sent.signals is not None:

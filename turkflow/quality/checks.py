@@ -10,7 +10,6 @@ keyboard mash and other languages fail.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Optional
@@ -22,7 +21,7 @@ from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import ModelMissing
 from turkflow.models import Conversation, Role, Task, Turn, TurnStatus
-from turkflow.protocols.questions import document_text
+from turkflow.protocols.questions import document_text, words_of
 from turkflow.writing import recorded
 
 NEAR_EMPTY = "near_empty"
@@ -33,7 +32,6 @@ NOT_ENGLISH = "not_english"
 NOT_TYPED = "not_typed"
 FLAGS = (NEAR_EMPTY, REPEATED, COPIED_PREVIOUS, COPIED_DOCUMENT, NOT_ENGLISH, NOT_TYPED)
 
-_WORD = re.compile(r"\w+")
 SHORTEST_COPY = 3  # echoing a two-word "thank you" is conversation, not copying
 
 
@@ -102,7 +100,9 @@ def english(model: str) -> English:
 
 
 def words(text: Optional[str]) -> list[str]:
-    return _WORD.findall((text or "").lower())
+    """The lowercase words of ``text`` as the submit's rule counts them (``questions.words_of``): a response
+    the turn page refuses for holding no words has none here, so near-empty and that refusal agree."""
+    return words_of((text or "").lower())
 
 
 def shared_run(response: list[str], source: list[str], span: int) -> bool:

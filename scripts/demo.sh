@@ -46,6 +46,26 @@ PY
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# port_free: gunicorn could bind the web port now (the bind it makes: 127.0.0.1, SO_REUSEADDR). A connection
+# test is not enough: a port held by processes that no longer accept can still take connections.
+port_free() {
+  python - "$port" <<'PY' >/dev/null 2>&1
+import socket, sys
+with socket.socket() as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+PY
+}
+
+# wait_for_port SECONDS: until the web port is free, for at most SECONDS.
+wait_for_port() {
+  local deadline=$((SECONDS + $1))
+  until port_free; do
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep 0.5
+  done
+}
+
 # wait_for NAME CHECK...: poll CHECK for up to 30 s while the process NAME keeps running.
 wait_for() {
   local name=$1 pid=${started[-1]#*:}; shift
@@ -77,7 +97,7 @@ u = urlsplit(sys.argv[1]); print(u.hostname or "127.0.0.1", u.port or 6379)' "$T
   say "started redis-server on 127.0.0.1:$redis_port (data in $TURKFLOW_DATA_DIR/redis)"
 fi
 
-port_in_use "$port" && fail "port $port is in use (is another demo running?); set TURKFLOW_PORT to another port"
+port_free || fail "port $port is in use (is another demo running?); set TURKFLOW_PORT to another port"
 
 # ---- data: schema, tasks, a batch, two workers ----------------------------------------------------------
 turkflow db upgrade
@@ -151,6 +171,13 @@ while true; do
     message="$name exited with status $status at $(date -u +%H:%M:%S); starting it again"
     say "$message"
     printf '\n==== demo: %s ====\n' "$message" >>"$logs/$name.log"
+    if [ "$name" = web ] && ! port_free; then
+      # A gunicorn master killed with SIGKILL leaves its workers behind, and they keep its port until they
+      # notice, within gunicorn's 30 s worker timeout; a gunicorn started meanwhile gives up after 5 s.
+      say "port $port is still held, most likely by the workers of the web process that died; waiting up to 60 s"
+      wait_for_port 60 || fail "port $port is still held after 60 s; \`ss -ltnp 'sport = :$port'\` shows by what"
+      say "port $port is free"
+    fi
     (eval "$(command_of "$name")") >>"$logs/$name.log" 2>&1 &
     started[i]="$name:$!"
   done

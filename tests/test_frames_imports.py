@@ -1,6 +1,6 @@
 """The Frames domain stays plain (STYLE.md 2): no framework, no worker, no pipeline, no database session; of
-turkflow it imports only its errors and itself. Only ``dialog.py``, Frames on the pipeline, reaches the
-database and the rest of turkflow."""
+turkflow it imports only its errors, the requester's-file reader (``turkflow.protocols.files``) and itself.
+Only ``dialog.py``, Frames on the pipeline, reaches the database and the rest of turkflow."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def test_the_frames_domain_imports_no_framework_no_worker_and_not_the_pipeline()
             if any(name == b or name.startswith(b + ".") for b in banned)] == []
 
 
-def test_of_turkflow_the_frames_domain_imports_only_errors_and_itself():
+def test_of_turkflow_the_frames_domain_imports_only_errors_the_file_reader_and_itself():
     assert [f"{module}: {name}" for module, names in DOMAIN.items() for name in names
             if name.startswith("turkflow") and not name.startswith(("turkflow.errors",
+                                                                    "turkflow.protocols.files",
                                                                     "turkflow.protocols.frames"))] == []

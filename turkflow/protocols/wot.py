@@ -14,24 +14,26 @@ File format (JSONL, one document per line, or YAML, a list of documents or ``{ta
 
 Every document is checked against ``Document`` before anything is written: text fields are strings (cleaned
 as answers are), image URLs are http(s), and each text, each list and the whole document have a size limit,
-because the teacher's page shows all of it. YAML anchors and aliases are refused (an alias bomb expands a
-few hundred bytes to megabytes). Errors are one line naming the file, the document and the field.
+because the teacher's page shows all of it. The file is read as every requester's file is
+(``turkflow.protocols.files``): a regular file of at most 20 MB, JSON as JSON, YAML without anchors, aliases
+or duplicate keys. Errors are one line naming the file, the document and the field.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Optional
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator
 from pydantic import model_validator
 from sqlmodel import Session, select
 
 from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.models import Task
+from turkflow.protocols.files import json_lines, read_data
 from turkflow.protocols.questions import clean_text
 
 # The teacher's page shows the whole document, so every part of it is bounded, and so is the whole.
@@ -114,56 +116,19 @@ class LoadResult:
     updated: int
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """``yaml.safe_load`` without anchors and aliases: a few hundred bytes of nested aliases expand to
-    gigabytes, and a task document never needs one."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise yaml.MarkedYAMLError(problem="anchors and aliases (& and *) are not allowed",
-                                       problem_mark=event.start_mark)
-        return super().compose_node(parent, index)
-
-
 def read_documents(path: Path) -> list[dict[str, Any]]:
     """Parse a task file and check every document, before anything is written."""
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise InvalidDocument(f"{path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
-        raw_text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise InvalidDocument(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidDocument(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-                              f"{exc.start})") from None
     if path.suffix in (".jsonl", ".ndjson"):
-        docs = []
-        for line_no, line in enumerate(raw_text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InvalidDocument(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-            except (ValueError, RecursionError) as exc:
-                raise InvalidDocument(f"{path}:{line_no}: not usable JSON ({_first_line(exc)})") from None
+        docs = [doc for _, doc in json_lines(path, MAX_FILE_BYTES)]
     elif path.suffix in (".yaml", ".yml", ".json"):
-        try:
-            loaded = yaml.load(raw_text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader without aliases
-        except yaml.MarkedYAMLError as exc:
-            where = f" line {exc.problem_mark.line + 1}:" if exc.problem_mark else ""
-            raise InvalidDocument(f"{path}:{where} not valid YAML/JSON ({exc.problem})") from None
-        except (yaml.YAMLError, RecursionError) as exc:
-            raise InvalidDocument(f"{path}: not valid YAML/JSON ({_first_line(exc)})") from None
+        loaded = read_data(path, MAX_FILE_BYTES)
         docs = loaded.get("tasks") if isinstance(loaded, dict) else loaded
     else:
         raise InvalidDocument(f"{path}: unknown format; use .jsonl, .yaml, .yml or .json")
     if not isinstance(docs, list) or not docs:
         raise InvalidDocument(f"{path}: no task documents found")
     clean = [normalise_document(doc, f"{path} document {i + 1}") for i, doc in enumerate(docs)]
-    keys = [d["key"] for d in clean]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    duplicates = sorted(k for k, n in Counter(d["key"] for d in clean).items() if n > 1)
     if duplicates:
         raise InvalidDocument(f"{path}: duplicate id(s): {', '.join(duplicates)}")
     return clean
@@ -209,10 +174,6 @@ def _problem(error: Any) -> str:
     elif error["type"] == "extra_forbidden":
         message = "unknown field (known: id, title, domain, image_url, summary, ingredients or tools, steps)"
     return f"field '{loc}': {message}" if loc else message
-
-
-def _first_line(exc: BaseException) -> str:
-    return next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
 def load_documents(session: Session, docs: Iterable[dict[str, Any]]) -> LoadResult:

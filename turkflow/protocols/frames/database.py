@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from turkflow.errors import InvalidDocument, InvalidInput
+from turkflow.protocols.files import parse_json, read_text, shown
 
 TYPES = ("text", "integer", "number", "date", "boolean")
 OPS = ("is", "at_least", "at_most")  # text and true/false columns only take "is"
@@ -181,7 +182,7 @@ def infer(values: Sequence[Any]) -> tuple[str, list[Any]]:
 
 
 def _bad(path: Path, line: int, name: Optional[str], reason: str) -> InvalidDocument:
-    where = f"{path}:{line}: field {name!r}: " if name else f"{path}:{line}: "
+    where = f"{path}:{line}: field {shown(name)}: " if name else f"{path}:{line}: "
     error = InvalidDocument(where + reason)
     error.field = name  # a page can point at the column as well as show the line
     return error
@@ -189,17 +190,10 @@ def _bad(path: Path, line: int, name: Optional[str], reason: str) -> InvalidDocu
 
 def _rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
     """The file's column names in order and its rows with their line numbers."""
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise InvalidDocument(f"{path}: larger than {MAX_BYTES // (1024 * 1024)} MB")
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InvalidDocument(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise InvalidDocument(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
-    except OSError as exc:
-        raise InvalidDocument(f"{path}: cannot read ({exc.strerror})") from None
     suffix = path.suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".ndjson"):
+        raise InvalidDocument(f"{path}: unknown format; use .csv or .jsonl")
+    text = read_text(path, MAX_BYTES)
     rows: list[tuple[int, dict[str, Any]]] = []
     if suffix == ".csv":
         reader = csv.reader(text.splitlines(keepends=True))
@@ -222,24 +216,19 @@ def _rows(path: Path) -> tuple[list[str], list[tuple[int, dict[str, Any]]]]:
         except csv.Error as exc:
             raise _bad(path, reader.line_num, None, f"not valid CSV ({exc})") from None
         return header, rows
-    if suffix in (".jsonl", ".ndjson"):
-        names: dict[str, None] = {}
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _bad(path, number, None, f"not valid JSON ({exc.msg})") from None
-            if not isinstance(item, dict):
-                raise _bad(path, number, None, "expected one JSON object per line")
-            for key, value in item.items():
-                if isinstance(value, (dict, list)):
-                    raise _bad(path, number, key, "expected a single value, not a list or an object")
-                names.setdefault(key)
-            rows.append((number, item))
-        return list(names), rows
-    raise InvalidDocument(f"{path}: unknown format; use .csv or .jsonl")
+    names: dict[str, None] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        item = parse_json(line, f"{path}:{number}")
+        if not isinstance(item, dict):
+            raise _bad(path, number, None, "expected one JSON object per line")
+        for key, value in item.items():
+            if isinstance(value, (dict, list)):
+                raise _bad(path, number, key, "expected a single value, not a list or an object")
+            names.setdefault(key)
+        rows.append((number, item))
+    return list(names), rows
 
 
 def load_database(path: Path, types: Optional[Mapping[str, str]] = None,
@@ -288,7 +277,8 @@ def load_database(path: Path, types: Optional[Mapping[str, str]] = None,
             raise _bad(path, line, "id", "every item needs an id")
         if item["id"] in seen:
             earlier = seen[item["id"]]
-            raise _bad(path, line, "id", f"{item['id']!r} is already the id of the item on line {earlier}")
+            raise _bad(path, line, "id",
+                       f"{shown(item['id'])} is already the id of the item on line {earlier}")
         seen[item["id"]] = line
     if "id" not in columns:
         columns = {"id": Column("id", "integer", False), **columns}

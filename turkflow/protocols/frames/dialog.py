@@ -26,7 +26,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-import yaml
 from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
@@ -89,7 +88,7 @@ def read_tasks(path: Path) -> list[Task]:
     a bad file or database is one ``InvalidDocument`` naming it, before anything is returned."""
     path = Path(path).resolve()
     domain = load_domain(path)
-    database = (path.parent / yaml.safe_load(path.read_text(encoding="utf-8"))["database"]["file"]).resolve()
+    database = domain.database_file
     return [Task(key=f"{KEY_PREFIX}{domain.db.name}:{t.name}", protocol=FRAMES.name,
                  title=t.name.replace("_", " ").capitalize(), domain=domain.db.name,
                  star={"template": t.name, "kind": t.kind, "probability": t.probability,

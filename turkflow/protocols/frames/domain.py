@@ -1,16 +1,16 @@
-"""A Frames domain as the requester writes it: one YAML (or JSON) file naming the database file, its
-declared column types and search fields, the results' default sort, how often a search that finds nothing
-shows suggestions, and the goal templates. Everything a batch needs to draw goals and answer searches."""
+"""A Frames domain as the requester writes it: one YAML (or JSON) file naming the database file (in the same
+folder), its declared column types and search fields, the results' default sort, how often a search that
+finds nothing shows suggestions, and the goal templates. Everything a batch needs to draw goals and answer
+searches."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
-
-import yaml
+from typing import Any, Mapping, Optional
 
 from turkflow.errors import InvalidDocument, InvalidInput
+from turkflow.protocols.files import inside, read_data, shown
 from turkflow.protocols.frames.database import Database, load_database
 from turkflow.protocols.frames.goals import Template, parse_template
 from turkflow.protocols.frames.search import DEFAULT_SUGGESTION_PROBABILITY, Sort, parse_sort
@@ -24,35 +24,41 @@ class Domain:
     templates: tuple[Template, ...]
     sort: Sort
     suggestion_probability: float
+    database_file: Optional[Path] = None  # resolved, inside the domain file's folder
+
+
+DATABASE_KEYS = ("file", "types", "searchable", "sort", "descending")
 
 
 def load_domain(path: Path = SAMPLE) -> Domain:
-    """Read the file and the database it names (relative to the file); one ``InvalidDocument`` on error."""
+    """Read the file and the database it names (inside the file's folder); one ``InvalidDocument`` naming
+    the file and the field on error. Both are read as every requester's file is
+    (``turkflow.protocols.files``): regular files of bounded size, YAML without aliases or duplicate keys."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidDocument(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidDocument(f"{path}: cannot read ({exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InvalidDocument(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    raw = read_data(path)
     if not isinstance(raw, Mapping) or set(raw) - {"database", "templates", "suggestion_probability"}:
         raise InvalidDocument(f"{path}: expected database, templates and optionally suggestion_probability")
     database = raw.get("database")
-    if not isinstance(database, Mapping) or not isinstance(database.get("file"), str):
+    if not isinstance(database, Mapping):
         raise InvalidDocument(f"{path}: database: expected a mapping with file (and types, searchable, sort)")
+    unknown = sorted(str(key) for key in database if key not in DATABASE_KEYS)
+    if unknown:
+        raise InvalidDocument(f"{path}: database: unknown key {shown(unknown[0])}; known: "
+                              f"{', '.join(DATABASE_KEYS)}")
+    file = inside(path.parent, database.get("file"), "database.file", path)
     types = database.get("types") or {}
+    if not isinstance(types, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                 for k, v in types.items()):
+        raise InvalidDocument(f"{path}: database.types: expected a mapping of column name to type")
     searchable = database.get("searchable")
-    if not isinstance(types, Mapping) or (searchable is not None and not isinstance(searchable, list)):
-        raise InvalidDocument(f"{path}: database: types is a mapping of column to type, searchable a list")
-    db = load_database(path.parent / database["file"], types, searchable)
+    if searchable is not None and not (isinstance(searchable, list) and all(isinstance(n, str)
+                                                                            for n in searchable)):
+        raise InvalidDocument(f"{path}: database.searchable: expected a list of column names")
+    db = load_database(file, types, searchable)
     try:
-        sort = parse_sort(db, database.get("sort"), bool(database.get("descending", False)))
+        sort = parse_sort(db, database.get("sort"), database.get("descending", False))
     except InvalidInput as exc:
-        raise InvalidDocument(f"{path}: database: sort: {exc.reason}") from None
+        raise InvalidDocument(f"{path}: database.{exc.field or 'sort'}: {exc.reason}") from None
     chance: Any = raw.get("suggestion_probability", DEFAULT_SUGGESTION_PROBABILITY)
     if isinstance(chance, bool) or not isinstance(chance, (int, float)) or not 0 <= chance <= 1:
         raise InvalidDocument(f"{path}: suggestion_probability: a probability is between 0 and 1")
@@ -63,5 +69,5 @@ def load_domain(path: Path = SAMPLE) -> Domain:
     names = [t.name for t in templates]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise InvalidDocument(f"{path}: template name {twice[0]!r} is used twice")
-    return Domain(db, templates, sort, float(chance))
+        raise InvalidDocument(f"{path}: template name {shown(twice[0])} is used twice")
+    return Domain(db, templates, sort, float(chance), file)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from turkflow.errors import InvalidDocument, InvalidInput
+from turkflow.protocols.files import cut, shown
 from turkflow.protocols.frames.database import Constraint, Database, to_json
 
 GENERIC, ROLE_PLAY = "generic", "role_play"
@@ -128,14 +129,15 @@ def _placeholders(text: str, where: str) -> set[str]:
         if name is None:
             continue
         if not name.isidentifier() or spec or conversion:
-            raise InvalidDocument(f"{where}: text: write a slot as {{name}}, found {{{name}}}")
+            raise InvalidDocument(f"{where}: text: write a slot as {{name}}, found {{{cut(name)}}}")
         names.add(name)
     return names
 
 
 def _number(raw: Any, where: str, name: str, low: float = 0, whole: bool = False) -> Any:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (whole and not isinstance(raw, int)):
-        raise InvalidDocument(f"{where}: {name}: expected a {'whole ' if whole else ''}number, got {raw!r}")
+        raise InvalidDocument(f"{where}: {name}: expected a {'whole ' if whole else ''}number, "
+                              f"got {shown(raw)}")
     if raw < low:
         raise InvalidDocument(f"{where}: {name}: must be at least {low}")
     return raw
@@ -148,11 +150,11 @@ def parse_template(raw: Any, db: Database, where: str) -> Template:
     known = {"name", "text", "slots", "probability", "character", "personalities", "alternate"}
     extra = sorted(set(raw) - known)
     if extra:
-        raise InvalidDocument(f"{where}: unknown key {str(extra[0])[:40]!r}")
+        raise InvalidDocument(f"{where}: unknown key {shown(str(extra[0]))}")
     name, text = raw.get("name"), raw.get("text")
     if not isinstance(name, str) or not name.strip():
         raise InvalidDocument(f"{where}: name: required text")
-    where = f"{where} ({name})"
+    where = f"{where} ({cut(name)})"
     if not isinstance(text, str) or not text.strip():
         raise InvalidDocument(f"{where}: text: required")
     probability = _number(raw.get("probability"), where, "probability")
@@ -163,16 +165,18 @@ def parse_template(raw: Any, db: Database, where: str) -> Template:
         raise InvalidDocument(f"{where}: slots: expected a mapping of slot name to field and op")
     slots = []
     for slot_name, spec in slots_raw.items():
-        at = f"{where}: slot {slot_name!r}"
+        at = f"{where}: slot {shown(slot_name)}"
         if not isinstance(spec, Mapping) or set(spec) - {"field", "op", "step", "slack"}:
             raise InvalidDocument(f"{at}: expected field, op and optionally step and slack")
-        column = db.columns.get(spec.get("field"))
+        field_name = spec.get("field")
+        if not isinstance(field_name, str):
+            raise InvalidDocument(f"{at}: field: expected the name of a column, got {shown(field_name)}")
+        column = db.columns.get(field_name)
         if column is None:
-            shown = str(spec.get("field"))[:40]
-            raise InvalidDocument(f"{at}: field {shown!r} is not a column of the database")
+            raise InvalidDocument(f"{at}: field {shown(field_name)} is not a column of the database")
         op = spec.get("op", "is")
         if op not in ("is", "at_least", "at_most") or (op != "is" and not column.ordered):
-            raise InvalidDocument(f"{at}: op {str(op)[:20]!r} does not fit a {column.type} field")
+            raise InvalidDocument(f"{at}: op {shown(op)} does not fit a {column.type} field")
         step = _number(spec.get("step", 1), at, "step", low=1e-9)
         slack = _number(spec.get("slack", 0), at, "slack", whole=True)
         slots.append(Slot(str(slot_name), column.name, op, step, slack))
@@ -181,7 +185,7 @@ def parse_template(raw: Any, db: Database, where: str) -> Template:
     if used - names:
         raise InvalidDocument(f"{where}: text: {{{sorted(used - names)[0]}}} is not a slot")
     if names - used:
-        raise InvalidDocument(f"{where}: slot {sorted(names - used)[0]!r} does not appear in the text")
+        raise InvalidDocument(f"{where}: slot {shown(sorted(names - used)[0])} does not appear in the text")
     character = raw.get("character") or ""
     personalities = raw.get("personalities") or []
     if not isinstance(character, str):
@@ -205,12 +209,13 @@ def _alternate(raw: Any, slots: Sequence[Slot], where: str) -> Optional[Alternat
     if not isinstance(change, Mapping) or not isinstance(drop, list):
         raise InvalidDocument(f"{where}: change is a mapping of slot to amount, drop a list of slots")
     for name, amount in change.items():
-        if name not in by_name or by_name[name].op == "is":
-            raise InvalidDocument(f"{where}: change: {name!r} is not a slot with a range (at_least, at_most)")
-        _number(amount, where, f"change {name!r}", low=-math.inf)
+        if not isinstance(name, str) or name not in by_name or by_name[name].op == "is":
+            raise InvalidDocument(f"{where}: change: {shown(name)} is not a slot with a range (at_least, "
+                                  "at_most)")
+        _number(amount, where, f"change {shown(name)}", low=-math.inf)
     for name in drop:
-        if name not in by_name:
-            raise InvalidDocument(f"{where}: drop: {name!r} is not a slot")
+        if not isinstance(name, str) or name not in by_name:
+            raise InvalidDocument(f"{where}: drop: {shown(name)} is not a slot")
     used = _placeholders(raw["text"], where)
     bad = sorted(used - (set(by_name) - set(drop)))
     if bad:

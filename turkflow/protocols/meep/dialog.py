@@ -34,6 +34,7 @@ from turkflow.protocols.registry import (
 from turkflow.errors import Forbidden, InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
 from turkflow.hits import lifecycle
+from turkflow.protocols.files import cut, inside, read_json, shown
 from turkflow.protocols.meep import clicks
 from turkflow.protocols.meep.events import EventShape, from_events, record_events, start_event
 from turkflow.protocols.meep.execute import execute
@@ -101,17 +102,16 @@ def _read_scenarios(path: Path, kb: KnowledgeBase) -> tuple[list[dict[str, Any]]
     """``scenarios.json``: ``goals`` (each an ``id``, the ``goal`` the user reads and a ``destination``,
     a row of ``table`` by its ``key``, ``place_id`` by default) and ``starts`` (start locations; the
     knowledge base's ``start`` when there are none)."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidDocument(f"{path}: cannot read it: {exc}") from None
+    document = read_json(inside(path.parent, path.name, path.name, path.parent))
     if not isinstance(document, dict) or not isinstance(document.get("goals"), list) or not document["goals"]:
         raise InvalidDocument(f"{path}: expected an object with a non-empty list 'goals'")
     table = document.get("table", next(iter(kb.tables), None) if len(kb.tables) == 1 else None)
-    if table not in kb.tables:
+    if not isinstance(table, str) or table not in kb.tables:
         raise InvalidDocument(f"{path}: table must name one of the knowledge base's tables: "
                               f"{', '.join(kb.tables) or 'none'}")
     key = document.get("key", "place_id")
+    if not isinstance(key, str):
+        raise InvalidDocument(f"{path}: key: expected the name of a column of {shown(table)}")
     rows = {row.get(key): row for row in kb.tables[table] if isinstance(row.get(key), str)}
     starts = document.get("starts") or [kb.start]
     if not isinstance(starts, list) or not all(_is_point(s) for s in starts):
@@ -126,10 +126,12 @@ def _read_scenarios(path: Path, kb: KnowledgeBase) -> tuple[list[dict[str, Any]]
             raise InvalidDocument(f"{where}.id: a new id of letters, digits, - and _ (at most 60)")
         if not isinstance(text, str) or not text.strip():
             raise InvalidDocument(f"{where}.goal: the goal the user reads, as text")
-        if destination not in rows:
-            raise InvalidDocument(f"{where}.destination: no row of {table!r} has {key} {destination!r}")
+        if not isinstance(destination, str) or destination not in rows:
+            raise InvalidDocument(f"{where}.destination: no row of {shown(table)} has {cut(key)} "
+                                  f"{shown(destination)}")
         if not _is_point(rows[destination]):
-            raise InvalidDocument(f"{where}.destination: row {destination!r} has no latitude and longitude")
+            raise InvalidDocument(f"{where}.destination: row {shown(destination)} has no latitude and "
+                                  "longitude")
         seen.add(goal_id)
         goals.append({"id": goal_id, "goal": text.strip(), "destination": dict(rows[destination])})
     return [dict(s) for s in starts], goals

@@ -9,19 +9,20 @@ in ``turkflow/samples/meep/`` follows MEEP's trip-destination domain.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from turkflow.errors import InvalidDocument, InvalidInput
+from turkflow.protocols.files import cut, inside, json_lines, read_json, shown
 from turkflow.protocols.meep.tokens import words
 
 TEXT, NUMBER = "text", "number"
 ROAD_FACTOR = 1.3  # roads are longer than the straight line between two points
 MILES_PER_HOUR = 25.0  # city driving
 EARTH_RADIUS_MILES = 3958.8
+MAX_TABLE_BYTES = 200 * 1024 * 1024  # a table, like a Frames database, may be large
 
 
 @dataclass(frozen=True)
@@ -91,18 +92,20 @@ class KnowledgeBase:
 
     @classmethod
     def load(cls, folder: Path) -> "KnowledgeBase":
-        """``folder/apis.json`` and the table files it names; anything wrong is one ``InvalidDocument``
-        naming the file and what is wrong."""
+        """``folder/apis.json`` and the table files it names (each inside ``folder``); anything wrong is one
+        ``InvalidDocument`` naming the file and what is wrong."""
         path = folder / "apis.json"
-        document = _read_json(path)
+        document = read_json(inside(folder, "apis.json", "apis.json", folder))
         if not isinstance(document, dict) or not isinstance(document.get("apis"), dict):
             raise InvalidDocument(f"{path}: expected an object with 'apis'")
-        tables = {}
-        for name, file in (document.get("tables") or {}).items():
-            tables[name] = _read_table(folder / str(file))
+        files = document.get("tables") or {}
+        if not isinstance(files, dict):
+            raise InvalidDocument(f"{path}: tables: expected an object of table name -> file in {folder}")
+        tables = {name: _read_table(inside(folder, file, f"tables.{cut(name)}", path))
+                  for name, file in files.items()}
         start = document.get("start") or {}
-        if not isinstance(start, dict) or not {"latitude", "longitude"} <= set(start):
-            raise InvalidDocument(f"{path}: 'start' needs latitude and longitude")
+        if not _is_point(start):
+            raise InvalidDocument(f"{path}: start: needs a latitude and a longitude, each a number")
         apis = {name: _parse_api(path, name, spec, tables) for name, spec in document["apis"].items()}
         synonyms = document.get("synonyms") or {}
         ignore = document.get("ignore") or []
@@ -170,27 +173,16 @@ class KnowledgeBase:
                 for *_, row in found[:api.limit]]
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidDocument(f"{path}: cannot read it: {exc}") from None
+def _is_point(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(value.get(k), (int, float)) and not isinstance(value.get(k), bool)
+        for k in ("latitude", "longitude"))
 
 
 def _read_table(path: Path) -> list[dict[str, Any]]:
     """A JSON Lines file: one row (an object) per line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidDocument(f"{path}: cannot read it: {exc}") from None
     rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidDocument(f"{path}: line {number}: {exc}") from None
+    for number, row in json_lines(path, MAX_TABLE_BYTES):
         if not isinstance(row, dict):
             raise InvalidDocument(f"{path}: line {number}: expected an object")
         rows.append(row)
@@ -198,21 +190,26 @@ def _read_table(path: Path) -> list[dict[str, Any]]:
 
 
 def _parse_api(path: Path, name: str, spec: Any, tables: Mapping[str, list]) -> Api:
-    where = f"{path}: API {name!r}"
+    where = f"{path}: API {shown(name)}"
     if not isinstance(spec, dict):
         raise InvalidDocument(f"{where}: expected an object")
     function = spec.get("function")
-    if function not in FUNCTIONS:
+    if not isinstance(function, str) or function not in FUNCTIONS:
         raise InvalidDocument(f"{where}: function must be one of {', '.join(FUNCTIONS)}")
     table = spec.get("table")
     if function in ("search", "lookup"):
-        if table not in tables:
+        if not isinstance(table, str) or table not in tables:
             raise InvalidDocument(f"{where}: table must be one of the tables: {', '.join(tables) or 'none'}")
         columns = set().union(*(row.keys() for row in tables[table])) if tables[table] else set()
         if function == "search" and not {"latitude", "longitude"} <= columns:
             raise InvalidDocument(f"{where}: a searched table needs latitude and longitude columns")
-        if function == "lookup" and spec.get("key") not in columns:
-            raise InvalidDocument(f"{where}: key must be a column of table {table!r}")
+        if function == "search":
+            unplaced = next((n for n, row in enumerate(tables[table], 1) if not _is_point(row)), None)
+            if unplaced is not None:
+                raise InvalidDocument(f"{where}: table {shown(table)} row {unplaced}: latitude and longitude "
+                                      "must be numbers")
+        if function == "lookup" and (not isinstance(spec.get("key"), str) or spec["key"] not in columns):
+            raise InvalidDocument(f"{where}: key must be a column of table {shown(table)}")
     else:
         columns = set()
     arguments = FUNCTIONS[function](spec)
@@ -225,7 +222,7 @@ def _parse_api(path: Path, name: str, spec: Any, tables: Mapping[str, list]) -> 
         raise InvalidDocument(f"{where}: returns must list the fields a result shows")
     unknown = [r for r in returns if r not in known]
     if unknown:
-        raise InvalidDocument(f"{where}: returns names {unknown[0]!r}, which it cannot give")
+        raise InvalidDocument(f"{where}: returns names {shown(unknown[0])}, which it cannot give")
     limit = spec.get("limit", 1)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidDocument(f"{where}: limit must be a whole number of at least 1")
@@ -233,8 +230,9 @@ def _parse_api(path: Path, name: str, spec: Any, tables: Mapping[str, list]) -> 
     if within is not None and (isinstance(within, bool) or not isinstance(within, (int, float))):
         raise InvalidDocument(f"{where}: within_miles must be a number")
     match = spec.get("match", ["name"] if function == "search" else [])
-    if not isinstance(match, list) or (function == "search" and not set(match) <= columns):
-        raise InvalidDocument(f"{where}: match must list columns of table {table!r}")
+    if (not isinstance(match, list) or not all(isinstance(m, str) for m in match)
+            or (function == "search" and not set(match) <= columns)):
+        raise InvalidDocument(f"{where}: match must list columns of table {shown(table)}")
     return Api(name=name, description=str(spec.get("description", "")), function=function,
                arguments=arguments, described={k: str(v) for k, v in described.items()},
                returns=tuple(returns), table=table, limit=limit, within_miles=within, match=tuple(match),

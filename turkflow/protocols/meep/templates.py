@@ -7,11 +7,11 @@ into Python), and the only placeholder is ``{}``; ``{{`` and ``}}`` stand for br
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from turkflow.errors import InvalidDocument, InvalidInput
+from turkflow.protocols.files import inside, read_json, shown
 
 MAX_TEMPLATE = 300
 
@@ -87,11 +87,8 @@ def add_template(templates: Mapping[str, str], text: Any) -> tuple[str, dict[str
 
 
 def load_templates(path: Path) -> dict[str, str]:
-    """A JSON object of template id -> text."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidDocument(f"{path}: cannot read it: {exc}") from None
+    """A JSON object of template id -> text (a file in its folder, read as every requester's file is)."""
+    document = read_json(inside(path.parent, path.name, path.name, path.parent))
     if not isinstance(document, dict):
         raise InvalidDocument(f"{path}: expected an object of template id -> text")
     for template_id, text in document.items():
@@ -99,5 +96,5 @@ def load_templates(path: Path) -> dict[str, str]:
             if check_text(text) != text:
                 raise InvalidInput("write it on one line without doubled spaces", "template")
         except InvalidInput as exc:
-            raise InvalidDocument(f"{path}: template {template_id!r}: {exc.reason}") from None
+            raise InvalidDocument(f"{path}: template {shown(template_id)}: {exc.reason}") from None
     return dict(document)

@@ -42,6 +42,7 @@ from turkflow.hits import lifecycle
 from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
 from turkflow.protocols import surveys
 from turkflow.protocols.questions import STAR, clean_text
+from turkflow.protocols.files import read_json
 from turkflow.protocols.star import outcomes
 from turkflow.protocols.star.kb import CHOICES, Api, KnowledgeBase, QueryResult
 from turkflow.protocols.star.schemas import TaskSchema, load_schemas, parse_schema
@@ -61,8 +62,7 @@ TURN_ACTIONS = {("User", "utter"), ("Wizard", "utter"), ("Wizard", "pick_suggest
 def _scenario_texts(schema: TaskSchema) -> dict[str, Any]:
     """A task file may carry a ``turkflow`` section: the user's and wizard's task texts and nudges.
     STAR's own files do not; their scenarios then say what the task's name says."""
-    document = json.loads(schema.source.read_text(encoding="utf-8"))
-    section = document.get("turkflow", {})
+    section = read_json(schema.source).get("turkflow", {})
     if not isinstance(section, dict):
         raise InvalidDocument(f"{schema.source}: 'turkflow' must be an object")
     readable = schema.name.replace("_", " ")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-import json
+import math
 import random
 import zlib
 from dataclasses import dataclass, field
@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from turkflow.errors import InvalidDocument, InvalidInput
+from turkflow.protocols import files
 
 SEARCH_FUNCTIONS = ("generic_sample", "plane_search")
 CHOICES = ("Categorical", "RequestType")  # a form's drop-down: every logged value is one of its choices
 FREE_TEXT = ("ShortString", "LongString")  # STAR's form logged digits typed here as a number: 639431
 ROWS = 1000
+MAX_VALUES = 100_000  # a "!" expression's list (a form's choices) is never millions long
 
 # op name -> (how many values it takes: "one" or "list", predicate on (row value, constraint value))
 OPS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
@@ -141,7 +143,12 @@ def _evaluate(node: ast.AST, env: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Subscript):
         return _evaluate(node.value, env)[_evaluate(node.slice, env)]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _BINOPS[type(node.op)](_evaluate(node.left, env), _evaluate(node.right, env))
+        left, right = _evaluate(node.left, env), _evaluate(node.right, env)
+        if isinstance(node.op, ast.Mult) and any(isinstance(v, (str, list, tuple)) for v in (left, right)):
+            times, sequence = (left, right) if isinstance(right, (str, list, tuple)) else (right, left)
+            if isinstance(times, int) and len(sequence) * times > MAX_VALUES:
+                raise ValueError(f"a value of more than {MAX_VALUES} items")
+        return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.BoolOp):
         values = (_evaluate(v, env) for v in node.values)
         return all(values) if isinstance(node.op, ast.And) else any(values)
@@ -154,8 +161,11 @@ def _evaluate(node: ast.AST, env: Mapping[str, Any]) -> Any:
         if node.func.id == "list":
             return list(*args)
         if node.func.id == "combinations":
+            if (len(args) == 2 and isinstance(args[0], (list, tuple)) and isinstance(args[1], int)
+                    and 0 <= args[1] and math.comb(len(args[0]), args[1]) > MAX_VALUES):
+                raise ValueError(f"more than {MAX_VALUES} combinations")
             return itertools.combinations(*args)
-    raise ValueError(f"unsupported expression {ast.unparse(node)!r}")
+    raise ValueError(f"unsupported expression {files.shown(ast.unparse(node))}")
 
 
 def _expression(text: str) -> Any:
@@ -170,32 +180,27 @@ def _expression(text: str) -> Any:
 
 def _column(path: Path, raw: object) -> Column:
     if not isinstance(raw, dict) or not all(isinstance(raw.get(k), str) for k in ("Name", "Type")):
-        raise InvalidDocument(f"{path}: every field needs a Name and a Type, found {raw!r}")
+        raise InvalidDocument(f"{path}: every field needs a Name and a Type, found {files.shown(raw)}")
     values = {}
     for key in ("Categories", "Min", "Max", "Enabled"):
         value = raw.get(key)
         if isinstance(value, str) and value.startswith("!"):
             try:
                 value = _expression(value[1:])
-            except (SyntaxError, ValueError) as exc:
-                raise InvalidDocument(f"{path}: field {raw['Name']!r} {key}: {exc}") from None
+            except (SyntaxError, ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+                raise InvalidDocument(f"{path}: field {files.shown(raw['Name'])} {key}: "
+                                      f"{files.cut(str(exc) or type(exc).__name__)}") from None
         values[key] = value
     categories = values["Categories"]
+    if categories is not None and not isinstance(categories, (list, tuple, itertools.combinations)):
+        raise InvalidDocument(f"{path}: field {files.shown(raw['Name'])} Categories: expected a list of "
+                              f"choices, got {files.shown(categories)}")
     return Column(raw["Name"], raw["Type"], tuple(categories) if categories is not None else None,
                   values["Min"], values["Max"], values["Enabled"], raw.get("ReadableName", raw["Name"]))
 
 
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidDocument(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidDocument(f"{path}: not valid JSON: {exc}") from None
-
-
 def load_api(path: Path) -> Api:
-    raw = _read(path)
+    raw = files.read_json(path)
     if not isinstance(raw, dict):
         raise InvalidDocument(f"{path}: expected a JSON object")
     for key, kind in (("input", list), ("output", list), ("required", list), ("db", str), ("function", str)):
@@ -203,9 +208,9 @@ def load_api(path: Path) -> Api:
             raise InvalidDocument(f"{path}: {key!r} is missing or not a {kind.__name__}")
     inputs = {c.name: c for c in (_column(path, r) for r in raw["input"])}
     outputs = {c.name: c for c in (_column(path, r) for r in raw["output"])}
-    missing = [name for name in raw["required"] if name not in inputs]
+    missing = [name for name in raw["required"] if not isinstance(name, str) or name not in inputs]
     if missing:
-        raise InvalidDocument(f"{path}: required field {missing[0]!r} is not an input")
+        raise InvalidDocument(f"{path}: required field {files.shown(missing[0])} is not an input")
     return Api(path.stem, inputs, outputs, tuple(raw["required"]), raw["db"], raw["function"],
                bool(raw.get("returns_count")))
 
@@ -236,7 +241,7 @@ def _draw(column: Column, row: dict[str, Any], rng: random.Random) -> None:
 
 def load_database(path: Path, rows: Optional[int] = None, seed: Optional[int] = None) -> Database:
     """Read a database definition and draw its rows; the seed defaults to one derived from the file name."""
-    raw = _read(path)
+    raw = files.read_json(path)
     if not isinstance(raw, list):
         raise InvalidDocument(f"{path}: expected a JSON list of fields")
     columns = tuple(_column(path, r) for r in raw)
@@ -249,7 +254,8 @@ def load_database(path: Path, rows: Optional[int] = None, seed: Optional[int] = 
             try:
                 _draw(column, row, rng)
             except (ValueError, TypeError, KeyError, IndexError) as exc:
-                raise InvalidDocument(f"{path}: field {column.name!r}: {exc}") from None
+                raise InvalidDocument(f"{path}: field {files.shown(column.name)}: "
+                                      f"{files.cut(str(exc))}") from None
         database.rows.append(row)
     return database
 

@@ -8,13 +8,13 @@ flow-chart image ``<task>.jpg``. Schemas are read at run time from the shared da
 
 from __future__ import annotations
 
-import json
 import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
 from turkflow.errors import InvalidDocument
+from turkflow.protocols.files import cut, read_json, shown
 
 QUERY_PREFIX = "query"
 
@@ -85,13 +85,14 @@ def _slots(path: Path, label: str, text: str) -> tuple[Slot, ...]:
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
-        raise InvalidDocument(f"{path}: reply {label!r} is not a valid template: {exc}") from None
+        raise InvalidDocument(f"{path}: reply {shown(label)} is not a valid template: {exc}") from None
     found = []
     for _, name, spec, _ in parsed:
         if name is None:
             continue
         if not name.isidentifier():
-            raise InvalidDocument(f"{path}: reply {label!r} has a slot {{{name}}} that is not a plain name")
+            raise InvalidDocument(f"{path}: reply {shown(label)} has a slot {{{cut(name)}}} that is not a "
+                                  "plain name")
         found.append(Slot(name, spec or "s"))
     return tuple(found)
 
@@ -118,15 +119,15 @@ def parse_schema(path: Path, document: object, name: Optional[str] = None) -> Ta
     templates = {}
     for label, text in replies.items():
         if not isinstance(text, str):
-            raise InvalidDocument(f"{path}: reply {label!r} is not text")
+            raise InvalidDocument(f"{path}: reply {shown(label)} is not text")
         templates[label] = Template(label, text, _slots(path, label, text))
     edges: dict = document["graph"]
     for source, target in edges.items():
         if not isinstance(target, str):
-            raise InvalidDocument(f"{path}: graph edge from {source!r} does not name one node")
+            raise InvalidDocument(f"{path}: graph edge from {shown(source)} does not name one node")
         for node in (source, target):
             if node not in templates:
-                raise InvalidDocument(f"{path}: graph node {node!r} has no reply")
+                raise InvalidDocument(f"{path}: graph node {shown(node)} has no reply")
     nodes = tuple(dict.fromkeys([*edges, *edges.values()]))
     graph = Graph(dict(edges), nodes, _start(path, edges))
     folder = name or path.parent.name
@@ -137,13 +138,9 @@ def parse_schema(path: Path, document: object, name: Optional[str] = None) -> Ta
 def load_schema(folder: Path) -> TaskSchema:
     """Load ``<folder>/<folder name>.json``."""
     path = folder / f"{folder.name}.json"
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidDocument(f"{path}: no schema file for task {folder.name!r}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidDocument(f"{path}: not valid JSON: {exc}") from None
-    return parse_schema(path, document)
+    if not path.exists() and not path.is_symlink():
+        raise InvalidDocument(f"{path}: no schema file for task {shown(folder.name)}")
+    return parse_schema(path, read_json(path))
 
 
 def load_schemas(tasks_dir: Path) -> dict[str, TaskSchema]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -21,7 +20,7 @@ from tests.test_dashboard import csrf_token, sign_in
 from turkflow import requesters
 from turkflow.db import session_scope
 from turkflow.models import Worker, WorkerStatus
-from turkflow.simulator.stack import free_port, settings_env, wait_for
+from turkflow.simulator.stack import free_port, gunicorn_command, settings_env, wait_for
 
 RIGHT = "correct horse"
 
@@ -161,10 +160,10 @@ def gunicorn(settings, ada, tmp_path: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{free_port()}"
     served = settings.model_copy(update={"public_url": url})
     with open(tmp_path / "gunicorn.log", "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--workers", "3", "--threads", "4", "--bind", url.removeprefix("http://"),
-             "--no-control-socket", "--timeout", "120", "turkflow.web:create_app()"],
-            env=settings_env(served), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        command = gunicorn_command("turkflow.web:create_app()", url.removeprefix("http://"), workers=3, threads=4,
+                                   options=["--timeout", "120"])
+        process = subprocess.Popen(command, env=settings_env(served), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
         try:
             wait_for(lambda: requests.get(f"{url}/admin/login", timeout=5).status_code == 200, "gunicorn", 120,
                      process)

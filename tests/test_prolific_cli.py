@@ -43,10 +43,10 @@ def test_check_shows_the_token_the_balance_and_what_is_missing(turkflow):
     result = turkflow("prolific", "check", prolific_role_groups="")
     assert result.exit_code == 1
     assert "the token works (lab@example.org)" in result.stdout
-    assert 'workspace "Lab": available balance 1000.00 GBP' in result.stdout
+    assert 'workspace "Lab": available balance £1,000.00' in result.stdout
     assert "students: no onboarding study yet (`turkflow prolific onboarding --role student`)" \
         in result.stdout
-    assert "pay: at least 0.40 a turn (8.00 an hour at 3 minutes a turn)" in result.stdout
+    assert "pay: at least £0.20 a turn (£6.00 an hour at 2 minutes a turn)" in result.stdout
     assert "TURKFLOW_PUBLIC_URL must be an HTTPS address" in one_line(result.stderr)
     assert "no onboarding study for students or teachers" in result.stderr
 
@@ -91,9 +91,9 @@ def test_webhook_needs_https_and_subscribes_our_url_once(turkflow, fake_prolific
 
 def test_launch_refuses_a_reward_below_prolifics_hourly_minimum(turkflow, fake_prolific):
     result = turkflow("batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
-                      "-n", "1", "--reward", "0.30", "-y")
+                      "-n", "1", "--reward", "0.15", "-y")
     assert result.exit_code == 1
-    assert "--reward" in one_line(result.stderr) and "0.40" in result.stderr
+    assert "--reward" in one_line(result.stderr) and "at least £0.20 a turn" in result.stderr
     assert fake_prolific.studies == {}
 
 
@@ -118,16 +118,17 @@ def test_launch_on_prolific_asks_before_spending_real_money(turkflow, fake_proli
     assert fake_prolific.studies == {}
 
 
-def test_launch_while_prolific_cannot_be_reached_is_one_line_and_cancels_the_batch(turkflow, settings):
+def test_launch_while_prolific_cannot_be_reached_is_one_line_and_creates_nothing(turkflow, settings):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}"
     result = turkflow("batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
                       "-n", "1", "--reward", "0.50", "-y", prolific_base_url=nowhere)
     assert result.exit_code == 1
-    assert "Prolific could not be reached" in one_line(result.stderr) and "is cancelled" in result.stderr
+    assert one_line(result.stderr) == (f"error: cannot reach Prolific at {nowhere}: the connection was refused; "
+                                       "check the network or TURKFLOW_PROLIFIC_BASE_URL")
     with session_scope(settings.database_url) as s:
-        assert s.exec(select(Batch.status)).one() == "cancelled"
+        assert s.exec(select(Batch.status)).all() == []
 
 
 def test_prolific_help_lists_every_command():

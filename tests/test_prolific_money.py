@@ -14,7 +14,7 @@ from turkflow.models import Assignment, AssignmentStatus, HitStatus, Task, Worke
 def test_the_estimate_adds_prolifics_service_fee_on_rewards_and_bonuses():
     cost = money.estimate("prolific", 2, 6, 20, 8, fee_percent=33.33)
     assert (cost.turns, cost.rewards_cents, cost.bonuses_cents) == (12, 240, 96)
-    assert cost.fees_cents == 12 * 7 + 12 * 3  # 6.67 and 2.67 cents a turn, rounded half up
+    assert cost.fees_cents == 112  # 33.33% of 336 cents, rounded once on the total (not 6.67 and 2.67 a turn)
     assert any("33.33%" in line and "pricing page" in line for line in cost.assumptions)
     assert money.estimate("local", 2, 6, 20, 8, fee_percent=33.33).fees_cents == 0
 

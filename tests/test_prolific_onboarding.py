@@ -130,11 +130,14 @@ def test_a_participant_who_fails_is_not_added_and_cannot_take_a_turn(
         assert [(w.external_id, w.onboarded) for w in s.exec(select(Worker))] == [("prolific:p1", False)]
 
 
-def test_nobody_writes_a_turn_without_passing_when_the_batch_came_before_the_onboarding_study(
-        settings, providers, client, fake_prolific):
+def test_nobody_writes_a_turn_without_passing_even_when_added_to_the_group_by_hand(
+        turkflow, settings, providers, client, fake_prolific):
+    row = set_up(turkflow, settings)
+    set_up(turkflow, settings, "teacher")
     batch_id = launch(settings, providers)
     turn_study = study_of(settings, batch_id, "student")
-    turn = fake_prolific.start(turn_study, "p1")  # no group to require yet: Prolific lets anyone in
+    fake_prolific.groups[row.group_id].members["p1"] = "by hand"  # never took the quiz
+    turn = fake_prolific.start(turn_study, "p1")
     page = client.get(study_link(fake_prolific, turn_study, "p1", turn))
     assert page.status_code == 403 and "not passed the student onboarding quiz" in page.text
     assert stored(settings) == ([], [], [])

@@ -18,6 +18,7 @@ from turkflow.hits.prolific.provider import (
     BonusOutcomeUnknown,
     ProlificProvider,
     SubmissionInProgress,
+    role_groups,
     worker_external_id,
 )
 from turkflow.models import (
@@ -45,10 +46,15 @@ pytest_plugins = ["tests.fake_prolific"]
 
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str, fake_prolific: FakeProlific) -> Settings:
+    """A role's turn studies admit only its group (here hand-made groups of the participants these tests
+    play, in TURKFLOW_PROLIFIC_ROLE_GROUPS)."""
+    played = [f"p{number}" for number in range(1, 10)]
+    groups = {role: fake_prolific.make_group(f"Lab's {role}s", played) for role in ("student", "teacher")}
     return Settings(data_dir=tmp_path / "var", database_url=database_url, secret_key="test-secret",
                     worker_hash_key="test-hash-key", public_url="https://turkflow.example.org",
                     prolific_token=fake_prolific.token, prolific_workspace_id=fake_prolific.workspace_id,
-                    prolific_base_url=fake_prolific.url)
+                    prolific_base_url=fake_prolific.url,
+                    prolific_role_groups=",".join(f"{role}={group}" for role, group in groups.items()))
 
 
 @pytest.fixture
@@ -138,14 +144,17 @@ def test_the_first_turn_creates_and_publishes_the_roles_study_with_a_place_per_w
     assert publish(settings, provider, hits[1]) == study_id
     [study] = fake_prolific.studies.values()
     assert study.status == "ACTIVE" and study.fields["total_available_places"] == 2
-    assert study.fields["internal_name"] == provider.internal_name(batch_id, "student")
+    with session_scope(settings.database_url) as s:
+        assert study.fields["internal_name"] == provider.internal_name(s.exec(select(ProlificStudy)).one())
     assert study.fields["external_study_url"].startswith(
         f"https://turkflow.example.org/prolific/turn?b={batch_id}&r=student&PROLIFIC_PID=")
     assert study.fields["submissions_config"] == {"max_submissions_per_participant": -1}
     assert study.fields["completion_codes"][0]["code"] == provider.completion_code(batch_id, "student")
-    assert study.fields["filters"] == [{"filter_id": "participant_group_blocklist",
-                                        "selected_values": [provider.blocked_group(),
-                                                            provider.role_group("teacher")]}]
+    assert study.fields["filters"] == [
+        {"filter_id": "participant_group_allowlist",
+         "selected_values": [role_groups(settings.prolific_role_groups)["student"]]},
+        {"filter_id": "participant_group_blocklist",
+         "selected_values": [provider.blocked_group(), provider.role_group("teacher")]}]
     with session_scope(settings.database_url) as s:
         assert {s.get(Hit, h).status for h in hits} == {HitStatus.open}
 
@@ -172,10 +181,13 @@ def test_a_creation_interrupted_before_its_study_was_recorded_takes_its_draft(
         settings, provider, fake_prolific):
     batch_id, hits = launch(settings, conversations=1)
     with session_scope(settings.database_url) as s:
-        s.add(ProlificStudy(batch_id=batch_id, role="student"))  # the worker died after creating the draft
+        row = ProlificStudy(batch_id=batch_id, role="student")  # the worker died after creating the draft
+        s.add(row)
+        s.flush()
+        name = provider.internal_name(row)
     draft = api.create_study(provider.client, api.study_body(
         name="x", description="x", page_url="https://x.example.org", completion_code="C", reward_cents=20,
-        places=1, estimated_minutes=3, internal_name=provider.internal_name(batch_id, "student")))
+        places=1, estimated_minutes=2, internal_name=name))
     assert publish(settings, provider, hits[0]) == draft["id"]
     assert len(fake_prolific.studies) == 1 and fake_prolific.studies[draft["id"]].status == "ACTIVE"
 
@@ -463,7 +475,8 @@ def test_workers_are_messaged_through_the_study_they_last_worked_in(settings, pr
 def test_the_block_group_is_found_again_by_a_new_process(settings, provider, fake_prolific):
     first = provider.blocked_group()
     again = ProlificProvider(settings).blocked_group()
-    assert again == first and len(fake_prolific.groups) == 1
+    assert again == first
+    assert sum(g.name == fake_prolific.groups[first].name for g in fake_prolific.groups.values()) == 1
 
 
 def test_the_workspace_balance_is_what_prolific_says(provider, fake_prolific):
@@ -473,6 +486,8 @@ def test_the_workspace_balance_is_what_prolific_says(provider, fake_prolific):
 def test_a_trial_batch_runs_on_test_studies_that_only_test_participants_see(settings, fake_prolific):
     provider = ProlificProvider(settings.model_copy(update={"prolific_test_studies": True}))
     tester = api.create_test_participant(provider.client, "tester@lab.example.org")
+    api.add_to_participant_group(provider.client, role_groups(settings.prolific_role_groups)["student"],
+                                 [tester])  # the test copy admits the role's group, as the study does
     _, hits = launch(settings, conversations=2)
     study_id = publish(settings, provider, hits[0])
     draft, test_copy = fake_prolific.studies.values()

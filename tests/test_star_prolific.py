@@ -426,7 +426,9 @@ def test_star_launches_on_prolific_once_its_onboarding_is_set_up_and_never_on_mt
 
 
 def test_a_multi_task_batch_only_stage_one_participants_could_serve_is_stalled_until_one_passes_stage_two(
-        settings, providers):
+        turkflow, settings, providers):
+    set_up(turkflow, settings, "user")
+    set_up(turkflow, settings, "wizard")
     batch_id = launch(settings, providers, conversations=1, tasks_per_dialog=2)
     with session_scope(settings.database_url) as s:
         for participant_id in ("pu1", "pu2"):  # passed stage 1 on the onboarding page, no turn yet

@@ -146,10 +146,14 @@ class Settings(BaseSettings):
     prolific_fee_percent: float = Field(
         33.33, ge=0, description="Prolific's service fee on rewards and bonuses, in percent, for estimates and "
                                  "budgets; an assumption: check Prolific's pricing page for your account's rate.")
+    prolific_vat_percent: float = Field(
+        0.0, ge=0, description="VAT Prolific charges on its service fee, in percent of the fee (e.g. 20 for a UK "
+                               "workspace); counted with the fee in estimates, budgets and spend.")
     prolific_min_hourly_cents: int = Field(
-        800, ge=0, description="Least reward per hour at prolific_estimated_minutes a turn, in cents of the "
-                               "workspace currency (Prolific requires at least GBP 6 / USD 8 an hour).")
-    prolific_estimated_minutes: int = Field(3, ge=1, description="Minutes a turn takes, as the study tells "
+        0, ge=0, description="Least reward per hour at prolific_estimated_minutes a turn, in cents of the "
+                             "workspace currency, if you hold yourself to more than Prolific's own minimum "
+                             "(GBP 6 / USD 8 an hour, always applied).")
+    prolific_estimated_minutes: int = Field(2, ge=1, description="Minutes a turn takes, as the study tells "
                                                                 "participants (and as Prolific judges pay).")
     prolific_max_minutes: int = Field(
         20, ge=1, description="Minutes a participant has for one turn before Prolific times the submission out "

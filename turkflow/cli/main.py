@@ -36,7 +36,7 @@ from turkflow.cli.common import (
 )
 from turkflow.cli.dataset import analyse, export, replay
 from turkflow.cli.mturk import batch_expire, mturk
-from turkflow.cli.prolific import launch_fee_percent, launch_gate, prolific
+from turkflow.cli.prolific import launch_gate, launch_terms, prolific
 from turkflow.cli.review import admin, review
 from turkflow.config import Settings, default
 from turkflow.hits import registry as platforms
@@ -234,14 +234,15 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     except monitor.PolicyError as bad:
         raise CommandError(f"--policy: {bad}") from None
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
-    fee_percent = launch_fee_percent(settings, provider, reward)
     launch_gate(app, provider, protocol, multi_task=tasks_per_dialog > 1)
+    terms = launch_terms(app, provider, reward)
+    fee_percent, amount = terms.fee_percent, (lambda cents: money.shown(cents, terms.currency))
     cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget,
-                          fee_percent=fee_percent)
+                          fee_percent=fee_percent, currency=terms.currency)
     click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
-               f"{dollars(reward)} a turn on {where}")
-    click.echo(f"at most {dollars(cost.total_cents)}: {dollars(cost.rewards_cents)} rewards + "
-               f"{dollars(cost.bonuses_cents)} bonuses + {dollars(cost.fees_cents)} fees, assuming")
+               f"{amount(reward)} a turn on {where}")
+    click.echo(f"at most {amount(cost.total_cents)}: {amount(cost.rewards_cents)} rewards + "
+               f"{amount(cost.bonuses_cents)} bonuses + {amount(cost.fees_cents)} fees, assuming")
     click.echo("".join(f"  - {assumption}\n" for assumption in cost.assumptions), nl=False)
     click.echo(f"quality policy: {policy.name}" + (f" ({policy.text})" if policy.name != policy.text else ""))
     if policy.name == "paper":
@@ -249,11 +250,15 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                    "compare policies first: turkflow simulate --policy paper --compare probation")
     if dry_run:
         return
+    if docs is None:
+        with app.session(create=True) as session:
+            if session.exec(select(Task.id).where(Task.protocol == protocol).limit(1)).first() is None:
+                raise CommandError(_no_tasks(protocol))
     if live and not yes:
         click.confirm(f"Publish on the LIVE MTurk marketplace, paying up to {dollars(cost.total_cents)} "
                       "of real money?", abort=True)
     if provider == "prolific" and not settings.prolific_test_studies and not yes:
-        click.confirm(f"Publish on Prolific, paying up to {dollars(cost.total_cents)} of real money?",
+        click.confirm(f"Publish on Prolific, paying up to {amount(cost.total_cents)} of real money?",
                       abort=True)
 
     quality = policy.batch_fields()
@@ -267,8 +272,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         scenarios = None
         if logged is not None:
             if not chosen:
-                raise CommandError(f"no {logged.title} tasks loaded; run `turkflow tasks load --protocol {protocol} "
-                                   "PATH` first")
+                raise CommandError(_no_tasks(protocol))
             options = ({"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog} if protocol == "star"
                        else {"success": success} if protocol == "frames" else {})
             scenarios = registry.parts(protocol).make_scenarios(chosen, conversations, **options)
@@ -288,6 +292,14 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if provider == "local":
         roles = list(get_protocol(protocol).roles)
         click.echo(f"invite workers: turkflow worker invite --role {roles[0]} (and --role {roles[1]})")
+
+
+def _no_tasks(protocol: str) -> str:
+    """What to run when a protocol has no tasks loaded (said before any money is asked for)."""
+    logged = registry.logged(protocol)
+    if logged is None:
+        return "no task documents loaded; run `turkflow tasks load FILE` first (or launch with --tasks FILE)"
+    return f"no {logged.title} tasks loaded; run `turkflow tasks load --protocol {protocol} PATH` first"
 
 
 def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> None:

@@ -8,6 +8,7 @@ A Prolific batch is launched with ``turkflow batch launch --provider prolific``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import click
@@ -16,32 +17,51 @@ from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, dollars, pa
 from turkflow.cli.mturk import mturk_spend
 from turkflow.hits import money
 from turkflow.protocols.star import stages
-from turkflow.hits.prolific import api
+from turkflow.hits.prolific import api, rules
 from turkflow.config import Settings
-from turkflow.errors import ProviderError
+from turkflow.errors import InvalidInput, ProviderError
 from turkflow.hits.prolific.provider import ProlificProvider, role_groups
 from turkflow.protocols.questions import PROTOCOLS, get_protocol
 
 ROLES = [role for protocol in PROTOCOLS.values() for role in protocol.roles]
 
 
-def launch_fee_percent(settings: Settings, provider: str, reward_cents: int) -> float:
-    """The platform fee a new batch counts in its budget; on Prolific, refuses a reward below Prolific's
-    minimum pay at the estimated minutes a turn."""
+@dataclass(frozen=True)
+class LaunchTerms:
+    """What a new batch's money is counted in: the platform's currency, and the fee its budget counts
+    (Prolific's service fee with the VAT on it, ``money.fee_with_vat``)."""
+
+    currency: str = "USD"
+    fee_percent: float = 0.0
+
+
+def launch_terms(app: App, provider: str, reward_cents: int) -> LaunchTerms:
+    """A Prolific batch's terms, and Prolific's rules for its turn studies checked before anything is
+    created: the workspace's currency (asked of Prolific), its least pay an hour at
+    TURKFLOW_PROLIFIC_ESTIMATED_MINUTES, and the least maximum time for it. A broken rule is one line naming
+    the option or setting to change."""
     if provider != "prolific":
-        return 0.0
-    hourly, minutes = settings.prolific_min_hourly_cents, settings.prolific_estimated_minutes
-    least = money.least_reward_cents(hourly, minutes)
-    if reward_cents < least:
-        raise CommandError(f"--reward {dollars(reward_cents)} is below Prolific's minimum pay: at least "
-                           f"{dollars(least)} a turn ({dollars(hourly)} an hour at {minutes} minutes a turn)")
-    return settings.prolific_fee_percent
+        return LaunchTerms()
+    settings = app.settings
+    client = _provider(app).client
+    balance = _asking(app, lambda: api.get_workspace_balance(client, settings.prolific_workspace_id))
+    currency = balance.get("currency_code") or "GBP"
+    try:
+        rules.check_turn_study(
+            reward_cents=reward_cents, estimated_minutes=settings.prolific_estimated_minutes,
+            maximum_minutes=settings.prolific_max_minutes, currency=currency,
+            hourly_cents=rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents))
+    except InvalidInput as broken:
+        raise CommandError(str(broken)) from None
+    return LaunchTerms(currency, money.fee_with_vat(settings.prolific_fee_percent, settings.prolific_vat_percent))
 
 
 def launch_gate(app: App, provider: str, protocol: str, multi_task: bool) -> None:
-    """A STAR batch on Prolific needs each role's stage-1 onboarding study (and, for multi-task dialogs,
-    stage 2's): without them no participant could take its turns; refused in one line naming them."""
-    if provider != "prolific" or protocol != "star":
+    """A batch on Prolific needs each role's onboarding study (a STAR role's stage 1, and for multi-task
+    dialogs stage 2) or a hand-made group in TURKFLOW_PROLIFIC_ROLE_GROUPS: a role's turn studies admit only
+    that group, and without it no participant could take its turns (or a stranger could). Refused in one line
+    naming what is missing."""
+    if provider != "prolific":
         return
     with app.session(create=True) as session:
         try:
@@ -58,10 +78,13 @@ def _provider(app: App) -> ProlificProvider:
 
 
 def _asking(app: App, call: Callable[[], Any]) -> Any:
-    """One call to Prolific; a refusal or no answer is one line naming the address."""
+    """One call to Prolific; a refusal or no answer is one line naming the address and what to check."""
     try:
         return call()
     except api.ProlificError as exc:
+        if exc.prolific_status == 0:
+            raise CommandError(f"cannot reach Prolific at {app.settings.prolific_base_url}: {exc.detail}; "
+                               "check the network or TURKFLOW_PROLIFIC_BASE_URL") from None
         raise CommandError(f"Prolific at {app.settings.prolific_base_url} {_refused(exc)}") from None
 
 
@@ -111,8 +134,9 @@ def prolific_check(app: App, protocol: str) -> None:
         raise CommandError(f"TURKFLOW_PROLIFIC_WORKSPACE_ID={settings.prolific_workspace_id!r} is not one of "
                            f"the token's workspaces: {', '.join(sorted(workspaces)) or 'none'}")
     balance = _asking(app, lambda: api.get_workspace_balance(provider.client, workspace["id"]))
+    currency = balance.get("currency_code") or "GBP"
     click.echo(f"workspace \"{workspace.get('title', workspace['id'])}\": available balance "
-               f"{_amount(balance.get('available_balance'), balance.get('currency_code'))}")
+               f"{money.shown(int(balance.get('available_balance') or 0), currency)}")
     problems = []
     groups = {g["id"]: g for g in _asking(app, lambda: api.list_participant_groups(provider.client,
                                                                                    workspace["id"]))}
@@ -148,11 +172,16 @@ def prolific_check(app: App, protocol: str) -> None:
         elif stages.has_stages(role):
             click.echo(f"{role}s, stage 2 (multi-task): no onboarding study yet, needed for multi-task batches "
                        f"(`turkflow prolific onboarding --role {role} --stage 2`)")
-    least = money.least_reward_cents(settings.prolific_min_hourly_cents, settings.prolific_estimated_minutes)
-    hourly = _amount(settings.prolific_min_hourly_cents)
-    click.echo(f"pay: at least {_amount(least)} a turn ({hourly} an hour "
-               f"at {settings.prolific_estimated_minutes} minutes a turn); service fee "
-               f"{settings.prolific_fee_percent:g}% assumed, check Prolific's pricing page")
+    hourly = rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents)
+    minutes = settings.prolific_estimated_minutes
+    least = money.least_reward_cents(hourly, minutes)
+    click.echo(f"pay: at least {money.shown(least, currency)} a turn ({money.shown(hourly, currency)} an hour "
+               f"at {minutes} minutes a turn); service fee {settings.prolific_fee_percent:g}% + VAT "
+               f"{settings.prolific_vat_percent:g}% of it assumed, check Prolific's pricing page")
+    longest = rules.least_maximum_minutes(minutes)
+    if settings.prolific_max_minutes < longest:
+        problems.append(f"TURKFLOW_PROLIFIC_MAX_MINUTES={settings.prolific_max_minutes} is below Prolific's least "
+                        f"maximum time at {minutes} minutes a turn: at least {longest}")
     if settings.prolific_webhook_secret:
         click.echo(f"submissions: webhooks at {provider.webhook_url()}, and the poller every "
                    f"{settings.prolific_poll_seconds} s")
@@ -199,12 +228,15 @@ def prolific_onboarding(app: App, role: str, stage: int, reward: int, places: in
     settings = app.settings
     if stage != stages.SINGLE_TASK and not stages.has_stages(role):
         raise CommandError(f"--stage: {role}s have one onboarding quiz; stages are STAR's (user, wizard)")
-    least = money.least_reward_cents(settings.prolific_min_hourly_cents, minutes)
-    if reward < least:
-        raise CommandError(f"--reward {_amount(reward)} is below Prolific's minimum pay: at least "
-                           f"{_amount(least)} ({_amount(settings.prolific_min_hourly_cents)} an hour at "
-                           f"{minutes} minutes)")
     provider = _provider(app)
+    balance = _asking(app, lambda: api.get_workspace_balance(provider.client, settings.prolific_workspace_id))
+    currency = balance.get("currency_code") or "GBP"
+    hourly = rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents)
+    least = money.least_reward_cents(hourly, minutes)
+    if reward < least:
+        raise CommandError(f"--reward {money.shown(reward, currency)} is below Prolific's minimum pay: at least "
+                           f"{money.shown(least, currency)} ({money.shown(hourly, currency)} an hour at "
+                           f"--minutes {minutes})")
     with app.session(create=True) as session:
         try:
             row, status = _asking(app, lambda: provider.set_up_onboarding(
@@ -214,7 +246,7 @@ def prolific_onboarding(app: App, role: str, stage: int, reward: int, places: in
     study = _asking(app, lambda: api.get_study(provider.client, row.study_id))
     which = f" stage {stage}" if stages.has_stages(role) else ""
     click.echo(f"{role}{which} onboarding study {row.study_id} ({status.lower()}): reward "
-               f"{_amount(study.get('reward'))}, {study.get('places_taken') or 0} of "
+               f"{money.shown(int(study.get('reward') or 0), currency)}, {study.get('places_taken') or 0} of "
                f"{study.get('total_available_places')} places taken; quiz at "
                f"{provider.onboarding_url(role, stage)}")
     admits = "multi-task" if stage == stages.MULTI_TASK else role

@@ -60,6 +60,12 @@ def percent_cents(amount_cents: int, percent: float) -> int:
     return int(share.quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
+def fee_with_vat(fee_percent: float, vat_percent: float) -> float:
+    """Prolific's service fee with the VAT charged on it, as one rate on rewards and bonuses (33.33% with 20%
+    VAT on it is 39.996%): a batch keeps it as ``Batch.fee_percent``, so it is counted wherever the fee is."""
+    return float(Decimal(str(fee_percent)) * (1 + Decimal(str(vat_percent)) / 100))
+
+
 def least_reward_cents(hourly_cents: int, minutes: int) -> int:
     """The smallest reward for a task of ``minutes`` that pays ``hourly_cents`` an hour (Prolific's rule)."""
     return -(-hourly_cents * minutes // 60)
@@ -70,6 +76,19 @@ def usd(cents: int) -> str:
     if cents < 0:
         raise ValueError("an amount of money cannot be negative")
     return f"{cents // 100}.{cents % 100:02d}"
+
+
+SYMBOLS = {"USD": "$", "GBP": "£", "EUR": "€"}
+
+
+def shown(cents: int, currency: str = "USD") -> str:
+    """An amount as people read it in its currency: 1234 in GBP is "£12.34", in USD "$12.34"; a currency
+    without a symbol here is named after the amount ("12.34 CHF"). Prolific pays in its workspace's currency,
+    MTurk and the local queue in USD."""
+    sign, cents = ("-" if cents < 0 else ""), abs(cents)
+    text = f"{cents // 100:,}.{cents % 100:02d}"
+    symbol = SYMBOLS.get(currency.upper())
+    return f"{sign}{symbol}{text}" if symbol else f"{sign}{text} {currency.upper()}"
 
 
 def cents_from_usd(amount: str) -> int:
@@ -98,38 +117,53 @@ class CostEstimate:
 
 def estimate(provider: str, conversations: int, max_turns: int, reward_cents: int, bonus_cents: int, *,
              turns_per_conversation: Optional[int] = None, bonus_share: float = 1.0,
-             budget_cents: Optional[int] = None, fee_percent: float = 0.0) -> CostEstimate:
+             budget_cents: Optional[int] = None, fee_percent: float = 0.0, currency: str = "USD") -> CostEstimate:
     """The cost of a batch, by default the most it can cost: every conversation runs to ``max_turns`` and
     every turn earns a bonus. A budget caps rewards plus bonuses (MTurk's fees come on top; Prolific's
-    service fee, ``fee_percent``, is inside the budget, as the running batch counts it)."""
+    service fee, ``fee_percent`` with its VAT, is inside the budget, as the running batch counts it, so the
+    estimate never exceeds the budget). Prolific's fee is rounded once on the total, MTurk's per payment."""
     if not 0.0 <= bonus_share <= 1.0:
         raise ValueError("bonus share must be between 0 and 1")
     per_conversation = min(turns_per_conversation or max_turns, max_turns)
     turns = conversations * per_conversation
-    bonuses = int(Decimal(turns) * Decimal(str(bonus_share)))
     assumptions = [
         f"{per_conversation} turns per conversation"
         + (" (the maximum; the student may stop earlier)" if per_conversation == max_turns else ""),
-        f"{bonus_share:.0%} of turns earn the {usd(bonus_cents)} bonus",
+        f"{bonus_share:.0%} of turns earn the {shown(bonus_cents, currency)} bonus",
     ]
-    inside = 1 + Decimal(str(fee_percent)) / 100 if provider == "prolific" else 1
-    if budget_cents is not None and (turns * reward_cents + bonuses * bonus_cents) * inside > budget_cents:
-        per_turn = (reward_cents + bonus_cents * bonus_share) * float(inside)
-        turns = int(budget_cents // per_turn) if per_turn else turns
+
+    def cost(turns: int) -> CostEstimate:
         bonuses = int(Decimal(turns) * Decimal(str(bonus_share)))
-        assumptions.append(f"the budget of ${usd(budget_cents)} stops the batch after about {turns} turns")
+        if provider == "prolific":
+            fees = percent_cents(turns * reward_cents + bonuses * bonus_cents, fee_percent)
+        else:
+            fees = (turns * fee_cents(provider, reward_cents) + bonuses * fee_cents(provider, bonus_cents))
+        return CostEstimate(provider=provider, conversations=conversations, turns=turns, bonuses=bonuses,
+                            rewards_cents=turns * reward_cents, bonuses_cents=bonuses * bonus_cents,
+                            fees_cents=fees, assumptions=assumptions)
+
+    def counted(estimate: CostEstimate) -> int:  # what the running batch holds against the budget
+        inside = estimate.fees_cents if provider == "prolific" else 0
+        return estimate.rewards_cents + estimate.bonuses_cents + inside
+
+    found = cost(turns)
+    if budget_cents is not None and counted(found) > budget_cents:
+        low, high = 0, turns  # the most turns the budget pays for
+        while low < high:
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if counted(cost(middle)) <= budget_cents else (low, middle - 1)
+        found = cost(low)
+        assumptions.append(f"the budget of {shown(budget_cents, currency)} stops the batch after about "
+                           f"{low} turns")
     if provider == "mturk":
         assumptions.append("MTurk fee: 20% of each reward and bonus, at least $0.01 each (one-assignment HITs)")
     elif provider == "prolific":
-        assumptions.append(f"Prolific service fee: {fee_percent:g}% of each reward and bonus "
-                           "(TURKFLOW_PROLIFIC_FEE_PERCENT; check Prolific's pricing page for your rate)")
+        assumptions.append(f"Prolific service fee: {fee_percent:g}% of each reward and bonus, with its VAT "
+                           "(TURKFLOW_PROLIFIC_FEE_PERCENT, TURKFLOW_PROLIFIC_VAT_PERCENT; check Prolific's "
+                           "pricing page for your rate)")
     else:
         assumptions.append(f"the {provider} provider charges no fees")
-    fees = (turns * fee_cents(provider, reward_cents, fee_percent=fee_percent)
-            + bonuses * fee_cents(provider, bonus_cents, fee_percent=fee_percent))
-    return CostEstimate(provider=provider, conversations=conversations, turns=turns, bonuses=bonuses,
-                        rewards_cents=turns * reward_cents, bonuses_cents=bonuses * bonus_cents,
-                        fees_cents=fees, assumptions=assumptions)
+    return found
 
 
 # ---- after the fact ------------------------------------------------------------------------------------

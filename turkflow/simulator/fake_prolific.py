@@ -56,6 +56,21 @@ STUDY_TRANSITIONS = {
 # What may change on a published study (the spec's description of PATCH /studies/{id}/).
 PUBLISHED_FIELDS = {"internal_name", "total_available_places", "submissions_config"}
 REJECT_MESSAGE_MIN = 100
+# A study's fields: the properties of the contract's BaseStudy (tests/test_prolific_launch.py keeps the two
+# the same); Prolific refuses any other.
+STUDY_FIELDS = {
+    "access_details", "completion_codes", "content_warning_details", "content_warnings", "credential_pool_id",
+    "data_collection_id", "data_collection_metadata", "data_collection_method", "description",
+    "device_compatibility", "estimated_completion_time", "external_study_url", "filter_set_id",
+    "filter_set_version", "filters", "has_credentials", "internal_name", "is_external_study_url_secure",
+    "maximum_allowed_time", "metadata", "naivety_distribution_rate", "name", "peripheral_requirements",
+    "project", "prolific_id_option", "reward", "study_labels", "submissions_config", "total_available_places",
+}
+# The filters this fake knows (Prolific has many more, such as age; turkflow sends only these two).
+GROUP_FILTERS = {"participant_group_allowlist", "participant_group_blocklist"}
+# Prolific's least pay an hour, in the minor unit of the workspace's currency ("Prolific's payment
+# principles": GBP 6 / USD 8).
+MIN_HOURLY = {"GBP": 600, "USD": 800}
 
 
 class Refused(Exception):
@@ -133,7 +148,7 @@ class FakeProlific:
 
     def __init__(self, token: str = "test-token", workspace_id: str = "workspace-1",
                  balance_cents: int = 100_000, fee_percent: int = 0, contract: Optional[Path] = SPEC_PATH,
-                 id_prefix: str = ""):
+                 id_prefix: str = "", currency: str = "GBP"):
         if contract is not None:
             from turkflow.simulator.prolific_contract import Contract  # openapi-core: a test dependency
 
@@ -142,7 +157,7 @@ class FakeProlific:
             self.contract = None
         self.token, self.workspace_id, self.id_prefix = token, workspace_id, id_prefix
         self.user = {"id": "researcher-1", "email": "lab@example.org"}
-        self.balance_cents, self.fee_percent = balance_cents, fee_percent
+        self.balance_cents, self.fee_percent, self.currency = balance_cents, fee_percent, currency
         self.violations: list[str] = []
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request received
         self.studies: dict[str, Study] = {}
@@ -267,7 +282,7 @@ class FakeProlific:
     def _get_balance(self, request: Request, workspace_id: str) -> tuple[int, Any]:
         if workspace_id != self.workspace_id:
             raise ApiError(404, "Workspace not found.")
-        return 200, {"currency_code": "GBP", "total_balance": self.balance_cents,
+        return 200, {"currency_code": self.currency, "total_balance": self.balance_cents,
                      "available_balance": self.balance_cents}
 
     # -- studies --
@@ -277,6 +292,7 @@ class FakeProlific:
 
     def _create_study(self, request: Request) -> tuple[int, Any]:
         self._check_group_actions(request.get_json())
+        self._check_rules(request.get_json(), {})
         study = Study(id=self.new_id("study"), fields=dict(request.get_json()))
         self.studies[study.id] = study
         return 201, self._study_json(study)
@@ -287,6 +303,7 @@ class FakeProlific:
     def _update_study(self, request: Request, study_id: str) -> tuple[int, Any]:
         study, changes = self._study(study_id), request.get_json()
         self._check_group_actions(changes)
+        self._check_rules(changes, study.fields)
         if study.status != "UNPUBLISHED":
             fixed = sorted(set(changes) - PUBLISHED_FIELDS)
             if fixed:
@@ -309,6 +326,34 @@ class FakeProlific:
                 group = action.get("participant_group")
                 if action.get("action", "").endswith("_PARTICIPANT_GROUP") and group not in self.groups:
                     raise ApiError(400, {"completion_codes": [f"Participant group {group} does not exist."]})
+
+    def _check_rules(self, changes: dict[str, Any], before: dict[str, Any]) -> None:
+        """What Prolific refuses of a study beyond its shape: fields it does not have, filters it does not
+        know or groups that are not the workspace's, a reward under its least pay an hour at the estimated
+        time, and a maximum time under 2 + 2 x estimate + 2 x sqrt(estimate) minutes (the contract's
+        description of ``maximum_allowed_time``)."""
+        unknown = sorted(set(changes) - STUDY_FIELDS)
+        if unknown:
+            raise ApiError(400, {name: ["This field is not a field of a study."] for name in unknown})
+        for found in changes.get("filters") or []:
+            if found.get("filter_id") not in GROUP_FILTERS:
+                raise ApiError(400, {"filters": [f"Unknown filter_id {found.get('filter_id')!r}."]})
+            strangers = [g for g in found.get("selected_values") or [] if g not in self.groups]
+            if strangers:
+                raise ApiError(400, {"filters": [f"Participant groups not found: {', '.join(strangers)}."]})
+        fields = {**before, **changes}
+        estimate, reward = fields.get("estimated_completion_time"), fields.get("reward")
+        if estimate is not None and estimate < 1:
+            raise ApiError(400, {"estimated_completion_time": ["Ensure this value is at least 1."]})
+        if estimate is not None and reward is not None:
+            hourly = MIN_HOURLY.get(self.currency, max(MIN_HOURLY.values()))
+            if reward * 60 < hourly * estimate:
+                raise ApiError(400, {"reward": [f"The reward must be at least {hourly / 100:.2f} "
+                                                f"{self.currency} an hour at the estimated time."]})
+        longest = fields.get("maximum_allowed_time")
+        if estimate is not None and longest is not None and longest < 2 + 2 * estimate + 2 * estimate ** 0.5:
+            raise ApiError(400, {"maximum_allowed_time": ["Must be at least 2 minutes plus two times the "
+                                                          "estimated time plus two times its square root."]})
 
     def _transition_study(self, request: Request, study_id: str) -> tuple[int, Any]:
         study, action = self._study(study_id), request.get_json()["action"]
@@ -566,11 +611,18 @@ class FakeProlific:
         self._end(submission_id, "TIMED-OUT")
 
     def fill_places(self, study_id: str, code: str) -> list[str]:
-        """Fresh participants take and complete every free place; returns their submission ids."""
+        """Fresh participants take and complete every free place; returns their submission ids. A study
+        with an allow list gets fresh members of its first allowed group (nobody else could take it)."""
         with self._lock:
             done = []
+            allowed = [g for found in self.studies[study_id].fields.get("filters") or []
+                       if found["filter_id"] == "participant_group_allowlist"
+                       for g in found["selected_values"] if g in self.groups]
             while self.places_free(study_id) > 0:
-                submission_id = self.start(study_id, self.new_id("participant"))
+                participant_id = self.new_id("participant")
+                if allowed:
+                    self.groups[allowed[0]].members[participant_id] = _now()
+                submission_id = self.start(study_id, participant_id)
                 self.complete(submission_id, code)
                 done.append(submission_id)
             return done

@@ -50,8 +50,8 @@ class ProlificError(ProviderError):
     idempotent.
     """
 
-    def __init__(self, method: str, path: str, status: int, detail: str, sent: bool = True):
-        self.method, self.path, self.detail, self.sent = method, path, detail, sent
+    def __init__(self, method: str, path: str, status: int, detail: str, sent: bool = True, where: str = ""):
+        self.method, self.path, self.detail, self.sent, self.where = method, path, detail, sent, where
         self.prolific_status = status
         self.status = 503 if status == 0 or status == 429 or status >= 500 else 502
         if status == 0:
@@ -65,7 +65,7 @@ class ProlificError(ProviderError):
         super().__init__(message)
 
     def __reduce__(self) -> tuple[Any, ...]:  # a Celery result or retry carries it pickled
-        return type(self), (self.method, self.path, self.prolific_status, self.detail, self.sent)
+        return type(self), (self.method, self.path, self.prolific_status, self.detail, self.sent, self.where)
 
 
 class InvalidSignature(Exception):
@@ -91,7 +91,8 @@ class ProlificClient:
             response = self.http.request(method, self.base_url + path, json=json, params=params,
                                          timeout=self.timeout)
         except requests.RequestException as exc:
-            raise ProlificError(method, path, 0, str(exc), sent=not _never_connected(exc)) from exc
+            raise ProlificError(method, path, 0, _why_unreached(exc), sent=not _never_connected(exc),
+                                where=self.base_url) from exc
         if response.status_code >= 400:
             raise ProlificError(method, path, response.status_code, _error_detail(response))
         if not response.content:
@@ -102,6 +103,28 @@ class ProlificClient:
 def _never_connected(exc: requests.RequestException) -> bool:
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
     return isinstance(exc, requests.ConnectTimeout) or isinstance(reason, ConnectTimeoutError)
+
+
+def _why_unreached(exc: requests.RequestException) -> str:
+    """What failed, in a person's words, instead of urllib3's chain of wrapped exceptions."""
+    chain, cause = [], exc
+    while cause is not None and len(chain) < 10:
+        chain.append(cause)
+        cause = getattr(cause, "reason", None) or cause.__cause__ or cause.__context__
+    names = " ".join(type(found).__name__ for found in chain) + " " + str(exc)
+    if "NameResolution" in names or "Name or service not known" in names or "getaddrinfo" in names:
+        return "name resolution failed"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "the TLS handshake failed"
+    if isinstance(exc, requests.ConnectTimeout) or "ConnectTimeout" in names:
+        return "the connection timed out"
+    if isinstance(exc, requests.ReadTimeout):
+        return "no answer in time"
+    if "Connection refused" in names or "ConnectionRefused" in names:
+        return "the connection was refused"
+    if isinstance(exc, requests.ConnectionError):
+        return "the connection failed"
+    return type(exc).__name__
 
 
 def _error_detail(response: requests.Response) -> str:

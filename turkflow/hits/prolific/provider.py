@@ -95,9 +95,12 @@ class ProlificProvider(CrowdProvider):
 
     # -- names and codes --
 
-    def internal_name(self, batch_id: int, role: str) -> str:
-        """How we find a batch role's study again on Prolific (a retried creation finds the first draft)."""
-        return f"turkflow {self.install} batch {batch_id} {role}"
+    def internal_name(self, row: ProlificStudy) -> str:
+        """How we find a batch role's study again on Prolific (a retried creation finds the first draft): named
+        after this database's row for it (its id and the moment it was written), so a study another
+        installation, or an earlier database with the same secret key, made for "batch 1 student" is never
+        taken for ours."""
+        return f"turkflow {self.install} batch {row.batch_id} {row.role} #{row.id} {_stamp(row.created_at)}"
 
     def completion_code(self, batch_id: int, role: str) -> str:
         """The code our page sends a participant back to Prolific with when their turn is stored."""
@@ -234,11 +237,16 @@ class ProlificProvider(CrowdProvider):
                     own.commit()
                 except IntegrityError:
                     own.rollback()
-        name = self.internal_name(batch.id, role)
-        drafts = self._studies_named(name)
         allowed = self.allow_group(session, role, _stage_of_batch(session, batch))
         if allowed is None:
             allowed = self.allow_group(session, role)
+        if allowed is None:  # a study open to everyone would let strangers in before onboarding
+            self.check_onboarding_gate(session, live=True, protocol=batch.protocol)
+            raise ProviderError(f"no participant group admits {role}s yet: run `turkflow prolific onboarding "
+                                f"--role {role}` (or name one in TURKFLOW_PROLIFIC_ROLE_GROUPS)")
+        with Session(session.get_bind()) as own:
+            name = self.internal_name(_study_row(own, batch.id, role))
+        drafts = self._studies_named(name)
         made = drafts[0]["id"] if drafts else self._create_study(batch, role, name, allowed)["id"]
         if self.settings.prolific_test_studies:  # the draft stays a draft; its test copy is the study
             made = api.create_test_study(self.client, made)["study_id"]
@@ -252,8 +260,10 @@ class ProlificProvider(CrowdProvider):
 
     def _studies_named(self, name: str) -> list[dict[str, Any]]:
         """Drafts an interrupted creation left, earliest first (the only time we list the workspace's
-        studies)."""
-        return sorted((s for s in api.list_studies(self.client) if s.get("internal_name") == name),
+        studies). Only an unpublished draft named after our own row is taken: a study anyone published is
+        never adopted."""
+        return sorted((s for s in api.list_studies(self.client)
+                       if s.get("internal_name") == name and s.get("status") == "UNPUBLISHED"),
                       key=lambda s: (s.get("date_created") or "", s["id"]))
 
     def _create_study(self, batch: Batch, role: str, name: str, allowed: Optional[str]) -> dict[str, Any]:
@@ -428,7 +438,7 @@ class ProlificProvider(CrowdProvider):
             group_id, study_id = row.group_id, row.study_id
         if study_id is None:
             which = f" stage {stage}" if stages.has_stages(role) else ""
-            name = f"turkflow {self.install} onboarding {role}{which}"
+            name = f"turkflow {self.install} onboarding {role}{which} #{row.id} {_stamp(row.created_at)}"
             drafts = self._studies_named(name)
             others = [other for other in _roles_beside(role) if other != role]
             made = drafts[0]["id"] if drafts else api.create_study(self.client, api.study_body(
@@ -654,6 +664,11 @@ def _stage_of_batch(session: Session, batch: Batch) -> int:
     single = session.exec(select(Conversation.id).where(
         Conversation.batch_id == batch.id, ~stages.multi_task(Conversation.scenario)).limit(1)).first()
     return stages.SINGLE_TASK if single is not None else stages.MULTI_TASK
+
+
+def _stamp(moment: datetime) -> str:
+    """A row's creation time in an internal name: to the microsecond, so two databases never share it."""
+    return moment.strftime("%Y%m%dT%H%M%S%f")
 
 
 def _study_row(session: Session, batch_id: int, role: str) -> Optional[ProlificStudy]:

@@ -1,0 +1,174 @@
+"""Launching on Prolific as a lab would on its first paid batch, against the fake Prolific (which refuses what
+Prolific refuses, and checks every request and response against Prolific's OpenAPI description): every
+protocol's turn studies admit only the role's onboarded group, Prolific's rules are checked at launch before
+anything is created or paid, each refusal is one line naming what to change, and a fresh database never
+takes over a study it did not create."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from sqlmodel import select
+
+from turkflow import pipeline
+from turkflow.cli.main import App, main
+from turkflow.config import Settings
+from turkflow.db import session_scope, upgrade
+from turkflow.errors import ProviderError
+from turkflow.hits import lifecycle, registry
+from turkflow.hits.prolific import api, rules
+from turkflow.models import Batch, Task
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
+from turkflow.simulator import fake_prolific as fake_module
+
+pytest.register_assert_rewrite("tests.fake_prolific")
+from tests.fake_prolific import SPEC_PATH, FakeProlific  # noqa: E402
+
+pytest_plugins = ["tests.fake_prolific"]
+
+
+def prolific_settings(tmp_path: Path, database_url: str, fake: FakeProlific, **changed) -> Settings:  # noqa: ANN003
+    return Settings(data_dir=tmp_path / "var", database_url=database_url, secret_key="test-secret",
+                    worker_hash_key="test-hash-key", public_url="https://turkflow.example.org", provider="prolific",
+                    prolific_token=fake.token, prolific_workspace_id=fake.workspace_id, prolific_base_url=fake.url,
+                    **changed)
+
+
+def run(settings: Settings, *args: str, input: str | None = None):  # noqa: ANN201
+    return CliRunner().invoke(main, list(args), obj=App(settings_=settings), input=input, catch_exceptions=False)
+
+
+def one_line(text: str) -> str:
+    assert len(text.strip().splitlines()) == 1, text
+    return text.strip()
+
+
+def role_groups(fake: FakeProlific, *members: str) -> str:
+    """Hand-made groups (TURKFLOW_PROLIFIC_ROLE_GROUPS) holding ``members``, as a lab makes them by hand."""
+    return ",".join(f"{role}={fake.make_group(f'{role}s', list(members))}" for role in ("student", "teacher"))
+
+
+def launch(settings: Settings, reward_cents: int = 40) -> list[int]:
+    with session_scope(settings.database_url) as s:
+        load_documents(s, read_documents(sample_tasks_path()))
+        _, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), 1, name="first", provider="prolific",
+                                         reward_cents=reward_cents)
+        return [h.id for h in hits]
+
+
+# ---- item 1: no turn study before onboarding -------------------------------------------------------------
+
+
+def test_a_wizard_of_tasks_batch_is_refused_before_onboarding_and_nothing_is_created(
+        tmp_path, database_url, fake_prolific):
+    settings = prolific_settings(tmp_path, database_url, fake_prolific)
+    result = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                 "-n", "1", "--reward", "0.50", "-y")
+    assert result.exit_code == 1
+    line = one_line(result.stderr)
+    assert "no onboarding study for students or teachers" in line
+    assert "turkflow prolific onboarding --role student" in line
+    assert fake_prolific.studies == {}
+    with session_scope(settings.database_url) as s:
+        assert s.exec(select(Batch)).all() == []
+
+
+def test_a_turn_study_is_never_created_open_to_everyone(tmp_path, database_url, fake_prolific):
+    """Whatever publishes the first turn (a Celery task, the simulator), a study without the role's group
+    is refused before Prolific is asked to create it."""
+    settings = prolific_settings(tmp_path, database_url, fake_prolific)
+    providers = registry.providers(settings)
+    [hit_id] = launch(settings)
+    with pytest.raises(ProviderError, match="no onboarding study for students"):
+        with session_scope(settings.database_url) as s:
+            lifecycle.publish_hit(s, providers.get("prolific"), hit_id)
+    assert fake_prolific.studies == {}
+
+
+def test_a_launched_turn_study_admits_only_the_roles_group(tmp_path, database_url, fake_prolific):
+    groups = role_groups(fake_prolific, "p-student")
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=groups)
+    result = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                 "-n", "1", "--reward", "0.50", "-y")
+    assert result.exit_code == 0, result.stderr
+    [study] = fake_prolific.studies.values()
+    allow = [f["selected_values"] for f in study.fields["filters"] if f["filter_id"] == "participant_group_allowlist"]
+    assert allow == [[groups.split(",")[0].split("=")[1]]]
+    with pytest.raises(fake_module.Refused, match="none of the study's allowed groups"):
+        fake_prolific.start(study.id, "a-stranger")
+    assert fake_prolific.start(study.id, "p-student")
+
+
+# ---- item 5: Prolific's rules, at launch and in the fake ----------------------------------------------------
+
+
+def test_a_maximum_time_under_prolifics_rule_is_refused_at_the_dry_run(tmp_path, database_url, fake_prolific):
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=role_groups(fake_prolific),
+                                 prolific_estimated_minutes=10, prolific_max_minutes=20)
+    result = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                 "-n", "1", "--reward", "2.00", "--dry-run")
+    assert result.exit_code == 1
+    line = one_line(result.stderr)
+    assert "TURKFLOW_PROLIFIC_MAX_MINUTES" in line and "at least 29" in line  # 2 + 20 + 6.3 minutes
+    assert fake_prolific.studies == {}
+
+
+def test_a_reward_under_prolifics_hourly_minimum_is_refused_in_the_workspaces_currency(
+        tmp_path, database_url, fake_prolific):
+    fake_prolific.currency = "USD"  # USD 8 an hour: 27 cents at 2 minutes
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=role_groups(fake_prolific))
+    result = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                 "-n", "1", "--reward", "0.20", "--dry-run")
+    assert result.exit_code == 1
+    assert "--reward: $0.20 is below Prolific's minimum pay: at least $0.27 a turn" in one_line(result.stderr)
+
+
+def test_the_least_maximum_time_is_prolifics_formula():
+    assert [rules.least_maximum_minutes(x) for x in (1, 2, 3, 10)] == [6, 9, 12, 29]
+    assert rules.least_hourly_cents("GBP") == 600 and rules.least_hourly_cents("usd") == 800
+    assert rules.least_hourly_cents("GBP", own_floor=900) == 900
+
+
+@pytest.mark.parametrize("broken, field", [
+    ({"surprise": True}, "surprise"),
+    ({"filters": [{"filter_id": "favourite_colour", "selected_values": ["blue"]}]}, "filters"),
+    ({"filters": [{"filter_id": "participant_group_allowlist", "selected_values": ["no-such-group"]}]}, "filters"),
+    ({"reward": 1}, "reward"),
+    ({"maximum_allowed_time": 1}, "maximum_allowed_time"),
+])
+def test_the_fake_refuses_what_prolific_refuses(fake_prolific, broken, field):
+    client = api.ProlificClient(fake_prolific.token, fake_prolific.url)
+    body = {**api.study_body(name="n", description="d", page_url="https://x.example.org/p", completion_code="C",
+                             reward_cents=40, places=1, estimated_minutes=2, internal_name="i"), **broken}
+    with pytest.raises(api.ProlificError) as refused:
+        api.create_study(client, body)
+    assert refused.value.prolific_status == 400 and field in refused.value.detail
+    assert fake_prolific.studies == {}
+
+
+def test_the_fakes_study_fields_are_the_contracts():
+    """The fake refuses a field Prolific does not have; the list must stay the contract's own."""
+    spec = yaml.safe_load(SPEC_PATH.read_text())
+    assert fake_module.STUDY_FIELDS == set(spec["components"]["schemas"]["BaseStudy"]["properties"])
+
+
+# ---- a fresh database never takes over another installation's study ----------------------------------------
+
+
+def test_a_fresh_database_never_adopts_a_study_it_did_not_create(tmp_path, database_url, fake_prolific):
+    groups = role_groups(fake_prolific, "p1")
+    first = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=groups)
+    [hit_id] = launch(first)
+    pipeline.publish(first, registry.providers(first), hit_id, "prolific")
+    [theirs] = fake_prolific.studies.values()
+    places = theirs.fields["total_available_places"]
+    fresh_url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    upgrade(fresh_url)  # the same secret key, a new data folder: batch 1 again
+    fresh = prolific_settings(tmp_path, fresh_url, fake_prolific, prolific_role_groups=groups)
+    [fresh_hit] = launch(fresh)
+    pipeline.publish(fresh, registry.providers(fresh), fresh_hit, "prolific")
+    assert len(fake_prolific.studies) == 2
+    assert theirs.fields["total_available_places"] == places

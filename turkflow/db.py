@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import contextmanager
 from importlib.resources import files
 from typing import Iterator
@@ -10,7 +11,10 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, create_engine
+
+from turkflow.errors import ServiceUnavailable
 
 
 _engines: dict[str, Engine] = {}
@@ -49,14 +53,37 @@ def _create(database_url: str) -> Engine:
 
 @contextmanager
 def session_scope(database_url: str) -> Iterator[Session]:
-    """A session that commits on success and rolls back on any error."""
+    """A session that commits on success and rolls back on any error. A database that takes no writes
+    for now (a full disk, a read-only file or server) raises ``ServiceUnavailable``: the transaction
+    rolled back whole, so the same request later stores it once."""
     with Session(get_engine(database_url), expire_on_commit=False) as session:
         try:
             yield session
             session.commit()
+        except DBAPIError as error:
+            session.rollback()
+            if refuses_writes(error):
+                raise ServiceUnavailable(NO_WRITES) from error
+            raise
         except BaseException:
             session.rollback()
             raise
+
+
+NO_WRITES = "the server cannot store anything right now and nothing of this was saved; try again in a minute"
+# SQLite's primary result codes SQLITE_READONLY and SQLITE_FULL (a full disk, or ``max_page_count``), and
+# PostgreSQL's SQLSTATEs read_only_sql_transaction (a read-only database or standby) and disk_full ("could
+# not extend file").
+_SQLITE_NO_WRITES = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL}
+_POSTGRES_NO_WRITES = {"25006", "53100"}
+
+
+def refuses_writes(error: DBAPIError) -> bool:
+    """Whether the database refused a write because it cannot take any now, rather than refusing this one."""
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _SQLITE_NO_WRITES  # the extended code's low byte is the primary one
+    return getattr(error.orig, "sqlstate", None) in _POSTGRES_NO_WRITES
 
 
 @contextmanager

@@ -52,6 +52,17 @@ class Conflict(TurkflowError):
     status = 409
 
 
+class AlreadySubmitted(Conflict):
+    """A turn sent again with other text than it was stored with. A repeat of the same text is the
+    idempotent resubmit (a double click, a retried request); other text is refused, never silently
+    dropped, and the message shows what was stored."""
+
+    def __init__(self, field: str, stored: str):
+        shown = stored if len(stored) <= 200 else stored[:199] + "…"
+        super().__init__(f'this turn was already sent as "{shown}", and a sent turn stays as it was')
+        self.field, self.stored = field, stored
+
+
 class IllegalTransition(Conflict):
     """A status change its entity's state machine (``turkflow.states``) does not allow: a completed
     conversation made active again, a paid bonus made pending. Names the entity, its id, from and to."""
@@ -66,6 +77,18 @@ class ProviderError(TurkflowError):
     """A crowd platform refused or failed a call."""
 
     status = 502
+
+
+class ServiceUnavailable(TurkflowError):
+    """Storage takes no writes for now (a full disk, a read-only database): nothing of the request was
+    stored, and the same request works again once the operator has made room. ``retry_after`` is the
+    seconds to wait, which a web answer sends as ``Retry-After``."""
+
+    status = 503
+
+    def __init__(self, message: str, retry_after: int = 30):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ModelMissing(TurkflowError):

@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 from turkflow import events, states
 from turkflow.config import default
 from turkflow.db import savepoint
-from turkflow.errors import Conflict, Forbidden, NotFound
+from turkflow.errors import AlreadySubmitted, Conflict, Forbidden, InvalidInput, NotFound
 from turkflow.protocols.star import stages
 from turkflow.hits.money import percent_cents
 from turkflow.hits.provider import CrowdProvider
@@ -46,6 +46,7 @@ from turkflow.models import (
 from turkflow.protocols.questions import (
     Protocol,
     TurnContext,
+    clean_text,
     document_items,
     document_text,
     get_protocol,
@@ -518,6 +519,8 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
     if assignment.worker_id != worker.id:
         raise Forbidden("this turn was assigned to another worker")
     if assignment.status in (AssignmentStatus.submitted, AssignmentStatus.approved, AssignmentStatus.rejected):
+        response = next(q.name for q in get_protocol(batch.protocol).form(turn.role).questions if q.is_response)
+        check_resent(turn, raw.get(response), response)
         rating = session.execute(_RATING_BY, {"turn": turn.id}).scalars().first()
         return Submission(turn=turn, rating=rating, created=False)
     if assignment.status == AssignmentStatus.abandoned:
@@ -557,6 +560,22 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
                   answers=answers)
     session.flush()
     return Submission(turn=turn, rating=rating, created=True)
+
+
+def check_resent(turn: Turn, sent: Any, field: str) -> None:
+    """A submit of a turn already stored must repeat it. The same text is the idempotent resubmit (a double
+    click, a retried request) and changes nothing; other text is refused naming what was stored, never
+    dropped in silence. ``sent`` is the text as it came (a form's one-item list too); none, nothing to check."""
+    if isinstance(sent, list) and len(sent) == 1:
+        sent = sent[0]
+    if not isinstance(sent, str):
+        return
+    try:
+        same = clean_text(sent) == (turn.text or "")
+    except InvalidInput:
+        same = False
+    if not same:
+        raise AlreadySubmitted(field, turn.text or "")
 
 
 def _store_rating(session: Session, turn: Turn, worker: Worker, answers: dict, now: datetime,
@@ -741,7 +760,7 @@ def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
 
 __all__ = [
     "Earlier", "Held", "Submission", "TurnView",
-    "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "committed_cents",
+    "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "check_resent", "committed_cents",
     "earlier_turns", "held", "launch_batch", "open_hits_for", "queue_entries", "publish_hit",
     "release_expired_leases", "reopen_turn",
     "set_batch_status", "settle_assignment", "stalled_conversations", "submit_turn", "take_turn", "turn_context",

@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+import io
 import re
-from typing import Any, Optional
-from urllib.parse import urlsplit
+from typing import IO, Any, Iterable, Optional
+from urllib.parse import parse_qsl, urlsplit
 
+import flask
 from flask import Flask, Response, jsonify, render_template, request
 from flask_wtf.csrf import CSRFProtect
 from werkzeug.exceptions import HTTPException
+from werkzeug.formparser import FormDataParser
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter
+from werkzeug.utils import cached_property
 
 from turkflow.config import Settings
-from turkflow.errors import InvalidInput, TurkflowError
+from turkflow.errors import InvalidInput, ServiceUnavailable, TurkflowError
 from turkflow.hits import registry
 from turkflow.hits.provider import Providers
 
@@ -22,6 +26,7 @@ from turkflow.hits.provider import Providers
 def create_app(settings: Settings | None = None, providers: Providers | None = None) -> Flask:
     settings = settings or Settings()
     app = Flask(__name__)
+    app.request_class = Request
     app.url_map.converters["int"] = IdConverter  # before any route is added
     secure = urlsplit(settings.public_url).scheme == "https"
     # Over HTTPS, __Host- cookies can be set by this host only: no sibling subdomain can plant its own.
@@ -45,6 +50,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     use_broker(settings.redis_url)  # the tasks this app queues go to its own Redis
     if settings.proxy_hops:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
+    app.wsgi_app = BoundedBody(app.wsgi_app, app.config["MAX_CONTENT_LENGTH"])
     from turkflow.web.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
@@ -106,14 +112,119 @@ def id_arg(name: str) -> Optional[int]:
 
 def json_object(what: str = "send one JSON object") -> dict[str, Any]:
     """The request's JSON body, which must be one object; anything else (not JSON, a list, nested deeper
-    than the parser goes) is a 400 naming the body, with ``what`` saying what was expected."""
+    than the parser goes) is a 400 naming the body, with ``what`` saying what was expected. A string that
+    is not Unicode (JSON's ``"\\ud800"``: a lone surrogate, which no page, log or database can encode) is a
+    400 naming its field, so no view ever holds one."""
     try:
         body = request.get_json(silent=True)
     except RecursionError:
         body = None
     if not isinstance(body, dict):
         raise InvalidInput(what, "body")
+    _refuse_surrogates(body)
     return body
+
+
+def _refuse_surrogates(body: dict[str, Any]) -> None:
+    """Every name and string in the body, level by level (a loop, not recursion: the body may be as deep as
+    the JSON parser goes); a nested field is named as the protocols name it (``form.Genre``, ``fillers[1]``)."""
+    pending: list[tuple[Any, str]] = [(body, "")]
+    for value, path in pending:  # grows while it is read
+        if isinstance(value, str):
+            if not encodable(value):
+                raise InvalidInput(NOT_UNICODE, path)
+        elif isinstance(value, dict):
+            for name, item in value.items():
+                field = f"{path}.{name}" if path else name
+                if not encodable(name):
+                    raise InvalidInput(NOT_UNICODE, printable(field))
+                pending.append((item, field))
+        elif isinstance(value, list):
+            pending.extend((item, f"{path}[{n}]") for n, item in enumerate(value))
+
+
+NOT_UNICODE = "this text is not valid Unicode"
+
+
+def encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(text: str) -> str:
+    """``text`` with whatever UTF-8 cannot encode (lone surrogates) written as escapes, e.g. ``\\ud800``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# ---- what the request carries: forms and query strings in UTF-8, bodies within the limit -----------------
+
+
+def utf8_fields(raw: bytes) -> list[tuple[str, str]]:
+    """A form body's or query string's fields, split as werkzeug splits them; a name or value whose bytes are
+    not UTF-8 (``%FF%FE``, a surrogate's ``%ED%A0%80``) is a 400 naming the field. werkzeug keeps such bytes
+    as literal ``%FF`` text, which was stored as if the worker had typed it."""
+    fields = []
+    for name, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True, encoding="latin-1"):
+        name_bytes, value_bytes = name.encode("latin-1"), value.encode("latin-1")
+        try:
+            fields.append((name_bytes.decode("utf-8"), value_bytes.decode("utf-8")))
+        except UnicodeDecodeError:
+            field = name_bytes.decode("utf-8", "werkzeug.url_quote")  # its bytes as sent, e.g. "%FF"
+            raise InvalidInput("this is not UTF-8 text; send text as UTF-8", field) from None
+    return fields
+
+
+class FormParser(FormDataParser):
+    """werkzeug's form parser with ``utf8_fields`` for urlencoded forms (multipart ones keep werkzeug's
+    decoding, which shows bytes that are not UTF-8 as U+FFFD; no page of ours posts multipart)."""
+
+    def _parse_urlencoded(self, stream: IO[bytes], mimetype: str, content_length: Optional[int],
+                          options: dict[str, str]) -> Any:
+        # werkzeug's own, but strict: the stream is already limited to MAX_CONTENT_LENGTH
+        return stream, self.cls(utf8_fields(stream.read())), self.cls()
+
+
+class Request(flask.Request):
+    """Flask's request, whose form and query string refuse text that is not UTF-8, naming the field."""
+
+    form_data_parser_class = FormParser
+
+    @cached_property
+    def args(self) -> Any:
+        return self.parameter_storage_class(utf8_fields(self.query_string))
+
+
+class BoundedBody:
+    """WSGI middleware: a body sent without a Content-Length (``Transfer-Encoding: chunked``) is read here,
+    up to one byte past ``limit``, and handed on with its length, so a body over the limit is a 413 as any
+    declared one is. werkzeug otherwise cuts such a body at the limit without a word, and the cut form or
+    JSON was refused as malformed (a 400)."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app, self.limit = app, limit
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            body = _read_up_to(environ["wsgi.input"], self.limit + 1)
+            # the body as if sent with its length (werkzeug ignores a Content-Length beside chunked)
+            environ = {name: value for name, value in environ.items() if name != "HTTP_TRANSFER_ENCODING"}
+            environ.update({"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))})
+        return self.app(environ, start_response)
+
+
+def _read_up_to(stream: IO[bytes], size: int) -> bytes:
+    """At most ``size`` bytes; a server's dechunking stream may give fewer per read than asked."""
+    parts, got = [], 0
+    while got < size:
+        data = stream.read(min(size - got, 64 * 1024))
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
 
 
 def wants_json() -> bool:
@@ -123,17 +234,26 @@ def wants_json() -> bool:
 
 def error_response(error: Exception) -> tuple[Any, int, dict[str, str]]:
     """Every refusal, ours (``turkflow.errors``) or werkzeug's (404, 405, 413, ...), with its status: JSON
-    for a program (one that asks for it, or sends JSON without asking for a page), a page for a person."""
+    for a program (one that asks for it, or sends JSON without asking for a page), a page for a person.
+    Whatever the message holds is shown (text UTF-8 cannot encode, as escapes); a 503 says when to retry."""
     if isinstance(error, TurkflowError):
         status, message, field, headers = error.status, error.message, getattr(error, "field", None), {}
     else:
         assert isinstance(error, HTTPException)
         status, message, field = error.code or 500, error.description or error.name, None
         headers = {name: value for name, value in error.get_headers() if name.lower() != "content-type"}
+    headers.update(retry_after(error))
+    message, field = printable(message), printable(field) if field else None
     if wants_json() or (request.is_json and "text/html" not in request.accept_mimetypes.values()):
         return jsonify({"error": message, **({"field": field} if field else {})}), status, headers
     template = "admin/error.html" if request.blueprint == "admin" else "error.html"
-    return render_template(template, message=message.rstrip("."), status=status), status, headers
+    page = render_template(template, message=message.rstrip("."), status=status, retry="Retry-After" in headers)
+    return page, status, headers
+
+
+def retry_after(error: Exception) -> dict[str, str]:
+    """The header that tells a client when to send a request that storage could not take again."""
+    return {"Retry-After": str(error.retry_after)} if isinstance(error, ServiceUnavailable) else {}
 
 
 def refuse_nul_bytes() -> None:

@@ -24,7 +24,7 @@ from sqlmodel import Session
 
 from turkflow.protocols.frames import dialog as frames_dialog
 from turkflow.db import session_scope
-from turkflow.errors import InvalidInput
+from turkflow.errors import InvalidInput, ServiceUnavailable
 from turkflow.models import Turn, Worker
 from turkflow.protocols.questions import FRAMES
 from turkflow.web.logged import (
@@ -43,7 +43,7 @@ def _data(session: Session, turn: Turn, worker: Worker) -> dict[str, Any]:
     return {"wizard": frames_dialog.wizard_view(session, turn, worker_id=worker.id)}
 
 
-def _page(assignment_id: str, *, error: Optional[InvalidInput] = None, typed: str = "",
+def _page(assignment_id: str, *, error: Optional[InvalidInput | ServiceUnavailable] = None, typed: str = "",
           status: int = 200) -> Response:
     with session_scope(_settings().database_url) as session:
         held = held_turn(session, FRAMES, assignment_id)
@@ -51,11 +51,12 @@ def _page(assignment_id: str, *, error: Optional[InvalidInput] = None, typed: st
         return show_turn(session, held, data, PAGES, error=error, typed=typed, status=status)
 
 
-def _shown_again(assignment_id: str, error: InvalidInput, body: dict[str, Any]) -> Response:
+def _shown_again(assignment_id: str, error: InvalidInput | ServiceUnavailable,
+                 body: dict[str, Any]) -> Response:
     """The page again after a refused search or submit, with the message typed."""
     text = body.get("text")
     typed = text[:FRAMES.max_response_chars] if isinstance(text, str) else ""
-    return _page(assignment_id, error=error, typed=typed, status=400)
+    return _page(assignment_id, error=error, typed=typed, status=error.status)
 
 
 @bp.get("/turn/<assignment_id>")

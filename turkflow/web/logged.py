@@ -15,11 +15,11 @@ from sqlmodel import Session
 
 from turkflow.protocols import registry
 from turkflow.db import session_scope
-from turkflow.errors import InvalidInput, NotFound
+from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.models import Assignment, AssignmentStatus, DialogEvent, Hit, Turn, Worker
 from turkflow.protocols.questions import Protocol
-from turkflow.web import json_object, wants_json
+from turkflow.web import json_object, retry_after, wants_json
 from turkflow.web.worker import (
     _current_worker, _own_assignment, _settings, queue_next_turn, turn_json, worker_page_headers,
 )
@@ -72,8 +72,8 @@ def held_turn(session: Session, protocol: Protocol, assignment_id: str) -> Held:
 
 def render_turn(view: lifecycle.TurnView, data: dict[str, Any], pages: Mapping[str, str], *, submit_url: str,
                 action_url: str, hidden: dict[str, str], lease_expires_at: Any = None,
-                worker: Optional[Worker] = None, error: Optional[InvalidInput] = None, status: int = 200,
-                **shown: Any) -> Response:
+                worker: Optional[Worker] = None, error: Optional[InvalidInput | ServiceUnavailable] = None,
+                status: int = 200, **shown: Any) -> Response:
     """The role's turn page (``pages``: the template of each role), for any entry route that gives it where
     to post (``hidden`` adds the fields a provider's route needs, e.g. the CSRF token). The role's data is
     the template's variable named after the protocol (``star``, ``frames``, ``meep``)."""
@@ -114,8 +114,10 @@ class Acted(NamedTuple):
 Act = Callable[[Session, Held, dict[str, Any]], Acted]
 
 
-def take_action(protocol: Protocol, assignment_id: str, act: Act,
-                shown_again: Callable[[str, InvalidInput, dict[str, Any]], Response], anchor: str) -> Any:
+ShownAgain = Callable[[str, "InvalidInput | ServiceUnavailable", dict[str, Any]], Response]
+
+
+def take_action(protocol: Protocol, assignment_id: str, act: Act, shown_again: ShownAgain, anchor: str) -> Any:
     """One action inside the held turn (``act``). JSON clients get what it logged and the role's data;
     forms see the page again at ``anchor``, or ``shown_again`` after a refusal, which stores nothing."""
     body = action_body()
@@ -123,32 +125,43 @@ def take_action(protocol: Protocol, assignment_id: str, act: Act,
         with session_scope(_settings().database_url) as session:
             written, data, args = act(session, held_turn(session, protocol, assignment_id), body)
             logged = [{"action": e.action, "agent": e.agent, **e.data} for e in written]
-    except InvalidInput as error:
+    except (InvalidInput, ServiceUnavailable) as error:
         if wants_json():
             raise
-        return shown_again(assignment_id, error, body)
+        return again(shown_again, assignment_id, error, body)
     if wants_json():
         return jsonify(logged=logged, **data)
     return redirect(url_for(f"{protocol.name}.turn", assignment_id=assignment_id, **args) + anchor, 303)
 
 
-def close_turn(protocol: Protocol, assignment_id: str,
-               shown_again: Callable[[str, InvalidInput, dict[str, Any]], Response]) -> Any:
+def again(shown_again: ShownAgain, assignment_id: str, error: InvalidInput | ServiceUnavailable,
+          body: dict[str, Any]) -> Response:
+    """The protocol's page again after a refused action or submit, with what the worker typed: a 400 naming
+    the field, or a 503 with Retry-After when storage took nothing (sent again later, it is stored)."""
+    page = shown_again(assignment_id, error, body)
+    page.headers.update(retry_after(error))
+    return page
+
+
+def close_turn(protocol: Protocol, assignment_id: str, shown_again: ShownAgain) -> Any:
     """Close the held turn through its dialog module's ``submit_turn`` and queue the next one. The worker
     whose turn ends the dialog goes on to its questions. A refused submit stores nothing: JSON clients get
-    the error, forms ``shown_again(assignment_id, error, body)``: the page with what they typed."""
+    the error, forms ``shown_again(assignment_id, error, body)``: the page with what they typed. A turn sent
+    before is the same turn only with the same text: other text is a 409 naming what was stored."""
     body = action_body()
     try:
         with session_scope(_settings().database_url) as session:
             worker = held_turn(session, protocol, assignment_id).worker
             submission = registry.parts(protocol.name).submit_turn(session, assignment_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
+            if not created:  # sent before: only the same text again is the same turn
+                lifecycle.check_resent(submission.turn, body.get("text"), "text")
             conversation_id, text = submission.turn.conversation_id, submission.turn.text
             ended = lifecycle.ends_conversation(session, submission.turn)
-    except InvalidInput as error:  # rolled back: nothing of this submission is stored
+    except (InvalidInput, ServiceUnavailable) as error:  # rolled back: nothing of this submission is stored
         if wants_json():
             raise
-        return shown_again(assignment_id, error, body)
+        return again(shown_again, assignment_id, error, body)
     if created:
         queue_next_turn(turn_id, worker)
     survey_url = url_for("worker.survey", conversation_id=conversation_id) if ended else None

@@ -25,7 +25,7 @@ from sqlmodel import Session
 
 from turkflow.protocols.meep import dialog as meep_dialog
 from turkflow.db import session_scope
-from turkflow.errors import InvalidInput
+from turkflow.errors import InvalidInput, ServiceUnavailable
 from turkflow.models import Turn, Worker
 from turkflow.protocols.questions import MEEP
 from turkflow.web.logged import (
@@ -43,17 +43,18 @@ def _data(session: Session, turn: Turn, worker: Worker) -> dict[str, Any]:
     return {"agent": meep_dialog.agent_view(session, turn, worker_id=worker.id)}
 
 
-def _page(assignment_id: str, *, error: Optional[InvalidInput] = None, typed: Optional[dict] = None,
-          status: int = 200) -> Response:
+def _page(assignment_id: str, *, error: Optional[InvalidInput | ServiceUnavailable] = None,
+          typed: Optional[dict] = None, status: int = 200) -> Response:
     with session_scope(_settings().database_url) as session:
         held = held_turn(session, MEEP, assignment_id)
         data = _data(session, held.turn, held.worker)
         return show_turn(session, held, data, PAGES, error=error, typed=typed or {}, status=status)
 
 
-def _shown_again(assignment_id: str, error: InvalidInput, body: dict[str, Any]) -> Response:
+def _shown_again(assignment_id: str, error: InvalidInput | ServiceUnavailable,
+                 body: dict[str, Any]) -> Response:
     """The page again after a refused click or submit, with the slots and the message as sent."""
-    return _page(assignment_id, error=error, typed=body, status=400)
+    return _page(assignment_id, error=error, typed=body, status=error.status)
 
 
 @bp.get("/turn/<assignment_id>")

@@ -24,7 +24,7 @@ from sqlmodel import Session
 
 from turkflow.protocols.star import dialog as star_dialog
 from turkflow.db import session_scope
-from turkflow.errors import InvalidInput, NotFound
+from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.models import AssignmentStatus, Task, Turn, Worker
 from turkflow.protocols.questions import STAR
@@ -55,7 +55,7 @@ def render_star_turn(view: lifecycle.TurnView, data: dict[str, Any], *, draft: s
     return render_turn(view, data, PAGES, draft=draft, **where)
 
 
-def _page(assignment_id: str, *, error: Optional[InvalidInput] = None, draft: str = "",
+def _page(assignment_id: str, *, error: Optional[InvalidInput | ServiceUnavailable] = None, draft: str = "",
           status: int = 200) -> Response:
     with session_scope(_settings().database_url) as session:
         held = held_turn(session, STAR, assignment_id)
@@ -86,11 +86,12 @@ def _act(session: Session, held: Held, body: dict[str, Any]) -> Acted:
     return Acted(written, data, {"draft": draft[:MAX_DRAFT]} if draft else {})
 
 
-def _shown_again(assignment_id: str, error: InvalidInput, body: dict[str, Any]) -> Response:
+def _shown_again(assignment_id: str, error: InvalidInput | ServiceUnavailable,
+                 body: dict[str, Any]) -> Response:
     """The page again after a refused action or submit, with the message typed."""
     text = body.get("text")
     draft = text[:MAX_DRAFT] if isinstance(text, str) else ""
-    return _page(assignment_id, error=error, draft=draft, status=400)
+    return _page(assignment_id, error=error, draft=draft, status=error.status)
 
 
 @bp.post("/turn/<assignment_id>")

@@ -29,14 +29,14 @@ from turkflow.protocols import surveys
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
-from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
+from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits.lifecycle import TurnView
 from turkflow.models import (
     Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
     utcnow,
 )
 from turkflow.protocols.questions import Question, TurnContext
-from turkflow.web import id_arg, json_object, wants_json
+from turkflow.web import id_arg, json_object, retry_after, wants_json
 from workers import tasks
 
 bp = Blueprint("worker", __name__)
@@ -230,7 +230,7 @@ def submit(assignment_id: str) -> Any:
             worker = _current_worker(session)
             submission = submit_answers(session, assignment_id, worker, raw)
             turn_id, created = submission.turn.id, submission.created
-    except InvalidAnswer as error:  # the transaction rolled back: nothing of this submission is stored
+    except (InvalidAnswer, ServiceUnavailable) as error:  # rolled back: nothing of this submission is stored
         return _refused_answers(assignment_id, error, raw)
     if created:
         queue_next_turn(turn_id, worker)
@@ -245,7 +245,11 @@ def submit_answers(session: Session, assignment_id: str, worker: Worker,
     it goes through its dialog module's ``submit_turn``, which reads them off its events."""
     found = lifecycle.held(session, assignment_id)
     if found is not None and registry.logged(found.batch.protocol) is not None:
-        return registry.parts(found.batch.protocol).submit_turn(session, assignment_id, worker, raw, as_answers=True)
+        submission = registry.parts(found.batch.protocol).submit_turn(session, assignment_id, worker, raw,
+                                                                      as_answers=True)
+        if not submission.created:  # sent before: only the same text again is the same turn
+            lifecycle.check_resent(submission.turn, raw.get("response"), "response")
+        return submission
     return lifecycle.submit_turn(session, assignment_id, worker, raw, loaded=found)
 
 
@@ -278,16 +282,22 @@ def _raw_answers() -> dict[str, Any]:
     return answers
 
 
-def _refused_answers(assignment_id: str, error: InvalidAnswer, raw: dict[str, Any]) -> Any:
+def _refused_answers(assignment_id: str, error: InvalidAnswer | ServiceUnavailable, raw: dict[str, Any]) -> Any:
+    """The page again with what the worker wrote: beside the answer refused, or under a note that storage
+    took nothing (a 503 with Retry-After: the same submit later stores it)."""
     if wants_json():
-        return jsonify(error=str(error), field=error.field), 400
+        raise error
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
         _, hit, current, *loaded = _own_turn(session, worker, assignment_id)  # loaded: as in turn()
         view = lifecycle.turn_view(session, current)
-    return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
-                       errors={error.field: error.reason}, answers=raw, hidden={"csrf_token": generate_csrf()},
-                       lease_expires_at=hit.lease_expires_at, worker=worker, status=400)
+    page = render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
+                       errors={error.field: error.reason} if isinstance(error, InvalidAnswer) else {},
+                       retry=isinstance(error, ServiceUnavailable), answers=raw,
+                       hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker,
+                       status=error.status)
+    page.headers.update(retry_after(error))
+    return page
 
 
 def queue_next_turn(turn_id: int, worker: Worker) -> None:
@@ -303,12 +313,13 @@ def queue_next_turn(turn_id: int, worker: Worker) -> None:
 def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", errors: Optional[dict] = None,
                 answers: Optional[dict] = None, hidden: Optional[dict[str, str]] = None,
                 lease_expires_at: Optional[datetime] = None, worker: Optional[Worker] = None,
-                status: int = 200) -> Response:
+                retry: bool = False, status: int = 200) -> Response:
     """The turn page for one turn, reusable by every crowd provider's entry route.
 
     ``mode`` is "work" (the form to fill in) or "preview" (read-only, e.g. an MTurk worker who has not
     accepted the HIT). ``answers`` refills the form after a refused submission; ``hidden`` adds form fields
-    (an MTurk assignmentId); ``worker`` shows who is signed in and the way back to the local queue.
+    (an MTurk assignmentId); ``worker`` shows who is signed in and the way back to the local queue;
+    ``retry`` says nothing was saved because storage took no writes, to send the same again later.
     """
     if mode not in ("work", "preview"):
         raise ValueError(f"unknown turn page mode {mode!r}")
@@ -324,6 +335,7 @@ def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", er
         mode=mode,
         form_action=form_action,
         errors=errors or {},
+        retry=retry,
         chosen={name: _as_strings(value) for name, value in (answers or {}).items()},
         hidden=hidden or {},
         lease_expires_at=lease_expires_at,

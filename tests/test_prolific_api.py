@@ -380,11 +380,11 @@ def test_a_subscription_needs_the_workspaces_secret_first(fake_prolific, prolifi
         api.create_webhook_subscription(prolific, workspace, event, target)
     secret = api.create_webhook_secret(prolific, workspace)
     assert [s["value"] for s in api.list_webhook_secrets(prolific, workspace)] == [secret]
-    created = api.create_webhook_subscription(prolific, workspace, event, target)
+    created, hook_secret = api.create_webhook_subscription(prolific, workspace, event, target)
     assert (created["event_type"], created["target_url"], created["is_enabled"]) == (event, target, False)
+    assert hook_secret == fake_prolific.hook_secrets[created["id"]]  # the X-Hook-Secret response header
     with pytest.raises(api.ProlificError, match="not the secret"):
         api.confirm_webhook_subscription(prolific, created["id"], "guessed")
-    hook_secret = fake_prolific.hook_secrets[created["id"]]  # what our target received as X-Hook-Secret
     assert api.confirm_webhook_subscription(prolific, created["id"], hook_secret)["is_enabled"] is True
     assert [s["id"] for s in api.list_webhook_subscriptions(prolific, workspace)] == [created["id"]]
     api.delete_webhook_subscription(prolific, created["id"])

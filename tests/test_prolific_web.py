@@ -296,12 +296,13 @@ def test_a_timed_out_submission_gives_its_turn_back_through_the_webhook_once(
     study_id = study_of(settings, batch_id, "student")
     first, _, _ = arrives(client, fake_prolific, study_id, "p1")
     fake_prolific.time_out(first)
-    event = fake_prolific.submission_event(first)
-    assert post_webhook(client, fake_prolific, event).status_code == 204
+    event, sent_at = fake_prolific.submission_event(first), int(time.time())
+    assert post_webhook(client, fake_prolific, event, timestamp=sent_at).status_code == 204
     assert assignment(settings, first).status == AssignmentStatus.abandoned
     second, _, _ = arrives(client, fake_prolific, study_id, "p2")
     events_before = event_count(settings)
-    assert post_webhook(client, fake_prolific, event).status_code == 204  # Prolific delivers it again
+    again = post_webhook(client, fake_prolific, event, timestamp=sent_at)  # Prolific delivers it again
+    assert again.status_code == 200 and "delivered already" in again.get_json()["ignored"]
     assert assignment(settings, second).status == AssignmentStatus.accepted
     assert event_count(settings) == events_before
 
@@ -333,8 +334,10 @@ def post_webhook(client, fake: FakeProlific, event: dict, **changed):  # noqa: A
     key = changed.get("secret", fake.secrets[fake.workspace_id]["value"])
     signature = changed.get("signature") or base64.b64encode(
         hmac.new(key.encode(), sent_at.encode() + body, hashlib.sha256).digest()).decode()
-    return client.post("/prolific/webhook", data=body, content_type="application/json",
-                       headers={api.TIMESTAMP_HEADER: sent_at, api.SIGNATURE_HEADER: signature})
+    headers = {api.TIMESTAMP_HEADER: sent_at, api.SIGNATURE_HEADER: signature}
+    if "event_id" in changed:
+        headers[api.EVENT_ID_HEADER] = changed["event_id"]
+    return client.post("/prolific/webhook", data=body, content_type="application/json", headers=headers)
 
 
 def event_count(settings) -> int:  # noqa: ANN001
@@ -516,19 +519,19 @@ def test_the_poller_runs_on_celery_beat(settings):
     assert poll["schedule"] == settings.prolific_poll_seconds
 
 
-def test_a_new_subscriptions_handshake_enables_it_and_a_made_up_one_enables_nothing(
+def test_subscribing_confirms_through_the_api_and_a_post_to_our_url_confirms_nothing(
         settings, providers, client, fake_prolific):
     provider = providers.get("prolific")
     secret, subscription = provider.subscribe()
     assert secret == settings.prolific_webhook_secret  # the workspace's secret is kept, not replaced
     assert subscription["target_url"] == "http://127.0.0.1:5000/prolific/webhook"
+    assert fake_prolific.subscriptions[subscription["id"]]["is_enabled"]  # confirmed with its X-Hook-Secret
     assert provider.subscribe()[1]["id"] == subscription["id"]  # running it again subscribes nothing more
-    made_up = client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: "made-up"})
-    assert made_up.status_code == 403 and not fake_prolific.subscriptions[subscription["id"]]["is_enabled"]
+    asked = len(fake_prolific.requests)
     real = fake_prolific.hook_secrets[subscription["id"]]
-    answer = client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: real})
-    assert answer.status_code == 200 and answer.headers[api.HOOK_SECRET_HEADER] == real
-    assert fake_prolific.subscriptions[subscription["id"]]["is_enabled"]
+    for hook_secret in ("made-up", real):  # unauthenticated: refused, and Prolific is never called for it
+        assert client.post("/prolific/webhook", headers={api.HOOK_SECRET_HEADER: hook_secret}).status_code == 403
+    assert len(fake_prolific.requests) == asked
 
 
 def test_a_stored_submission_never_gives_away_another_studys_completion_code(

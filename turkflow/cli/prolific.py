@@ -296,16 +296,17 @@ def prolific_test_participant(app: App, email: str) -> None:
 def prolific_webhook(app: App) -> None:
     """Subscribe turkflow's webhook URL to submission status changes and show the secret that signs them.
 
-    Needs TURKFLOW_PUBLIC_URL to be a public HTTPS address (Prolific posts there); the web process
-    confirms Prolific's handshake. Set TURKFLOW_PROLIFIC_WEBHOOK_SECRET to the secret shown for the web
-    process. Safe to run again: the workspace's secret and the subscription are kept.
+    Needs TURKFLOW_PUBLIC_URL to be a public HTTPS address (Prolific posts there). The subscription is
+    confirmed as Prolific documents it: its creation returns an X-Hook-Secret, sent back through the API.
+    Set TURKFLOW_PROLIFIC_WEBHOOK_SECRET to the secret shown for the web process. Safe to run again: the
+    workspace's secret and the enabled subscription are kept.
     """
     if not app.settings.public_url.startswith("https://"):
         raise CommandError(f"Prolific posts webhooks to public HTTPS addresses only; TURKFLOW_PUBLIC_URL is "
                            f"{app.settings.public_url} (without webhooks the poller follows submissions)")
     provider = _provider(app)
     secret, subscription = _asking(app, provider.subscribe)
-    state = "enabled" if subscription.get("is_enabled") else "waiting for the web process to confirm it"
+    state = "enabled" if subscription.get("is_enabled") else "not enabled; run this again"
     click.echo(f"subscription {subscription['id']}: {subscription['event_type']} to "
                f"{subscription['target_url']} ({state})")
     click.echo(f"TURKFLOW_PROLIFIC_WEBHOOK_SECRET={secret}")

@@ -254,12 +254,13 @@ class FakeProlific:
         except HTTPException as exc:
             return _error(exc.code or 404, "Not found.")
         try:
-            status, body = getattr(self, f"_{endpoint}")(request, **args)
+            status, body, *headers = getattr(self, f"_{endpoint}")(request, **args)
         except ApiError as exc:
             return _error(exc.status, exc.detail)
         if body is None:
-            return Response(status=status)
-        return Response(json.dumps(body), status=status, mimetype="application/json")
+            return Response(status=status, headers=headers[0] if headers else None)
+        return Response(json.dumps(body), status=status, mimetype="application/json",
+                        headers=headers[0] if headers else None)
 
     def _check_response(self, request: Request, response: Response) -> None:
         """Our answer must be one Prolific could give (``Contract.response_problems``)."""
@@ -540,7 +541,9 @@ class FakeProlific:
                         "is_enabled": False}
         self.subscriptions[subscription["id"]] = subscription
         self.hook_secrets[subscription["id"]] = self.new_id("hook-secret")
-        return 201, {"results": [dict(subscription)]}
+        # As Prolific documents it ("Monitoring study progress"): the secret that confirms the subscription
+        # comes back as a response header; nothing is sent to the target until it is confirmed.
+        return 201, {"results": [dict(subscription)]}, {"X-Hook-Secret": self.hook_secrets[subscription["id"]]}
 
     def _confirm_subscription(self, request: Request, subscription_id: str) -> tuple[int, Any]:
         """Echoing a new subscription's ``X-Hook-Secret`` enables it (``hook_secrets`` holds them)."""
@@ -638,9 +641,11 @@ class FakeProlific:
             return [p.cents for p in self.payments if p.submission_id == submission_id]
 
     def send_webhook(self, url: str, payload: dict[str, Any], *, secret: Optional[str] = None,
-                     timestamp: Optional[int] = None, signature: Optional[str] = None) -> requests.Response:
+                     timestamp: Optional[int] = None, signature: Optional[str] = None,
+                     event_id: Optional[str] = None) -> requests.Response:
         """POST an event as Prolific does: JSON body, UNIX timestamp, base64 HMAC-SHA256 of timestamp+body
-        with the workspace's secret (or the given one; a given ``signature`` replaces the real one)."""
+        with the workspace's secret (or the given one; a given ``signature`` replaces the real one), and the
+        event's ``X-Event-ID`` (the same on a redelivery: pass the first one's)."""
         body = json.dumps(payload).encode()
         sent_at = str(int(time.time()) if timestamp is None else timestamp)
         key = secret if secret is not None else self.secrets[self.workspace_id]["value"]
@@ -648,6 +653,7 @@ class FakeProlific:
         real = base64.b64encode(digest).decode()
         return requests.post(url, data=body, timeout=10, headers={
             "Content-Type": "application/json", "X-Prolific-Request-Timestamp": sent_at,
+            "X-Event-ID": event_id or self.new_id("event"),
             "X-Prolific-Request-Signature": signature if signature is not None else real})
 
     def submission_event(self, submission_id: str) -> dict[str, Any]:

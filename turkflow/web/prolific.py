@@ -32,6 +32,7 @@ back is never asked. Answers are stored once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from typing import Any, Optional
@@ -60,6 +61,7 @@ bp = Blueprint("prolific", __name__, url_prefix="/prolific")
 log = logging.getLogger("turkflow.web.prolific")
 
 FORM_TOKEN = "turkflow_form"
+WEBHOOK_MAX_AGE = 300  # seconds a signed webhook is accepted for, and a seen event id remembered (twice that)
 LINK_ARGS = ("b", "r", "PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 MAX_DRAFT = 500
 
@@ -583,14 +585,6 @@ def _please_return(headline: str, reason: str) -> Response:
     return worker_page_headers(Response(page, 409))
 
 
-def _confirm_subscription(hook_secret: str) -> Response:
-    """A new subscription's handshake: Prolific enables it once we send its secret back through the API (a
-    made-up secret enables nothing)."""
-    if not _provider().confirm_webhook(hook_secret):
-        raise Forbidden("no subscription of ours is waiting for this secret")
-    return Response(status=200, headers={api.HOOK_SECRET_HEADER: hook_secret})
-
-
 def _turn_view(session: Session, assignment: Assignment) -> lifecycle.TurnView:
     return lifecycle.turn_view(session, session.get(Turn, session.get(Hit, assignment.hit_id).turn_id))
 
@@ -600,25 +594,56 @@ def _back_to_prolific(batch_id: int, role: str) -> Response:
     return redirect(api.completion_url(_provider().completion_code(batch_id, role)), 303)
 
 
+def _first_delivery(settings: Settings, event_id: Optional[str], signature: str) -> Optional[list[str]]:
+    """This event's keys if it is new within the age a signature is accepted for (by Prolific's event id, and
+    by its signature, which the event id is not part of), noted in Redis with that expiry; None if seen
+    already. Without Redis the event goes through (applying a submission's status is idempotent)."""
+    import redis
+
+    keys = [f"turkflow:prolific:event:{event_id}"] if event_id else []
+    keys.append("turkflow:prolific:signature:" + hashlib.sha256(signature.encode()).hexdigest())
+    try:
+        store = redis.Redis.from_url(settings.redis_url, socket_timeout=2)
+        fresh = [bool(store.set(key, 1, nx=True, ex=2 * WEBHOOK_MAX_AGE)) for key in keys]
+    except redis.RedisError as exc:
+        log.warning("webhook replay check skipped, Redis unavailable: %s", exc)
+        return []
+    return keys if all(fresh) else None
+
+
+def _forget_delivery(settings: Settings, keys: list[str]) -> None:
+    """An event whose change failed is not a delivery: Prolific's redelivery (same event id) goes through."""
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.redis_url, socket_timeout=2).delete(*keys)
+    except redis.RedisError:
+        pass
+
+
 @bp.post("/webhook")
 def webhook() -> Any:
     """Prolific's ``submission.status.change`` events, signed with the workspace's webhook secret.
 
-    An unsigned, wrongly signed or stale request is refused and changes nothing; a repeated event finds
-    the change made already (``sync.apply_status`` is idempotent); other events are acknowledged only. A
-    new subscription's handshake (``X-Hook-Secret``, unsigned) is confirmed through the API.
+    An unsigned, wrongly signed or stale request is refused and changes nothing, and never makes us call
+    Prolific (a subscription is confirmed by ``turkflow prolific webhook`` through the API, not here). An
+    event seen already within the signature's age limit (its ``X-Event-ID``, or the same signed request
+    again) is acknowledged and dropped; past it, ``sync.apply_status`` is idempotent anyway. Other events
+    are acknowledged only.
     """
     settings = _settings()
-    handshake = request.headers.get(api.HOOK_SECRET_HEADER)
-    if handshake and api.SIGNATURE_HEADER not in request.headers:
-        return _confirm_subscription(handshake)
     if not settings.prolific_webhook_secret:
         raise NotFound("Prolific webhooks are not set up here (TURKFLOW_PROLIFIC_WEBHOOK_SECRET)")
     body = request.get_data()
     try:
-        api.verify_webhook(settings.prolific_webhook_secret, request.headers, body)
+        api.verify_webhook(settings.prolific_webhook_secret, request.headers, body,
+                           max_age_seconds=WEBHOOK_MAX_AGE)
     except api.InvalidSignature as exc:
         raise Forbidden(f"not signed by Prolific: {exc}") from None
+    seen = _first_delivery(settings, request.headers.get(api.EVENT_ID_HEADER),
+                           request.headers.get(api.SIGNATURE_HEADER))
+    if seen is None:
+        return jsonify(ignored="this event was delivered already")
     try:
         event = json.loads(body)
     except ValueError:
@@ -628,6 +653,11 @@ def webhook() -> Any:
     submission_id, status = event.get("resource_id"), event.get("status")
     if not isinstance(submission_id, str) or not isinstance(status, str):
         raise InvalidInput("a submission event names its submission (resource_id) and status", "resource_id")
-    with session_scope(settings.database_url) as session:
-        sync.apply_status(session, submission_id, status, sync.ProlificRound())
+    try:
+        with session_scope(settings.database_url) as session:
+            sync.apply_status(session, submission_id, status, sync.ProlificRound())
+    except Exception:
+        if seen:
+            _forget_delivery(settings, seen)
+        raise
     return Response(status=204)

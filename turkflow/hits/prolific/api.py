@@ -32,7 +32,8 @@ COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc="
 URL_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP")
 SIGNATURE_HEADER = "X-Prolific-Request-Signature"
-HOOK_SECRET_HEADER = "X-Hook-Secret"  # Prolific's handshake with a new subscription's target
+HOOK_SECRET_HEADER = "X-Hook-Secret"  # returned with a new subscription, sent back to confirm it
+EVENT_ID_HEADER = "X-Event-ID"  # one event's id, the same on every redelivery
 TIMESTAMP_HEADER = "X-Prolific-Request-Timestamp"
 # Prolific's recommended ceilings per request.
 MAX_BONUSES_PER_REQUEST = 200
@@ -87,6 +88,12 @@ class ProlificClient:
     def call(self, method: str, path: str, *, json: Any = None,
              params: Optional[Mapping[str, Any]] = None) -> Any:
         """One request; the decoded JSON answer (None when Prolific answers with no body)."""
+        return self.call_with_headers(method, path, json=json, params=params)[0]
+
+    def call_with_headers(self, method: str, path: str, *, json: Any = None,
+                          params: Optional[Mapping[str, Any]] = None) -> tuple[Any, Mapping[str, str]]:
+        """One request; the decoded JSON answer and the response's headers (Prolific returns a new webhook
+        subscription's ``X-Hook-Secret`` as a header)."""
         try:
             response = self.http.request(method, self.base_url + path, json=json, params=params,
                                          timeout=self.timeout)
@@ -96,8 +103,8 @@ class ProlificClient:
         if response.status_code >= 400:
             raise ProlificError(method, path, response.status_code, _error_detail(response))
         if not response.content:
-            return None
-        return response.json()
+            return None, response.headers
+        return response.json(), response.headers
 
 
 def _never_connected(exc: requests.RequestException) -> bool:
@@ -399,11 +406,17 @@ def list_webhook_secrets(client: ProlificClient, workspace_id: str) -> list[dict
 
 
 def create_webhook_subscription(client: ProlificClient, workspace_id: str, event_type: str, target_url: str
-                                ) -> dict[str, Any]:
-    """Ask Prolific to POST events (e.g. ``submission.status.change``) to a public HTTPS URL of ours."""
-    created = client.call("POST", "/api/v1/hooks/subscriptions/", json={
+                                ) -> tuple[dict[str, Any], str]:
+    """Ask Prolific to POST events (e.g. ``submission.status.change``) to a public HTTPS URL of ours: the new
+    subscription (not enabled yet) and the ``X-Hook-Secret`` Prolific returns with it as a response header,
+    which ``confirm_webhook_subscription`` sends back to enable it ("Monitoring study progress")."""
+    created, headers = client.call_with_headers("POST", "/api/v1/hooks/subscriptions/", json={
         "workspace_id": workspace_id, "event_type": event_type, "target_url": target_url})
-    return created["results"][0]
+    hook_secret = headers.get(HOOK_SECRET_HEADER)
+    if not hook_secret:
+        raise ProlificError("POST", "/api/v1/hooks/subscriptions/", 502,
+                            f"the answer carries no {HOOK_SECRET_HEADER} header to confirm the subscription with")
+    return created["results"][0], hook_secret
 
 
 def confirm_webhook_subscription(client: ProlificClient, subscription_id: str, hook_secret: str

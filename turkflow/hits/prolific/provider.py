@@ -514,37 +514,25 @@ class ProlificProvider(CrowdProvider):
         return f"{self.settings.public_url.rstrip('/')}/prolific/webhook"
 
     def subscribe(self) -> tuple[str, dict[str, Any]]:
-        """The workspace's webhook secret (created if it has none) and a subscription of our webhook URL to
-        submission status changes (created unless there is one); Prolific then sends the new
-        subscription's handshake to that URL, where ``confirm_webhook`` enables it."""
+        """The workspace's webhook secret (created if it has none) and an enabled subscription of our webhook
+        URL to submission status changes, made by Prolific's documented flow ("Monitoring study progress"):
+        creating the subscription returns its ``X-Hook-Secret`` as a response header, and sending that back
+        through the API confirms it. Nothing is ever confirmed from a request to our own URL. A subscription
+        of ours left unconfirmed (its secret lost with an interrupted run) is deleted and made again."""
         workspace_id = self.settings.prolific_workspace_id
         secrets = api.list_webhook_secrets(self.client, workspace_id)
         secret = secrets[0]["value"] if secrets else api.create_webhook_secret(self.client, workspace_id)
         for enabled in (True, False):
             for subscription in api.list_webhook_subscriptions(self.client, workspace_id, enabled):
-                if subscription.get("target_url") == self.webhook_url() and \
-                        subscription.get("event_type") == SUBMISSION_EVENT:
+                if subscription.get("target_url") != self.webhook_url() or \
+                        subscription.get("event_type") != SUBMISSION_EVENT:
+                    continue
+                if subscription.get("is_enabled"):
                     return secret, subscription
-        return secret, api.create_webhook_subscription(self.client, workspace_id, SUBMISSION_EVENT,
-                                                       self.webhook_url())
-
-    def confirm_webhook(self, hook_secret: str) -> list[str]:
-        """Prolific's handshake: a new subscription is enabled by sending back the ``X-Hook-Secret`` Prolific
-        sent to its target. Each of our webhook URL's unconfirmed subscriptions is tried with it (Prolific
-        refuses any secret but the one it sent); returns the ids confirmed."""
-        confirmed = []
-        workspace_id = self.settings.prolific_workspace_id
-        for subscription in api.list_webhook_subscriptions(self.client, workspace_id, enabled=False):
-            if subscription.get("target_url") != self.webhook_url() or subscription.get("is_enabled"):
-                continue
-            try:
-                api.confirm_webhook_subscription(self.client, subscription["id"], hook_secret)
-            except api.ProlificError as exc:
-                if exc.prolific_status != 400:
-                    raise
-                continue
-            confirmed.append(subscription["id"])
-        return confirmed
+                api.delete_webhook_subscription(self.client, subscription["id"])
+        created, hook_secret = api.create_webhook_subscription(self.client, workspace_id, SUBMISSION_EVENT,
+                                                               self.webhook_url())
+        return secret, api.confirm_webhook_subscription(self.client, created["id"], hook_secret)
 
     def blocked_group(self) -> str:
         """Our block-list group: every study of ours keeps its members out."""

@@ -271,13 +271,16 @@ def post_chunked(url: str, path: str, chunks: Iterable[bytes], headers: dict[str
         def read_status() -> None:
             received = b""
             while b"\r\n" not in received:
-                data = conn.recv(4096)
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    return
                 if not data:
                     return
                 received += data
             status.append(int(received.split(b" ", 2)[1]))
 
-        reader = threading.Thread(target=read_status)
+        reader = threading.Thread(target=read_status, daemon=True)
         reader.start()
         head = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}", "Transfer-Encoding: chunked",
                 "Content-Type: application/x-www-form-urlencoded", "Connection: close",

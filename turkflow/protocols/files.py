@@ -58,6 +58,8 @@ def read_bytes(path: Path, limit: int = MAX_BYTES) -> bytes:
         raise InvalidDocument(f"{path}: no such file") from None
     except OSError as exc:
         raise InvalidDocument(f"{path}: cannot read ({exc.strerror})") from None
+    except ValueError:  # a NUL byte in the name
+        raise InvalidDocument(f"{shown(str(path))}: not a file name") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):

@@ -19,6 +19,7 @@ from sqlmodel import select
 
 from tests.conftest import wait_until
 from tests.test_cli import environment, ok, one_line_error
+from tests.test_stacks import default_control_socket, gunicornc_master_pid  # noqa: F401 (a fixture)
 from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS, launch, make_worker
 from tests.test_worker_pages import FIRST_STUDENT_ANSWERS, joined
 from turkflow import pipeline
@@ -230,10 +231,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_demo_serves_its_links_and_root_page_and_ctrl_c_ends_it_with_status_0(tmp_path):
-    port, redis_port = free_port(), free_port()
+def master_answering(control_socket: Path) -> int | None:
+    """The pid of the gunicorn master answering on its control socket, or None while none answers."""
+    try:
+        return gunicornc_master_pid(control_socket)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError, KeyError):
+        return None
+
+
+def test_the_demo_serves_its_links_and_root_page_survives_a_killed_web_and_ctrl_c_ends_it_with_status_0(
+        tmp_path, default_control_socket):
+    """One demo start (the slowest thing a test does) for everything a user meets in it. Its web killed with
+    SIGKILL leaves workers holding the port until they notice (gunicorn's worker timeout); a gunicorn started
+    meanwhile gave up after 5 s and enough of those made the demo stop. The demo waits for the port instead."""
+    port, redis_port, data = free_port(), free_port(), tmp_path / "var"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TURKFLOW_")},
-           "TURKFLOW_DATA_DIR": str(tmp_path / "var"), "TURKFLOW_PORT": str(port),
+           "TURKFLOW_DATA_DIR": str(data), "TURKFLOW_PORT": str(port),
            "TURKFLOW_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WEB_CONCURRENCY": "1"}
     out = tmp_path / "demo.out"
     with out.open("w") as sink:
@@ -255,6 +268,15 @@ def test_the_demo_serves_its_links_and_root_page_and_ctrl_c_ends_it_with_status_
         assert second_terminal.stdout.strip() == links[0], second_terminal.stderr
         root = requests.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert root.status_code == 200 and "join link" in root.text
+        killed = gunicornc_master_pid(data / "gunicorn.ctl")
+        os.kill(killed, signal.SIGKILL)
+        wait_until(lambda: master_answering(data / "gunicorn.ctl") not in (None, killed) or demo.poll() is not None,
+                   timeout=120, interval=0.5)
+        assert demo.poll() is None, out.read_text()
+        assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200
+        printed = out.read_text()
+        assert f"port {port} is still held" in printed and f"port {port} is free" in printed, printed
+        assert printed.count("web exited") == 1, printed  # one start, once the port was free: none gave up
         os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C does
         assert demo.wait(timeout=60) == 0, out.read_text()
     finally:

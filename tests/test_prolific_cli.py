@@ -134,7 +134,7 @@ def test_launch_while_prolific_cannot_be_reached_is_one_line_and_creates_nothing
 def test_prolific_help_lists_every_command():
     result = CliRunner().invoke(main, ["prolific", "--help"])
     listed = re.findall(r"^  (\S+) ", result.stdout.split("\nCommands:\n")[1], re.MULTILINE)
-    assert listed == ["check", "groups", "onboarding", "spend", "test-participant", "webhook"]
+    assert listed == ["bonuses", "check", "groups", "onboarding", "spend", "test-participant", "webhook"]
     assert listed == sorted(prolific.commands)  # a new command shows in the list
 
 

@@ -150,39 +150,3 @@ def test_procfile_web_processes_of_two_data_directories_each_answer_on_their_own
     first.wait(timeout=30)
     assert gunicornc_master_pid(second_dir / "gunicorn.ctl") == second.pid  # the other deployment's is intact
     assert requests.get(f"{second_url}/queue", timeout=30).status_code < 500
-
-
-# ---- make demo: a web process killed with SIGKILL ------------------------------------------------------
-
-
-WITH_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                       "os.execv(sys.argv[1], sys.argv[1:])")
-
-
-def test_the_demo_starts_a_web_killed_with_sigkill_again_once_its_orphaned_workers_free_the_port(
-        tmp_path, default_control_socket):
-    """The killed master's workers keep its port until they notice (gunicorn's worker timeout); a gunicorn
-    started meanwhile gives up after 5 s, and enough of those made the demo stop. The demo waits instead."""
-    port, redis_port, data = free_port(), free_port(), tmp_path / "var"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TURKFLOW_")},
-           "TURKFLOW_DATA_DIR": str(data), "TURKFLOW_PORT": str(port),
-           "TURKFLOW_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WEB_CONCURRENCY": "1"}
-    out = tmp_path / "demo.out"
-    with out.open("w") as sink:  # Ctrl-C's default disposition and a process group, as a terminal gives them
-        demo = subprocess.Popen([sys.executable, "-c", WITH_DEFAULT_SIGINT, str(ROOT / "scripts" / "demo.sh")],
-                                env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for(lambda: "Ctrl-C stops everything" in out.read_text(), "the demo", 300, demo)
-        killed = gunicornc_master_pid(data / "gunicorn.ctl")
-        os.kill(killed, signal.SIGKILL)
-        wait_for(lambda: gunicornc_master_pid(data / "gunicorn.ctl") != killed, "web, started again", 120, demo)
-        assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200
-        printed = out.read_text()
-        assert f"port {port} is still held" in printed and f"port {port} is free" in printed, printed
-        assert printed.count("web exited") == 1, printed  # one start, once the port was free: none gave up
-        os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C does
-        assert demo.wait(timeout=60) == 0, out.read_text()
-    finally:
-        if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
-            demo.wait()

@@ -116,8 +116,8 @@ def test_an_entity_without_a_state_machine_is_a_programming_error():
 
 def test_a_compare_and_set_update_names_the_states_that_may_move_to_its_target():
     assert states.sources(Turn, TurnStatus.submitted) == {TurnStatus.open}
-    assert states.sources(Assignment, AssignmentStatus.approved) == {AssignmentStatus.submitted,
-                                                                     AssignmentStatus.rejected}
+    assert states.sources(Assignment, AssignmentStatus.approved) == {
+        AssignmentStatus.submitted, AssignmentStatus.rejected, AssignmentStatus.unpaid}
     assert states.sources(Batch, BatchStatus.paused) == {BatchStatus.active}  # not paused itself
     sql = str(states.update_to(Bonus, BonusStatus.paid).where(Bonus.id == 1).compile(
         compile_kwargs={"literal_binds": True}))

@@ -174,6 +174,10 @@ class Settings(BaseSettings):
         3600, ge=0, description="turkflow approves a stored turn's submission this long after it was stored.")
     prolific_poll_seconds: int = Field(
         60, ge=5, description="How often the poller reads each running study's submissions from Prolific.")
+    prolific_bonus_unknown_after_seconds: int = Field(
+        3600, ge=0, description="A bonus whose pay call went to Prolific (or may have) and whose payment Prolific "
+        "still does not show this long after is left for a person: `turkflow prolific bonuses` and the dashboard "
+        "show it, to release for a new payment or mark settled; turkflow never pays it again by itself.")
     onboarding_pass_percent: int = Field(
         80, description="Onboarding quiz score (percent) a worker needs for their role; on MTurk the role "
                         "qualification's value must reach it.")

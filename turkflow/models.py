@@ -3,7 +3,7 @@ decisions, bonuses, requesters and the append-only event log.
 
 Invariants live in the schema, not in hope: one turn per (conversation, index), so a conversation can
 never have two open turns for the same position; one HIT per (turn, attempt); one rating per rating
-turn; one bonus per rated turn. Money is stored in integer cents. A batch's money and quality columns take
+turn; one bonus of each kind per turn. Money is stored in integer cents. A batch's money and quality columns take
 their defaults from the settings (``turkflow.config.default``), where each default lives once.
 """
 
@@ -65,6 +65,10 @@ class AssignmentStatus(StrEnum):
     approved = "approved"
     rejected = "rejected"
     abandoned = "abandoned"  # lease ran out or the worker returned it
+    # The turn was stored, then the platform ended the submission unpaid (Prolific: timed out or returned);
+    # turkflow keeps the turn, so it pays: approved where the platform allows it, else compensated.
+    unpaid = "unpaid"
+    compensated = "compensated"  # its reward went as a bonus on the submission (``BonusKind.reward``)
 
 
 class WorkerStatus(StrEnum):
@@ -76,6 +80,11 @@ class WorkerStatus(StrEnum):
 class BonusStatus(StrEnum):
     pending = "pending"
     paid = "paid"
+
+
+class BonusKind(StrEnum):
+    quality = "quality"  # the monitor's, for a well-rated turn
+    reward = "reward"  # a kept turn's reward, paid as a bonus because its submission ended unpaid
 
 
 class Task(SQLModel, table=True):
@@ -271,8 +280,13 @@ class QualityDecision(SQLModel, table=True):
 
 
 class Bonus(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("turn_id", "kind", name="uq_bonus_turn_kind"),)
+
     id: Optional[int] = Field(default=None, primary_key=True)
-    turn_id: int = Field(foreign_key="turn.id", unique=True)
+    turn_id: int = Field(foreign_key="turn.id")
+    kind: str = Field(default=BonusKind.quality, description="quality: the monitor's bonus for a well-rated "
+                      "turn; reward: the turn's reward, paid as a bonus because its submission ended unpaid on "
+                      "the platform. At most one of each per turn.")
     worker_id: int = Field(foreign_key="worker.id", index=True)
     assignment_id: int = Field(foreign_key="assignment.id")
     decision_id: Optional[int] = Field(default=None, foreign_key="qualitydecision.id")

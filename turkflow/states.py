@@ -72,10 +72,14 @@ MOVES: Mapping[type, Mapping[str, frozenset[str]]] = {
     },
     Assignment: {
         A.accepted: frozenset({A.submitted, A.abandoned}),
-        A.submitted: frozenset({A.approved, A.rejected}),
+        A.submitted: frozenset({A.approved, A.rejected, A.unpaid}),
         A.rejected: frozenset({A.approved}),  # a rejection overridden on the platform (MTurk allows it)
         A.approved: frozenset(),
         A.abandoned: frozenset(),
+        # the turn is kept, so it is paid: approved late (Prolific allows a timed-out one), else its reward
+        # goes as a bonus
+        A.unpaid: frozenset({A.approved, A.compensated}),
+        A.compensated: frozenset(),
     },
     Worker: {
         W.active: frozenset({W.temporarily_blocked, W.blocked}),

@@ -11,18 +11,21 @@ from turkflow.hits.prolific import sync
 from turkflow.hits.prolific.provider import PROVIDER, BonusOutcomeUnknown
 from turkflow.models import Batch, Worker
 from workers.app import celery_app, providers, settings
-from workers.tasks import RETRY, SWEEP_LIMITS
+from workers.tasks import RETRY, SWEEP_LIMITS, pay_bonus
 
 log = logging.getLogger("turkflow.tasks.prolific")
 
 
 @celery_app.task(name="workers.prolific_tasks.poll_prolific", **SWEEP_LIMITS)
 def poll_prolific() -> None:
-    """Beat: follow every running study's submissions on Prolific (what webhooks would say, without a
-    public address), keep its places in step, ask for due approvals, and settle claimed bonuses."""
+    """Beat: follow the running studies' submissions on Prolific (what webhooks would say, without a
+    public address), keep their places in step, pay the kept turns whose submission ended unpaid, ask for
+    due approvals, and settle claimed bonuses."""
     if not settings().prolific_token:
         return
     found = sync.poll(settings(), providers().get(PROVIDER))
+    for bonus_id in found.reward_bonuses:  # kept turns whose submission ended unpaid: their reward
+        pay_bonus.delay(bonus_id)
     for bonus_id in found.claimed_bonuses:
         settle_bonus.delay(bonus_id)
     if found:

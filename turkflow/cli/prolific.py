@@ -277,6 +277,74 @@ def prolific_groups(app: App) -> None:
 prolific.add_command(mturk_spend, "spend")  # spend is our records, the same for every platform
 
 
+@prolific.command("bonuses", context_settings=CONTEXT)
+@click.argument("batch_id", type=int, required=False)
+@click.option("--release", "to_release", type=int, multiple=True, metavar="BONUS_ID",
+              help="The bonus was never paid: pay it in a new bulk payment now (repeatable).")
+@click.option("--settle", "to_settle", type=int, multiple=True, metavar="BONUS_ID",
+              help="The bonus needs no more payment (you saw it paid on Prolific, or paid it there by hand): "
+                   "count it paid (repeatable).")
+@click.option("--by", default=None, help="Who decides, recorded with the decision (default: your login name).")
+@pass_app
+def prolific_bonuses(app: App, batch_id: int | None, to_release: tuple[int, ...], to_settle: tuple[int, ...],
+                     by: str | None) -> None:
+    """Bonuses whose payment nobody can tell, for you to decide (all batches, or BATCH_ID's).
+
+    turkflow pays a Prolific bonus once: it records "about to pay" before Prolific's pay call, which is
+    not idempotent, and never calls it again for that bonus. When the call crashed, failed on Prolific's
+    side or got no answer, and Prolific still shows no payment on the submission
+    TURKFLOW_PROLIFIC_BONUS_UNKNOWN_AFTER_SECONDS later, the bonus is listed here with what Prolific shows
+    for the submission now. Check the submission in Prolific's app, then --release it (it goes into a new
+    bulk payment and is paid now) or --settle it. Each decision is recorded as an event naming who made it.
+    """
+    import getpass
+
+    from turkflow import pipeline
+    from turkflow.errors import TurkflowError
+    from turkflow.hits.prolific import sync
+
+    provider = _provider(app)
+    who = by or getpass.getuser()
+    with app.session():  # the database exists and is current
+        pass
+    try:
+        for bonus_id in to_release:
+            stuck = sync.release_bonus(app.settings, provider, bonus_id, who)
+            pipeline.pay_bonus(app.settings, app.providers, bonus_id)
+            click.echo(f"bonus {bonus_id} released by {who} and paid in a new bulk payment "
+                       f"({_amount(stuck.amount_cents)} on submission {stuck.submission_id})")
+        for bonus_id in to_settle:
+            stuck = sync.settle_bonus_by_hand(app.settings, provider, bonus_id, who)
+            click.echo(f"bonus {bonus_id} marked settled by {who} ({_amount(stuck.amount_cents)} on submission "
+                       f"{stuck.submission_id}); Prolific shows {_payments(stuck.prolific_payments)}")
+    except api.ProlificError as exc:
+        raise CommandError(f"Prolific at {app.settings.prolific_base_url} {_refused(exc)}") from None
+    except TurkflowError as exc:
+        raise CommandError(str(exc)) from None
+    if to_release or to_settle:
+        return
+    found = sync.stuck_bonuses(app.settings, provider, batch_id=batch_id)
+    after = app.settings.prolific_bonus_unknown_after_seconds
+    if not found:
+        click.echo(f"no bonus waits for a person (none claimed more than {after} s ago and still unknown)")
+        return
+    click.echo(f"{len(found)} bonus(es) Prolific shows no payment for, {after} s or more after the pay call; "
+               "check each submission in Prolific's app, then --release BONUS_ID or --settle BONUS_ID:")
+    for b in found:
+        shows = ("Prolific did not answer about it" if b.prolific_payments is None else
+                 f"Prolific shows it {str(b.prolific_status).lower()}, bonuses paid on it: "
+                 f"{_payments(b.prolific_payments)}")
+        click.echo(f"bonus {b.bonus_id} (batch {b.batch_id}, {b.kind}, {_amount(b.amount_cents)} to {b.worker}) on "
+                   f"submission {b.submission_id}, bulk payment {b.bulk_id} claimed {b.claimed_at:%Y-%m-%d %H:%M} "
+                   f"UTC: {shows}; why: {b.reason}")
+
+
+def _payments(payments: list[int] | None) -> str:
+    if payments is None:
+        return "nothing (no answer)"
+    return ", ".join(_amount(c) for c in payments) or "none"
+
+
 @prolific.command("test-participant", context_settings=CONTEXT)
 @click.argument("email")
 @pass_app

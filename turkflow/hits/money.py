@@ -10,7 +10,9 @@ rounding.
 
 Spend comes from our own records, which the MTurk reconciler settles against MTurk's (an assignment
 approved or rejected on MTurk is approved or rejected here), so a reward counts once its assignment is
-approved and a bonus once it is paid; submitted work and recorded bonuses are shown as pending.
+approved and a bonus once it is paid; submitted work and recorded bonuses are shown as pending. A kept
+turn whose Prolific submission ended unpaid has its reward paid as a bonus (``BonusKind.reward``), which
+counts as a reward.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from turkflow.models import (
     AssignmentStatus,
     Batch,
     Bonus,
+    BonusKind,
     BonusStatus,
     Conversation,
     Hit,
@@ -202,14 +205,18 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
         else:
             pending += cost
     bonus_rows = session.exec(
-        _scoped(select(Bonus.status, Batch.provider, Batch.fee_percent, Bonus.amount_cents, func.count())
+        _scoped(select(Bonus.status, Bonus.kind, Batch.provider, Batch.fee_percent, Bonus.amount_cents,
+                       func.count())
                 .select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id), batch_id, turn_id)
         .where(*([Bonus.worker_id == worker_id] if worker_id is not None else []))
-        .group_by(Bonus.status, Batch.provider, Batch.fee_percent, Bonus.amount_cents)
+        .group_by(Bonus.status, Bonus.kind, Batch.provider, Batch.fee_percent, Bonus.amount_cents)
     ).all()
-    for status, provider, fee_percent, amount, count in bonus_rows:
+    for status, kind, provider, fee_percent, amount, count in bonus_rows:
         fee = fee_cents(provider, amount, fee_percent=fee_percent)
-        if status == BonusStatus.paid:
+        if status == BonusStatus.paid and kind == BonusKind.reward:  # a kept turn's reward, paid as a bonus
+            rewards += count * amount
+            fees += count * fee
+        elif status == BonusStatus.paid:
             bonuses += count * amount
             fees += count * fee
         else:

@@ -56,6 +56,12 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
 @click.option("--provider", type=click.Choice(["local", "prolific"]), default="local", show_default=True,
               help="Crowd platform of the batch: local (invited workers on the queue) or prolific "
                    "(participants work through Prolific studies on a fake Prolific on a loopback port).")
+@click.option("--prolific-time-outs", default=0.0, show_default=True,
+              help="With --provider prolific: share of written turns whose participant never goes back to "
+                   "Prolific, so the submission times out with the turn stored (turkflow must still pay it once).")
+@click.option("--prolific-lost-pays", default=0, show_default=True,
+              help="With --provider prolific: the first N bonus pay calls fail on Prolific's side and pay nothing, "
+                   "as a pay lost after turkflow's claim (each bonus is then left for a person, never paid twice).")
 @click.option("--prolific-contract", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Prolific's OpenAPI description the fake Prolific checks every call against "
                    "(default: ../shared/prolific/publicapi.yaml beside the checkout, if present).")
@@ -78,7 +84,8 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
 def simulate(app: App, students: int, teachers: int, conversations: int, max_turns: int, mean_turns: Optional[int],
              spammers: float, lazy: float, careless: float, harsh: float, think_time: float, concurrency: int,
              seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path],
-             protocol: str, provider: str, prolific_contract: Optional[Path], url: Optional[str],
+             protocol: str, provider: str, prolific_time_outs: float, prolific_lost_pays: int,
+             prolific_contract: Optional[Path], url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
              celery_concurrency: int, settle_timeout: float, json_path: Optional[str]) -> None:
     """Simulate a crowd working a batch through the real stack, and report.
@@ -109,6 +116,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --conversations 549 --students 200 --teachers 200 --mean-turns 33 --max-turns 60
       turkflow simulate --policy k=6,p=0.4 --compare k=5,p=0.5 --compare k=8,p=0.4 --json report.json
       turkflow simulate --provider prolific --conversations 4 --students 3 --teachers 3
+      turkflow simulate --provider prolific --prolific-time-outs 0.2 --prolific-lost-pays 1
       turkflow simulate --protocol star --conversations 20 --seed 3
     """
     settings = app.settings
@@ -120,6 +128,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
         bonus_cents=settings.bonus_cents, reward_cents=settings.reward_cents,
         settle_timeout=settle_timeout, dialogs=dialogs, provider=provider, protocol=protocol,
+        prolific_time_outs=prolific_time_outs, prolific_lost_pays=prolific_lost_pays,
     )
     with progress_bar() as bar:
         task = bar.add_task("simulating", total=None, detail="")
@@ -188,6 +197,16 @@ def show(report: dict[str, Any]) -> None:
                    f"{', '.join(f'{n} {status}' for status, n in seen['submissions'].items()) or 'none'}.")
         for violation in seen["violation_details"]:
             click.echo(f"  contract violation: {violation}")
+    if "prolific_settlement" in done:
+        paid = done["prolific_settlement"]
+        click.echo(f"Prolific pay: {paid['turns_paid_once']} of {paid['turns_stored']} stored turns paid exactly once "
+                   f"({', '.join(f'{n} {way}' for way, n in paid['turns_by_way'].items())}; "
+                   f"{paid['turns_timed_out_after_writing']} timed out after writing), "
+                   f"{paid['turns_paid_more_than_once']} paid more than once, {paid['turns_unpaid']} unpaid; "
+                   f"bonuses: {', '.join(f'{n} {what}' for what, n in paid['bonuses_by_outcome'].items()) or 'none'}.")
+        for left in report.get("prolific_left_for_a_person", []):
+            click.echo(f"  left for a person (`turkflow prolific bonuses`): bonus {left['bonus']} ({left['kind']}, "
+                       f"{dollars(left['amount_cents'])}): {left['reason']}")
     for message in done["stalled"]:
         click.echo(f"stalled: {message} (the batch cannot finish; compare policies with --compare)")
     table("Crowd (hidden truth)", ["behaviour", "workers", "turns", "blocked", "earned"],

@@ -284,6 +284,8 @@ class Outcome:
     refused: Counter[str] = field(default_factory=Counter)
     revised: Counter[str] = field(default_factory=Counter)  # answers the server refused and the worker rewrote
     history_mismatches: int = 0
+    timed_out_after_writing: set[str] = field(default_factory=set)  # Prolific: submissions of turns stored
+    # whose participant never went back to Prolific
     stop_reason: str = "all conversations finished"
     http: HttpLog = field(default_factory=HttpLog)
 
@@ -335,11 +337,12 @@ class Simulation:
                  reward_cents: int = default("reward_cents"), think_time: float = 0.0,
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
-                 web_urls: Sequence[str] = ()):
+                 web_urls: Sequence[str] = (), time_outs: float = 0.0):
         self.settings = settings
         self.play = play  # None: Wizard of Tasks' turn pages
         self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
         self.prolific = prolific.fake if prolific else None
+        self.time_outs = time_outs  # Prolific: share of written turns whose participant never goes back
         self.base_url = base_url.rstrip("/")  # the public URL: invite and study links name it
         # The web servers behind it, as a load balancer with sticky sessions spreads a crowd over several:
         # each simulated worker sends every request to one, round-robin. Empty: base_url alone.
@@ -573,7 +576,12 @@ class Simulation:
             with self._lock:
                 self.out.refused[f"{refusal.what} {refusal.status}"] += 1
             return None
-        fake.complete(submission_id, code)
+        if random.Random(f"{self.seed}:time-out:{round_no}:{job.worker.name}").random() < self.time_outs:
+            fake.time_out(submission_id)  # they closed the tab on the way back: Prolific times them out
+            with self._lock:
+                self.out.timed_out_after_writing.add(submission_id)
+        else:
+            fake.complete(submission_id, code)
         with session_scope(self.settings.database_url) as session:
             worker_id = session.exec(select(Assignment.worker_id)
                                      .where(Assignment.external_id == submission_id)).one()
@@ -668,11 +676,12 @@ def pipeline_backlog(session: Session, batch_id: int, turn_ids: Optional[list[in
             .where(col(Turn.id).in_(turns), Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
         ).one(),
     }
-    if bonuses:
+    if bonuses:  # one claimed for a pay whose outcome is unknown is settled from the platform, or by a person
         backlog["unpaid bonuses"] = session.exec(
             select(func.count()).select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id)
             .join(Conversation, Conversation.id == Turn.conversation_id)
-            .where(Conversation.batch_id == batch_id, Bonus.status == BonusStatus.pending)
+            .where(Conversation.batch_id == batch_id, Bonus.status == BonusStatus.pending,
+                   col(Bonus.pay_claimed_at).is_(None))
         ).one()
     return backlog
 

@@ -10,13 +10,16 @@ is answered 400, as Prolific would. Without a contract (``contract=None``) nothi
 
 It plays Prolific's states: studies (UNPUBLISHED, ACTIVE, PAUSED, AWAITING REVIEW once every place is
 used and the last submissions wait for review, COMPLETED), submissions (RESERVED, ACTIVE, AWAITING
-REVIEW, APPROVED, REJECTED, RETURNED, TIMED-OUT), bonus set-up and payment (paying the same bulk id twice
-pays twice, and every payment is recorded), participant groups and the allow/block list filters that
-read them, completion codes whose actions add a participant to a group or take them out of it (the group
-must exist when the code is set; the group lists the study as a feeder), webhook secrets and
-subscriptions. The participant's side has no API, so helpers play it: ``reserve``, ``start``,
-``complete``, ``return_submission``, ``time_out``, ``fill_places``, and ``send_webhook`` POSTs a signed
-event to a URL of ours; ``make_group`` is a group the researcher made by hand in Prolific's app.
+REVIEW, APPROVED, REJECTED, RETURNED, TIMED-OUT; a timed-out one may be approved, as Prolific lets a
+researcher, unless ``approves_timed_out`` is off), submission lists filtered by study and status and
+ordered by start (at most ``max_page_size`` a page), bonus set-up and payment (paying the same bulk id
+twice pays twice, every payment is recorded, and ``lose_pays`` makes the next pay calls fail without
+paying), participant groups and the allow/block list filters that read them, completion codes whose
+actions add a participant to a group or take them out of it (the group must exist when the code is set;
+the group lists the study as a feeder), webhook secrets and subscriptions. The participant's side has no
+API, so helpers play it: ``reserve``, ``start``, ``complete``, ``return_submission``, ``time_out``,
+``fill_places``, and ``send_webhook`` POSTs a signed event to a URL of ours; ``make_group`` is a group
+the researcher made by hand in Prolific's app.
 """
 
 from __future__ import annotations
@@ -166,6 +169,9 @@ class FakeProlific:
         self.payments: list[Payment] = []
         self.pay_later = False  # True: payments wait for settle_payments(), as Prolific pays asynchronously
         self.unsettled: list[Payment] = []
+        self.lose_pays = 0  # the next N pay calls fail (500) and pay nothing: a pay that never took effect
+        self.approves_timed_out = True  # Prolific lets a researcher approve a TIMED-OUT submission by hand
+        self.max_page_size: Optional[int] = None  # the most a list answers per page, whatever was asked
         self.groups: dict[str, Group] = {}
         self.secrets: dict[str, dict[str, str]] = {}
         self.subscriptions: dict[str, dict[str, Any]] = {}
@@ -388,10 +394,17 @@ class FakeProlific:
     # -- submissions --
 
     def _list_submissions(self, request: Request) -> tuple[int, Any]:
+        """Filtered by study and status (Prolific's ``AWAITING_REVIEW`` is ``AWAITING REVIEW``), ordered by
+        ``started_at`` either way, a page of at most ``max_page_size``."""
+        status = (request.args.get("status") or "").upper().replace("_", " ")
         chosen = [s for s in self.submissions.values()
-                  if request.args.get("study") in (None, s.study_id)]
+                  if request.args.get("study") in (None, s.study_id) and status in ("", s.status)]
+        ordering = request.args.get("ordering", "")
+        if ordering.lstrip("-") == "started_at":
+            chosen.sort(key=lambda s: s.started_at, reverse=ordering.startswith("-"))
         page = request.args.get("page", 1, type=int)
         size = request.args.get("page_size", 20, type=int)
+        size = min(size, self.max_page_size or size)
         return 200, {"results": [self._submission_short(s) for s in chosen[(page - 1) * size:page * size]]}
 
     def _get_submission(self, request: Request, submission_id: str) -> tuple[int, Any]:
@@ -405,7 +418,8 @@ class FakeProlific:
         if target is None:
             raise ApiError(400, f"The fake Prolific does not play {action} from the researcher's side.")
         if submission.status != target:  # Prolific ignores a repeated transition
-            if submission.status != "AWAITING REVIEW":
+            late = action == "APPROVE" and submission.status == "TIMED-OUT" and self.approves_timed_out
+            if submission.status != "AWAITING REVIEW" and not late:
                 raise ApiError(400, f"A submission that is {submission.status} cannot be {target.lower()}.")
             if action == "REJECT" and (len(body.get("message") or "") < REJECT_MESSAGE_MIN
                                        or not body.get("rejection_category")):
@@ -462,6 +476,9 @@ class FakeProlific:
         bulk = self.bulk_bonuses.get(bulk_id)
         if bulk is None:
             raise ApiError(404, "Bulk bonus payment not found.")
+        if self.lose_pays > 0:
+            self.lose_pays -= 1
+            raise ApiError(500, "Internal server error.")
         for submission_id, cents in bulk.lines:
             payment = Payment(bulk.id, submission_id, self.submissions[submission_id].participant_id, cents)
             self.unsettled.append(payment)

@@ -88,3 +88,81 @@ def contract_report(fake: FakeProlific, unchecked_because: str) -> dict[str, Any
         "bonus_cents_paid": sum(p.cents for p in fake.payments),
     }
 
+
+
+def settle(settings: Settings, on: ProlificCrowd, outcome: Any, rounds: int = 10) -> dict[str, Any]:
+    """Once the crowd is done: the poller's rounds (what beat runs, with no review delay, and the payments
+    it asks for), until nothing changes; then whether every stored turn was paid exactly once, and every
+    bonus paid once or left for a person (as ``turkflow prolific bonuses`` lists them once
+    TURKFLOW_PROLIFIC_BONUS_UNKNOWN_AFTER_SECONDS has passed), with the reasons. Counts only: the same seed
+    gives the same numbers; the bonus ids and reasons in full are in ``left_for_a_person``."""
+    from datetime import timedelta
+
+    from sqlmodel import select
+
+    from turkflow import pipeline
+    from turkflow.db import session_scope
+    from turkflow.hits import registry
+    from turkflow.hits.prolific import sync
+    from turkflow.hits.prolific.provider import BonusOutcomeUnknown
+    from turkflow.models import Assignment, Bonus, BonusKind, Conversation, Hit, Turn, TurnStatus, utcnow
+
+    now_due = settings.model_copy(update={"prolific_approve_after_seconds": 0})
+    providers = registry.providers(now_due)
+    provider = providers.get("prolific")
+    used = 0
+    for used in range(1, rounds + 1):
+        found = sync.poll(now_due, provider)
+        for bonus_id in found.reward_bonuses:
+            pipeline.pay_bonus(now_due, providers, bonus_id)
+        for bonus_id in found.claimed_bonuses:
+            try:
+                pipeline.pay_bonus(now_due, providers, bonus_id)
+            except BonusOutcomeUnknown:
+                pass
+        if not found and not found.approvals_asked:
+            break
+    fake, batch_id = on.fake, outcome.batch_id
+    with session_scope(settings.database_url) as session:
+        turns = session.exec(
+            select(Turn.id, Assignment.external_id, Assignment.status).join(Hit, Hit.turn_id == Turn.id)
+            .join(Assignment, Assignment.hit_id == Hit.id).join(Conversation, Conversation.id == Turn.conversation_id)
+            .where(Conversation.batch_id == batch_id, Turn.status == TurnStatus.submitted,
+                   Assignment.worker_id == Turn.worker_id, Assignment.status != "abandoned")).all()
+        bonuses = session.exec(
+            select(Bonus, Assignment.external_id).join(Assignment, Assignment.id == Bonus.assignment_id)
+            .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+            .where(Conversation.batch_id == batch_id)).all()
+    paid = Counter((p.bulk_id, p.submission_id) for p in fake.payments)
+    reward_bulk = {bonus.turn_id: bonus.external_id for bonus, _ in bonuses if bonus.kind == BonusKind.reward}
+    ways: Counter[str] = Counter()
+    times_paid: Counter[int] = Counter()
+    for turn_id, submission_id, status in turns:
+        approved = fake.submissions[submission_id].status == "APPROVED"
+        count = int(approved) + paid[(reward_bulk.get(turn_id), submission_id)]
+        times_paid[count] += 1
+        ways["approved after timing out" if approved and status == "approved" and submission_id in outcome.timed_out_after_writing
+             else "approved" if approved else "reward paid as a bonus" if count else str(status)] += 1
+    stuck = sync.stuck_bonuses(settings, provider, batch_id=batch_id,
+                               now=utcnow() + timedelta(seconds=settings.prolific_bonus_unknown_after_seconds))
+    left = {s.bonus_id: s for s in stuck}
+    bonus_paid: Counter[str] = Counter()
+    for bonus, submission_id in bonuses:
+        times = paid[(bonus.external_id, submission_id)] if bonus.external_id else 0
+        bonus_paid["left for a person" if bonus.id in left and times == 0 else
+                   "paid once" if times == 1 else "paid more than once" if times > 1 else "unpaid"] += 1
+    return {
+        "rounds": used,
+        "turns_stored": len(turns),
+        "turns_timed_out_after_writing": len(outcome.timed_out_after_writing),
+        "turns_paid_once": times_paid[1],
+        "turns_paid_more_than_once": sum(n for times, n in times_paid.items() if times > 1),
+        "turns_unpaid": times_paid[0],
+        "turns_by_way": dict(sorted(ways.items())),
+        "bonuses": len(bonuses),
+        "bonuses_by_outcome": dict(sorted(bonus_paid.items())),
+        "left_for_a_person_by_cause": dict(sorted(Counter(s.cause for s in stuck).items())),
+        "left_for_a_person": [{"bonus": s.bonus_id, "kind": s.kind, "amount_cents": s.amount_cents,
+                               "reason": s.reason, "prolific_payments": s.prolific_payments} for s in stuck],
+    }
+

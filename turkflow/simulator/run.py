@@ -48,6 +48,8 @@ class SimulationConfig:
     dialogs: Optional[Path] = None  # SGD dialogues; with protocol "star", a STAR root (star.star_root)
     provider: str = "local"  # or "prolific": the batch runs on the fake Prolific
     protocol: str = "wizard_of_tasks"  # or one of PLAYS: its workers on its own pages
+    prolific_time_outs: float = 0.0  # share of written turns whose participant never goes back to Prolific
+    prolific_lost_pays: int = 0  # the first N bonus pay calls fail on Prolific's side and pay nothing
 
     def parameters(self) -> dict[str, Any]:
         values = asdict(self)
@@ -85,6 +87,10 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError(f"protocol must be one of wizard_of_tasks, {', '.join(PLAYS)}, not {config.protocol!r}")
     if config.protocol in PLAYS and config.provider != "local":
         raise ValueError(f"a {config.protocol} simulation runs on the local provider only")
+    if not 0.0 <= config.prolific_time_outs <= 1.0 or config.prolific_lost_pays < 0:
+        raise ValueError("prolific-time-outs must be a share between 0 and 1, prolific-lost-pays at least 0")
+    if (config.prolific_time_outs or config.prolific_lost_pays) and config.provider != "prolific":
+        raise ValueError("--prolific-time-outs and --prolific-lost-pays need --provider prolific")
     try:
         mix = {Behaviour(name): share for name, share in config.mix.items()}
     except ValueError:
@@ -129,13 +135,17 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         settings, url, chosen.crowd, chosen.scripts, seed=config.seed, max_turns=config.max_turns,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
-        prolific=on_prolific, play=chosen.play, web_urls=web_urls)
+        prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs)
     outcome = simulation.run()
     with session_scope(settings.database_url) as session:
         report = build_report(session, outcome, config.parameters(), chosen.policies,
                               settings.prolific_fee_percent)
         if chosen.play is not None:
             report["reproducible"][chosen.play.protocol] = chosen.play.report(session, outcome)
+    if on_prolific is not None:  # the batch is written: every turn and bonus paid, or left for a person
+        settled = prolific.settle(settings, on_prolific, outcome)
+        report["prolific_left_for_a_person"] = settled.pop("left_for_a_person")
+        report["reproducible"]["prolific_settlement"] = settled
     return report
 
 
@@ -160,6 +170,7 @@ def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, 
     with ExitStack() as running:
         if config.provider == "prolific":
             fake = prolific_fake or running.enter_context(prolific.started_fake(contract))
+            fake.lose_pays = config.prolific_lost_pays
             on_prolific = prolific.crowd_on(fake, chosen.crowd)
             settings = prolific.settings_for(settings, on_prolific, chosen.crowd)
         with Stack(settings, run_dir / "logs", web_workers=web_workers, web_threads=web_threads,

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timezone
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
@@ -269,19 +270,38 @@ def create_test_participant(client: ProlificClient, email: str) -> str:
 # ---- submissions -------------------------------------------------------------------------------------
 
 
-def list_submissions(client: ProlificClient, study_id: str, page_size: int = 100) -> Iterator[dict[str, Any]]:
-    """Every submission of a study (id, participant_id, status, ...), a page at a time.
+def list_submissions(client: ProlificClient, study_id: str, page_size: int = 100, *,
+                     started_since: Optional[datetime] = None) -> Iterator[dict[str, Any]]:
+    """A study's submissions (id, participant_id, status, started_at, ...), a page at a time: every one, or
+    with ``started_since`` (aware UTC) only those started since then, newest first, reading no page beyond
+    the first older one.
 
-    The list answer carries no count or next link in the spec, so a page shorter than asked is the last.
+    The list answer carries no count or next link in the spec, and a server may answer fewer than asked
+    per page, so a page is the last only when it is empty or shorter than the longest page seen so far.
     """
-    page = 1
+    params: dict[str, Any] = {"study": study_id, "page_size": page_size}
+    if started_since is not None:
+        params["ordering"] = "-started_at"
+    page, longest = 1, 0
     while True:
-        results = client.call("GET", "/api/v1/submissions/",
-                              params={"study": study_id, "page": page, "page_size": page_size})["results"]
-        yield from results
-        if len(results) < page_size:
+        results = client.call("GET", "/api/v1/submissions/", params={**params, "page": page})["results"]
+        for submission in results:
+            if started_since is not None and _started(submission) < started_since:
+                return
+            yield submission
+        if not results or len(results) < longest:
             return
+        longest = max(longest, len(results))
         page += 1
+
+
+def _started(submission: Mapping[str, Any]) -> datetime:
+    """When a submission started (a submission without the field counts as new)."""
+    text = submission.get("started_at")
+    if not text:
+        return datetime.max.replace(tzinfo=timezone.utc)
+    moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def get_submission(client: ProlificClient, submission_id: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import logging
 from datetime import datetime
 from typing import Any, Optional
 
+from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select, update
 
@@ -347,7 +348,7 @@ class ProlificProvider(CrowdProvider):
         no such look.
         """
         if bonus.pay_claimed_at is not None:
-            return self._settle(bonus, assignment)
+            return self._settle(session, bonus, assignment)
         study_id = session.get(Hit, assignment.hit_id).external_id
         due = _unclaimed_bonuses(session, study_id, first=bonus.id)
         if bonus.id not in due:
@@ -360,14 +361,18 @@ class ProlificProvider(CrowdProvider):
         except api.ProlificError as exc:
             if not exc.sent or 400 <= exc.prolific_status < 500:  # certainly not paid: let a retry pay it
                 _release(session, list(due), bulk["id"])
+            else:  # it may have paid: settled from Prolific, or by a person (``sync.stuck_bonuses``)
+                _note_unanswered(session, list(due), bulk["id"], str(exc))
             raise
         events.record(session, "prolific_bonus_sent", "provider", bonus_ids=list(due), bulk_id=bulk["id"],
                       study_id=study_id, total_cents=bulk["total_amount"])
         return list(due)
 
-    def _settle(self, bonus: Bonus, assignment: Assignment) -> list[int]:
-        """A claimed bonus is paid once its submission shows a payment, and never paid again from here."""
-        if api.get_submission(self.client, assignment.external_id).get("bonus_payments"):
+    def _settle(self, session: Session, bonus: Bonus, assignment: Assignment) -> list[int]:
+        """A claimed bonus is paid once its submission shows a payment for it, and never paid again from
+        here."""
+        payments = api.get_submission(self.client, assignment.external_id).get("bonus_payments") or []
+        if payment_shown(session, bonus, payments):
             return [bonus.id]
         raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC "
                                   f"and submission {assignment.external_id} shows no payment yet")
@@ -589,7 +594,8 @@ def _waiting_now(session: Session, batch_id: int, role: str, exclude: Optional[H
 
 def _unclaimed_bonuses(session: Session, study_id: str, first: int) -> dict[int, tuple[str, int]]:
     """The pending, unclaimed bonuses of a study's submissions, ``first`` (if among them) before the oldest:
-    bonus id -> (submission id, cents), as many as one bulk payment takes."""
+    bonus id -> (submission id, cents), as many as one bulk payment takes, one per submission (a turn's
+    reward paid as a bonus and its quality bonus go in two bulks, each a line of its own)."""
     rows = session.exec(
         select(Bonus.id, Assignment.external_id, Bonus.amount_cents)
         .join(Assignment, Assignment.id == Bonus.assignment_id).join(Hit, Hit.id == Assignment.hit_id)
@@ -597,7 +603,13 @@ def _unclaimed_bonuses(session: Session, study_id: str, first: int) -> dict[int,
                col(Bonus.pay_claimed_at).is_(None))
         .order_by((Bonus.id == first).desc(), Bonus.id).limit(api.MAX_BONUSES_PER_REQUEST)
     ).all()
-    return {bonus_id: (submission_id, cents) for bonus_id, submission_id, cents in rows}
+    due: dict[int, tuple[str, int]] = {}
+    taken: set[str] = set()
+    for bonus_id, submission_id, cents in rows:
+        if submission_id not in taken:
+            due[bonus_id] = (submission_id, cents)
+            taken.add(submission_id)
+    return due
 
 
 def _claim(session: Session, bonus_ids: list[int], bulk_id: str) -> bool:
@@ -613,6 +625,23 @@ def _claim(session: Session, bonus_ids: list[int], bulk_id: str) -> bool:
             return False
         own.commit()
     return True
+
+
+def payment_shown(session: Session, bonus: Bonus, payments: list[Any]) -> bool:
+    """Whether a submission's ``bonus_payments`` include this bonus: more payments than the submission's
+    other bonuses already known paid (a turn is one submission, and earns at most its quality bonus and,
+    if its submission ended unpaid, its reward as a bonus)."""
+    others = session.exec(select(func.count()).select_from(Bonus).where(
+        Bonus.assignment_id == bonus.assignment_id, Bonus.id != bonus.id, Bonus.status == BonusStatus.paid)).one()
+    return len(payments) > others
+
+
+def _note_unanswered(session: Session, bonus_ids: list[int], bulk_id: str, detail: str) -> None:
+    """Record, durably, that a claimed bulk's pay call failed in a way that does not say whether it paid."""
+    with Session(session.get_bind()) as own:
+        events.record(own, "prolific_bonus_pay_unanswered", "provider", bonus_ids=bonus_ids, bulk_id=bulk_id,
+                      detail=detail[:300])
+        own.commit()
 
 
 def _release(session: Session, bonus_ids: list[int], bulk_id: str) -> None:

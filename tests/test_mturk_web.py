@@ -141,7 +141,7 @@ def test_submitting_twice_stores_one_turn_and_finishes_on_mturk_again(mturk_sett
     stubber.add_response("get_assignment", {"Assignment": {  # by now the worker finished on MTurk too
         "AssignmentId": ASG1, "WorkerId": WORKER1, "HITId": HIT1, "AssignmentStatus": "Submitted"}},
         {"AssignmentId": ASG1})
-    second = mturk_web.post(url, data={**STUDENT_ANSWERS, "response": "Another text", "turkflow_form": token})
+    second = mturk_web.post(url, data={**STUDENT_ANSWERS, "turkflow_form": token})  # other text: a 409
     assert second.status_code == 200 and "externalSubmit" in second.get_data(as_text=True)
     assert [t.text for t in stored(mturk_settings)[1]] == ["What comes next?"]
     with session_scope(mturk_settings.database_url) as s:

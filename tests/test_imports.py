@@ -114,6 +114,55 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+
 def test_the_cycle_finder_finds_a_circle_and_nothing_in_a_line():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_module_of_turkflow_workers_or_bench_imports_itself_through_others():
+    """An import circle makes the order modules load in matter; none may exist, not even through an import
+    inside a function."""
+    assert cycles(import_graph()) == []
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_platform_folder_imports_no_other_platforms_folder(platform):
+    others = [f"turkflow.hits.{p}" for p in PLATFORMS if p != platform]
+    assert imports_of(f"turkflow/hits/{platform}/", *others) == []
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_platforms_web_routes_and_commands_import_no_other_platforms_folder(platform):
+    others = [f"turkflow.hits.{p}" for p in PLATFORMS if p != platform]
+    assert imports_of(f"turkflow/web/{platform}.py", *others) == []
+    assert imports_of(f"turkflow/cli/{platform}.py", *others) == []
+
+
+def test_the_provider_interface_imports_no_implementation():
+    assert imports_of("turkflow/hits/provider.py", *(f"turkflow.hits.{p}" for p in PLATFORMS)) == []
+
+
+def test_boto3_and_botocore_are_imported_only_in_the_mturk_folder():
+    offending = [line for line in imports_of("", "boto3", "botocore")
+                 if not line.startswith("turkflow/hits/mturk/")]
+    assert offending == []
+
+
+def test_platform_code_outside_hits_is_imported_through_the_registry_or_its_own_folder():
+    """Only the registry, a platform's own folder and its own web routes and commands name a platform folder."""
+    def allowed(module: str, name: str) -> bool:
+        platform = name.split(".")[2]
+        return (module == "turkflow/hits/registry.py" or platform_of(module) == platform
+                or module in (f"turkflow/web/{platform}.py", f"turkflow/cli/{platform}.py", f"workers/{platform}_tasks.py"))
+
+    offending = [f"{module}: {name}" for module, names in MODULES.items() for name in names
+                 if name.startswith("turkflow.hits.") and name.split(".")[2] in PLATFORMS
+                 and not allowed(module, name)]
+    assert offending == []
+
+
+@pytest.mark.parametrize("module", SUBCOMMAND_MODULES)
+def test_cli_subcommand_modules_take_their_plumbing_from_cli_common_not_from_cli_main(module):
+    assert module in MODULES
+    assert imports_of(module, "turkflow.cli.main") == []

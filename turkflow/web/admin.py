@@ -45,7 +45,8 @@ from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.protocols.questions import clean_text
 from turkflow.quality import dashboard, monitor, review
-from turkflow.web import charts, id_arg, json_object
+from turkflow.web import charts
+from turkflow.web.http import id_arg, json_object
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 login_manager = LoginManager()

@@ -20,7 +20,7 @@ from turkflow.errors import InvalidAnswer
 from turkflow.hits import onboarding
 from turkflow.protocols.star import stages
 from turkflow.models import Worker
-from turkflow.web import id_arg, wants_json
+from turkflow.web.http import id_arg, wants_json
 from turkflow.web.worker import _current_worker, worker_page_headers
 
 bp = Blueprint("onboarding", __name__)

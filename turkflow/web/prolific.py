@@ -14,7 +14,7 @@ An onboarding study's URL is ``/prolific/onboarding?r=<role>`` with the same thr
 (the one local workers take), graded once, then back to Prolific with the passing code, whose action adds
 the participant to the group the role's turn studies admit, or the failing one, which does not.
 
-STAR batches use the same link. Their turn page is STAR's (``turkflow.web.star.render_star_turn``), whose
+STAR batches use the same link. Their turn page is STAR's (``turkflow.web.protocols.star.render_star_turn``), whose
 in-turn actions post to ``/prolific/turn/action`` with the link's ids and the page's token (checked as a
 submit's; Prolific is asked about the submission when the page is opened and when the turn is submitted,
 not on every query, whose holder ``protocols.star.dialog`` checks anyway). A STAR role qualifies in stages:
@@ -52,9 +52,9 @@ from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
 from turkflow.protocols.questions import STAR
-from turkflow.web import id_arg, wants_json
-from turkflow.web.logged import action_body
-from turkflow.web.star import render_star_turn, star_turn_data
+from turkflow.web.http import id_arg, wants_json
+from turkflow.web.protocols.logged import action_body
+from turkflow.web.protocols.star import render_star_turn, star_turn_data
 from turkflow.web.worker import queue_next_turn, render_turn, turn_json, worker_page_headers
 
 bp = Blueprint("prolific", __name__, url_prefix="/prolific")

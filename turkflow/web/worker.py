@@ -36,7 +36,7 @@ from turkflow.models import (
     utcnow,
 )
 from turkflow.protocols.questions import Question, TurnContext
-from turkflow.web import id_arg, json_object, retry_after, wants_json
+from turkflow.web.http import id_arg, json_object, retry_after, wants_json
 from workers import tasks
 
 bp = Blueprint("worker", __name__)

@@ -13,7 +13,7 @@ STAR counts a turn as a User utter, a Wizard utter, a pick_suggestion or a query
 paid wizard turn can be several STAR turns. The task schemas and knowledge base come from
 ``turkflow.protocols.star``; this module is what ties them to the database.
 
-The pages (``turkflow.web.star``) read ``wizard_view`` and ``user_view``, log through ``take_action`` and
+The pages (``turkflow.web.protocols.star``) read ``wizard_view`` and ``user_view``, log through ``take_action`` and
 close a turn with ``submit_turn``, which reads the turn's answers off its events before
 ``lifecycle.submit_turn`` stores it. When a dialog ends, the last worker of each role answers the role's
 questionnaire (``turkflow.protocols.surveys``; the questions are protocol data), exported beside the events.

@@ -27,7 +27,7 @@ from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ServiceUnavailable
 from turkflow.models import Turn, Worker
 from turkflow.protocols.questions import FRAMES
-from turkflow.web.logged import (
+from turkflow.web.protocols.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
 )
 from turkflow.web.worker import _settings

@@ -1,7 +1,7 @@
 """What the turn pages of the event-logged protocols (STAR, Frames and MEEP, ``turkflow.protocols.registry``) share: a
 POST's fields, the turn the signed-in worker holds, the page's frame and the submit that closes the turn.
 
-Each protocol's blueprint (``turkflow.web.star``, ``frames``, ``meep``) keeps what is its own: the role's
+Each protocol's blueprint (``turkflow.web.protocols.star``, ``frames``, ``meep``) keeps what is its own: the role's
 data, the in-turn actions and the templates, which extend ``logged_turn.html``.
 """
 
@@ -19,7 +19,7 @@ from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.models import Assignment, AssignmentStatus, DialogEvent, Hit, Turn, Worker
 from turkflow.protocols.questions import Protocol
-from turkflow.web import json_object, retry_after, wants_json
+from turkflow.web.http import json_object, retry_after, wants_json
 from turkflow.web.worker import (
     _current_worker, _own_assignment, _settings, queue_next_turn, turn_json, worker_page_headers,
 )

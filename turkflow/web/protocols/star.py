@@ -28,7 +28,7 @@ from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.models import AssignmentStatus, Task, Turn, Worker
 from turkflow.protocols.questions import STAR
-from turkflow.web.logged import (
+from turkflow.web.protocols.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, render_turn, show_turn, take_action,
 )
 from turkflow.web.worker import _settings

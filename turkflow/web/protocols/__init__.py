@@ -1,0 +1,1 @@
+"""Each protocol's worker pages: ``logged`` builds a blueprint for an event-logged protocol (the turn page's frame, the in-turn action route, the submit route); ``star``, ``frames`` and ``meep`` add their role data and actions."""

@@ -74,7 +74,7 @@ def test_a_refused_token_or_a_missing_one_is_one_line(turkflow):
 
 def test_groups_lists_the_block_list_group_and_test_participants_are_created(turkflow, fake_prolific):
     result = turkflow("prolific", "groups")
-    assert result.exit_code == 0 and "blocks" in result.stdout
+    assert result.exit_code == 0 and "blocked: every study of ours keeps them out" in result.stdout
     created = turkflow("prolific", "test-participant", "tester@lab.example.org")
     assert created.exit_code == 0 and fake_prolific.test_participants[0] in created.stdout
 
@@ -134,7 +134,7 @@ def test_launch_while_prolific_cannot_be_reached_is_one_line_and_creates_nothing
 def test_prolific_help_lists_every_command():
     result = CliRunner().invoke(main, ["prolific", "--help"])
     listed = re.findall(r"^  (\S+) ", result.stdout.split("\nCommands:\n")[1], re.MULTILINE)
-    assert listed == ["bonuses", "check", "groups", "onboarding", "spend", "test-participant", "webhook"]
+    assert listed == ["bonuses", "check", "groups", "onboarding", "rehearse", "spend", "test-participant", "webhook"]
     assert listed == sorted(prolific.commands)  # a new command shows in the list
 
 

@@ -172,3 +172,111 @@ def test_a_fresh_database_never_adopts_a_study_it_did_not_create(tmp_path, datab
     pipeline.publish(fresh, registry.providers(fresh), fresh_hit, "prolific")
     assert len(fake_prolific.studies) == 2
     assert theirs.fields["total_available_places"] == places
+
+
+# ---- money shown as money ------------------------------------------------------------------------------
+
+
+def test_a_running_batch_pauses_before_a_turn_whose_reward_and_fee_would_exceed_the_budget(sqlite_url):
+    from turkflow.models import BatchStatus, Turn, TurnStatus
+    from tests.test_pipeline import STUDENT_ANSWERS
+
+    with session_scope(sqlite_url) as s:
+        load_documents(s, read_documents(sample_tasks_path()))
+        batch, [hit] = lifecycle.launch_batch(s, list(s.exec(select(Task))), 1, name="p", provider="prolific",
+                                              reward_cents=20, budget_cents=55)
+        batch.fee_percent = 50.0  # the first turn holds 30 of the 55; the next would make 60
+        turn = s.get(Turn, hit.turn_id)
+        turn.status, turn.answers = TurnStatus.submitted, dict(STUDENT_ANSWERS)
+        batch_id, conversation_id = batch.id, turn.conversation_id
+    with session_scope(sqlite_url) as s:
+        assert lifecycle.advance_conversation(s, conversation_id) is None
+        assert s.get(Batch, batch_id).status == BatchStatus.paused
+
+
+def test_the_dry_run_shows_the_workspaces_currency_and_never_more_than_the_budget(
+        tmp_path, database_url, fake_prolific):
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=role_groups(fake_prolific),
+                                 prolific_fee_percent=33.33, prolific_vat_percent=20)
+    result = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                 "-n", "20", "--max-turns", "12", "--reward", "0.50", "--budget", "150", "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    assert "£0.50 a turn on prolific" in result.stdout
+    at_most = result.stdout.split("at most £")[1].split(":")[0]
+    assert float(at_most.replace(",", "")) <= 150 and "$" not in result.stdout
+    assert "39.996% of each reward and bonus" in result.stdout  # 33.33% and 20% VAT on it
+
+
+def test_batch_status_and_the_dashboard_show_a_prolific_batch_in_the_workspaces_currency(
+        tmp_path, database_url, fake_prolific):
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=role_groups(fake_prolific))
+    launched = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                   "-n", "1", "--reward", "0.50", "--budget", "20", "-y")
+    assert launched.exit_code == 0, launched.stderr
+    status = run(settings, "batch", "status", "1")
+    assert status.exit_code == 0 and "of a £20.00 budget" in status.stdout and "$" not in status.stdout
+    spent = run(settings, "prolific", "spend")
+    assert spent.exit_code == 0 and "£0.00 spent" in spent.stdout
+
+
+# ---- a newcomer's path ---------------------------------------------------------------------------------
+
+
+def test_check_on_a_fresh_data_folder_migrates_it_as_every_command_does(tmp_path, fake_prolific):
+    fresh = prolific_settings(tmp_path, f"sqlite:///{tmp_path / 'new' / 'turkflow.db'}", fake_prolific)
+    result = run(fresh, "prolific", "check")
+    assert "turkflow db upgrade" not in result.stderr
+    assert "students: no onboarding study yet" in result.stdout
+
+
+def test_the_real_launch_says_no_tasks_are_loaded_before_asking_to_pay(tmp_path, database_url, fake_prolific):
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=role_groups(fake_prolific))
+    result = run(settings, "batch", "launch", "--provider", "prolific", "--all", "-n", "1", "--reward", "0.50",
+                 input="y\n")
+    assert result.exit_code == 1 and "real money" not in result.stdout
+    assert "no task documents loaded; run `turkflow tasks load FILE` first" in one_line(result.stderr)
+
+
+def test_the_example_in_prolific_help_works_against_the_fake(tmp_path, database_url, fake_prolific):
+    settings = prolific_settings(tmp_path, database_url, fake_prolific)
+    help_text = run(settings, "prolific", "--help").stdout
+    lines = [line.split() for line in map(str.strip, help_text.splitlines())
+             if line.split()[:2] in (["turkflow", "tasks"], ["turkflow", "prolific"], ["turkflow", "batch"])
+             and "check" not in line]  # check exits non-zero here: the fake's public URL is not HTTPS
+    assert len(lines) == 4, lines
+    for words in lines:
+        result = run(settings, *words[1:])
+        assert result.exit_code == 0, (words, result.stderr)
+    assert "at most £" in result.stdout
+
+
+def test_groups_say_which_role_each_is_and_a_trial_on_test_studies_works_end_to_end(
+        tmp_path, database_url, fake_prolific):
+    """README step 5: test participants, groups of them for the roles, test studies; the test participant
+    takes the test study (Prolific keeps its allow list)."""
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_test_studies=True)
+    tester = run(settings, "prolific", "test-participant", "you@lab.example.org").stdout.split()[2]
+    groups = {}
+    for role in ("student", "teacher"):
+        made = run(settings, "prolific", "groups", "create", f"Trial {role}s", "--participant", tester)
+        assert made.exit_code == 0, made.stderr
+        groups[role] = made.stdout.split()[1]
+    assert run(settings, "prolific", "groups", "add", groups["student"], "p-friend").stdout.strip() == \
+        f"group {groups['student']} now has 2 participants"
+    trial = settings.model_copy(update={"prolific_role_groups": f"student={groups['student']},teacher={groups['teacher']}"})
+    listed = run(trial, "prolific", "groups").stdout
+    assert "students onboarded" in listed and "hand-made" in listed and "blocked" in listed
+    launched = run(trial, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                   "-n", "1", "--reward", "0.50")
+    assert launched.exit_code == 0, launched.stderr
+    [test_copy] = [s for s in fake_prolific.studies.values() if s.status == "ACTIVE"]
+    assert fake_prolific.start(test_copy.id, tester)
+
+
+def test_rehearse_prints_where_the_fake_prolific_runs_and_the_token(tmp_path):
+    result = CliRunner().invoke(main, ["prolific", "rehearse", "--stop-after", "0"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in result.stdout.splitlines()
+                   if line.startswith("export "))
+    assert exports["TURKFLOW_PROLIFIC_BASE_URL"].startswith("http://127.0.0.1:")
+    assert exports["TURKFLOW_PROLIFIC_TOKEN"] and exports["TURKFLOW_PROLIFIC_WORKSPACE_ID"]

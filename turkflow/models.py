@@ -129,6 +129,8 @@ class Batch(SQLModel, table=True):
     settled_block_below: float = 0.0
     fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at "
                                "launch, in percent, counted in the budget (Prolific's service fee).")
+    currency: str = Field(default="USD", description="The currency of the batch's rewards, bonuses and budget: "
+                          "USD on MTurk and the local queue, the workspace's on Prolific (as at launch).")
     created_at: datetime = Field(default_factory=utcnow)
 
 

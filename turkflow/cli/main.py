@@ -39,6 +39,7 @@ from turkflow.cli.mturk import batch_expire, mturk
 from turkflow.cli.prolific import launch_gate, launch_terms, prolific
 from turkflow.cli.review import admin, review
 from turkflow.config import Settings, default
+from turkflow.hits import money
 from turkflow.hits import registry as platforms
 from turkflow.models import Batch, BatchStatus, Task, WorkerStatus
 from turkflow.protocols.questions import PROTOCOLS, ROLES, get_protocol
@@ -188,7 +189,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     the student stops and the teacher closes (STAR: the user completes), or --max-turns is reached.
     """
     from turkflow.protocols.wot import load_documents, read_documents
-    from turkflow.hits import lifecycle, money
+    from turkflow.hits import lifecycle
     from turkflow.quality import monitor
 
     if bool(tasks_file) == all_tasks:
@@ -281,7 +282,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
             scenarios=scenarios,
         )
-        new_batch.fee_percent = fee_percent
+        new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
         batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
 
     publish_all(app, batch_id, provider, hit_ids)
@@ -364,8 +365,9 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
               ["id", "name", "provider", "status", "conversations done", "turns", "open HITs", "spent", "budget"],
               [(p.batch.id, p.batch.name, p.batch.provider + (" live" if p.batch.live else ""),
                 p.batch.status + (f" (stalled: {', '.join(p.stalled_roles)})" if p.stalled_roles else ""),
-                f"{p.completed}/{p.conversations}", p.turns_submitted, p.hits_open, dollars(p.spend.total_cents),
-                dollars(p.batch.budget_cents) if p.batch.budget_cents is not None else "")
+                f"{p.completed}/{p.conversations}", p.turns_submitted, p.hits_open,
+                money.shown(p.spend.total_cents, p.batch.currency),
+                money.shown(p.batch.budget_cents, p.batch.currency) if p.batch.budget_cents is not None else "")
                for p in rows])
         return
     with app.session() as session:
@@ -384,7 +386,7 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
     def detail(p) -> str:  # noqa: ANN001
         stalled = f" · stalled: {', '.join(p.stalled_roles)}" if p.stalled_roles else ""
         return (f"done · {p.batch.status} · {p.turns_submitted} turns · {p.hits_open} open HITs · "
-                f"{dollars(p.spend.total_cents)} spent{stalled}")
+                f"{money.shown(p.spend.total_cents, p.batch.currency)} spent{stalled}")
 
     shown: set[str] = set()
 
@@ -415,6 +417,10 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
 
 def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.BatchProgress
     b = p.batch
+
+    def dollars(cents: int) -> str:  # amounts in the batch's currency
+        return money.shown(cents, b.currency)
+
     where = b.provider + ((" (live)" if b.live else " (sandbox)") if b.provider == "mturk" else "")
     budget = f" of a {dollars(b.budget_cents)} budget" if b.budget_cents is not None else ""
     lines = [

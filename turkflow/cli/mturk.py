@@ -123,6 +123,10 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
             ).all()
             workers = [(session.get(Worker, wid), money.spend(session, batch_id=batch.id, worker_id=wid))
                        for wid in ids]
+
+    def dollars(cents: int) -> str:  # amounts in the batch's currency (Prolific: the workspace's)
+        return money.shown(cents, batch.currency)
+
     click.echo(f"batch {batch.id} \"{batch.name}\" ({batch.provider}{' live' if batch.live else ''}): "
                f"{dollars(total.total_cents)} spent = {dollars(total.rewards_cents)} rewards + "
                f"{dollars(total.bonuses_cents)} bonuses + {dollars(total.fees_cents)} fees; "

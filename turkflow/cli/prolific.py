@@ -103,10 +103,12 @@ def prolific() -> None:
     \b
     turkflow runs one study per batch and role; each submission is one turn. First steps:
       export TURKFLOW_PROLIFIC_TOKEN=... TURKFLOW_PROLIFIC_WORKSPACE_ID=...
+      turkflow tasks load turkflow/samples/tasks.yaml
       turkflow prolific onboarding --role student --reward 0.50
       turkflow prolific onboarding --role teacher --reward 0.50
       turkflow prolific check
-      turkflow batch launch --provider prolific --all -n 2 --max-turns 6 --dry-run
+      turkflow batch launch --provider prolific --all -n 2 --max-turns 6 --reward 0.50 --dry-run
+    A rehearsal without an account: `turkflow prolific rehearse` (the fake Prolific).
     STAR: an onboarding study per role (user, wizard) and stage (--stage 1, then 2 for multi-task),
     then `turkflow prolific check --protocol star`.
     """
@@ -145,7 +147,7 @@ def prolific_check(app: App, protocol: str) -> None:
     except ValueError as bad:
         raise CommandError(str(bad)) from None
     roles = list(get_protocol(protocol).roles)
-    with app.session() as session:
+    with app.session(create=True) as session:  # a fresh data folder is migrated, as for every command
         allowed = {role: provider.allow_group(session, role) for role in roles}
         try:
             provider.check_onboarding_gate(session, live=True, protocol=protocol)
@@ -254,24 +256,77 @@ def prolific_onboarding(app: App, role: str, stage: int, reward: int, places: in
                "failing approves the submission without adding them")
 
 
-@prolific.command("groups", context_settings=CONTEXT)
-@pass_app
-def prolific_groups(app: App) -> None:
-    """List the workspace's participant groups and what turkflow uses each for.
+@prolific.group("groups", context_settings=CONTEXT, invoke_without_command=True)
+@click.pass_context
+def prolific_groups(ctx: click.Context) -> None:
+    """List the workspace's participant groups and which role's each is (onboarded, blocked); make one.
 
-    A role's group (TURKFLOW_PROLIFIC_ROLE_GROUPS) is the allow list of its studies; turkflow's own
-    block-list group holds blocked participants. Prolific's participant counts can lag behind changes.
+    \b
+    A role's onboarded group (its onboarding study adds those who pass; or a hand-made one named in
+    TURKFLOW_PROLIFIC_ROLE_GROUPS) is the allow list of its turn studies; each role's group is on the other
+    roles' block lists; turkflow's block-list group holds blocked participants. For a trial on test studies:
+      turkflow prolific groups create "Trial students" --participant <test participant id>
+      export TURKFLOW_PROLIFIC_ROLE_GROUPS="student=<group id>,teacher=<group id>"
+      turkflow prolific groups add <group id> <participant id> ...
+    Prolific's participant counts can lag behind changes.
     """
+    if ctx.invoked_subcommand is not None:
+        return
+    app = ctx.find_object(App)
     provider = _provider(app)
-    roles = {group: role for role, group in role_groups(app.settings.prolific_role_groups).items()}
+    settings = app.settings
     blocked = _asking(app, provider.blocked_group)
-    workspace_id = app.settings.prolific_workspace_id
+    workspace_id = settings.prolific_workspace_id
     found = _asking(app, lambda: api.list_participant_groups(provider.client, workspace_id))
+    uses: dict[str, list[str]] = {blocked: ["blocked: every study of ours keeps them out"]}
+    hand_made = role_groups(settings.prolific_role_groups)
+    with app.session(create=True) as session:
+        for role in ROLES:
+            for stage in (stages.SINGLE_TASK, stages.MULTI_TASK) if stages.has_stages(role) else (stages.SINGLE_TASK,):
+                allowed = provider.allow_group(session, role, stage)
+                if allowed is None or (stage != stages.SINGLE_TASK and allowed == provider.allow_group(session, role)):
+                    continue
+                which = f" stage {stage}" if stages.has_stages(role) else ""
+                how = "hand-made, TURKFLOW_PROLIFIC_ROLE_GROUPS" if hand_made.get(role) == allowed and \
+                    stage == stages.SINGLE_TASK else f"passing the{which} onboarding quiz adds them"
+                uses.setdefault(allowed, []).append(f"{role}s onboarded{which}: their turn studies admit them ({how})")
+    by_name = {g.get("name"): g["id"] for g in found if not g.get("is_deleted")}
+    for role in ROLES:
+        group = by_name.get(f"turkflow {provider.install} {role}s")
+        if group is not None:
+            uses.setdefault(group, []).append(f"{role}s: kept out of the other roles' studies")
     table(f"Prolific participant groups of workspace {workspace_id}",
-          ["id", "name", "participants", "turkflow uses it for"],
-          [(g["id"], g.get("name") or "", g.get("participant_count", ""),
-            "blocks" if g["id"] == blocked else f"{roles[g['id']]}s' allow list" if g["id"] in roles else "")
+          ["id", "name", "participants", "which role's, and what turkflow uses it for"],
+          [(g["id"], g.get("name") or "", g.get("participant_count", ""), "; ".join(uses.get(g["id"], [])))
            for g in found if not g.get("is_deleted")])
+
+
+@prolific_groups.command("create", context_settings=CONTEXT)
+@click.argument("name")
+@click.option("--participant", "participants", multiple=True, metavar="ID",
+              help="A participant (or test participant) id to put in it; give it once per participant.")
+@pass_app
+def prolific_groups_create(app: App, name: str, participants: tuple[str, ...]) -> None:
+    """Make a participant group NAME in the workspace (for a trial: of your test participants) and print
+    its id, to name in TURKFLOW_PROLIFIC_ROLE_GROUPS."""
+    provider = _provider(app)
+    made = _asking(app, lambda: api.create_participant_group(
+        provider.client, app.settings.prolific_workspace_id, name, "Made with turkflow prolific groups create.",
+        participants))
+    click.echo(f"group {made['id']} \"{name}\" with {len(participants)} participants; name it for a role: "
+               f"TURKFLOW_PROLIFIC_ROLE_GROUPS=\"student={made['id']},...\"")
+
+
+@prolific_groups.command("add", context_settings=CONTEXT)
+@click.argument("group")
+@click.argument("participants", nargs=-1, required=True)
+@pass_app
+def prolific_groups_add(app: App, group: str, participants: tuple[str, ...]) -> None:
+    """Add PARTICIPANTS (participant or test participant ids) to the participant group GROUP: a role's
+    group admits them to its turn studies (test studies too)."""
+    provider = _provider(app)
+    members = _asking(app, lambda: api.add_to_participant_group(provider.client, group, participants))
+    click.echo(f"group {group} now has {len(members)} participants")
 
 
 prolific.add_command(mturk_spend, "spend")  # spend is our records, the same for every platform
@@ -343,6 +398,50 @@ def _payments(payments: list[int] | None) -> str:
     if payments is None:
         return "nothing (no answer)"
     return ", ".join(_amount(c) for c in payments) or "none"
+
+
+@prolific.command("rehearse", context_settings=CONTEXT)
+@click.option("--stop-after", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Stop after this many seconds.  [default: run until Ctrl-C]")
+def prolific_rehearse(stop_after: float | None) -> None:
+    """Run a fake Prolific on a free localhost port, to walk the Prolific section of the README without an
+    account or money.
+
+    It plays Prolific's API as turkflow uses it (checked against Prolific's OpenAPI description when
+    openapi-core is installed) and refuses what Prolific refuses. Point turkflow at it with the lines it
+    prints, then publish studies and play participants in a browser: /participant/take?study=<study
+    id>&participant=<any id> starts a submission and opens the study's page; after a turn, come back with
+    /participant/complete?submission=<id>&cc=<code> (real Prolific's completion page is app.prolific.com).
+    Nothing is kept when it stops.
+    """
+    import secrets
+    import threading
+    import time
+
+    from turkflow.simulator.fake_prolific import SPEC_PATH, FakeProlific
+
+    try:
+        import openapi_core  # noqa: F401 - a test dependency: without it the fake checks no contract
+        contract = SPEC_PATH if SPEC_PATH.exists() else None
+    except ImportError:
+        contract = None
+    fake = FakeProlific(token=secrets.token_urlsafe(16), contract=contract, id_prefix=f"r{int(time.time())}-")
+    with fake:
+        click.echo(f"a fake Prolific runs at {fake.url} (contract: {contract or 'not checked'}); in another shell:")
+        click.echo(f"export TURKFLOW_PROLIFIC_BASE_URL={fake.url}")
+        click.echo(f"export TURKFLOW_PROLIFIC_TOKEN={fake.token}")
+        click.echo(f"export TURKFLOW_PROLIFIC_WORKSPACE_ID={fake.workspace_id}")
+        click.echo(f"participants: {fake.url}/participant/take?study=<study id>&participant=<any id>")
+        try:
+            if stop_after is None:
+                threading.Event().wait()
+            else:
+                time.sleep(stop_after)
+        except KeyboardInterrupt:
+            pass
+    if fake.violations:
+        click.echo(f"{len(fake.violations)} requests or answers broke Prolific's contract; the first: "
+                   f"{fake.violations[0]}", err=True)
 
 
 @prolific.command("test-participant", context_settings=CONTEXT)

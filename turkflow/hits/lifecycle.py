@@ -245,9 +245,10 @@ def _complete(session: Session, batch: Batch, conversation: Conversation, reason
         events.record(session, "batch_completed", "system", batch_id=batch.id)
 
 
-def committed_cents(session: Session, batch_id: int) -> int:
+def committed_cents(session: Session, batch_id: int, next_reward_cents: int = 0) -> int:
     """Rewards of every HIT published or submitted in the batch (not expired ones) plus bonuses recorded,
-    and the platform fee the batch counts in its budget (Prolific's, ``Batch.fee_percent``)."""
+    and the platform fee the batch counts in its budget (Prolific's, ``Batch.fee_percent``, with its VAT),
+    rounded once on the total; ``next_reward_cents`` counts a turn about to open with them."""
     from turkflow.models import Bonus
 
     batch = session.get(Batch, batch_id)
@@ -261,14 +262,14 @@ def committed_cents(session: Session, batch_id: int) -> int:
         .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == batch_id)
     ).one()
-    spent = hits * batch.reward_cents + bonuses
+    spent = hits * batch.reward_cents + bonuses + next_reward_cents
     return spent + percent_cents(spent, batch.fee_percent)
 
 
 def _within_budget(session: Session, batch: Batch) -> bool:
     if batch.budget_cents is None:
         return True
-    return committed_cents(session, batch.id) + batch.reward_cents <= batch.budget_cents
+    return committed_cents(session, batch.id, next_reward_cents=batch.reward_cents) <= batch.budget_cents
 
 
 # ---- the local queue: taking a turn -----------------------------------------------------------------

@@ -59,6 +59,7 @@ STUDY_TRANSITIONS = {
 # What may change on a published study (the spec's description of PATCH /studies/{id}/).
 PUBLISHED_FIELDS = {"internal_name", "total_available_places", "submissions_config"}
 REJECT_MESSAGE_MIN = 100
+PARTICIPANT_PATH = "/participant/"  # a rehearsal's participant pages (``FakeProlific._participant``)
 # A study's fields: the properties of the contract's BaseStudy (tests/test_prolific_launch.py keeps the two
 # the same); Prolific refuses any other.
 STUDY_FIELDS = {
@@ -247,6 +248,8 @@ class FakeProlific:
         return response(environ, start_response)
 
     def _answer(self, request: Request) -> Response:
+        if request.path.startswith(PARTICIPANT_PATH):  # a browser playing a participant, not the API
+            return self._participant(request)
         self.requests.append((request.method, request.path))
         problems = self.contract.request_problems(request) if self.contract else []
         if problems:
@@ -578,6 +581,29 @@ class FakeProlific:
         return 204, None
 
     # ---- the participant's side (test helpers) --------------------------------------------------------
+
+    def _participant(self, request: Request) -> Response:
+        """A browser playing a participant in a rehearsal (``turkflow prolific rehearse``), outside the API:
+        ``/participant/take?study=<id>&participant=<id>`` starts a submission and goes to the study's URL
+        with Prolific's ids filled in; ``/participant/complete?submission=<id>&cc=<code>`` comes back with
+        a completion code, as ``app.prolific.com/submissions/complete?cc=`` would."""
+        args = request.args
+        try:
+            if request.path == PARTICIPANT_PATH + "take":
+                study_id, participant_id = args.get("study", ""), args.get("participant", "")
+                submission_id = self.start(study_id, participant_id)
+                url = self.studies[study_id].fields["external_study_url"]
+                for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id),
+                                    ("SESSION_ID", submission_id)):
+                    url = url.replace("{{%" + name + "%}}", value)
+                return Response(status=303, headers={"Location": url})
+            if request.path == PARTICIPANT_PATH + "complete":
+                self.complete(args.get("submission", ""), args.get("cc", ""))
+                return Response(f"submission {args.get('submission')} completed with {args.get('cc')}\n",
+                                mimetype="text/plain")
+        except (Refused, KeyError) as refused:
+            return Response(f"refused: {refused}\n", status=409, mimetype="text/plain")
+        return Response("not found\n", status=404, mimetype="text/plain")
 
     def reserve(self, study_id: str, participant_id: str) -> str:
         """A participant takes a place without starting yet (RESERVED); returns the submission id."""

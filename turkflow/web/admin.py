@@ -41,6 +41,7 @@ from turkflow import pipeline, requesters
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ProviderError
+from turkflow.hits import money
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.protocols.questions import clean_text
@@ -170,8 +171,9 @@ def written(text: Any, isolate: bool = True) -> Markup:
     return Markup("<bdi>%s</bdi>") % shown if isolate else Markup("%s") % shown
 
 
-def dollars(cents: Optional[int]) -> str:
-    return "—" if cents is None else f"${cents / 100:,.2f}"
+def dollars(cents: Optional[int], currency: str = "USD") -> str:
+    """An amount in its currency: a Prolific batch's is its workspace's (``Batch.currency``)."""
+    return "—" if cents is None else money.shown(cents, currency)
 
 
 def pct(value: Optional[float]) -> str:

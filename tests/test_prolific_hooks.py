@@ -57,3 +57,18 @@ def test_an_event_delivered_again_inside_the_window_is_dropped(settings, provide
     # the very same signed request with the event id stripped: dropped by its signature
     bare = post_webhook(client, fake_prolific, event, timestamp=sent_at)
     assert bare.status_code == 200
+
+
+def test_spend_shows_the_fees_prolific_charged_on_bonuses_beside_the_assumed_ones(
+        settings, providers, client, fake_prolific):
+    """Prolific's bonus set-up says what it charges; when that is not what turkflow assumes, spend says both."""
+    from tests.test_prolific_web import bonus_on_a_stored_turn
+    from turkflow import pipeline
+
+    fake_prolific.fee_percent = 40
+    bonus_id, _ = bonus_on_a_stored_turn(settings, providers, client, fake_prolific)
+    assert pipeline.pay_bonus(settings, providers, bonus_id)
+    spent = CliRunner().invoke(main, ["prolific", "spend"], obj=App(settings_=settings, providers_=providers),
+                               catch_exceptions=False)
+    assert spent.exit_code == 0, spent.stderr
+    assert "Prolific charged $0.03 in fees and VAT on $0.08 of bonuses; turkflow counts $0.00" in spent.stdout

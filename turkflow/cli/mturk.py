@@ -115,6 +115,7 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
         batch = find_batch(session, batch_id)
         total = money.spend(session, batch_id=batch.id)
         sent = money.sent_bonuses(session, batch.id)
+        charged = money.charged_bonus_fees(session, batch.id) if batch.provider == "prolific" else None
         workers = []
         if by_worker:
             ids = session.exec(
@@ -131,6 +132,11 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
                f"{dollars(total.total_cents)} spent = {dollars(total.rewards_cents)} rewards + "
                f"{dollars(total.bonuses_cents)} bonuses + {dollars(total.fees_cents)} fees; "
                f"{dollars(total.pending_cents)} pending")
+    if charged is not None and charged.charged_cents != charged.counted_cents:
+        click.echo(f"Prolific charged {dollars(charged.charged_cents)} in fees and VAT on "
+                   f"{dollars(charged.amount_cents)} of bonuses; turkflow counts {dollars(charged.counted_cents)} "
+                   f"({batch.fee_percent:g}%: TURKFLOW_PROLIFIC_FEE_PERCENT with TURKFLOW_PROLIFIC_VAT_PERCENT; "
+                   "set them to your account's rates)")
     if sent:
         click.echo(f"{len(sent)} of the pending bonuses ({dollars(sum(b.amount_cents for b in sent))}) went to "
                    f"{batch.provider} since {min(b.sent_at for b in sent):%Y-%m-%d %H:%M} UTC and show no payment "

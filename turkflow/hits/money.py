@@ -197,13 +197,12 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
         .group_by(Assignment.status, Batch.provider, Batch.fee_percent, Batch.reward_cents)
     ).all()
     for status, provider, fee_percent, reward, count in reward_rows:
-        fee = fee_cents(provider, reward, fee_percent=fee_percent)
-        cost = count * (reward + fee)
+        fee = _fees(provider, reward, count, fee_percent)
         if status == AssignmentStatus.approved:
             rewards += count * reward
-            fees += count * fee
+            fees += fee
         else:
-            pending += cost
+            pending += count * reward + fee
     bonus_rows = session.exec(
         _scoped(select(Bonus.status, Bonus.kind, Batch.provider, Batch.fee_percent, Bonus.amount_cents,
                        func.count())
@@ -212,16 +211,51 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
         .group_by(Bonus.status, Bonus.kind, Batch.provider, Batch.fee_percent, Bonus.amount_cents)
     ).all()
     for status, kind, provider, fee_percent, amount, count in bonus_rows:
-        fee = fee_cents(provider, amount, fee_percent=fee_percent)
+        fee = _fees(provider, amount, count, fee_percent)
         if status == BonusStatus.paid and kind == BonusKind.reward:  # a kept turn's reward, paid as a bonus
             rewards += count * amount
-            fees += count * fee
+            fees += fee
         elif status == BonusStatus.paid:
             bonuses += count * amount
-            fees += count * fee
+            fees += fee
         else:
-            pending += count * (amount + fee)
+            pending += count * amount + fee
     return Spend(rewards_cents=rewards, bonuses_cents=bonuses, fees_cents=fees, pending_cents=pending)
+
+
+def _fees(provider: str, amount_cents: int, count: int, fee_percent: float) -> int:
+    """The fee on ``count`` payments of one amount: Prolific's rounded once on their total (33.33% of 12
+    bonuses of 8 cents is 32 cents, not 12 x 3), MTurk's per payment (each has its one-cent minimum)."""
+    if provider == "prolific":
+        return percent_cents(count * amount_cents, fee_percent)
+    return count * fee_cents(provider, amount_cents, fee_percent=fee_percent)
+
+
+@dataclass(frozen=True)
+class ChargedFees:
+    """What Prolific said it charges on a batch's bonus payments (its set-up answer's ``fees`` and ``vat``)
+    beside what turkflow counts for the same amounts at the batch's fee rate."""
+
+    amount_cents: int
+    charged_cents: int  # Prolific's fees and VAT
+    counted_cents: int  # Batch.fee_percent of the amount, as turkflow's estimates, budget and spend count
+
+
+def charged_bonus_fees(session: Session, batch_id: int) -> Optional[ChargedFees]:
+    """Prolific's own fees on the batch's bonus payments so far (None: none paid through Prolific yet)."""
+    from turkflow.models import Event
+
+    batch = session.get(Batch, batch_id)
+    sent = session.exec(select(Event.data).where(Event.kind == "prolific_bonus_sent",
+                                                 Event.batch_id == batch_id)).all()
+    sent = [data for data in sent if "fees_cents" in data]
+    if not sent:
+        return None
+    amount = sum(int(data["amount_cents"]) for data in sent)
+    return ChargedFees(amount_cents=amount,
+                       charged_cents=sum(int(data["fees_cents"]) + int(data["vat_cents"]) for data in sent),
+                       counted_cents=sum(percent_cents(int(data["amount_cents"]), batch.fee_percent)
+                                         for data in sent))
 
 
 @dataclass(frozen=True)

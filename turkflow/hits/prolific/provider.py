@@ -364,8 +364,10 @@ class ProlificProvider(CrowdProvider):
             else:  # it may have paid: settled from Prolific, or by a person (``sync.stuck_bonuses``)
                 _note_unanswered(session, list(due), bulk["id"], str(exc))
             raise
-        events.record(session, "prolific_bonus_sent", "provider", bonus_ids=list(due), bulk_id=bulk["id"],
-                      study_id=study_id, total_cents=bulk["total_amount"])
+        batch_id = lifecycle.batch_of_hit(session, session.get(Hit, assignment.hit_id)).id
+        events.record(session, "prolific_bonus_sent", "provider", batch_id=batch_id, bonus_ids=list(due),
+                      bulk_id=bulk["id"], study_id=study_id, total_cents=bulk["total_amount"],
+                      amount_cents=bulk["amount"], fees_cents=bulk["fees"], vat_cents=bulk.get("vat") or 0)
         return list(due)
 
     def _settle(self, session: Session, bonus: Bonus, assignment: Assignment) -> list[int]:

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
                              "X-Forwarded-Proto are trusted (client addresses for sign-in throttling).")
 
     lease_seconds: int = Field(900, description="How long a local worker holds a turn before it returns to the pool.")
+    affinity_seconds: int = Field(
+        0, ge=0, description="Default of batch launch --affinity: a conversation's next turn of a role is kept this "
+                             "long for the local worker who wrote that role's last turn, then offered to anyone "
+                             "(0: off).")
     reconcile_seconds: int = Field(10, ge=1, description="How often the reconciler repairs stuck conversations "
                                                          "and reviews turns whose review message was lost.")
     reopen_after_seconds: int = Field(

@@ -127,6 +127,9 @@ class Batch(SQLModel, table=True):
     probation_rated_turns: int = 0  # 0: no probation, so no settled window either
     settled_window: int = 0
     settled_block_below: float = 0.0
+    affinity_seconds: int = Field(default=default("affinity_seconds"), description="How long a conversation's next "
+                                  "turn of a role is kept for the worker who wrote that role's last turn (the "
+                                  "local queue; 0: offered to anyone at once).")
     fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at "
                                "launch, in percent, counted in the budget (Prolific's service fee).")
     currency: str = Field(default="USD", description="The currency of the batch's rewards, bonuses and budget: "
@@ -233,6 +236,13 @@ class Hit(SQLModel, table=True):
     lease_expires_at: Optional[datetime] = Field(default=None, index=True)
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: Optional[datetime] = None
+    reserved_for_id: Optional[int] = Field(
+        default=None, foreign_key="worker.id",
+        description="The worker who wrote the role's last turn in this conversation (Batch.affinity_seconds): "
+                    "until reserved_until only they may take the HIT.")
+    reserved_until: Optional[datetime] = Field(
+        default=None, description="The HIT's opening time plus its batch's affinity; compared with the clock, "
+                                  "so a reservation ends by itself if its worker never comes.")
 
 
 class Assignment(SQLModel, table=True):

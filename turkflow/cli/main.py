@@ -177,12 +177,16 @@ def batch() -> None:
 @click.option("--success", type=click.FloatRange(0, 1),
               help="Frames: the probability that a goal matches something in the database  [default: each "
                    "template's own]")
+@click.option("--affinity", type=click.IntRange(min=0), metavar="SECONDS",
+              help="Keep each conversation's next turn of a role this long for the worker who wrote that role's "
+                   "last turn, then offer it to anyone (local provider only; 0: off).  "
+                   f"[default: TURKFLOW_AFFINITY_SECONDS, {default('affinity_seconds')}]")
 @pass_app
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: int, reward: Optional[int],
                  max_turns: Optional[int], name: Optional[str], budget: Optional[int], provider: Optional[str],
                  live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str], dry_run: bool,
                  protocol: str, unhappy: float, tasks_per_dialog: int,
-                 success: Optional[float]) -> None:
+                 success: Optional[float], affinity: Optional[int]) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
@@ -211,6 +215,10 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError(f"{logged.title} batches run on --provider {' or '.join(logged.platforms)}{closed}")
     if live and provider != "mturk":
         raise CommandError("--live applies to --provider mturk only")
+    affinity = settings.affinity_seconds if affinity is None else affinity
+    if affinity and provider != "local":
+        raise CommandError(f"--affinity (or TURKFLOW_AFFINITY_SECONDS) applies to --provider local only: {provider} "
+                           "gives each place to whoever comes first; launch with --affinity 0")
     live = provider == "mturk" and (live or settings.mturk_live)
     reward = reward if reward is not None else settings.reward_cents
     max_turns = max_turns or settings.max_turns
@@ -280,7 +288,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         new_batch, hits = lifecycle.launch_batch(
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
-            scenarios=scenarios,
+            scenarios=scenarios, affinity_seconds=affinity,
         )
         new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
         batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
@@ -289,6 +297,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     first = get_protocol(protocol).first_role
     click.echo(f"launched batch {batch_id} \"{name}\": {conversations} conversations over {task_count} tasks, "
                f"{len(hit_ids)} {first} turns open on {where}")
+    if affinity:
+        click.echo(f"affinity: each next turn of a role is kept {affinity} s for the worker who wrote that role's "
+                   "last turn, then offered to anyone")
     click.echo(f"watch it: turkflow batch status {batch_id} --watch")
     if provider == "local":
         roles = list(get_protocol(protocol).roles)
@@ -437,6 +448,9 @@ def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.Batch
         f"{dollars(p.spend.pending_cents)} pending (submitted, not yet approved or paid)",
         f"  committed      {dollars(p.committed_cents)}{budget} (every published turn's reward and every bonus)",
     ]
+    if b.affinity_seconds:
+        lines.append(f"  affinity       {b.affinity_seconds} s: a role's next turn is kept that long for the worker "
+                     "who wrote the role's last turn")
     lines += [f"stalled: {message}" for message in p.stalled]
     click.echo("\n".join(lines))
 

@@ -8,12 +8,13 @@ a constraint instead of creating a second HIT, and the functions turn that failu
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Optional, Sequence
 
-from sqlalchemy import JSON, and_, bindparam, func, or_, update
+from sqlalchemy import JSON, and_, bindparam, case, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
@@ -75,6 +76,7 @@ def launch_batch(
     quality: Optional[dict[str, Any]] = None,
     protocol: str = "wizard_of_tasks",
     scenarios: Optional[Sequence[tuple[Task, dict[str, Any]]]] = None,
+    affinity_seconds: int = default("affinity_seconds"),
 ) -> tuple[Batch, list[Hit]]:
     """Create a batch and its conversations, each with its first turn opened (HITs still to publish).
 
@@ -83,7 +85,8 @@ def launch_batch(
 
     Tasks are assigned round-robin, so N conversations over M tasks cover every task evenly, unless
     ``scenarios`` gives each conversation its task and scenario (STAR). A batch follows one protocol:
-    every task must be written for it.
+    every task must be written for it. ``affinity_seconds``: how long each next turn of a role is kept for
+    the worker who wrote that role's last turn (``open_hits_for``); only the local queue can keep one.
     """
     if not tasks:
         raise ValueError("no task documents loaded; run `turkflow tasks load FILE` first")
@@ -104,8 +107,14 @@ def launch_batch(
                          "a batch follows one protocol")
     if scenarios is not None and len(scenarios) != conversations:
         raise ValueError("give one scenario per conversation")
+    if affinity_seconds < 0:
+        raise ValueError("affinity must be 0 seconds or more")
+    if affinity_seconds and provider != LOCAL:
+        raise ValueError(f"affinity keeps a turn for a worker in the local queue only; on {provider} the platform "
+                         "gives each place to whoever comes first: launch with --affinity 0")
     batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
-                  budget_cents=budget_cents, live=live, protocol=protocol, **(quality or {}))
+                  budget_cents=budget_cents, live=live, protocol=protocol, affinity_seconds=affinity_seconds,
+                  **(quality or {}))
     session.add(batch)
     session.flush()
     events.record(session, "batch_launched", "system", batch_id=batch.id, conversations=conversations,
@@ -120,18 +129,31 @@ def launch_batch(
     return batch, hits
 
 
-def _open_turn(session: Session, batch: Batch, conversation: Conversation, index: int, role: str) -> Hit:
+def _open_turn(session: Session, batch: Batch, conversation: Conversation, index: int, role: str,
+               keep_for: Optional[int] = None) -> Hit:
+    """Open a turn and its HIT; with the batch's affinity on, the HIT is kept for ``keep_for`` (the writer of
+    the role's last turn) for ``Batch.affinity_seconds``, a column the queue compares with the clock, so the
+    turn goes to anyone once it ends whether or not that worker ever comes back."""
     turn = Turn(conversation_id=conversation.id, index=index, role=role)
     session.add(turn)
     session.flush()
     hit = Hit(turn_id=turn.id, role=role, provider=batch.provider)
+    if batch.affinity_seconds and keep_for is not None and _may_keep(session, keep_for):
+        hit.reserved_for_id, hit.reserved_until = keep_for, hit.created_at + timedelta(seconds=batch.affinity_seconds)
     session.add(hit)
     conversation.updated_at = utcnow()
     session.add(conversation)
     session.flush()
     events.record(session, "turn_opened", "system", batch_id=batch.id, conversation_id=conversation.id,
-                  turn_id=turn.id, index=index, role=role, hit_id=hit.id)
+                  turn_id=turn.id, index=index, role=role, hit_id=hit.id,
+                  **({"kept_for": hit.reserved_for_id} if hit.reserved_for_id is not None else {}))
     return hit
+
+
+def _may_keep(session: Session, worker_id: int) -> bool:
+    """A turn is kept only for a worker who may take it: one blocked since would leave it waiting for nothing."""
+    worker = session.get(Worker, worker_id)
+    return worker is not None and worker.status == WorkerStatus.active
 
 
 _PUBLISHING = (
@@ -196,7 +218,9 @@ def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit
         return None
     try:
         with savepoint(session):
-            return _open_turn(session, batch, conversation, last.index + 1, protocol.next_role(last.role))
+            role = protocol.next_role(last.role)
+            writer = before.worker_id if before is not None and before.role == role else None
+            return _open_turn(session, batch, conversation, last.index + 1, role, keep_for=writer)
     except IntegrityError:
         return None  # another worker process opened it first: one open turn per conversation
 
@@ -276,11 +300,13 @@ def _within_budget(session: Session, batch: Batch) -> bool:
 
 
 def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = None, limit: int = 50) -> list[Hit]:
-    """Local HITs a worker may take now: their role, published, not leased by someone else, batch active.
+    """Local HITs a worker may take now: their role, published, not leased by someone else, batch active, not
+    kept for another worker (``Batch.affinity_seconds``); those kept for this worker come first.
 
     HITs of other providers are taken on their own platform, never from the local queue.
     """
-    statement = _takeable(select(Hit), stages.sees_multi_task(worker)).order_by(Hit.id).limit(bindparam("limit"))
+    statement = (_takeable(select(Hit), stages.sees_multi_task(worker)).order_by(*_KEPT_FIRST)
+                 .limit(bindparam("limit")))
     return list(session.execute(statement, _queue_params(worker, now, limit)).scalars())
 
 
@@ -298,13 +324,22 @@ def _takeable(query: Any, multi_task_passed: bool) -> Any:
             Hit.provider == LOCAL,
             Batch.status == BatchStatus.active,
             or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < bindparam("now")),
+            or_(col(Hit.reserved_until).is_(None), col(Hit.reserved_until) <= bindparam("now"),
+                Hit.reserved_for_id == bindparam("worker"), ~_KEEPER_MAY_WORK.exists()),
         ),
         multi_task_passed,
     )
 
 
+# A turn is kept only while the worker it is kept for may take it: blocked since, they no longer hold it up.
+_KEEPER_MAY_WORK = select(Worker.id).where(Worker.id == Hit.reserved_for_id, Worker.status == WorkerStatus.active)
+# Turns kept for the worker listing them first, then the oldest.
+_KEPT_FIRST = (case((and_(Hit.reserved_for_id == bindparam("worker"), col(Hit.reserved_until) > bindparam("now")), 0),
+                    else_=1), Hit.id)
+
+
 def _queue_params(worker: Worker, now: Optional[datetime], limit: int) -> dict[str, Any]:
-    return {"role": worker.role, "now": now or utcnow(), "limit": limit}
+    return {"role": worker.role, "worker": worker.id, "now": now or utcnow(), "limit": limit}
 
 
 def _queue_statement(multi_task_passed: bool) -> Any:
@@ -314,7 +349,7 @@ def _queue_statement(multi_task_passed: bool) -> Any:
                   multi_task_passed)
         .join(Task, Task.id == Conversation.task_id)
         .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id, previous.index == Turn.index - 1))
-        .order_by(Hit.id).limit(bindparam("limit"))
+        .order_by(*_KEPT_FIRST).limit(bindparam("limit"))
     )
 
 
@@ -373,6 +408,7 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
     hit, turn, conversation, mine = row
     check_can_work(worker, hit.role)
     stages.check_stage(worker, conversation.scenario)
+    _check_not_kept(session, hit, worker, now)
     leased_before = hit.lease_expires_at
     if mine is not None and leased_before and leased_before >= now:
         return mine
@@ -390,6 +426,19 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
                   turn_id=turn.id, worker_id=worker.id, assignment_id=assignment.id,
                   lease_expires_at=until.isoformat())
     return assignment
+
+
+def _check_not_kept(session: Session, hit: Hit, worker: Worker, now: datetime) -> None:
+    """Refuse a turn kept for another worker who may still take it (``Batch.affinity_seconds``), saying when
+    it is offered to anyone."""
+    until = hit.reserved_until
+    if until is None or hit.reserved_for_id == worker.id:
+        return
+    if until > now and _may_keep(session, hit.reserved_for_id):
+        wait = max(1, math.ceil((until - now).total_seconds()))
+        raise Conflict(f"this turn is kept for the worker who wrote this role's last turn in the conversation "
+                       f"until {until:%H:%M:%S} UTC ({wait} s from now); then anyone may take it. Pick another "
+                       "one from the queue")
 
 
 def _abandon_assignments(session: Session, hit: Hit, reason: str, now: datetime) -> None:

@@ -65,6 +65,9 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
 @click.option("--prolific-contract", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Prolific's OpenAPI description the fake Prolific checks every call against "
                    "(default: ../shared/prolific/publicapi.yaml beside the checkout, if present).")
+@click.option("--affinity", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Launch the simulated batch with batch launch --affinity SECONDS: a role's next turn is kept "
+                   "that long for the worker who wrote the role's last turn (local provider only).")
 @click.option("--url", default=None,
               help="Use the web server already running here (with its Celery worker and TURKFLOW_* settings) "
                    "instead of starting one.")
@@ -85,7 +88,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
              spammers: float, lazy: float, careless: float, harsh: float, think_time: float, concurrency: int,
              seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path],
              protocol: str, provider: str, prolific_time_outs: float, prolific_lost_pays: int,
-             prolific_contract: Optional[Path], url: Optional[str],
+             prolific_contract: Optional[Path], affinity: int, url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
              celery_concurrency: int, settle_timeout: float, json_path: Optional[str]) -> None:
     """Simulate a crowd working a batch through the real stack, and report.
@@ -128,7 +131,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
         bonus_cents=settings.bonus_cents, reward_cents=settings.reward_cents,
         settle_timeout=settle_timeout, dialogs=dialogs, provider=provider, protocol=protocol,
-        prolific_time_outs=prolific_time_outs, prolific_lost_pays=prolific_lost_pays,
+        prolific_time_outs=prolific_time_outs, prolific_lost_pays=prolific_lost_pays, affinity_seconds=affinity,
     )
     with progress_bar() as bar:
         task = bar.add_task("simulating", total=None, detail="")
@@ -177,6 +180,10 @@ def show(report: dict[str, Any]) -> None:
                f"({done['stop_reason']}); lost {turns['lost']}, unexpected {turns['unexpected']}, "
                f"history mismatches {turns['history_mismatches']}.")
     click.echo(f"{measured['wall_seconds']} s wall time, {measured['turns_per_second']} turns/s.")
+    same, waited = done["same_worker"], measured["submit_to_next_turn_taken_ms"]
+    click.echo(f"Same worker: {_pct(same['most_frequent_worker_share'])} of each conversation's role turns written by "
+               f"its most frequent worker ({same['workers_per_conversation_role']} workers per conversation role); "
+               f"a written turn's next turn taken after {waited['p50']} ms (p50), {waited['p95']} ms (p95).")
     if "star" in done:
         star = done["star"]
         events = star["events"]

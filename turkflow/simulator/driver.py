@@ -296,7 +296,8 @@ class Outcome:
 
 def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
            max_turns: int, policy: Policy, reward_cents: int, seed: int, provider: str = "local",
-           play: Optional[ProtocolPlay] = None) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
+           play: Optional[ProtocolPlay] = None,
+           affinity_seconds: int = 0) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
     """The requester's part: task documents, one invite per simulated worker (local only: Prolific's
     participants arrive through the study), the batch and its first HITs (on Prolific, its studies).
     Another protocol's ``play`` gives the tasks and scenarios; its workers qualify on the pages themselves.
@@ -321,7 +322,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
             reward_cents=reward_cents, provider=provider,
             quality=policy.batch_fields(), protocol=play.protocol if play else "wizard_of_tasks",
-            scenarios=scenarios,
+            scenarios=scenarios, affinity_seconds=affinity_seconds,
         )
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
         batch_id, hit_ids = batch.id, [hit.id for hit in hits]
@@ -337,8 +338,10 @@ class Simulation:
                  reward_cents: int = default("reward_cents"), think_time: float = 0.0,
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
-                 web_urls: Sequence[str] = (), time_outs: float = 0.0):
+                 web_urls: Sequence[str] = (), time_outs: float = 0.0, affinity_seconds: int = 0):
         self.settings = settings
+        self.affinity_seconds = affinity_seconds  # the batch's: turns kept for the role's last writer
+        self.kept_until: Optional[datetime] = None  # when the first turn kept for a worker is offered to anyone
         self.play = play  # None: Wizard of Tasks' turn pages
         self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
         self.prolific = prolific.fake if prolific else None
@@ -365,7 +368,8 @@ class Simulation:
         batch_id, join_urls, worker_ids, conversation_ids = launch(
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
             reward_cents=self.reward_cents, seed=self.seed,
-            provider="prolific" if self.prolific else "local", play=self.play)
+            provider="prolific" if self.prolific else "local", play=self.play,
+            affinity_seconds=self.affinity_seconds)
         out = Outcome(batch_id=batch_id, crowd=self.crowd, scripts=self.scripts, policy=self.policy,
                       max_turns=self.max_turns, worker_ids=worker_ids, conversation_ids=conversation_ids)
         self.out = out
@@ -392,7 +396,9 @@ class Simulation:
                     break
                 if not jobs:
                     idle_rounds += 1
-                    if idle_rounds == 2:  # neither role can move
+                    if idle_rounds == 2 and self._wait_for_kept_turns():
+                        idle_rounds = 0  # a turn kept for a worker who cannot take it is offered to anyone now
+                    elif idle_rounds == 2:  # neither role can move
                         out.stop_reason = self._stuck_reason()
                         break
                 elif self.prolific:
@@ -419,15 +425,21 @@ class Simulation:
         now = utcnow()
         with session_scope(self.settings.database_url) as session:
             open_hits = session.exec(
-                select(Hit.id, Turn.conversation_id, Turn.index, Turn.role)
+                select(Hit.id, Turn.conversation_id, Turn.index, Turn.role, Hit.reserved_for_id, Hit.reserved_until)
                 .join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
                 .where(Conversation.batch_id == self.out.batch_id, Hit.status == HitStatus.open,
                        or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
             ).all()
         active = {name for name, status in self._statuses().items() if status == WorkerStatus.active}
+        names = {worker_id: name for name, worker_id in self.out.worker_ids.items()}
+        # Turns kept for a worker (the batch's affinity) as the queue keeps them now, only while that worker may
+        # take them: hit id -> the worker; and when the first of them is offered to anyone.
+        kept = {hit_id: names[worker_id] for hit_id, _, _, _, worker_id, until in open_hits
+                if until is not None and as_utc(until) > now and names.get(worker_id) in active}
+        self.kept_until = min((as_utc(until) for hit_id, *_, until in open_hits if hit_id in kept), default=None)
         candidates = sorted(
             ((self.last_round.get(self.position[cid], -1), self.position[cid], hit_id, index)
-             for hit_id, cid, index, hit_role in open_hits if hit_role == role),
+             for hit_id, cid, index, hit_role, *_ in open_hits if hit_role == role),
         )
         workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active)
         rng = random.Random(f"{self.seed}:round:{round_no}")
@@ -437,9 +449,23 @@ class Simulation:
                     for name in list(reversed(workers))[:len(candidates)]]
             return jobs, len(open_hits)
         jobs, rated = [], set()
+        # A worker takes a turn kept for them first (their oldest); a turn kept for someone else waits.
+        for _, conversation, hit_id, index in candidates:
+            name = kept.get(hit_id)
+            if name is None or name not in workers:
+                continue
+            author = self.out.turns[(conversation, index - 1)].writer if index > 0 else None
+            if author is not None:
+                if author in rated:
+                    continue
+                rated.add(author)
+            workers.remove(name)
+            jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         for _, conversation, hit_id, index in candidates:
             if not workers:
                 break
+            if hit_id in kept:
+                continue
             author = self.out.turns[(conversation, index - 1)].writer if index > 0 else None
             if author is not None:
                 if author in rated:
@@ -448,6 +474,14 @@ class Simulation:
             name = workers.pop()
             jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _wait_for_kept_turns(self) -> bool:
+        """Every open turn waits for a worker it is kept for who cannot take it (blocked since, or busy): sleep
+        until the first reservation ends, as a person would come back later. False: nothing is kept."""
+        if self.kept_until is None:
+            return False
+        time.sleep(max(0.0, (self.kept_until - utcnow()).total_seconds()) + 0.05)
+        return True
 
     def _think(self, round_no: int, name: str) -> float:
         return random.Random(f"{self.seed}:think:{round_no}:{name}").uniform(0, 2 * self.think_time)

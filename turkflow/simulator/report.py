@@ -81,6 +81,7 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
                     for r in stall.role_supply(session, outcome.batch_id) if r.starved],
         "refused_requests": dict(sorted(outcome.refused.items())),
         "revised_answers": dict(sorted(outcome.revised.items())),
+        "same_worker": _same_worker(session, outcome),
     }
     return {"parameters": parameters, "reproducible": reproducible, "measured": _measured(session, outcome, stored)}
 
@@ -206,6 +207,7 @@ def _measured(session: Session, outcome: Outcome, stored) -> dict[str, Any]:  # 
         "wall_seconds": round(outcome.wall_seconds, 2),
         "turns_per_second": round(turns / outcome.wall_seconds, 2) if outcome.wall_seconds else None,
         "submit_to_next_hit_open_ms": _next_hit_latency(session, outcome, stored),
+        "submit_to_next_turn_taken_ms": _next_turn_taken(session, outcome),
         "http": {
             "requests": sum(len(d) for d in outcome.http.durations.values()),
             "errors": dict(sorted(outcome.http.errors.items())),
@@ -247,6 +249,51 @@ def _next_hit_latency(session: Session, outcome: Outcome, stored) -> dict[str, A
         if turn_id in confirmed_at:
             worker.append(max(0.0, published[following] - confirmed_at[turn_id]))
     return {"server": _summary(server), "worker": _summary(worker)}
+
+
+def _same_worker(session: Session, outcome: Outcome) -> dict[str, Any]:
+    """How much of each conversation's role one person wrote (what ``--affinity`` is for): over every
+    (conversation, role), the share of its turns written by its most frequent worker, weighted by turns,
+    in all and by role; and how many workers wrote each (conversation, role) on average."""
+    writers: dict[tuple[int, str], Counter[int]] = {}
+    for conversation_id, role, worker_id in session.exec(
+        select(Turn.conversation_id, Turn.role, Turn.worker_id).join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == outcome.batch_id, Turn.status == TurnStatus.submitted)
+    ):
+        writers.setdefault((conversation_id, role), Counter())[worker_id] += 1
+    roles = sorted({role for _, role in writers})
+
+    def share(keys: list[tuple[int, str]]) -> Optional[float]:
+        return _ratio(sum(max(writers[k].values()) for k in keys), sum(sum(writers[k].values()) for k in keys))
+
+    return {
+        "most_frequent_worker_share": share(list(writers)),
+        "by_role": {role: share([k for k in writers if k[1] == role]) for role in roles},
+        "workers_per_conversation_role": round(sum(len(c) for c in writers.values()) / len(writers), 2)
+        if writers else None,
+    }
+
+
+def _next_turn_taken(session: Session, outcome: Outcome) -> dict[str, Any]:
+    """From a submission (``turn_submitted``) to the first take of the conversation's next turn (``turn_taken``):
+    how long a written turn waits for its next writer, which affinity lengthens when a kept turn waits for
+    the worker it is kept for."""
+    submitted, taken = {}, {}
+    for kind, conversation_id, turn_id, at in session.exec(
+        select(Event.kind, Event.conversation_id, Event.turn_id, Event.at)
+        .where(col(Event.conversation_id).in_(outcome.conversation_ids),
+               col(Event.kind).in_(["turn_submitted", "turn_taken"]))
+    ):
+        moment = as_utc(at).timestamp()
+        if kind == "turn_submitted":
+            submitted[turn_id] = moment
+        else:
+            taken[turn_id] = min(moment, taken.get(turn_id, moment))
+    position = {(cid, index): turn_id for turn_id, cid, index in session.exec(
+        select(Turn.id, Turn.conversation_id, Turn.index).where(col(Turn.conversation_id).in_(outcome.conversation_ids)))}
+    waits = [taken[following] - submitted[turn_id] for (cid, index), turn_id in position.items()
+             if turn_id in submitted and (following := position.get((cid, index + 1))) in taken]
+    return _summary(waits)
 
 
 def _summary(values: list[float]) -> dict[str, Any]:

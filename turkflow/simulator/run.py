@@ -50,6 +50,7 @@ class SimulationConfig:
     protocol: str = "wizard_of_tasks"  # or one of PLAYS: its workers on its own pages
     prolific_time_outs: float = 0.0  # share of written turns whose participant never goes back to Prolific
     prolific_lost_pays: int = 0  # the first N bonus pay calls fail on Prolific's side and pay nothing
+    affinity_seconds: int = 0  # the batch's affinity: a role's next turn kept this long for its last writer
 
     def parameters(self) -> dict[str, Any]:
         values = asdict(self)
@@ -91,6 +92,8 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError("prolific-time-outs must be a share between 0 and 1, prolific-lost-pays at least 0")
     if (config.prolific_time_outs or config.prolific_lost_pays) and config.provider != "prolific":
         raise ValueError("--prolific-time-outs and --prolific-lost-pays need --provider prolific")
+    if config.affinity_seconds < 0 or (config.affinity_seconds and config.provider != "local"):
+        raise ValueError("--affinity is 0 or more seconds, and only the local provider keeps turns for a worker")
     try:
         mix = {Behaviour(name): share for name, share in config.mix.items()}
     except ValueError:
@@ -135,7 +138,8 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         settings, url, chosen.crowd, chosen.scripts, seed=config.seed, max_turns=config.max_turns,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
-        prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs)
+        prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs,
+        affinity_seconds=config.affinity_seconds)
     outcome = simulation.run()
     with session_scope(settings.database_url) as session:
         report = build_report(session, outcome, config.parameters(), chosen.policies,

@@ -118,16 +118,23 @@ def test_a_star_dialog_is_logged_event_by_event_and_ends_with_the_users_complete
     conversation_id = first_conversation(settings)
     library_dialog(settings, providers, conversation_id)
 
-    events = events_of(settings, conversation_id)
+    logged = events_of(settings, conversation_id)
+    events = [e for e in logged if e.action != "instruct"]
     assert [(e.agent, e.action) for e in events] == [
         ("User", "utter"), ("Wizard", "request_suggestions"), ("Wizard", "pick_suggestion"),
-        ("UserGuide", "instruct"), ("User", "utter"),
+        ("User", "utter"),
         ("Wizard", "query"), ("KnowledgeBase", "return_item"), ("Wizard", "pick_suggestion"),
         ("User", "utter"), ("Wizard", "query"), ("KnowledgeBase", "return_item"), ("Wizard", "utter"),
         ("User", "utter"), ("User", "complete"),
     ]
-    assert events[3].data["Text"].endswith("[instruction 1 of 1]")
-    assert events[6].data["TotalItems"] > 0 and events[6].data["Item"]["Genre"] == "Novel"
+    # the user guide speaks as each user turn opens, when the dialog's state calls for it: a greeting at
+    # the start, the task file's own nudge at its turn, "refer back" once the wizard has reported an answer
+    nudges = [(e.turn_index, e.data["Text"]) for e in logged if e.action == "instruct"]
+    assert [(index, text.split()[0]) for index, text in nudges] == [
+        (0, "Greet"), (2, "Mention"), (4, "Refer"), (6, "Say")]
+    assert [text.rsplit("[", 1)[1] for _, text in nudges] == [f"instruction {n} of 6]" for n in (1, 2, 3, 4)]
+    assert all(logged[logged.index(e) + 1].action == "utter" for e in logged if e.action == "instruct")
+    assert events[5].data["TotalItems"] > 0 and events[5].data["Item"]["Genre"] == "Novel"
     assert all(e.worker_id is not None for e in events if e.agent in ("User", "Wizard"))
     assert star_turns(events) == 9
     with session_scope(settings.database_url) as s:
@@ -226,9 +233,13 @@ def test_multi_task_scenarios_name_several_tasks_and_nudges_come_once(settings, 
         scenarios = [c.scenario for c in s.exec(select(Conversation).order_by(Conversation.id))]
     assert [sc["tasks"] for sc in scenarios] == [["library_search", "cinema_search"],
                                                  ["cinema_search", "library_search"]]
-    assert all(sc["multi_task"] and sc["nudges"] == [{"turn": 2, "text": json.loads(
-        (SAMPLE / "library_search" / "library_search.json").read_text())["turkflow"]["nudges"][0]["text"]}]
-        for sc in scenarios)
+    own = json.loads((SAMPLE / "library_search" / "library_search.json").read_text())["turkflow"]["nudges"]
+    for sc in scenarios:
+        assert sc["multi_task"] and len(sc["plans"]) == 2
+        assert [{"turn": n["turn"], "text": n["text"]} for n in sc["nudges"] if "turn" in n] == [
+            {"turn": 2, "text": own[0]["text"]}]
+        assert any(n["text"] == "If you have not yet, move on to the next thing on your list: "
+                   f"{sc['tasks'][1].replace('_', ' ')}." for n in sc["nudges"])
 
 
 # ---- export, analyse, the commands ---------------------------------------------------------------------
@@ -253,7 +264,9 @@ def test_export_in_stars_format_reads_back_with_the_turn_count_the_database_hold
 
     exported = command(settings, "export", "--format", "star", "--out", str(tmp_path / "star"))
     assert exported.returncode == 0, exported.stderr
-    assert f"exported 2 STAR dialogues ({held} STAR turns in complete ones)" in exported.stdout
+    # the other conversation never started: it is no STAR dialogue and is not written
+    assert f"exported 1 STAR dialogues ({held} STAR turns in complete ones)" in exported.stdout
+    assert len(list((tmp_path / "star" / "dialogues").iterdir())) == 1
     doc = json.loads((tmp_path / "star" / "dialogues" / f"{conversation_id}.json").read_text())
     assert doc["CompletionLevel"] == "Complete" and doc["Scenario"]["WizardCapabilities"][0]["Task"] == (
         "library_search")
@@ -360,3 +373,92 @@ def test_batch_launch_protocol_star_gives_each_conversation_a_scenario(settings)
     assert closed.returncode == 1 and "Mechanical Turk closed" in closed.stderr
     nothing = command(settings, "batch", "launch", "--all", "-n", "1")  # Wizard of Tasks: no documents
     assert nothing.returncode == 1 and "turkflow tasks load" in nothing.stderr
+
+
+# ---- parity with STAR's own files (issue 24, item 6) -----------------------------------------------------
+
+STAR_ROOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "star"
+OUR_EVENT_FIELDS = {"Turn", "AnonymizedWorkerID"}  # which paid turn, which of several workers wrote it
+OUR_TOP_FIELDS = {"AnonymizedUserWorkerIDs", "AnonymizedWizardWorkerIDs", "TurkflowStatus"}
+ITEM_SELECTION = {"PrimaryItem", "SecondaryItem"}  # the knowledge-base form's selections write these
+needs_star = pytest.mark.skipif(not (STAR_ROOT / "dialogues").is_dir(), reason="STAR's dialogues are not here")
+
+
+def star_key_sets() -> tuple[set[str], dict[tuple[str, str], tuple[set[str], set[str]]]]:
+    """The top-level keys and, per (Agent, Action), the keys every one of STAR's sample dialogues' events
+    of that kind holds and the keys any of them holds, the item selection aside."""
+    top: set[str] = set()
+    kinds: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
+    for path in sorted((STAR_ROOT / "dialogues").glob("*.json")):
+        doc = json.loads(path.read_text())
+        top |= set(doc)
+        for event in doc["Events"]:
+            keys = set(event) - ITEM_SELECTION
+            every, some = kinds.get((event["Agent"], event["Action"]), (keys, set()))
+            kinds[(event["Agent"], event["Action"])] = (every & keys, some | keys)
+    return top, kinds
+
+
+@needs_star
+def test_star_export_has_every_field_stars_dialogues_have_per_event_kind(settings, providers, tmp_path):
+    launch_star(settings, providers, conversations=2)
+    conversation_id = first_conversation(settings)
+    library_dialog(settings, providers, conversation_id)
+    exported = command(settings, "export", "--format", "star", "--out", str(tmp_path / "star"))
+    assert exported.returncode == 0, exported.stderr
+    doc = json.loads((tmp_path / "star" / "dialogues" / f"{conversation_id}.json").read_text())
+
+    top, kinds = star_key_sets()
+    assert set(doc) - OUR_TOP_FIELDS == top
+    ours = {}
+    for event in doc["Events"]:
+        ours.setdefault((event["Agent"], event["Action"]), set(event) - OUR_EVENT_FIELDS - ITEM_SELECTION)
+    assert set(ours) == {("User", "utter"), ("User", "complete"), ("UserGuide", "instruct"),
+                         ("Wizard", "request_suggestions"), ("Wizard", "pick_suggestion"), ("Wizard", "query"),
+                         ("KnowledgeBase", "return_item"), ("Wizard", "utter")}
+    for kind, keys in ours.items():
+        every, some = kinds[kind]
+        assert every <= keys <= some, kind  # no field STAR always writes missing, none STAR never writes
+    assert doc["CompletionLevel"] in {"Complete", "EarlyDisconnectDuringDialogue", "DisconnectDuringDialogue",
+                                      "DisconnectDuringQuestionnaire"}
+
+
+@needs_star
+def test_star_export_writes_stars_completion_levels_worker_ids_and_minus_one_for_a_check(settings, providers,
+                                                                                       tmp_path):
+    """A check to a booking API counts no rows (-1, as STAR logs it); the user who wrote most of the
+    dialog is its user, every user is listed; a dialog stopped after two turns is an early disconnect."""
+    launch_star(settings, providers, conversations=1, tasks_dir=STAR_ROOT / "tasks")
+    conversation_id = first_conversation(settings)
+    with session_scope(settings.database_url) as s:
+        scenario = s.get(Conversation, conversation_id).scenario
+        name = scenario["tasks"][0]
+    turn(settings, providers, conversation_id, USER_1, "user", [("utter", {"text": "Hello there."})], "utter",
+         "Hello there.")
+    turn(settings, providers, conversation_id, WIZARD_1, "wizard", [("utter", {"text": "Hi, how can I help?"})],
+         "utter", "Hi, how can I help?")
+    turn(settings, providers, conversation_id, USER_2, "user", [("utter", {"text": "I need a hand."})],
+         "utter", "I need a hand.")
+    with session_scope(settings.database_url) as s:
+        conversation = s.get(Conversation, conversation_id)
+        conversation.status = "cancelled"
+        s.add(conversation)
+    exported = command(settings, "export", "--format", "star", "--out", str(tmp_path / "star"))
+    assert exported.returncode == 0, exported.stderr
+    doc = json.loads((tmp_path / "star" / "dialogues" / f"{conversation_id}.json").read_text())
+    assert doc["CompletionLevel"] == "EarlyDisconnectDuringDialogue" and doc["TurkflowStatus"] == "cancelled"
+    users = [e["AnonymizedWorkerID"] for e in doc["Events"] if e["Agent"] == "User"]
+    assert doc["AnonymizedUserWorkerIDs"] == list(dict.fromkeys(users)) and len(set(users)) == 2
+    assert doc["AnonymizedUserWorkerID"] == users[0]  # a tie: the first to join
+    assert doc["Scenario"]["WizardCapabilities"][0]["Task"] == name
+
+    from turkflow.protocols.star.dialog import _star_answer
+
+    with session_scope(settings.database_url) as s:
+        tasks = {t.star["task"]: t for t in s.exec(select(Task).where(Task.protocol == "star"))}
+    checked = _star_answer({"APIName": "doctor_schedule", "Item": {"Message": "The time slot is available."},
+                            "TotalItems": 1}, tasks)
+    assert checked == {"APIName": "doctor_schedule", "Item": {"Message": "The time slot is available."},
+                       "TotalItems": -1}
+    assert _star_answer({"APIName": "weather", "Item": None, "TotalItems": 0}, tasks) == {
+        "APIName": "weather", "TotalItems": 0}

@@ -308,8 +308,9 @@ def test_a_wizard_whose_lease_ran_out_leaves_nothing_in_the_next_wizards_turn_or
     assert second.post(taken, json={"action": "utter", "text": "Which genre?"}, headers=JSON).status_code == 200
     with session_scope(settings.database_url) as s:
         doc = next(star_documents(s, settings.worker_hash_key, ExportFilters()))
-    assert [(e["Agent"], e["Action"]) for e in doc["Events"]] == [("User", "utter"), ("Wizard", "utter")]
-    assert doc["Events"][1]["Text"] == "Which genre?"
+    said = [e for e in doc["Events"] if e["Agent"] != "UserGuide"]  # the user guide's greeting nudge
+    assert [(e["Agent"], e["Action"]) for e in said] == [("User", "utter"), ("Wizard", "utter")]
+    assert said[1]["Text"] == "Which genre?"
 
 
 # ---- the user's page ----------------------------------------------------------------------------------
@@ -324,18 +325,20 @@ def test_the_user_page_shows_the_scenario_and_the_nudge_due_and_never_the_knowle
     html = user.get(user_page).get_data(as_text=True)
     data = user.get(user_page, headers=JSON).get_json()
     assert "borrow a novel from the city library" in html
-    nudge = "Mention that you only have time on weekday mornings. [instruction 1 of 1]"
-    assert data["star"]["user"]["nudges"] == [{"text": nudge, "turn_index": 2, "new": True}]
+    nudge = "Mention that you only have time on weekday mornings. [instruction 2 of 6]"
+    greeting = "Greet the assistant and say what you need (your task is on the left). [instruction 1 of 6]"
+    assert data["star"]["user"]["nudges"] == [{"text": greeting, "turn_index": 0, "new": False},
+                                              {"text": nudge, "turn_index": 2, "new": True}]
     assert nudge in html
-    said = json.dumps(data["history"])
+    said = json.dumps(data["history"]) + data["star"]["user"]["scenario"]["task"]  # the user's own values
     secrets = [str(v) for k, v in item.items() if k != "APIName" and str(v) not in said and len(str(v)) > 3]
     assert secrets  # the title and author at least
     for shown in (html, json.dumps(data)):
         assert not any(value in shown for value in secrets)
         assert "kb_log" not in shown and "Constraints" not in shown
-    assert events(settings).count(("UserGuide", "instruct")) == 1
+    assert events(settings).count(("UserGuide", "instruct")) == 2
     user.get(user_page)
-    assert events(settings).count(("UserGuide", "instruct")) == 1  # given once
+    assert events(settings).count(("UserGuide", "instruct")) == 2  # given once
 
 
 def test_the_user_ends_the_dialog_and_answers_at_once_the_wizard_finds_the_questions_in_the_queue(

@@ -262,6 +262,14 @@ def _wanted(api: Any, said: str, rng: random.Random) -> dict[str, str]:
     return wanted
 
 
+def _planned(api: Any, scenario: Mapping[str, Any], number: int) -> dict[str, str]:
+    """The values the scenario gives the task (``scenarios.plan_task``) in the form's plain words."""
+    plans = scenario.get("plans") or []
+    values = plans[number]["values"] if number < len(plans) else {}
+    return {name: ("yes" if value else "no") if isinstance(value, bool) else str(value)
+            for name, value in values.items() if name in api.inputs}
+
+
 def _as_me(user_task: str) -> str:
     """The scenario's first sentence as the user would say it ("You want" -> "I want")."""
     first = re.split(r"(?<=[.!?])\s", user_task.strip(), maxsplit=1)[0]
@@ -281,10 +289,13 @@ def _dialogue_for(tasks: Sequence[Task], scenario: dict, rng: random.Random) -> 
     for number, task in enumerate(tasks):
         api = knowledge_base(task.star["kb_dir"]).api(task.star["api"])
         wanted = _wanted(api, task.star["user_task"], rng)
+        wanted.update(_planned(api, scenario, number))  # the entities the scenario names, as the user would
+        plans = scenario.get("plans") or []
+        opening = plans[number]["user_task"] if number < len(plans) else task.star["user_task"]
         choices = {c.name: [v for v in c.categories or () if isinstance(v, str)] for c in api.inputs.values()}
         query: tuple[tuple[str, dict], ...] = ()
         if number > 0:
-            users[-1] = f"{users[-1]} Also, {_as_me(task.star['user_task'])}"
+            users[-1] = f"{users[-1]} Also, {_as_me(opening)}"
         for node in _path(task.star["graph"], task.star["start"]):
             if node == "query":
                 query = ((api.name, {"form": dict(wanted)}),)
@@ -297,7 +308,7 @@ def _dialogue_for(tasks: Sequence[Task], scenario: dict, rng: random.Random) -> 
                                     label=node))
             query = ()
             if node.startswith("hello"):
-                users.append(_as_me(task.star["user_task"]))
+                users.append(_as_me(opening))
             elif "_ask_" in f"_{node}":
                 asked = node.split("ask_", 1)[1].replace("_", "").lower()
                 field = next((name for name in wanted if name.lower().startswith(asked)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -44,6 +45,7 @@ from turkflow.protocols import surveys
 from turkflow.protocols.questions import STAR, clean_text
 from turkflow.protocols.files import read_json
 from turkflow.protocols.star import outcomes
+from turkflow.protocols.star import scenarios as star_scenarios
 from turkflow.protocols.star.kb import CHOICES, Api, KnowledgeBase, QueryResult
 from turkflow.protocols.star.schemas import TaskSchema, load_schemas, parse_schema
 from turkflow.protocols.star.suggestions import DialogState, Ranker, Suggestion, fill
@@ -128,32 +130,25 @@ def read_tasks(tasks_dir: Path) -> list[Task]:
 
 def make_scenarios(tasks: Sequence[Task], conversations: int, *, unhappy: float = 0.0,
                    tasks_per_dialog: int = 1, seed: int = 0) -> list[tuple[Task, dict[str, Any]]]:
-    """One scenario per conversation: tasks round-robin (a multi-task dialog takes the next ones too),
-    a seeded share of them unhappy (the user changes their mind), and each task's nudges."""
+    """One scenario per conversation, drawn from its own seed (``scenarios.make_scenario``): tasks that go
+    together (a multi-task dialog takes a chain of them), a seeded share of them unhappy, the entities and
+    values the user asks for taken from each task's knowledge base, the wizard's facts and the nudges."""
     if not 0.0 <= unhappy <= 1.0:
         raise InvalidInput("must be between 0 and 1", "unhappy")
     if not 1 <= tasks_per_dialog <= min(5, len(tasks)):
         raise InvalidInput(f"must be between 1 and {min(5, len(tasks))} (the loaded STAR tasks, at most 5)",
                            "tasks_per_dialog")
-    rng = random.Random(seed)
+    by_name = {t.star["task"]: t for t in tasks}
+    names = [t.star["task"] for t in tasks]
     made = []
     for n in range(conversations):
-        chosen = [tasks[(n + k) % len(tasks)] for k in range(tasks_per_dialog)]
+        rng = random.Random(f"{seed}:star-scenario:{n}")
         happy = rng.random() >= unhappy
-        user_task = " Then: ".join(t.star["user_task"] for t in chosen)
-        if not happy:
-            user_task += " " + chosen[0].star["unhappy_user_task"]
-        nudges = sorted(({"turn": nudge["turn"], "text": nudge["text"]}
-                         for t in chosen for nudge in t.star["nudges"]), key=lambda nudge: nudge["turn"])
-        made.append((chosen[0], {
-            "tasks": [t.star["task"] for t in chosen],
-            "domains": list(dict.fromkeys(t.domain for t in chosen)),
-            "happy": happy,
-            "multi_task": tasks_per_dialog > 1,
-            "user_task": user_task,
-            "wizard_task": " ".join(t.star["wizard_task"] for t in chosen),
-            "nudges": nudges,
-        }))
+        chosen = [by_name[name] for name in star_scenarios.chain(names, tasks_per_dialog, n, rng)]
+        scenario = star_scenarios.make_scenario([t.star for t in chosen],
+                                                lambda star: knowledge_base(star["kb_dir"]), rng, happy=happy)
+        made.append((chosen[0], {"tasks": [t.star["task"] for t in chosen],
+                                 "domains": list(dict.fromkeys(t.domain for t in chosen)), **scenario}))
     return made
 
 
@@ -242,7 +237,8 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
         if not isinstance(constraints, list):
             raise InvalidInput("expected a list of {field: condition}", "constraints")
         knowledge = kb or _kb_of(tasks, api)
-        result = outcomes.call(knowledge, api, constraints)  # validates: an unknown field is named
+        result = (star_scenarios.forced_answer(conversation.scenario, knowledge, api, constraints)
+                  or outcomes.call(knowledge, api, constraints))  # validates: an unknown field is named
         data = {"APIName": api, "Constraints": constraints}
         extra = returned_item(result)
     if rest:
@@ -268,22 +264,30 @@ def returned_item(result: QueryResult) -> dict[str, Any]:
 
 
 def give_nudges(session: Session, turn: Turn) -> list[DialogEvent]:
-    """The user guide's instructions due at this user turn (by its index), once each."""
+    """The user guide's instructions due as this user turn opens, once each, decided from the dialog's
+    state (``scenarios.due_nudges``: what the user said so far, whether the wizard got a knowledge-base
+    answer since, and whether it said no), never from fixed turn numbers (but a task file's own ``turn``)."""
     if turn.role != "user":
         return []
     conversation = session.get(Conversation, turn.conversation_id)
     nudges = conversation.scenario.get("nudges", [])
-    given = session.exec(select(DialogEvent.id).where(DialogEvent.turn_id == turn.id,
-                                                      DialogEvent.action == "instruct")).first()
-    if given is not None:
+    events = dialog_events(session, conversation.id)
+    if not nudges or any(e.turn_id == turn.id and e.action == "instruct" for e in events):
         return []
+    said = [n for n, e in enumerate(events) if (e.agent, e.action) == ("User", "utter")]
+    since = events[said[-1] + 1:] if said else events
+    answers = [e.data for e in since if e.action == "return_item"]
+    given = [e for e in events if e.action == "instruct"]
+    numbered = [dict(n, id=n.get("id", k + 1)) for k, n in enumerate(nudges)]
+    due = star_scenarios.due_nudges(
+        numbered, {e.data.get("Nudge") for e in given}, turn_index=turn.index, user_turns=len(said),
+        result=bool(answers), unwelcome=bool(answers) and star_scenarios.unwelcome(answers[-1].get("Item")))
     written = []
-    due = [n for n in nudges if n["turn"] == turn.index]
-    for nudge in due:
-        number = nudges.index(nudge) + 1
+    for number, nudge in enumerate(due, start=len(given) + 1):
         event = DialogEvent(conversation_id=conversation.id, turn_id=turn.id, turn_index=turn.index,
                             agent="UserGuide", action="instruct",
-                            data={"Text": f"{nudge['text']} [instruction {number} of {len(nudges)}]"})
+                            data={"Text": f"{nudge['text']} [instruction {number} of {len(nudges)}]",
+                                  "Nudge": nudge["id"]})
         session.add(event)
         written.append(event)
     session.flush()
@@ -493,7 +497,8 @@ def user_view(session: Session, turn: Turn) -> dict[str, Any]:
     return {
         "scenario": {"task": scenario.get("user_task", ""), "happy": scenario.get("happy", True),
                      "multi_task": scenario.get("multi_task", False),
-                     "tasks": len(scenario.get("tasks", [])), "personality": scenario.get("personality")},
+                     "tasks": len(scenario.get("tasks", [])), "personality": scenario.get("personality"),
+                     "details": scenario.get("user_details") or {}},
         "nudges": [{"text": e.data.get("Text", ""), "turn_index": e.turn_index, "new": e.turn_id == turn.id}
                    for e in nudges],
     }
@@ -513,9 +518,27 @@ def take_action(session: Session, turn: Turn, worker: Worker, action: Any,
         if task is None:
             raise InvalidInput("query one of this dialog's APIs", "api")
         rest["constraints"] = form_constraints(api_of(task), rest.pop("form"))
+    if action == "pick_suggestion":
+        rest["options"] = _options_shown(session, turn, worker, rest.get("label"), rest.get("options"))
     if action == "pick_suggestion" and rest.get("text") in (None, ""):
         rest["text"] = _filled_reply(session, turn, rest.get("label"))
     return record_action(session, turn, worker, action, rest)
+
+
+def _options_shown(session: Session, turn: Turn, worker: Worker, label: Any, sent: Any) -> Any:
+    """STAR's ``ActionLabelOptions``: the replies the wizard could pick from, as the page showed them
+    (ranked for the draft this turn last asked suggestions for). Options the page sent keep their order,
+    less any it showed disabled (a reply missing an item's slots cannot be picked); none sent, the page's."""
+    drafts = [e.data.get("Text", "") for e in dialog_events(session, turn.conversation_id)
+              if e.turn_id == turn.id and e.worker_id == worker.id and e.action == "request_suggestions"]
+    shown = wizard_view(session, turn, drafts[-1] if drafts else "", worker_id=worker.id)["suggestions"]
+    if isinstance(sent, list):
+        disabled = {s["label"] for s in shown if s["missing"]} - {label}
+        return [o for o in sent if o not in disabled]
+    if sent is not None:
+        return sent  # record_action names the field
+    pickable = [s["label"] for s in shown if not s["missing"]]
+    return pickable if label in pickable or not isinstance(label, str) else pickable + [label]
 
 
 def _filled_reply(session: Session, turn: Turn, label: Any) -> str:
@@ -577,7 +600,9 @@ def replay(session: Session, conversation_ids: Sequence[int],
             logged = next((e.data for e in events[n + 1:] if e.action == "return_item"), None)
             try:
                 knowledge = kb or _kb_of(tasks, event.data["APIName"])
-                answer = outcomes.call(knowledge, event.data["APIName"], event.data["Constraints"])
+                answer = (star_scenarios.forced_answer(conversation.scenario, knowledge, event.data["APIName"],
+                                                       event.data["Constraints"])
+                          or outcomes.call(knowledge, event.data["APIName"], event.data["Constraints"]))
                 now: Any = json.loads(json.dumps(returned_item(answer)))  # as stored: tuples are lists
             except InvalidInput as error:
                 now = {"error": error.message}
@@ -593,7 +618,9 @@ def replay(session: Session, conversation_ids: Sequence[int],
 # ---- export in STAR's format ----------------------------------------------------------------------------
 
 STAR_FORMAT_VERSION = 7  # the version of STAR's dialogues/N.json this export follows
-COMPLETION = {"user_complete": "Complete", "max_turns": "MaxTurns"}
+# STAR's CompletionLevel values (its training split has these four); an early disconnect left fewer turns
+COMPLETE, EARLY_DISCONNECT, DISCONNECT = "Complete", "EarlyDisconnectDuringDialogue", "DisconnectDuringDialogue"
+EARLY_TURNS = 5  # STAR's early disconnects left a median of 0 turns, its other disconnects at least 5
 EVENT_FIELDS = ("Text", "APIName", "Constraints", "Item", "TotalItems", "ActionLabel", "ActionLabelOptions",
                 "Task")
 
@@ -604,8 +631,11 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
 
     Events are STAR's, in the order they were written, with ``UnixTime``; each also names its turkflow
     turn (``Turn``) and, for a worker's event, the worker's keyed hash (``AnonymizedWorkerID``), since
-    several people write one asynchronous dialog. The top-level worker ids are the first user's and
-    wizard's, where STAR had one of each.
+    several people write one asynchronous dialog. STAR had one worker per role: its top-level ids here
+    are the worker who wrote most of the role's events, and ``AnonymizedUserWorkerIDs`` /
+    ``AnonymizedWizardWorkerIDs`` list every worker of the role in the order they joined. A conversation
+    nobody has written in yet is not a STAR dialogue and is left out; one still going is written with
+    STAR's level for a dialogue that stopped there, and ``TurkflowStatus`` says it is still active.
     """
     for page in conversation_pages(session, STAR, filters, page_size):
         ids = [c.id for c, _ in page]
@@ -621,6 +651,8 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
             by_conversation[event.conversation_id].append(event)
         answers = surveys.questionnaires(session, ids)
         for conversation, _ in page:
+            if not any(e.worker_id is not None for e in by_conversation[conversation.id]):
+                continue  # never started: nothing of STAR's in it
             yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
                                  tasks, answers[conversation.id])
 
@@ -651,23 +683,26 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
                    hashes: dict[int, str], hide_ids: Any, tasks: Mapping[str, Task],
                    answers: Mapping[str, list]) -> dict[str, Any]:
     scenario = conversation.scenario
-    first = {agent: next((hashes[e.worker_id] for e in events if e.agent == agent and e.worker_id), None)
-             for agent in ("User", "Wizard")}
+    workers = {agent: Counter(hashes[e.worker_id] for e in events if e.agent == agent and e.worker_id)
+               for agent in ("User", "Wizard")}
+    main = {agent: max(counts, key=counts.__getitem__) if counts else None  # ties: the first to join
+            for agent, counts in workers.items()}
     logged = []
     for event in events:
         entry: dict[str, Any] = {"Action": event.action, "Agent": event.agent}
         for key in EVENT_FIELDS:
             if key in event.data:
                 entry[key] = hide_ids(event.data[key]) if key == "Text" else event.data[key]
-        entry["UnixTime"] = int(_aware(event.at).timestamp())
+        if event.action == "return_item":
+            entry.pop("Item", None)
+            entry.update(_star_answer(event.data, tasks))
+        else:  # STAR's knowledge base answers carry no time
+            entry["UnixTime"] = int(_aware(event.at).timestamp())
         entry["Turn"] = event.turn_index
         if event.worker_id is not None:
             entry["AnonymizedWorkerID"] = hashes[event.worker_id]
         logged.append(entry)
-    if conversation.status == "completed":
-        level = COMPLETION.get(conversation.end_reason or "", "Complete")
-    else:
-        level = "InProgress" if conversation.status == "active" else "Cancelled"
+    level = completion_level(conversation.status, star_turns(events))
     capabilities = [{"Domain": tasks[name].domain if name in tasks else None, "Task": name,
                      "SchemaImage": tasks[name].star.get("image") if name in tasks else None}
                     for name in scenario.get("tasks", [])]
@@ -678,8 +713,11 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
         "BatchID": f"turkflow_{batch.id}",
         "CompletionLevel": level,
         "IntroducesConflicts": not scenario.get("happy", True),
-        "AnonymizedUserWorkerID": first["User"],
-        "AnonymizedWizardWorkerID": first["Wizard"],
+        "TurkflowStatus": conversation.status,
+        "AnonymizedUserWorkerID": main["User"],
+        "AnonymizedWizardWorkerID": main["Wizard"],
+        "AnonymizedUserWorkerIDs": list(workers["User"]),
+        "AnonymizedWizardWorkerIDs": list(workers["Wizard"]),
         "Scenario": {
             "Domains": scenario.get("domains", []),
             "Happy": scenario.get("happy", True),
@@ -692,6 +730,34 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
         "WizardQuestionnaire": answers["wizard"],
         "Events": logged,
     }
+
+
+def completion_level(status: str, turns: int) -> str:
+    """STAR's CompletionLevel (one of the values its dialogues hold): Complete when the conversation ended
+    (the user completed it, or it reached the batch's turn limit); otherwise it stopped during the dialogue,
+    early when under EARLY_TURNS STAR turns. The end-of-dialog answers come asynchronously here, so a
+    missing one is no disconnect (STAR's DisconnectDuringQuestionnaire is not written)."""
+    if status == "completed":
+        return COMPLETE
+    return EARLY_DISCONNECT if turns < EARLY_TURNS else DISCONNECT
+
+
+def _star_answer(data: Mapping[str, Any], tasks: Mapping[str, Task]) -> dict[str, Any]:
+    """A knowledge-base answer as STAR logged it: ``TotalItems`` -1 for an API that books or checks (it
+    has no rows to count), the count for a search; no ``Item`` when nothing was found."""
+    answer: dict[str, Any] = {"APIName": data.get("APIName")}
+    if data.get("Item") is not None:
+        answer["Item"] = data["Item"]
+    task = next((t for t in tasks.values() if t.star.get("api") == data.get("APIName")), None)
+    searchable = True
+    if task is not None:
+        try:
+            searchable = knowledge_base(task.star["kb_dir"]).api(task.star["api"]).searchable
+        except (InvalidInput, InvalidDocument, OSError):
+            searchable = True
+    total = data.get("TotalItems", 0)
+    answer["TotalItems"] = -1 if not searchable and total else total
+    return answer
 
 
 def _aware(value: datetime) -> datetime:
@@ -719,7 +785,7 @@ def export_star(session: Session, out_dir: Path, *, hash_key: str, filters: Expo
             (staging / "dialogues" / f"{doc['DialogueID']}.json").write_text(
                 json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
             dialogues += 1
-            if doc["CompletionLevel"] == "Complete":
+            if doc["CompletionLevel"] == COMPLETE:
                 turns += sum(1 for e in doc["Events"] if (e["Agent"], e["Action"]) in TURN_ACTIONS)
             if on_document is not None:
                 on_document(doc)

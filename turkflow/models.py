@@ -127,6 +127,9 @@ class Batch(SQLModel, table=True):
     probation_rated_turns: int = 0  # 0: no probation, so no settled window either
     settled_window: int = 0
     settled_block_below: float = 0.0
+    typed_block: int = Field(default=0, description="Block a worker when this many of their last typed_window "
+                             "written turns are machine-written (turkflow.quality.monitor); 0: never.")
+    typed_window: int = 0
     affinity_seconds: int = Field(default=default("affinity_seconds"), description="How long a conversation's next "
                                   "turn of a role is kept for the worker who wrote that role's last turn (the "
                                   "local queue; 0: offered to anyone at once).")
@@ -510,6 +513,24 @@ class RaterAgreement(SQLModel, table=True):
     agreement: float
     outlier: bool = False
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class RaterReliability(SQLModel, table=True):
+    """A rater's record in the monitor's trust model (``turkflow.quality.reliability``), updated once per rating
+    they give with atomic increments, so concurrent reviews never lose one."""
+
+    rater_id: int = Field(foreign_key="worker.id", primary_key=True)
+    ratings: int = 0
+    careless: float = Field(default=0.0, description="Log-likelihood ratio of careless against attentive.")
+    harsh: float = Field(default=0.0, description="Log-likelihood ratio of harsh against attentive.")
+    answers_yy: int = Field(default=0, description="Ratings given, by answer pair (relevant/useful).")
+    answers_yn: int = 0
+    answers_ny: int = 0
+    answers_nn: int = 0
+    verdict: Optional[str] = Field(default=None, index=True,
+                                   description="careless or harsh once identified; a person clears it.")
+    identified_after: Optional[int] = Field(default=None, description="Ratings given when identified.")
+    updated_at: datetime = Field(default_factory=utcnow)
 
 
 class BatchHour(SQLModel, table=True):

@@ -24,7 +24,7 @@ from turkflow.hits import lifecycle
 from turkflow.hits.provider import HitCheck, Providers
 from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
                              Rating, Turn, TurnStatus, Worker, WorkerStatus, utcnow)
-from turkflow.quality import checks, monitor, review, stall
+from turkflow.quality import checks, monitor, reliability, review, stall
 
 log = logging.getLogger("turkflow.pipeline")
 
@@ -116,8 +116,10 @@ def review_submission(settings: Settings, providers: Providers, turn_id: int) ->
         if turn is None or turn.status != TurnStatus.submitted or turn.reviewed_at is not None:
             return result
         flags = checks.check_turn(session, turn, checks.CheckPolicy.of(settings))
+        writer_blocked = turn.worker_id if monitor.judge_writing(session, turn, settings.typed_keys_per_char) else None
         rating_id = session.execute(_RATING_BY, {"turn": turn_id}).scalar()
-        evaluation = monitor.evaluate_rating(session, rating_id) if rating_id is not None else None
+        evaluation = (monitor.evaluate_rating(session, rating_id, reliability.Model.of(settings))
+                      if rating_id is not None else None)
         if session.execute(_CLAIM_REVIEW, {"turn": turn_id, "now": utcnow()}).rowcount != 1:
             session.rollback()
             return result
@@ -128,12 +130,12 @@ def review_submission(settings: Settings, providers: Providers, turn_id: int) ->
             result.blocked_worker_id = evaluation.decision.worker_id
         if evaluation is not None and evaluation.bonus:
             result.bonus_ids.append(evaluation.bonus.id)
-    if result.blocked_worker_id is not None:
+    for blocked_id in ([writer_blocked] if result.reviewed and writer_blocked else []) + (
+            [result.blocked_worker_id] if result.blocked_worker_id is not None else []):
         try:
-            carry_out_status(settings, providers, result.blocked_worker_id)
+            carry_out_status(settings, providers, blocked_id)
         except ProviderError as exc:  # recorded already: the reconciler tells the platform when it answers
-            log.warning("worker %s is blocked here; their platform could not be told yet (%s)",
-                        result.blocked_worker_id, exc)
+            log.warning("worker %s is blocked here; their platform could not be told yet (%s)", blocked_id, exc)
     return result
 
 

@@ -79,6 +79,7 @@ class ReviewQueue:
     raters: tuple[int, Optional[float]]  # raters judged on the latest run, their mean agreement
     blocked_not_queued: int  # temporarily blocked since the queue was built
     stalled: list[str] = field(default_factory=list)  # banners: batches whose role has nobody left
+    identified: list[tuple[dict, Worker]] = field(default_factory=list)  # raters whose ratings stop counting
 
 
 def review_queue(session: Session, day: Optional[date], status: Optional[str], after: Optional[str] = None,
@@ -112,8 +113,13 @@ def review_queue(session: Session, day: Optional[date], status: Optional[str], a
         select(func.count()).select_from(Worker)
         .where(Worker.status == WorkerStatus.temporarily_blocked, ~queued.exists())
     ).one()
+    model = reliability.Model()
+    found = reliability.identified(session, limit=PAGE)
+    identified_workers = _workers(session, [r.rater_id for r in found])
     return ReviewQueue(
         day=day, days=days, items=items, next_after=next_after, stalled=stall.banners(session),
+        identified=[({**reliability.evidence(model, reliability.record_of(r)), "identified_after": r.identified_after},
+                     identified_workers[r.rater_id]) for r in found],
         outliers=[(o, rater_workers[o.rater_id]) for o in outliers],
         raters=reliability.summary(session, latest) if latest else (0, None),
         blocked_not_queued=waiting,

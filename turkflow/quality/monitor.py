@@ -6,9 +6,17 @@ threshold, the rated turn earns a bonus, once. A window shorter than k decides n
 from a careless rater must not block an honest newcomer. The window is read through the
 ``(author_id, id)`` index, so the cost per rating does not grow with history.
 
-That is the paper's rule and the default. A batch may also pool the two means (block when their average
-is below p) and put workers on probation: (k, p) judge a worker's first N rated turns, a longer settled
-window (k2, p2) judges the rest. Written as text: ``pooled k=6,p=0.5 for 6, then k=20,p=0.4``.
+That is the paper's rule (the named policy ``paper``). A batch may also pool the two means (block when
+their average is below p) and put workers on probation: (k, p) judge a worker's first N rated turns, a
+longer settled window (k2, p2) judges the rest. Written as text: ``pooled k=6,p=0.5 for 6, then k=20,p=0.4``.
+
+``weighted`` (the ``recommended`` policy) pools the two means too, but counts each rating as much as its
+rater is trusted (``turkflow.quality.reliability``: every rating also updates its rater's record): a rater
+identified as careless or harsh stops counting at all, and the window holds the last k ratings that still
+count. An identified rater earns no bonus. A policy may also judge how turns were written: with ``not
+typed m of n``, a worker m of whose last n written turns carry the ``not_typed`` flag with a paste's
+keystrokes (``machine_written``) is blocked temporarily and goes to the daily review, like one rated low
+(``judge_writing``, run by the pipeline on every submitted turn).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from sqlmodel import Session, col, select
 from turkflow import events, states
 from turkflow.db import savepoint
 from turkflow.config import Settings, default
+from turkflow.writing import recorded
 from turkflow.errors import InvalidInput
 from turkflow.models import (
     Assignment,
@@ -38,9 +47,11 @@ from turkflow.models import (
     QualityDecision,
     Rating,
     Turn,
+    TurnStatus,
     Worker,
     WorkerStatus,
 )
+from turkflow.quality import checks, reliability
 
 
 # How a window's ratings are compared with p. EITHER is the paper's rule (block when the mean relevance or
@@ -48,10 +59,12 @@ from turkflow.models import (
 # evidence per window, so a few noisy raters block far fewer honest workers (see bench/RESULTS.md).
 EITHER = "either"
 POOLED = "pooled"
-RULES = (EITHER, POOLED)
+WEIGHTED = "weighted"  # POOLED, each rating weighted by its rater's trust (turkflow.quality.reliability)
+RULES = (EITHER, POOLED, WEIGHTED)
 
 _WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
-_POLICY_TEXT = re.compile(rf"^\s*(pooled\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?$")
+_POLICY_TEXT = re.compile(rf"^\s*(pooled\s+|weighted\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?"
+                          r"(?:[,;]\s*not\s+typed\s+(\d+)\s+of\s+(\d+)\s*)?$")
 
 
 class PolicyError(InvalidInput, ValueError):
@@ -61,11 +74,14 @@ class PolicyError(InvalidInput, ValueError):
 # Policies a requester can name. ``paper`` is the Wizard of Tasks heuristic; with a quarter of raters
 # answering at random it blocks most honest workers over a long batch and can stall it. ``probation`` is
 # the one the crowd simulator found to catch >=90% of spammers within 6 rated turns while blocking <=3% of
-# honest workers (bench/RESULTS.md, Quality policies).
+# honest workers (issue 6). ``recommended`` trusts raters by their record and sends pasters to review
+# (issue 25; bench/RESULTS.md, Quality policies, compares them all on the same ratings).
 NAMED_POLICIES = {
     "paper": "k=5,p=0.5",
     "probation": "pooled k=6,p=0.5 for 6, then k=20,p=0.4",
+    "recommended": "weighted k=4,p=0.4 for 6, then k=20,p=0.4, not typed 2 of 6",
 }
+RECOMMENDED = "recommended"
 
 
 @dataclass(frozen=True)
@@ -79,11 +95,14 @@ class Policy:
     settled_window: int = 0  # judges the rated turns after probation
     settled_block_below: float = 0.0
     bonus_window: int = 0  # ratings a bonus is judged over; 0: the window's (after probation: k, not k2)
+    typed_block: int = 0  # m: block when m of the last n written turns are machine-written; 0: never
+    typed_window: int = 0  # n
 
     @classmethod
     def of(cls, batch: Batch) -> "Policy":
         return cls(batch.quality_window, batch.block_below, batch.bonus_above, batch.bonus_cents, batch.block_rule,
-                   batch.probation_rated_turns, batch.settled_window, batch.settled_block_below)
+                   batch.probation_rated_turns, batch.settled_window, batch.settled_block_below,
+                   typed_block=batch.typed_block, typed_window=batch.typed_window)
 
     @classmethod
     def of_settings(cls, settings: Settings, bonus_cents: Optional[int] = None) -> "Policy":
@@ -91,26 +110,31 @@ class Policy:
         staged = {} if not settings.probation_turns else {
             "probation": settings.probation_turns, "settled_window": settings.settled_window,
             "settled_block_below": settings.settled_block_below}
+        typed = {"typed_block": settings.typed_block, "typed_window": settings.typed_window}
         return cls(settings.quality_window, settings.block_below, settings.bonus_above,
-                   settings.bonus_cents if bonus_cents is None else bonus_cents, settings.block_rule, **staged)
+                   settings.bonus_cents if bonus_cents is None else bonus_cents, settings.block_rule, **staged,
+                   **(typed if settings.typed_block else {}))
 
     @classmethod
     def parse(cls, text: str, bonus_above: float = default("bonus_above"),
               bonus_cents: int = default("bonus_cents")) -> "Policy":
-        """A named policy (``paper``, ``probation``), ``k=5,p=0.5``, ``none`` (never blocks),
-        ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any of the rules ``pooled``."""
+        """A named policy (``paper``, ``probation``, ``recommended``), ``k=5,p=0.5``, ``none`` (never blocks),
+        ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any of them ``pooled`` or ``weighted``, and any
+        followed by ``, not typed 3 of 6``."""
         text = NAMED_POLICIES.get(text.strip(), text)
         if text.strip() == "none":
             return cls(block_below=0.0, bonus_above=bonus_above, bonus_cents=bonus_cents)
         match = _POLICY_TEXT.match(text)
         if not match:
             raise PolicyError(f"policy {text!r} is not {' or '.join(NAMED_POLICIES)} nor of the form k=5,p=0.5 "
-                              "(or none, or k=5,p=0.4 for 6, then k=20,p=0.4, or pooled k=5,p=0.5)")
-        pooled, k1, p1, until, k2, p2 = match.groups()
+                              "(or none, or k=5,p=0.4 for 6, then k=20,p=0.4, or pooled k=5,p=0.5, or weighted "
+                              "k=6,p=0.5, any of them followed by , not typed 3 of 6)")
+        rule, k1, p1, until, k2, p2, typed_m, typed_n = match.groups()
         staged = {} if until is None else {"probation": int(until), "settled_window": int(k2),
                                            "settled_block_below": float(p2)}
+        typed = {} if typed_m is None else {"typed_block": int(typed_m), "typed_window": int(typed_n)}
         policy = cls(window=int(k1), block_below=float(p1), bonus_above=bonus_above, bonus_cents=bonus_cents,
-                     rule=POOLED if pooled else EITHER, **staged)
+                     rule=rule.strip() if rule else EITHER, **staged, **typed)
         policy.check()
         return policy
 
@@ -122,15 +146,24 @@ class Policy:
             raise PolicyError(f"block rule {self.rule!r} is not one of {', '.join(RULES)}")
         if self.probation < 0 or any(k < 1 or not 0 < p <= 1 for k, p in windows):
             raise PolicyError(f"policy {self.text!r}: k must be at least 1, p in (0, 1] and probation not negative")
+        if self.typed_block and not 1 <= self.typed_block <= self.typed_window:
+            raise PolicyError(f"policy {self.text!r}: not typed m of n needs 1 <= m <= n")
 
     @property
     def text(self) -> str:
         if self.block_below == 0:
             return "none"
-        text = ("pooled " if self.rule == POOLED else "") + f"k={self.window},p={self.block_below:g}"
+        text = ("" if self.rule == EITHER else f"{self.rule} ") + f"k={self.window},p={self.block_below:g}"
         if self.probation:
             text += f" for {self.probation}, then k={self.settled_window},p={self.settled_block_below:g}"
+        if self.typed_block:
+            text += f", not typed {self.typed_block} of {self.typed_window}"
         return text
+
+    @property
+    def weighted(self) -> bool:
+        """Whether ratings count by their rater's trust (and identified raters earn no bonus)."""
+        return self.rule == WEIGHTED
 
     def stage(self, rated_turns: int) -> "Policy":
         """The single-window policy that judges an author who has received ``rated_turns`` ratings."""
@@ -156,32 +189,60 @@ class Policy:
         """The batch columns that hold this policy (``Policy.of`` reads them back)."""
         return {"quality_window": self.window, "block_below": self.block_below, "bonus_above": self.bonus_above,
                 "bonus_cents": self.bonus_cents, "block_rule": self.rule, "probation_rated_turns": self.probation,
-                "settled_window": self.settled_window, "settled_block_below": self.settled_block_below}
+                "settled_window": self.settled_window, "settled_block_below": self.settled_block_below,
+                "typed_block": self.typed_block, "typed_window": self.typed_window}
 
 
-def decide(policy: Policy, relevance: list[bool], usefulness: list[bool]) -> tuple[str, float, float]:
+# The weighted rule decides on a window only if its ratings' trust adds up to this share of k: a window of
+# mostly untrusted ratings waits for more.
+WEIGHED_SHARE = 0.5
+
+
+def decide(policy: Policy, relevance: list[bool], usefulness: list[bool],
+           trust: Optional[list[float]] = None) -> tuple[str, float, float]:
     """The pure rule: (outcome, mean relevance, mean usefulness over the window) for an author's ratings,
-    oldest first; only the last ``policy.reads`` matter."""
-    rel, use = relevance[-policy.window:], usefulness[-policy.window:]
-    if not rel:
+    oldest first; only the last ``policy.reads`` matter. ``trust``: each rating's rater's trust, for the
+    weighted rule: each rating counts as much as its rater is trusted (an identified rater's not at all), and
+    a full window decides only if it holds at least WEIGHED_SHARE of k trusted ratings."""
+    weights = trust if policy.weighted and trust is not None else [1.0] * len(relevance)
+    counted = list(zip(relevance, usefulness, weights))
+    window = counted[-policy.window:]
+    mean_rel, mean_use, weight = reliability.weighted_means(window)
+    if not weight:
         return "none", 0.0, 0.0
-    mean_rel, mean_use = _mean(rel), _mean(use)
-    if len(rel) == policy.window:
-        if policy.rule == POOLED:
-            low = (mean_rel + mean_use) / 2 < policy.block_below
-        else:
+    if len(window) == policy.window and weight >= (policy.window * WEIGHED_SHARE if policy.weighted else 0):
+        if policy.rule == EITHER:
             low = mean_rel < policy.block_below or mean_use < policy.block_below
+        else:
+            low = (mean_rel + mean_use) / 2 < policy.block_below
         if low:
             return "block", mean_rel, mean_use
     k = policy.bonus_window or policy.window
-    if (len(relevance) >= k and _mean(relevance[-k:]) > policy.bonus_above
-            and _mean(usefulness[-k:]) > policy.bonus_above):
-        return "bonus", mean_rel, mean_use
+    if len(counted) >= k:
+        bonus_rel, bonus_use, bonus_weight = reliability.weighted_means(counted[-k:])
+        if bonus_weight and bonus_rel > policy.bonus_above and bonus_use > policy.bonus_above:
+            return "bonus", mean_rel, mean_use
     return "none", mean_rel, mean_use
 
 
-def _mean(values: list[bool]) -> float:
-    return sum(values) / len(values)
+def machine_written(turn_flags: list[str], text: str, signals: dict[str, Any], keys_per_char: float) -> bool:
+    """Whether a turn counts against its writer as machine-written: it carries ``not_typed`` and its page saw
+    fewer keystrokes than ``keys_per_char`` a character (a paste's handful, not a phone keyboard's word
+    completion, which the flag also catches and a person should not be sent to review for)."""
+    if checks.NOT_TYPED not in turn_flags or not recorded(signals) or not text:
+        return False
+    return signals.get("keys", 0) < keys_per_char * len(text)
+
+
+def judge_typing(policy: Policy, written: list[bool]) -> bool:
+    """The pure rule: block when ``typed_block`` of the last ``typed_window`` written turns (oldest first,
+    True for machine-written) are machine-written."""
+    return bool(policy.typed_block) and sum(written[-policy.typed_window:]) >= policy.typed_block
+
+
+# How many of the author's most recent other ratings say how good their turns are, when a rating teaches
+# about its rater (the author's record as the other raters show it).
+LEARN_FROM = 20
 
 
 @dataclass(frozen=True)
@@ -205,8 +266,10 @@ _RECEIVED_COUNT = select(func.count()).select_from(
 _WINDOW = select(Rating).where(*_RECEIVED).order_by(col(Rating.id).desc()).limit(bindparam("reads"))
 
 
-def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
-    """Judge the author of the rated turn; running it twice for one rating changes nothing."""
+def evaluate_rating(session: Session, rating_id: int,
+                    model: reliability.Model = reliability.Model()) -> Optional[Evaluation]:
+    """Judge the author of the rated turn, and learn from the rating about its rater; running it twice for
+    one rating changes nothing (the decision row is unique per rating, and the rater learns only with it)."""
     row = session.execute(_JUDGING, {"rating": rating_id}).first()
     if row is None or row[-1] is not None:
         return None
@@ -216,15 +279,27 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
     if policy.probation:  # still on probation? count no further than needed to know (cost stays flat)
         policy = policy.stage(session.execute(_RECEIVED_COUNT, {**received, "upto": policy.probation + 1})
                               .scalar_one())
-    window = list(session.execute(_WINDOW, {**received, "reads": policy.reads}).scalars())
+    window = list(session.execute(_WINDOW, {**received, "reads": max(policy.reads, LEARN_FROM)}).scalars())
     oldest_first = window[::-1]
-    outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in oldest_first],
-                                         [r.useful for r in oldest_first])
+    records = reliability.records(session, {r.rater_id for r in window} | {author.id})
+    before = records[rating.rater_id]
+    # What the rating says of its rater, against the author's record as the other raters show it.
+    quality = reliability.author_quality(model, [
+        (reliability.answer_of(r.relevant, r.useful), records[r.rater_id].trust(model))
+        for r in oldest_first[-LEARN_FROM - 1:-1]])
+    records[rating.rater_id] = reliability.learn(model, before, reliability.answer_of(rating.relevant, rating.useful),
+                                                 quality)
+    judged = oldest_first[-policy.reads:]
+    trust = [records[r.rater_id].trust(model) for r in judged]
+    outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in judged], [r.useful for r in judged], trust)
+    if outcome == "bonus" and policy.weighted and records[author.id].verdict:
+        outcome = "none"  # an identified rater earns no bonus
     decision = QualityDecision(
         worker_id=author.id, rating_id=rating.id, outcome=outcome, mean_relevance=mean_rel,
         mean_usefulness=mean_use,
         window=[{"rating_id": r.id, "turn_id": r.rated_turn_id, "rater_id": r.rater_id,
-                 "relevant": r.relevant, "useful": r.useful} for r in window],
+                 "relevant": r.relevant, "useful": r.useful,
+                 **({"trust": round(t, 3)} if policy.weighted else {})} for r, t in zip(judged, trust)][::-1],
     )
     try:
         with savepoint(session):
@@ -232,17 +307,53 @@ def evaluate_rating(session: Session, rating_id: int) -> Optional[Evaluation]:
             session.flush()
     except IntegrityError:
         return None  # a concurrent evaluation of the same rating won
+    if reliability.add_rating(session, rating.rater_id, before, records[rating.rater_id]):
+        identified = records[rating.rater_id]
+        events.record(session, "rater_identified", "system", batch_id=batch.id, worker_id=rating.rater_id,
+                      rating_id=rating.id, **reliability.evidence(model, identified))
     events.record(session, "quality_decision", "system", batch_id=batch.id, conversation_id=conversation.id,
                   turn_id=rated.id, worker_id=author.id, outcome=outcome, mean_relevance=mean_rel,
                   mean_usefulness=mean_use, window=policy.window, policy=asdict(policy))
     blocked = False
     if outcome == "block" and author.status == WorkerStatus.active:
+        what = "trust-weighted " if policy.weighted else ""
         block_worker(session, author, permanent=False, actor="system",
-                     reason=f"mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f} over the last "
+                     reason=f"{what}mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f} over the last "
                             f"{policy.window} rated turns (threshold {policy.block_below})")
         blocked = True
     bonus = _record_bonus(session, policy, batch, rated, author, decision) if outcome == "bonus" else None
     return Evaluation(decision=decision, blocked=blocked, bonus=bonus)
+
+
+_WRITTEN = (select(Turn.text, Turn.flags, Turn.signals, Turn.id)
+            .where(Turn.worker_id == bindparam("worker"), Turn.status == TurnStatus.submitted,
+                   Turn.id <= bindparam("turn"))
+            .order_by(col(Turn.id).desc()).limit(bindparam("reads")))
+
+
+def judge_writing(session: Session, turn: Turn, keys_per_char: float = default("typed_keys_per_char")) -> bool:
+    """Send the writer of a just-checked turn to review (a temporary block) when their batch's policy says
+    enough of their last written turns were machine-written; True if this blocked them. The last n turns
+    are read through the ``(worker_id, id)`` index, so the cost per submission stays flat."""
+    batch = session.exec(select(Batch).join(Conversation, Conversation.batch_id == Batch.id)
+                         .where(Conversation.id == turn.conversation_id)).one()
+    policy = Policy.of(batch)
+    worker = session.get(Worker, turn.worker_id) if turn.worker_id else None
+    if not policy.typed_block or worker is None or worker.status != WorkerStatus.active:
+        return False
+    recent = session.execute(_WRITTEN, {"worker": worker.id, "turn": turn.id,
+                                        "reads": policy.typed_window}).all()
+    written = [machine_written(flags, text or "", signals, keys_per_char) for text, flags, signals, _ in recent]
+    if not judge_typing(policy, written[::-1]):
+        return False
+    machine = [turn_id for (_, _, _, turn_id), m in zip(recent, written) if m]
+    block_worker(session, worker, permanent=False, actor="system",
+                 reason=f"{len(machine)} of the last {len(recent)} written turns machine-written "
+                        f"(not_typed, under {keys_per_char:g} keystrokes a character): turns "
+                        f"{', '.join(map(str, sorted(machine)))}")
+    events.record(session, "machine_written", "system", batch_id=batch.id, conversation_id=turn.conversation_id,
+                  turn_id=turn.id, worker_id=worker.id, turns=sorted(machine), read=len(recent))
+    return True
 
 
 def _record_bonus(session: Session, policy: Policy, batch: Batch, turn: Turn, author: Worker,

@@ -1,21 +1,190 @@
 """Rater reliability: raters can be bad too, and a bad rater blocks honest authors.
 
-Each turn is rated once (by the next worker), so raters cannot be compared on the same turn; they can on
-the same *author*. A rater's agreement is the chance that another rater of the same author gave the same
-yes/no answer, averaged over both questions and all their ratings: 1.0 agrees with everyone, 0.5 is a coin,
-0.0 says the opposite of everyone else. It reads the most recent ratings only (a primary-key range and
-two grouped queries), so a daily run costs the same at a million turns as at a thousand.
+Two measures live here.
+
+**Trust, per rating (the monitor's).** Each turn is rated once (by the next worker), so no two raters judge
+the same turn; they do judge the same *authors*, and each rating holds two answers (relevant, useful) that
+an attentive rater gives together. The model is Dawid and Skene's with rater communities (Venanzi et al.
+2014, "Community-based Bayesian aggregation"; MACE, Hovy et al. 2013, has the same "spammer" idea), with
+the author's record standing in for the several annotations per item those models have. A rater belongs to
+one of three communities, each with its confusion matrix over the four answer pairs: *attentive* (the truth
+about the turn, with a small slip on each question), *careless* (any pair, evenly: a coin) and *harsh* (no/no
+whatever the turn). Whether a turn is good is unknown; its prior is its author's turn-good rate as the
+other, trusted ratings of the author show it. Every rating adds, to its rater's record, the log-likelihood
+ratio of each bad community against the attentive one (one online E-step), so the cost per rating is
+constant; the posterior of the attentive community is the rater's *trust*, the weight their ratings get.
+A rater who is careless or harsh with posterior ``identify_at`` (0.99: an attentive rater who happens to
+meet only spammers early says no/no too, and stays under it) after ``min_ratings`` ratings is identified:
+their ratings stop counting and they earn no bonus until a person trusts them again. Split answers
+(relevant but not useful) are the careless rater's tell: an attentive rater gives one for about one turn in
+ten, a coin for one in two. ``Model`` holds the constants; the functions are pure and replayed offline by
+the simulator (``turkflow.simulator.policies``) exactly as the monitor runs them.
+
+**Agreement, daily (the dashboard's).** A rater's agreement is the chance that another rater of the same
+author gave the same yes/no answer, averaged over both questions and all their ratings: 1.0 agrees with
+everyone, 0.5 is a coin, 0.0 says the opposite of everyone else. It reads the most recent ratings only (a
+primary-key range and two grouped queries), so a daily run costs the same at a million turns as at a
+thousand.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from datetime import date
-from sqlalchemy import Integer, cast, delete, func
-from sqlmodel import Session, select
+from typing import Any, Iterable, Optional
 
-from turkflow.models import RaterAgreement, Rating
+from sqlalchemy import Integer, cast, delete, func, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
 
+from turkflow.config import Settings
+from turkflow.db import savepoint
+from turkflow.models import RaterAgreement, RaterReliability, Rating, utcnow
+
+
+# ---- trust: the monitor's online estimate of each rater ------------------------------------------------
+
+# The four answer pairs a rating can hold, (relevant, useful): an index into a community's confusion row.
+ANSWERS = ("yes/yes", "yes/no", "no/yes", "no/no")
+ATTENTIVE = "attentive"
+CARELESS = "careless"
+HARSH = "harsh"
+VERDICTS = (CARELESS, HARSH)
+
+
+def answer_of(relevant: bool, useful: bool) -> int:
+    return (0 if relevant else 2) + (0 if useful else 1)
+
+
+@dataclass(frozen=True)
+class Model:
+    """The constants of the trust model (``Model.of(settings)`` reads the TURKFLOW_RATER_* settings)."""
+
+    slip: float = 0.05  # an attentive rater's chance of answering one question against the truth
+    careless_prior: float = 0.15  # the share of raters expected careless (answering at random) ...
+    harsh_prior: float = 0.05  # ... and harsh (answering no to nearly everything); the rest are attentive
+    typical_quality: float = 0.75  # a new author's turn-good rate ...
+    quality_ratings: float = 2.0  # ... held as strongly as this many trusted ratings
+    identify_at: float = 0.99  # a rater this likely careless or harsh is identified ...
+    min_ratings: int = 6  # ... once they have given this many ratings
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Model":
+        return cls(slip=settings.rater_slip, identify_at=settings.rater_identify_at,
+                   min_ratings=settings.rater_min_ratings)
+
+    def answer_chances(self, community: str, good: bool) -> tuple[float, ...]:
+        """P(each answer pair | the turn is good or not) for a rater of ``community``."""
+        if community == CARELESS:
+            return (0.25, 0.25, 0.25, 0.25)
+        return tuple(self.attentive_chance(answer, good if community == ATTENTIVE else False)
+                     for answer in range(4))
+
+    def attentive_chance(self, answer: int, good: bool) -> float:
+        """P(answer | the turn is good or not, the rater attentive): each question right but for a slip (a
+        harsh rater answers as an attentive one would of a bad turn, whatever the turn)."""
+        relevant, useful = answer < 2, answer % 2 == 0
+        right = (relevant == good) + (useful == good)
+        return (1 - self.slip) ** right * self.slip ** (2 - right)
+
+
+@dataclass(frozen=True)
+class RaterRecord:
+    """What the ratings a rater gave so far say about them: how many, the log-likelihood ratio of being
+    careless and of being harsh against being attentive (summed over their ratings), the answer pairs they
+    gave, and ``verdict`` once identified (careless, harsh)."""
+
+    ratings: int = 0
+    careless: float = 0.0
+    harsh: float = 0.0
+    answers: tuple[int, int, int, int] = (0, 0, 0, 0)
+    verdict: Optional[str] = None
+
+    def posterior(self, model: Model) -> dict[str, float]:
+        """P(community | their ratings) for attentive, careless and harsh."""
+        weights = {ATTENTIVE: 1 - model.careless_prior - model.harsh_prior,
+                   CARELESS: model.careless_prior * math.exp(min(self.careless, 700.0)),
+                   HARSH: model.harsh_prior * math.exp(min(self.harsh, 700.0))}
+        total = sum(weights.values())
+        return {name: weight / total for name, weight in weights.items()}
+
+    def trust(self, model: Model) -> float:
+        """The chance this rater is attentive; 0 once identified (their ratings stop counting)."""
+        return 0.0 if self.verdict else self.posterior(model)[ATTENTIVE]
+
+
+def answer_chance(model: Model, community: str, answer: int, quality: float) -> float:
+    """P(answer | the author's turn-good rate ``quality``, a rater of ``community``)."""
+    return (quality * model.answer_chances(community, True)[answer]
+            + (1 - quality) * model.answer_chances(community, False)[answer])
+
+
+def learn(model: Model, record: RaterRecord, answer: int, quality: float) -> RaterRecord:
+    """The rater's record after one more rating of an author whose turn-good rate is ``quality`` (as the
+    *other* raters show it): each community's likelihood of the answer, against the attentive one's, added
+    to the rater's evidence. A rater is identified at most once; a person clears it (``trust_again``)."""
+    answers = tuple(n + (i == answer) for i, n in enumerate(record.answers))
+    if record.verdict:
+        return replace(record, ratings=record.ratings + 1, answers=answers)
+    attentive = answer_chance(model, ATTENTIVE, answer, quality)
+    learned = RaterRecord(
+        ratings=record.ratings + 1, answers=answers,
+        careless=record.careless + math.log(answer_chance(model, CARELESS, answer, quality) / attentive),
+        harsh=record.harsh + math.log(answer_chance(model, HARSH, answer, quality) / attentive))
+    return replace(learned, verdict=judge_rater(model, learned))
+
+
+def judge_rater(model: Model, record: RaterRecord) -> Optional[str]:
+    """careless, harsh or None: identified once that community is ``identify_at`` likely, after
+    ``min_ratings`` ratings."""
+    if record.ratings < model.min_ratings:
+        return None
+    posterior = record.posterior(model)
+    community = max((CARELESS, HARSH), key=posterior.__getitem__)
+    return community if posterior[community] >= model.identify_at else None
+
+
+def turn_good_chance(model: Model, answer: int) -> float:
+    """What an attentive rater's answer says of the turn, from an even prior: 0.997 for yes/yes, 0.5 for a
+    split answer, 0.003 for no/no (with a 5% slip)."""
+    good, bad = model.attentive_chance(answer, True), model.attentive_chance(answer, False)
+    return good / (good + bad)
+
+
+def author_quality(model: Model, rated: Iterable[tuple[int, float]]) -> float:
+    """An author's turn-good rate from (answer, the rater's trust) pairs: the typical rate, moved by each
+    rating as far as its rater is trusted."""
+    weight = model.quality_ratings
+    good = model.typical_quality * weight
+    for answer, trust in rated:
+        weight += trust
+        good += trust * turn_good_chance(model, answer)
+    return good / weight
+
+
+def weighted_means(rated: Iterable[tuple[bool, bool, float]]) -> tuple[float, float, float]:
+    """(mean relevance, mean usefulness, total weight) of (relevant, useful, trust) ratings, each counted as
+    much as its rater is trusted; (0, 0, 0) when no rating counts."""
+    total = rel = use = 0.0
+    for relevant, useful, trust in rated:
+        total += trust
+        rel += trust * relevant
+        use += trust * useful
+    return (rel / total, use / total, total) if total else (0.0, 0.0, 0.0)
+
+
+def evidence(model: Model, record: RaterRecord) -> dict[str, Any]:
+    """What the review page shows of a rater: their ratings, how likely each community is, and the answer
+    pairs they gave (a careless rater's are spread evenly, split answers included; a harsh one's are no/no)."""
+    unjudged = replace(record, verdict=None)
+    return {"ratings": record.ratings, "verdict": record.verdict,
+            "trust": round(unjudged.trust(model), 3),
+            "posterior": {name: round(p, 3) for name, p in unjudged.posterior(model).items()},
+            "answers": dict(zip(ANSWERS, record.answers))}
+
+
+# ---- agreement: the daily run ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Tally:
@@ -94,3 +263,58 @@ def summary(session: Session, day: date) -> tuple[int, float | None]:
         select(func.count(), func.avg(RaterAgreement.agreement)).where(RaterAgreement.day == day)
     ).one()
     return count, mean
+
+
+# ---- trust, stored: one RaterReliability row per rater -------------------------------------------------
+
+_ANSWER_COLUMNS = ("answers_yy", "answers_yn", "answers_ny", "answers_nn")
+
+
+def record_of(row: Optional[RaterReliability]) -> RaterRecord:
+    if row is None:
+        return RaterRecord()
+    return RaterRecord(ratings=row.ratings, careless=row.careless, harsh=row.harsh,
+                       answers=tuple(getattr(row, name) for name in _ANSWER_COLUMNS), verdict=row.verdict)
+
+
+def records(session: Session, rater_ids: Iterable[int]) -> dict[int, RaterRecord]:
+    """The records of these raters (a fresh one for a rater who never rated), one primary-key read."""
+    wanted = set(rater_ids)
+    found = {row.rater_id: record_of(row) for row in session.exec(
+        select(RaterReliability).where(col(RaterReliability.rater_id).in_(wanted)))} if wanted else {}
+    return {rater: found.get(rater, RaterRecord()) for rater in wanted}
+
+
+def add_rating(session: Session, rater_id: int, before: RaterRecord, after: RaterRecord) -> bool:
+    """Store what one rating taught about its rater (``after`` minus ``before``) as increments, so two
+    reviews at once never lose one; True if this rating identified the rater (their verdict is set once)."""
+    deltas = {"ratings": 1, "careless": after.careless - before.careless, "harsh": after.harsh - before.harsh,
+              **{name: a - b for name, a, b in zip(_ANSWER_COLUMNS, after.answers, before.answers)}}
+    increments = {name: getattr(RaterReliability, name) + delta for name, delta in deltas.items()}
+    where = RaterReliability.rater_id == rater_id
+    if session.execute(update(RaterReliability).where(where).values(**increments, updated_at=utcnow())).rowcount == 0:
+        try:
+            with savepoint(session):
+                session.add(RaterReliability(rater_id=rater_id, **deltas))
+                session.flush()
+        except IntegrityError:  # the rater's first two ratings were reviewed at once
+            session.execute(update(RaterReliability).where(where).values(**increments, updated_at=utcnow()))
+    if after.verdict is None or before.verdict is not None:
+        return False
+    return session.execute(
+        update(RaterReliability).where(where, col(RaterReliability.verdict).is_(None))
+        .values(verdict=after.verdict, identified_after=after.ratings)
+    ).rowcount == 1
+
+
+def trust_again(session: Session, rater_id: int) -> None:
+    """A person decided the rater's ratings count: a fresh record."""
+    session.execute(delete(RaterReliability).where(RaterReliability.rater_id == rater_id))
+
+
+def identified(session: Session, limit: int = 500) -> list[RaterReliability]:
+    """Raters identified as careless or harsh, most recently first (the verdict index)."""
+    return list(session.exec(
+        select(RaterReliability).where(col(RaterReliability.verdict).is_not(None))
+        .order_by(col(RaterReliability.updated_at).desc()).limit(limit)
+    ))

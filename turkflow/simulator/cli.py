@@ -14,7 +14,8 @@ import click
 from turkflow.cli.common import CONTEXT, App, dollars, pass_app, progress_bar, table
 from turkflow.config import Settings, default
 from turkflow.quality.monitor import Policy
-from turkflow.simulator.policies import DEFAULT_POLICIES, EARLY_RATED_TURNS
+from turkflow.simulator.policies import (DEFAULT_POLICIES, EARLY_RATED_TURNS, EARLY_WRITTEN_TURNS,
+                                         IDENTIFIED_RATINGS)
 from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_stack
 
 
@@ -29,12 +30,16 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
 @click.option("--lazy", default=0.0, show_default=True, help="Share of each role writing very short replies.")
 @click.option("--careless", default=0.10, show_default=True, help="Share of each role rating at random.")
 @click.option("--harsh", default=0.0, show_default=True, help="Share of each role rating every turn 'no'.")
+@click.option("--pasters", default=0.0, show_default=True,
+              help="Share of each role pasting text a language model wrote (good text, no keystrokes; the "
+                   "not_typed flag catches it).")
 @click.option("--think-time", default=0.0, show_default=True,
               help="Mean seconds a worker takes before submitting (drawn between 0 and twice this).")
 @click.option("--concurrency", default=16, show_default=True, help="Workers making requests at the same time.")
 @click.option("--seed", default=1, show_default=True, help="The same seed gives the same turns, blocks and money.")
 @click.option("--policy", default=None,
-              help="Block policy of the simulated batch: paper or probation (as for batch launch --policy), "
+              help="Block policy of the simulated batch: paper, probation or recommended (as for batch launch "
+                   "--policy), "
                    "k=5,p=0.5 (block when the mean relevance or usefulness "
                    "of the last k rated turns is below p), a staged or pooled one as for --compare, or none, to "
                    "collect every worker's full ratings (default: the TURKFLOW_* quality settings).")
@@ -85,7 +90,8 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
               help="Also write the whole report as JSON to this file ('-' for stdout, instead of the tables).")
 @pass_app
 def simulate(app: App, students: int, teachers: int, conversations: int, max_turns: int, mean_turns: Optional[int],
-             spammers: float, lazy: float, careless: float, harsh: float, think_time: float, concurrency: int,
+             spammers: float, lazy: float, careless: float, harsh: float, pasters: float, think_time: float,
+             concurrency: int,
              seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path],
              protocol: str, provider: str, prolific_time_outs: float, prolific_lost_pays: int,
              prolific_contract: Optional[Path], affinity: int, url: Optional[str],
@@ -118,6 +124,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --conversations 20
       turkflow simulate --conversations 549 --students 200 --teachers 200 --mean-turns 33 --max-turns 60
       turkflow simulate --policy k=6,p=0.4 --compare k=5,p=0.5 --compare k=8,p=0.4 --json report.json
+      turkflow simulate --policy recommended --careless 0.1 --harsh 0.05 --pasters 0.1
       turkflow simulate --provider prolific --conversations 4 --students 3 --teachers 3
       turkflow simulate --provider prolific --prolific-time-outs 0.2 --prolific-lost-pays 1
       turkflow simulate --protocol star --conversations 20 --seed 3
@@ -125,7 +132,8 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
     settings = app.settings
     config = SimulationConfig(
         students=students, teachers=teachers, conversations=conversations, max_turns=max_turns,
-        mean_turns=mean_turns, mix={"spammer": spammers, "lazy": lazy, "careless": careless, "harsh": harsh},
+        mean_turns=mean_turns, mix={"spammer": spammers, "lazy": lazy, "careless": careless, "harsh": harsh,
+                                          "paster": pasters},
         think_time=think_time, concurrency=concurrency, seed=seed,
         policy=policy or Policy.of_settings(settings).text,
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
@@ -229,15 +237,18 @@ def show(report: dict[str, Any]) -> None:
     click.echo(f"Live monitor {monitor['policy']}: median {monitor['median_turns_written_before_block']} turns "
                f"written by a bad writer before their block; replay agrees with the live monitor: "
                f"{'yes' if monitor['replay_agrees_with_live_monitor'] else 'NO'}.")
-    table(f"Policies on the collected ratings (spammers blocked within {EARLY_RATED_TURNS} rated turns; "
-          "target ≥90% with ≤3% honest blocked)",
-          ["policy", "blocked", "precision", "recall", "honest blocked", "spammers early", "median rated turns",
-           "bonuses", "undetermined", "target"],
-          [(e["policy"], e["blocked"], _pct(e["precision"]), _pct(e["recall"]),
-            f"{e['honest_blocked']} ({_pct(e['honest_blocked_share'])})",
+    table(f"Policies on the collected ratings (targets: honest blocked ≤1%, spammers blocked within "
+          f"{EARLY_RATED_TURNS} rated turns ≥95%, careless and harsh raters identified within "
+          f"{IDENTIFIED_RATINGS} ratings ≥90%, pasters within {EARLY_WRITTEN_TURNS} written turns ≥95%, "
+          "pay to spammers and pasters ≤3%, estimated in replays)",
+          ["policy", "blocked", "honest blocked", "spammers early", "raters identified", "pasters early",
+           "pay to spammers+pasters", "bonuses", "undetermined", "target"],
+          [(e["policy"], e["blocked"], f"{e['honest_blocked']} ({_pct(e['honest_blocked_share'])})",
             f"{e['spammers_blocked_early']} ({_pct(e['spammers_blocked_early_share'])})",
-            e["median_rated_turns_before_block"], dollars(e["bonus_cents"]), e["undetermined"],
-            "met" if e["meets_target"] else "missed") for e in done["policies"]])
+            f"{e['careless_detected']} ({_pct(e['careless_detected_share'])})",
+            f"{e['pasters_caught_early']} ({_pct(e['pasters_caught_early_share'])})",
+            _pct(e["share_paid_to_spammers_and_pasters"]), dollars(e["bonus_cents"]), e["undetermined"],
+            "met" if e["meets_target"] else "missed: " + ", ".join(e["misses"])) for e in done["policies"]])
     if any(e["undetermined"] for e in done["policies"]):
         click.echo("Undetermined: workers the live policy blocked before that policy decided about them; "
                    "simulate with --policy none to compare every policy on complete ratings.")

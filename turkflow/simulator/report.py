@@ -15,19 +15,51 @@ from typing import Any, Iterable, Optional
 
 from sqlmodel import Session, col, select
 
+from turkflow.config import default
 from turkflow.hits.money import fee_cents
 from turkflow.models import Batch, Bonus, Conversation, Event, QualityDecision, Rating, Turn, TurnStatus, Worker, WorkerStatus
 from turkflow.quality import stall
-from turkflow.quality.monitor import Policy
+from turkflow.quality.monitor import Policy, machine_written
 from turkflow.simulator.crowd import Behaviour, SimWorker
 from turkflow.simulator.driver import Outcome, as_utc
-from turkflow.simulator.policies import Efficacy, RatingRecord, compare, judge
+from turkflow.simulator.policies import Efficacy, RatingRecord, TurnRecord, compare, judge
+
+
+def turn_stream(session: Session, batch_id: int, names: dict[int, str], keys_per_char: float) -> list[TurnRecord]:
+    """The batch's submitted turns as the monitor saw them, in the order it judged them: by submission, the
+    ratings among them in the order they were stored (the order the live monitor judged each author in)."""
+    turns = sorted(session.exec(
+        select(Turn.id, Turn.worker_id, Turn.text, Turn.flags, Turn.signals, Turn.submitted_at)
+        .join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == batch_id, Turn.status == TurnStatus.submitted)
+    ).all(), key=lambda t: (as_utc(t[5]), t[0]))
+    ratings = session.exec(
+        select(Rating.rater_turn_id, Rating.author_id, Rating.rater_id, Rating.relevant, Rating.useful)
+        .join(Turn, Turn.id == Rating.rater_turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+        .where(Conversation.batch_id == batch_id).order_by(Rating.id)
+    ).all()
+    machine = {turn_id: machine_written(flags, text or "", signals, keys_per_char)
+               for turn_id, _, text, flags, signals, _ in turns}
+    writer = {turn_id: names[worker_id] for turn_id, worker_id, *_ in turns}
+    carries = {rater_turn for rater_turn, *_ in ratings}
+    given = iter(ratings)
+    stream = []
+    for turn_id, *_ in turns:
+        if turn_id in carries:  # a turn that rated: the next rating in storage order, with the turn that gave it
+            rater_turn, author, rater, relevant, useful = next(given)
+            stream.append(TurnRecord(writer[rater_turn], machine[rater_turn],
+                                     RatingRecord(names[author], relevant, useful, names[rater])))
+        else:
+            stream.append(TurnRecord(writer[turn_id], machine[turn_id]))
+    return stream
 
 
 def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
-                 policies: Iterable[Policy], fee_percent: float) -> dict[str, Any]:
+                 policies: Iterable[Policy], fee_percent: float,
+                 keys_per_char: float = default("typed_keys_per_char")) -> dict[str, Any]:
     """``fee_percent``: Prolific's service fee, charged on the money of a batch on any provider (what the
-    same work costs on Prolific, where paid collection runs today)."""
+    same work costs on Prolific, where paid collection runs today). ``keys_per_char``: the monitor's
+    machine-written threshold (TURKFLOW_TYPED_KEYS_PER_CHAR), for the replays."""
     names = {worker_id: name for name, worker_id in outcome.worker_ids.items()}
     position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
     stored = session.exec(
@@ -40,7 +72,7 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         .join(Turn, Turn.id == Rating.rater_turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == outcome.batch_id).order_by(Rating.id)
     ).all()
-    records = [RatingRecord(names[author], relevant, useful) for _, author, relevant, useful, _ in ratings]
+    stream = turn_stream(session, outcome.batch_id, names, keys_per_char)
 
     live_blocked = _live_blocks(session, outcome, names, ratings)
     bonus_rows = session.exec(
@@ -54,11 +86,16 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         bonus_by_name[names[worker_id]] += amount
         bonus_turns[names[worker_id]] += 1
     live_policy = outcome.policy
-    live = judge(outcome.crowd, {name: n for name, (n, _) in live_blocked.items()}, dict(bonus_turns), live_policy)
-    comparison = compare(outcome.crowd, records, policies, stopped=frozenset(live_blocked))
+    batch = session.get(Batch, outcome.batch_id)
+    money = _money(outcome, stored, names, bonus_rows, batch.reward_cents, fee_percent)
+    live = judge(outcome.crowd, {name: n for name, (n, _) in live_blocked.items()}, dict(bonus_turns), live_policy,
+                 blocked_written={name: written for name, (_, written) in live_blocked.items()},
+                 identified_after=_live_identified(session, outcome, names),
+                 paid_share=money["share_paid_to_spammers_and_pasters"])
+    comparison = compare(outcome.crowd, stream, policies, stopped=frozenset(live_blocked),
+                         reward_cents=batch.reward_cents)
     replayed_live = next((e for e in comparison if e.policy == live_policy.text), None)
 
-    batch = session.get(Batch, outcome.batch_id)
     reproducible = {
         "turns": _turn_counts(outcome, stored, position, names),
         "conversations": _conversations(session, outcome),
@@ -66,7 +103,7 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         "stop_reason": outcome.stop_reason,
         "ratings": len(ratings),
         "crowd": _crowd_table(outcome, stored, names, live_blocked, bonus_by_name, batch.reward_cents),
-        "money": _money(outcome, stored, names, bonus_rows, batch.reward_cents, fee_percent),
+        "money": money,
         "monitor": {
             "policy": live_policy.text,
             **_efficacy(live),
@@ -84,6 +121,13 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         "same_worker": _same_worker(session, outcome),
     }
     return {"parameters": parameters, "reproducible": reproducible, "measured": _measured(session, outcome, stored)}
+
+
+def _live_identified(session: Session, outcome: Outcome, names: dict[int, str]) -> dict[str, int]:
+    """Raters the live monitor identified: ratings they had given when it did."""
+    return {names[worker_id]: data.get("ratings", 0) for worker_id, data in session.exec(
+        select(Event.worker_id, Event.data).where(Event.batch_id == outcome.batch_id, Event.kind == "rater_identified")
+    ) if worker_id in names}
 
 
 def _worker(outcome: Outcome, name: str) -> SimWorker:
@@ -178,6 +222,7 @@ def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int,  # no
             + sum(fee_cents("prolific", a, fee_percent=fee_percent) for _, a in bonus_rows))
     bad = {w.name for w in outcome.crowd if w.behaviour != Behaviour.honest}
     bad_writers = {w.name for w in outcome.crowd if w.bad_writer}
+    spammers_and_pasters = {w.name for w in outcome.crowd if w.behaviour in (Behaviour.spammer, Behaviour.paster)}
     paid: Counter[str] = Counter()
     for _, _, _, worker_id, _, _ in stored:
         paid[names[worker_id]] += reward_cents
@@ -194,11 +239,12 @@ def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int,  # no
         "share_paid_to_bad_workers": _ratio(sum(paid[n] for n in bad), total_paid),
         "paid_to_bad_writers_cents": sum(paid[n] for n in bad_writers),
         "share_paid_to_bad_writers": _ratio(sum(paid[n] for n in bad_writers), total_paid),
+        "share_paid_to_spammers_and_pasters": _ratio(sum(paid[n] for n in spammers_and_pasters), total_paid),
     }
 
 
 def _efficacy(efficacy: Efficacy) -> dict[str, Any]:
-    return {**asdict(efficacy), "meets_target": efficacy.meets_target()}
+    return {**asdict(efficacy), "meets_target": efficacy.meets_target(), "misses": efficacy.misses()}
 
 
 def _measured(session: Session, outcome: Outcome, stored) -> dict[str, Any]:  # noqa: ANN001

@@ -6,6 +6,7 @@ event delivered again inside the signature's time window (same ``X-Event-ID``) i
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 from click.testing import CliRunner
@@ -47,12 +48,12 @@ def test_an_event_delivered_again_inside_the_window_is_dropped(settings, provide
     first, _, _ = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
     fake_prolific.return_submission(first)
     event = fake_prolific.submission_event(first)
-    sent_at = int(time.time())
-    applied = post_webhook(client, fake_prolific, event, timestamp=sent_at, event_id="event-1")
+    sent_at, event_id = int(time.time()), uuid.uuid4().hex  # Prolific's event ids are globally unique
+    applied = post_webhook(client, fake_prolific, event, timestamp=sent_at, event_id=event_id)
     assert applied.status_code == 204
     assert assignment(settings, first).status == "abandoned"
     # the same event again, even re-signed a second later: dropped by its X-Event-ID
-    again = post_webhook(client, fake_prolific, event, timestamp=sent_at + 1, event_id="event-1")
+    again = post_webhook(client, fake_prolific, event, timestamp=sent_at + 1, event_id=event_id)
     assert again.status_code == 200 and "delivered already" in again.get_json()["ignored"]
     # the very same signed request with the event id stripped: dropped by its signature
     bare = post_webhook(client, fake_prolific, event, timestamp=sent_at)

@@ -280,3 +280,32 @@ def test_rehearse_prints_where_the_fake_prolific_runs_and_the_token(tmp_path):
                    if line.startswith("export "))
     assert exports["TURKFLOW_PROLIFIC_BASE_URL"].startswith("http://127.0.0.1:")
     assert exports["TURKFLOW_PROLIFIC_TOKEN"] and exports["TURKFLOW_PROLIFIC_WORKSPACE_ID"]
+
+
+def test_a_rehearsal_participant_takes_a_turn_in_a_browser_and_completes_it_on_the_fake(
+        tmp_path, database_url, redis_url, fake_prolific):
+    """The rehearsal's participant pages: take a place, land on our turn page, write the turn, and come back
+    to the fake with the completion code where Prolific's completion page would be."""
+    import requests
+
+    from tests.test_pipeline import STUDENT_ANSWERS
+    from tests.test_prolific_web import VOUCHED, form_token, launch as launch_published, prolific_settings as web
+    from turkflow.web import create_app
+
+    settings = web(tmp_path, database_url, redis_url, fake_prolific, VOUCHED)
+    providers = registry.providers(settings)
+    client = create_app(settings).test_client()
+    batch_id = launch_published(settings, providers)
+    [study_id] = fake_prolific.studies
+    browser = requests.Session()
+    taken = browser.get(f"{fake_prolific.url}/participant/take?study={study_id}&participant=p1",
+                        allow_redirects=False, timeout=10)
+    assert taken.status_code == 303
+    page_path = taken.headers["Location"].removeprefix(settings.public_url)
+    page = client.get(page_path)
+    assert page.status_code == 200
+    sent = client.post(page_path, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    code = sent.location.split("cc=")[1]
+    assert code == providers.get("prolific").completion_code(batch_id, "student")
+    done = browser.get(f"{fake_prolific.url}/participant/complete?cc={code}", timeout=10)
+    assert done.status_code == 200 and "AWAITING REVIEW" in done.text

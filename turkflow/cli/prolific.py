@@ -410,9 +410,9 @@ def prolific_rehearse(stop_after: float | None) -> None:
     It plays Prolific's API as turkflow uses it (checked against Prolific's OpenAPI description when
     openapi-core is installed) and refuses what Prolific refuses. Point turkflow at it with the lines it
     prints, then publish studies and play participants in a browser: /participant/take?study=<study
-    id>&participant=<any id> starts a submission and opens the study's page; after a turn, come back with
-    /participant/complete?submission=<id>&cc=<code> (real Prolific's completion page is app.prolific.com).
-    Nothing is kept when it stops.
+    id>&participant=<any id> starts a submission and opens the study's page; the page then sends you to
+    Prolific's completion page, https://app.prolific.com/submissions/complete?cc=<code>: open
+    /participant/complete?cc=<code> on the fake instead. Nothing is kept when it stops.
     """
     import secrets
     import threading
@@ -431,7 +431,8 @@ def prolific_rehearse(stop_after: float | None) -> None:
         click.echo(f"export TURKFLOW_PROLIFIC_BASE_URL={fake.url}")
         click.echo(f"export TURKFLOW_PROLIFIC_TOKEN={fake.token}")
         click.echo(f"export TURKFLOW_PROLIFIC_WORKSPACE_ID={fake.workspace_id}")
-        click.echo(f"participants: {fake.url}/participant/take?study=<study id>&participant=<any id>")
+        click.echo(f"participants: {fake.url}/participant/take?study=<study id>&participant=<any id>; after "
+                   f"a turn, {fake.url}/participant/complete?cc=<the code> where Prolific's completion page would be")
         try:
             if stop_after is None:
                 threading.Event().wait()

@@ -16,10 +16,17 @@ ordered by start (at most ``max_page_size`` a page), bonus set-up and payment (p
 twice pays twice, every payment is recorded, and ``lose_pays`` makes the next pay calls fail without
 paying), participant groups and the allow/block list filters that read them, completion codes whose
 actions add a participant to a group or take them out of it (the group must exist when the code is set;
-the group lists the study as a feeder), webhook secrets and subscriptions. The participant's side has no
-API, so helpers play it: ``reserve``, ``start``, ``complete``, ``return_submission``, ``time_out``,
-``fill_places``, and ``send_webhook`` POSTs a signed event to a URL of ours; ``make_group`` is a group
-the researcher made by hand in Prolific's app.
+the group lists the study as a feeder), webhook secrets and subscriptions (a new subscription's
+``X-Hook-Secret`` comes back as a response header and confirms it through the API, as Prolific documents;
+nothing is sent to the target before). It refuses what Prolific refuses beyond the contract's shapes: a
+study field Prolific does not have (``STUDY_FIELDS``, the contract's BaseStudy), a filter it does not know
+or a group that is not the workspace's, a reward under GBP 6 / USD 8 an hour (``currency``) at the
+estimated time, a maximum time under 2 + 2 x estimate + 2 x sqrt(estimate) minutes. The participant's
+side has no API, so helpers play it: ``reserve``, ``start``, ``complete``, ``return_submission``,
+``time_out``, ``fill_places``, and ``send_webhook`` POSTs a signed event (with its ``X-Event-ID``) to a URL
+of ours; ``make_group`` is a group the researcher made by hand in Prolific's app. A browser plays a
+participant through ``/participant/take`` and ``/participant/complete`` (``turkflow prolific
+rehearse``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import itertools
 import json
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -244,7 +252,8 @@ class FakeProlific:
         request = Request(environ)
         with self._lock:
             response = self._answer(request)
-            self._check_response(request, response)
+            if not request.path.startswith(PARTICIPANT_PATH):  # a participant's page is not the API
+                self._check_response(request, response)
         return response(environ, start_response)
 
     def _answer(self, request: Request) -> Response:
@@ -542,8 +551,8 @@ class FakeProlific:
 
     def _create_secret(self, request: Request) -> tuple[int, Any]:
         workspace_id = request.get_json().get("workspace_id") or self.workspace_id
-        secret = {"id": self.new_id("secret"), "value": base64.b64encode(hashlib.sha256(
-            f"{workspace_id}-{next(self._ids)}".encode()).digest()).decode(), "workspace_id": workspace_id}
+        secret = {"id": self.new_id("secret"), "value": base64.b64encode(hashlib.sha256(  # unique, as Prolific's
+            f"{workspace_id}-{uuid.uuid4()}".encode()).digest()).decode(), "workspace_id": workspace_id}
         self.secrets[workspace_id] = secret
         return 201, dict(secret)
 
@@ -585,8 +594,10 @@ class FakeProlific:
     def _participant(self, request: Request) -> Response:
         """A browser playing a participant in a rehearsal (``turkflow prolific rehearse``), outside the API:
         ``/participant/take?study=<id>&participant=<id>`` starts a submission and goes to the study's URL
-        with Prolific's ids filled in; ``/participant/complete?submission=<id>&cc=<code>`` comes back with
-        a completion code, as ``app.prolific.com/submissions/complete?cc=`` would."""
+        with Prolific's ids filled in (and remembers the participant in a cookie, as Prolific's sign-in
+        does); ``/participant/complete?cc=<code>`` comes back with a completion code, as
+        ``app.prolific.com/submissions/complete?cc=`` would: the participant's submission in progress in a
+        study with that code (or ``submission=<id>``)."""
         args = request.args
         try:
             if request.path == PARTICIPANT_PATH + "take":
@@ -596,11 +607,19 @@ class FakeProlific:
                 for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id),
                                     ("SESSION_ID", submission_id)):
                     url = url.replace("{{%" + name + "%}}", value)
-                return Response(status=303, headers={"Location": url})
+                going = Response(status=303, headers={"Location": url})
+                going.set_cookie("participant", participant_id)
+                return going
             if request.path == PARTICIPANT_PATH + "complete":
-                self.complete(args.get("submission", ""), args.get("cc", ""))
-                return Response(f"submission {args.get('submission')} completed with {args.get('cc')}\n",
-                                mimetype="text/plain")
+                code, participant_id = args.get("cc", ""), request.cookies.get("participant", "")
+                submission_id = args.get("submission") or next(
+                    (s.id for s in self.submissions.values() if s.participant_id == participant_id
+                     and s.status == "ACTIVE" and code in {c["code"] for c in
+                                                          self.studies[s.study_id].fields.get("completion_codes") or []}),
+                    "")
+                self.complete(submission_id, code)
+                return Response(f"submission {submission_id} completed with {code}: "
+                                f"{self.submissions[submission_id].status}\n", mimetype="text/plain")
         except (Refused, KeyError) as refused:
             return Response(f"refused: {refused}\n", status=409, mimetype="text/plain")
         return Response("not found\n", status=404, mimetype="text/plain")
@@ -696,7 +715,7 @@ class FakeProlific:
         real = base64.b64encode(digest).decode()
         return requests.post(url, data=body, timeout=10, headers={
             "Content-Type": "application/json", "X-Prolific-Request-Timestamp": sent_at,
-            "X-Event-ID": event_id or self.new_id("event"),
+            "X-Event-ID": event_id or uuid.uuid4().hex,  # globally unique, as Prolific's are
             "X-Prolific-Request-Signature": signature if signature is not None else real})
 
     def submission_event(self, submission_id: str) -> dict[str, Any]:

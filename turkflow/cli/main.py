@@ -38,6 +38,7 @@ from turkflow.cli.dataset import analyse, export, replay
 from turkflow.cli.mturk import batch_expire, mturk
 from turkflow.cli.prolific import launch_gate, launch_terms, prolific
 from turkflow.cli.review import admin, review
+from turkflow.cli.star import star
 from turkflow.config import Settings, default
 from turkflow.hits import money
 from turkflow.hits import registry as platforms
@@ -681,4 +682,5 @@ main.add_command(replay)
 main.add_command(simulate)
 main.add_command(mturk)
 main.add_command(prolific)
+main.add_command(star)
 batch.add_command(batch_expire)

@@ -11,13 +11,16 @@ for the request (a ride check or a trip: a row meeting the constraints on the da
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+import re
+import tarfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.protocols.star import outcomes
 from turkflow.protocols.star.kb import Column, KnowledgeBase
+from turkflow.protocols.star.schemas import TaskSchema
 from turkflow.protocols.star.suggestions import DialogState
 
 # outcomes of one logged query
@@ -39,11 +42,43 @@ def load_dialogue(path: Path) -> dict[str, Any]:
     return document
 
 
+def _by_id(name: str) -> tuple[bool, int, str]:
+    stem = Path(name).stem
+    return (not stem.isdigit(), int(stem) if stem.isdigit() else 0, stem)
+
+
 def load_dialogues(folder: Path) -> list[dict[str, Any]]:
     """Every ``N.json`` under ``folder`` in id order."""
-    paths = sorted(folder.glob("*.json"), key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit()
-                                                         else 0, p.stem))
-    return [load_dialogue(p) for p in paths]
+    return [load_dialogue(p) for p in sorted(folder.glob("*.json"), key=lambda p: _by_id(p.name))]
+
+
+def read_corpus(source: Path) -> Iterator[dict[str, Any]]:
+    """STAR dialogues in id order, one at a time, from a folder of ``N.json`` files, a folder holding
+    ``dialogues/``, or a ``.tar.gz`` of ``dialogues/N.json`` (STAR's training split is read in place)."""
+    if source.is_file() and source.name.endswith((".tar.gz", ".tgz", ".tar")):
+        found: dict[str, bytes] = {}
+        try:
+            with tarfile.open(source) as archive:  # in stream order: a .gz cannot seek back cheaply
+                for member in archive:
+                    handle = archive.extractfile(member) if member.isfile() else None
+                    if handle is not None and member.name.endswith(".json"):
+                        found[member.name] = handle.read()
+        except (OSError, tarfile.TarError) as exc:
+            raise InvalidDocument(f"{source}: cannot read STAR dialogues: {exc}") from None
+        for name in sorted(found, key=_by_id):
+            try:
+                document = json.loads(found.pop(name).decode("utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise InvalidDocument(f"{source}:{name}: cannot read STAR dialogue: {exc}") from None
+            if not isinstance(document, dict) or not isinstance(document.get("Events"), list):
+                raise InvalidDocument(f"{source}:{name}: a STAR dialogue needs an Events list")
+            yield document
+        return
+    folder = source / "dialogues" if (source / "dialogues").is_dir() else source
+    if not folder.is_dir():
+        raise InvalidDocument(f"{source}: neither a folder of STAR dialogues nor a .tar.gz of them")
+    for path in sorted(folder.glob("*.json"), key=lambda p: _by_id(p.name)):
+        yield load_dialogue(path)
 
 
 @dataclass(frozen=True)
@@ -131,36 +166,117 @@ def check_dialogues(kb: KnowledgeBase, dialogues: Iterable[Mapping[str, Any]]) -
     return checks
 
 
-def states_before_picks(dialogue: Mapping[str, Any]) -> Iterator[tuple[DialogState, Mapping[str, Any]]]:
-    """For every Wizard ``pick_suggestion``, the state the wizard's page had just before it, from the log.
+# ---- the wizard's picks, with the state the page had before each -----------------------------------------
 
-    The draft is the text of the wizard's last ``request_suggestions`` since its previous reply (STAR ranked
-    on it); the item is the one the pick event shows as selected, else the last one returned.
-    """
-    state = DialogState()
-    events = dialogue["Events"]
-    for event in events:
+
+_PATTERNS: dict[int, tuple[TaskSchema, tuple[tuple[str, re.Pattern[str], int], ...]]] = {}
+
+
+def _template_patterns(schema: TaskSchema) -> tuple[tuple[str, re.Pattern[str], int], ...]:
+    """Each reply's text as a pattern over a sent reply (slots match anything), longest wording first
+    (kept per schema object: a schema is immutable)."""
+    cached = _PATTERNS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    found = []
+    for template in schema.replies():
+        parts = re.split(r"\{[^}]*\}", template.text)
+        literal = [re.escape(" ".join(p.split())) for p in parts]
+        pattern = re.compile(r"\s*" + r"(.+?)".join(literal) + r"\s*$", re.S | re.I)
+        found.append((template.label, pattern, sum(len(p) for p in parts)))
+    patterns = tuple(sorted(found, key=lambda entry: -entry[2]))
+    _PATTERNS[id(schema)] = (schema, patterns)
+    return patterns
+
+
+def canonical_label(schema: TaskSchema, label: Optional[str], text: str) -> Optional[str]:
+    """The schema's label for a logged pick: its own when the schema has it, else the reply whose wording
+    the sent text follows (STAR's logs come from older schemas: ``goodbye_1`` is now ``weather_bye``).
+    None for a custom reply or one no template says."""
+    template = schema.templates.get(label) if label else None
+    if template is not None and not template.is_query:
+        return label
+    said = " ".join(text.split())
+    for candidate, pattern, _ in _template_patterns(schema):
+        if pattern.match(said):
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One Wizard ``pick_suggestion`` with the task the wizard had selected and the page's state before it."""
+
+    dialogue: Any
+    task: str
+    state: DialogState
+    label: Optional[str]      # the reply in today's schema, None when no template says it (custom)
+    event: Mapping[str, Any] = field(repr=False)
+
+
+@dataclass
+class _TaskTrack:
+    schema: TaskSchema
+    last_label: Optional[str] = None
+    queried: bool = False
+    nothing_found: bool = False
+    item: Optional[dict[str, Any]] = None
+    used: tuple[str, ...] = ()
+
+
+def picks(dialogue: Mapping[str, Any], schemas: Mapping[str, TaskSchema]) -> Iterator[Pick]:
+    """For every Wizard ``pick_suggestion``, the task the wizard had selected (the last ``select_task``,
+    else the dialogue's first task) and that task's state as the wizard's page builds it
+    (``star.dialog.dialog_state``): the last reply of the task picked and the replies before it, whether a
+    query to its API came since, its last result, the user's last words. The draft is the text of the
+    wizard's last ``request_suggestions`` since its previous reply (STAR ranked on it); the item is the one
+    the pick event shows as selected, else the task's last result. Tasks not in ``schemas`` are skipped."""
+    tasks = [c.get("Task") for c in dialogue.get("Scenario", {}).get("WizardCapabilities", [])]
+    tracks = {name: _TaskTrack(schemas[name]) for name in tasks if name in schemas}
+    selected = tasks[0] if tasks else None
+    user_text, draft = "", ""
+    for event in dialogue["Events"]:
         agent, action = event.get("Agent"), event.get("Action")
-        if agent == "User" and action == "utter":
-            state = replace(state, user_text=event.get("Text") or "")
+        if action == "select_task":
+            selected = event.get("Task")
+        elif agent == "User" and action == "utter":
+            user_text = event.get("Text") or ""
         elif agent == "Wizard" and action == "query":
-            state = replace(state, queried=True, nothing_found=False)
+            for track in tracks.values():
+                if event.get("APIName") == track.schema.api:
+                    track.queried = True
         elif agent == "KnowledgeBase" and action == "return_item":
-            item = event.get("Item")
-            state = replace(state, nothing_found=not item, item=_row(item) if item else state.item)
-        elif agent == "Wizard" and action in ("request_suggestions", "select_primary"):
-            item = event.get("PrimaryItem")
-            state = replace(state, draft=event.get("Text") or state.draft,
-                            item=_row(item) if item else state.item)
-        elif agent == "Wizard" and action == "pick_suggestion":
-            item = event.get("PrimaryItem")
-            before = replace(state, item=_row(item) if item else state.item)
-            yield before, event
-            label = event.get("ActionLabel")
-            state = replace(before, last_label=label, queried=False, nothing_found=False, draft="",
-                            used=(*before.used, label))
+            for track in tracks.values():
+                if event.get("APIName") == track.schema.api:
+                    item = event.get("Item")
+                    track.nothing_found = not item
+                    track.item = _row(item) if item else track.item
+        elif agent == "Wizard" and action == "request_suggestions":
+            draft = event.get("Text") or draft
         elif agent == "Wizard" and action == "utter":
-            state = replace(state, draft="")
+            draft = ""
+        elif agent == "Wizard" and action == "pick_suggestion":
+            track = tracks.get(selected)
+            if track is not None:
+                shown = event.get("PrimaryItem")
+                item = (_row(shown) if shown and shown.get("APIName") == track.schema.api else track.item)
+                state = DialogState(last_label=track.last_label, queried=track.queried,
+                                    nothing_found=track.nothing_found, user_text=user_text, draft=draft,
+                                    item=item, used=track.used)
+                label = canonical_label(track.schema, event.get("ActionLabel"), event.get("Text") or "")
+                yield Pick(dialogue.get("DialogueID"), selected, state, label, event)
+                for other in tracks.values():
+                    if label is not None and label in other.schema.templates:
+                        other.last_label, other.queried = label, False
+                        other.used = (*other.used, label)
+            draft = ""
+
+
+def states_before_picks(dialogue: Mapping[str, Any],
+                        schemas: Mapping[str, TaskSchema]) -> Iterator[tuple[DialogState, Mapping[str, Any]]]:
+    """``picks`` as (state, pick event) pairs."""
+    for pick in picks(dialogue, schemas):
+        yield pick.state, pick.event
 
 
 def _row(item: Mapping[str, Any]) -> dict[str, Any]:

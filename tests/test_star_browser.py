@@ -87,7 +87,7 @@ def test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser(
     language.click()
     sent(wizard)
 
-    # The user guide's nudge is due at turn 3 (index 2).
+    # The task file's own nudge is due at turn 3 (index 2); the greeting stays listed.
     take_next_turn(user, live_server)
     nudge = user.locator("#nudges .nudge.new")
     assert "only have time on weekday mornings" in nudge.inner_text()
@@ -145,22 +145,84 @@ def test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser(
     assert exported.returncode == 0, exported.stderr
     doc = json.loads((tmp_path / "star" / "dialogues" / f"{done.id}.json").read_text())
     assert [(e["Agent"], e["Action"]) for e in doc["Events"]] == [
-        ("User", "utter"),
+        ("UserGuide", "instruct"), ("User", "utter"),
         ("Wizard", "request_suggestions"), ("Wizard", "pick_suggestion"),
         ("UserGuide", "instruct"), ("User", "utter"),
         ("Wizard", "query"), ("KnowledgeBase", "return_item"), ("Wizard", "utter"),
-        ("User", "utter"), ("User", "complete"),
-    ]
-    events = doc["Events"]
+        ("UserGuide", "instruct"), ("User", "utter"), ("User", "complete"),
+    ]  # the user guide greets, gives the task file's nudge at its turn, asks to refer back after an answer
+    events = [e for e in doc["Events"] if e["Agent"] != "UserGuide"]
     assert events[1]["Text"] == "which language"
     assert events[2]["ActionLabel"] == "library_ask_language"
     assert "library_ask_language" in events[2]["ActionLabelOptions"]
-    assert events[5]["Constraints"] == [{"Genre": '"Novel"'}, {"Language": '"English"'}]
-    assert {k: str(v) for k, v in events[6]["Item"].items() if k in shown} == shown
-    assert events[7]["Text"] == "I found an English novel for you. Shall I tell you where it is?"
+    assert events[4]["Constraints"] == [{"Genre": '"Novel"'}, {"Language": '"English"'}]
+    assert {k: str(v) for k, v in events[5]["Item"].items() if k in shown} == shown
+    assert events[6]["Text"] == "I found an English novel for you. Shall I tell you where it is?"
     assert doc["CompletionLevel"] == "Complete"
     assert doc["UserQuestionnaire"] == [
         {"Answer": True, "Question": "Did the assistant get your task done?"},
         {"Answer": True, "Question": "Did the assistant stay calm and helpful throughout the dialogue?"}]
     assert [q["Answer"] for q in doc["WizardQuestionnaire"]] == [False, False, False]
     assert doc["WizardQuestionnaire"][0]["Question"].startswith("Did the user change his/her mind")
+
+
+def test_a_batch_of_stars_own_tasks_shows_the_user_what_the_knowledge_base_holds_and_nudges_in_the_browser(
+        live_server, browser_context, wizard_context, settings, providers, celery_worker, tmp_path):
+    """Loaded from STAR's own 24 task files, a user's scenario names a doctor, a day and an hour the
+    knowledge base holds, the user guide greets with a nudge from our templates, and the wizard is told the
+    dialog's day and hour. Screenshots of both pages are taken and what they show is checked."""
+    from tests.conftest import SHARED_DATA
+    from turkflow.hits import lifecycle
+    from turkflow.models import Task
+    from turkflow.protocols.registry import load_tasks
+    from turkflow.protocols.star.dialog import knowledge_base, make_scenarios, read_tasks
+
+    with session_scope(settings.database_url) as s:
+        load_tasks(s, read_tasks(SHARED_DATA / "star" / "tasks"))
+        tasks = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.key)))
+        assert len(tasks) == 24
+        doctor = next(t for t in tasks if t.star["task"] == "doctor_schedule")
+        scenarios = make_scenarios([doctor], 1, unhappy=1.0, seed=11)
+        _, hits = lifecycle.launch_batch(s, [doctor], 1, name="star's own", max_turns=20, protocol="star",
+                                         scenarios=scenarios)
+        lifecycle.publish_hit(s, providers.get("local"), hits[0].id)
+        kb_dir = doctor.star["kb_dir"]
+    scenario = scenarios[0][1]
+    doctors = set(knowledge_base(kb_dir).api("doctor_schedule").inputs["Name"].categories)
+    values = scenario["plans"][0]["values"]
+
+    user = join(browser_context, live_server, settings, "user")
+    wizard = join(wizard_context, live_server, settings, "wizard")
+    take_next_turn(user, live_server)
+    shot = tmp_path / "user.png"
+    user.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    task = user.inner_text("#scenario-task")
+    assert [d for d in doctors if d in task] == [values["Name"]]  # one doctor, one the knowledge base has
+    assert values["Day"] in task and values["StartTimeHour"] in task and "Dr. Smith" not in task
+    assert "You want help with this" not in task
+    assert scenario["user_details"]["name"] in user.inner_text("#scenario-details")
+    greeting = user.locator("#nudges .nudge.new")
+    assert greeting.count() == 1 and "Greet the assistant" in greeting.inner_text()
+    assert "[instruction 1 of" in greeting.inner_text()
+    user.fill("#user-text", f"Hello, I would like to see {values['Name']} on {values['Day']}.")
+    user.click("#submit-turn")
+    sent(user)
+
+    take_next_turn(wizard, live_server)
+    shot = tmp_path / "wizard.png"
+    wizard.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    page_text = wizard.inner_text("body")
+    assert scenario["wizard_facts"][0] in page_text  # "It is Thursday, 1 pm."
+    assert f"see {values['Name']} on {values['Day']}" in wizard.inner_text(".chat")
+    assert "Greet the assistant" not in page_text  # the user's nudges are the user's
+    wizard.fill("#wizard-text", "Of course. At what time would you like to come?")
+    wizard.click("#send-own")
+    sent(wizard)
+
+    take_next_turn(user, live_server)
+    assert "At what time would you like to come?" in user.inner_text(".chat")
+    listed = user.locator("#nudges .nudge")
+    assert listed.count() >= 1 and "Greet the assistant" in listed.first.inner_text()
+    assert user.locator("#nudges .nudge.new").count() == 0  # nothing due: no answer yet, one message said

@@ -326,7 +326,7 @@ def test_the_user_page_shows_the_scenario_and_the_nudge_due_and_never_the_knowle
     data = user.get(user_page, headers=JSON).get_json()
     assert "borrow a novel from the city library" in html
     nudge = "Mention that you only have time on weekday mornings. [instruction 2 of 6]"
-    greeting = "Greet the assistant and say what you need (your task is on the left). [instruction 1 of 6]"
+    greeting = "Greet the assistant and say what you need (see your scenario). [instruction 1 of 6]"
     assert data["star"]["user"]["nudges"] == [{"text": greeting, "turn_index": 0, "new": False},
                                               {"text": nudge, "turn_index": 2, "new": True}]
     assert nudge in html

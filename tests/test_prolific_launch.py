@@ -309,3 +309,22 @@ def test_a_rehearsal_participant_takes_a_turn_in_a_browser_and_completes_it_on_t
     assert code == providers.get("prolific").completion_code(batch_id, "student")
     done = browser.get(f"{fake_prolific.url}/participant/complete?cc={code}", timeout=10)
     assert done.status_code == 200 and "AWAITING REVIEW" in done.text
+
+
+def test_a_balance_that_cannot_pay_the_first_turns_is_refused_before_anything_is_created(
+        tmp_path, database_url, fake_prolific):
+    """Prolific publishes a study, or grows its places, only if the workspace's balance covers them."""
+    fake_prolific.balance_cents = 150
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=role_groups(fake_prolific))
+    result = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                 "-n", "4", "--reward", "0.50", "-y")
+    assert result.exit_code == 1
+    line = one_line(result.stderr)
+    assert "available balance, £1.50, does not cover the first 4 turns" in line and "Finance" in line
+    assert fake_prolific.studies == {}
+    client = api.ProlificClient(fake_prolific.token, fake_prolific.url)  # and the fake refuses it too
+    draft = api.create_study(client, api.study_body(name="n", description="d", page_url="https://x.example.org/p",
+                                                     completion_code="C", reward_cents=50, places=4,
+                                                     estimated_minutes=2, internal_name="i"))
+    with pytest.raises(api.ProlificError, match="Insufficient funds"):
+        api.transition_study(client, draft["id"], "PUBLISH")

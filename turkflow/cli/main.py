@@ -247,7 +247,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError(f"--policy: {bad}") from None
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
     launch_gate(app, provider, protocol, multi_task=tasks_per_dialog > 1)
-    terms = launch_terms(app, provider, reward)
+    terms = launch_terms(app, provider, reward, first_places=conversations)
     fee_percent, amount = terms.fee_percent, (lambda cents: money.shown(cents, terms.currency))
     cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget,
                           fee_percent=fee_percent, currency=terms.currency)

@@ -35,11 +35,12 @@ class LaunchTerms:
     fee_percent: float = 0.0
 
 
-def launch_terms(app: App, provider: str, reward_cents: int) -> LaunchTerms:
+def launch_terms(app: App, provider: str, reward_cents: int, first_places: int = 1) -> LaunchTerms:
     """A Prolific batch's terms, and Prolific's rules for its turn studies checked before anything is
     created: the workspace's currency (asked of Prolific), its least pay an hour at
-    TURKFLOW_PROLIFIC_ESTIMATED_MINUTES, and the least maximum time for it. A broken rule is one line naming
-    the option or setting to change."""
+    TURKFLOW_PROLIFIC_ESTIMATED_MINUTES, the least maximum time for it, and a balance that covers the
+    ``first_places`` (the first turns) with the fee, as Prolific wants before it publishes a study. A broken
+    rule is one line naming the option or setting to change."""
     if provider != "prolific":
         return LaunchTerms()
     settings = app.settings
@@ -53,7 +54,15 @@ def launch_terms(app: App, provider: str, reward_cents: int) -> LaunchTerms:
             hourly_cents=rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents))
     except InvalidInput as broken:
         raise CommandError(str(broken)) from None
-    return LaunchTerms(currency, money.fee_with_vat(settings.prolific_fee_percent, settings.prolific_vat_percent))
+    fee_percent = money.fee_with_vat(settings.prolific_fee_percent, settings.prolific_vat_percent)
+    first = first_places * reward_cents
+    first += money.percent_cents(first, fee_percent)
+    available = int(balance.get("available_balance") or 0)
+    if available < first:
+        raise CommandError(f"the workspace's available balance, {money.shown(available, currency)}, does not cover "
+                           f"the first {first_places} turns ({money.shown(first, currency)} with Prolific's fee): "
+                           "add money to the workspace in Prolific's app (Finance), or launch fewer --conversations")
+    return LaunchTerms(currency, fee_percent)
 
 
 def launch_gate(app: App, provider: str, protocol: str, multi_task: bool) -> None:

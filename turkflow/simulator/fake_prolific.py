@@ -332,6 +332,7 @@ class FakeProlific:
             if places is not None and places < study.fields["total_available_places"]:
                 raise ApiError(400, {"total_available_places": ["Places can only be increased."]})
             if places is not None and places > study.fields["total_available_places"]:
+                self._check_funds(study, places - study.fields["total_available_places"])
                 study.stopped = False
         study.fields.update(changes)
         self._settle_study(study)
@@ -385,10 +386,20 @@ class FakeProlific:
                                          "completion_codes") if not study.fields.get(name)]
             if missing:
                 raise ApiError(400, {name: ["This field is required to publish."] for name in missing})
+            self._check_funds(study, study.fields["total_available_places"])
             study.published_at = _now()
         study.status, study.stopped = after, action == "STOP"
         self._settle_study(study)
         return 200, self._study_json(study)
+
+    def _check_funds(self, study: Study, places: int) -> None:
+        """"To increase places for a study, or to publish a new one, your workspace balance must be high
+        enough to cover the costs of the additional participants" (researcher help, "Finance")."""
+        reward = int(study.fields.get("reward") or 0) * places
+        cost = reward + reward * self.fee_percent // 100
+        if cost > self.balance_cents:
+            raise ApiError(400, f"Insufficient funds: {places} more places cost {cost}, the workspace balance "
+                                f"is {self.balance_cents}.")
 
     def _create_test_study(self, request: Request, study_id: str) -> tuple[int, Any]:
         study = self._study(study_id)

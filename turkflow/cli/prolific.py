@@ -52,16 +52,11 @@ def launch_terms(app: App, provider: str, reward_cents: int, first_places: int =
             reward_cents=reward_cents, estimated_minutes=settings.prolific_estimated_minutes,
             maximum_minutes=settings.prolific_max_minutes, currency=currency,
             hourly_cents=rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents))
+        fee_percent = money.fee_with_vat(settings.prolific_fee_percent, settings.prolific_vat_percent)
+        rules.check_funds(available_cents=int(balance.get("available_balance") or 0), first_places=first_places,
+                          reward_cents=reward_cents, fee_percent=fee_percent, currency=currency)
     except InvalidInput as broken:
         raise CommandError(str(broken)) from None
-    fee_percent = money.fee_with_vat(settings.prolific_fee_percent, settings.prolific_vat_percent)
-    first = first_places * reward_cents
-    first += money.percent_cents(first, fee_percent)
-    available = int(balance.get("available_balance") or 0)
-    if available < first:
-        raise CommandError(f"the workspace's available balance, {money.shown(available, currency)}, does not cover "
-                           f"the first {first_places} turns ({money.shown(first, currency)} with Prolific's fee): "
-                           "add money to the workspace in Prolific's app (Finance), or launch fewer --conversations")
     return LaunchTerms(currency, fee_percent)
 
 

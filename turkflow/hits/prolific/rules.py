@@ -10,6 +10,7 @@ rule is one line naming the setting or option to change. The rules, as Prolific 
 - **Maximum time.** "The min value is calculated as two minutes plus two times the estimated time plus two
   times the square root of the estimated time" (the API's description of ``maximum_allowed_time``).
 - **Estimated time and places.** A study takes at least one minute and at least one place.
+- **Funds.** A study is published, or its places grow, only if the workspace's balance covers them.
 
 Plain values in, problems out: no Flask, Celery, click or HTTP here (the fake Prolific refuses the same
 studies with these functions, so a test finds a broken rule before a lab does).
@@ -21,7 +22,7 @@ import math
 from typing import Optional
 
 from turkflow.errors import InvalidInput
-from turkflow.hits.money import least_reward_cents, shown
+from turkflow.hits.money import least_reward_cents, percent_cents, shown
 
 # Prolific's least reward per hour, in the minor unit of the workspace's currency.
 MIN_HOURLY = {"GBP": 600, "USD": 800}
@@ -71,3 +72,15 @@ def check_turn_study(*, reward_cents: int, estimated_minutes: int, maximum_minut
                            f"TURKFLOW_PROLIFIC_ESTIMATED_MINUTES={estimated_minutes}: at least {longest} "
                            f"(2 + 2 x {estimated_minutes} + 2 x sqrt({estimated_minutes}) minutes)",
                            "TURKFLOW_PROLIFIC_MAX_MINUTES")
+
+
+def check_funds(*, available_cents: int, first_places: int, reward_cents: int, fee_percent: float,
+                currency: str) -> None:
+    """Prolific publishes a study, or grows its places, only when the workspace's balance covers them
+    (researcher help, "Finance"): the first turns' rewards with the fee must fit the available balance."""
+    first = first_places * reward_cents
+    first += percent_cents(first, fee_percent)
+    if available_cents < first:
+        raise InvalidInput(f"the workspace's available balance, {shown(available_cents, currency)}, does not cover "
+                           f"the first {first_places} turns ({shown(first, currency)} with Prolific's fee): add "
+                           "money to the workspace in Prolific's app (Finance), or launch fewer --conversations")

@@ -462,3 +462,35 @@ def test_star_export_writes_stars_completion_levels_worker_ids_and_minus_one_for
                        "TotalItems": -1}
     assert _star_answer({"APIName": "weather", "Item": None, "TotalItems": 0}, tasks) == {
         "APIName": "weather", "TotalItems": 0}
+
+
+@needs_star
+def test_an_unhappy_scenarios_request_is_told_no_on_the_pipeline_and_replays_the_same(settings, providers):
+    """The wizard checks exactly what the unhappy scenario names: the knowledge base says no (the user
+    must react), the user guide then asks the user to react, and replay finds the same answer."""
+    with session_scope(settings.database_url) as s:
+        load_tasks(s, read_tasks(STAR_ROOT / "tasks"))
+        doctor = s.exec(select(Task).where(Task.key == "star:doctor_schedule")).one()
+        scenarios = make_scenarios([doctor], 1, unhappy=1.0, seed=4)
+        batch, hits = lifecycle.launch_batch(s, [doctor], 1, name="unhappy", max_turns=20, protocol="star",
+                                             scenarios=scenarios)
+        lifecycle.publish_hit(s, providers.get("local"), hits[0].id)
+    conversation_id = first_conversation(settings)
+    values = scenarios[0][1]["plans"][0]["values"]
+    asked = [{"Name": json.dumps(values["Name"])}, {"Day": json.dumps(values["Day"])},
+             {"StartTimeHour": json.dumps(values["StartTimeHour"])}, {"PatientName": '"Wen"'},
+             {"Symptoms": '"a cough"'}, {"RequestType": '"Check"'}]
+    turn(settings, providers, conversation_id, USER_1, "user", [("utter", {"text": "I need a doctor."})],
+         "utter", "I need a doctor.")
+    turn(settings, providers, conversation_id, WIZARD_1, "wizard",
+         [("query", {"api": "doctor_schedule", "constraints": asked}),
+          ("utter", {"text": "Sorry, that time is taken."})], "utter", "Sorry, that time is taken.")
+    turn(settings, providers, conversation_id, USER_2, "user", [("utter", {"text": "Another day then?"})],
+         "utter", "Another day then?")
+    events = events_of(settings, conversation_id)
+    answer = next(e for e in events if e.action == "return_item")
+    assert "conflicting appointment" in answer.data["Item"]["Message"]
+    reacted = [e.data["Text"] for e in events if e.action == "instruct" and e.turn_index == 2]
+    assert len(reacted) == 1 and "That answer does not suit you" in reacted[0]
+    done = command(settings, "replay", "--batch", str(batch.id))
+    assert done.returncode == 0 and "replayed 1 queries in 1 conversations: 0 differ" in done.stdout

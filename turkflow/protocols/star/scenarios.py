@@ -232,7 +232,7 @@ def plan_task(star: Mapping[str, Any], kb: KnowledgeBase, rng: random.Random, *,
     plan = (_plan_search(api, kb, rng, happy) if api.searchable and rows
             else _plan_outcome(api, kb, rng, happy, person))
     values = plan["values"]
-    change = _change(api, kb, values, rng) if not happy else None
+    change = _change(api, kb, values, rng, star["task"]) if not happy else None
     if not happy and plan["unhappy"] is None and change is not None:
         plan["unhappy"] = "change"  # nothing to force: the user changes their mind instead
     task_readable = star["task"].replace("_", " ")
@@ -257,10 +257,13 @@ def plan_task(star: Mapping[str, Any], kb: KnowledgeBase, rng: random.Random, *,
             "change": change}
 
 
-def _change(api: Api, kb: KnowledgeBase, values: Mapping[str, Any], rng: random.Random) -> Optional[dict]:
-    """A value the user will change their mind about, and its new value (one a query still finds, for a
-    search)."""
-    slots = [n for n in values if n in api.inputs and len(_choices(api.inputs[n])) > 1]
+def _change(api: Api, kb: KnowledgeBase, values: Mapping[str, Any], rng: random.Random,
+            task: str = "") -> Optional[dict]:
+    """A value the user will change their mind about (one the templates allow for the task), and its new
+    value (one a query still finds, for a search)."""
+    allowed = templates().get("changeable", {}).get(task)
+    slots = [n for n in values if n in api.inputs and len(_choices(api.inputs[n])) > 1
+             and (allowed is None or n in allowed)]
     rng.shuffle(slots)
     slots.sort(key=lambda n: len(_choices(api.inputs[n])) <= 2)  # a day or a place before a yes/no
     for slot in slots:

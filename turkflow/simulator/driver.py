@@ -338,10 +338,13 @@ class Simulation:
                  reward_cents: int = default("reward_cents"), think_time: float = 0.0,
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
-                 web_urls: Sequence[str] = (), time_outs: float = 0.0, affinity_seconds: int = 0):
+                 web_urls: Sequence[str] = (), time_outs: float = 0.0, affinity_seconds: int = 0,
+                 away: float = 0.0):
         self.settings = settings
         self.affinity_seconds = affinity_seconds  # the batch's: turns kept for the role's last writer
         self.kept_until: Optional[datetime] = None  # when the first turn kept for a worker is offered to anyone
+        self.away = away  # the chance that a worker sits a round out (people come and go), drawn per round
+        self.someone_away = False  # in the round just planned
         self.play = play  # None: Wizard of Tasks' turn pages
         self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
         self.prolific = prolific.fake if prolific else None
@@ -396,7 +399,10 @@ class Simulation:
                     break
                 if not jobs:
                     idle_rounds += 1
-                    if idle_rounds == 2 and self._wait_for_kept_turns():
+                    if self.someone_away:  # the workers who could take the open turns are away this round
+                        idle_rounds = 0
+                        time.sleep(max(self.think_time, 0.05))
+                    elif idle_rounds == 2 and self._wait_for_kept_turns():
                         idle_rounds = 0  # a turn kept for a worker who cannot take it is offered to anyone now
                     elif idle_rounds == 2:  # neither role can move
                         out.stop_reason = self._stuck_reason()
@@ -442,6 +448,10 @@ class Simulation:
              for hit_id, cid, index, hit_role, *_ in open_hits if hit_role == role),
         )
         workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active)
+        if self.away:
+            present = [name for name in workers
+                       if random.Random(f"{self.seed}:away:{round_no}:{name}").random() >= self.away]
+            self.someone_away, workers = len(present) < len(workers), present
         rng = random.Random(f"{self.seed}:round:{round_no}")
         rng.shuffle(workers)
         if self.prolific:  # our page picks the turn; the order of the participants is ours
@@ -476,8 +486,8 @@ class Simulation:
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
 
     def _wait_for_kept_turns(self) -> bool:
-        """Every open turn waits for a worker it is kept for who cannot take it (blocked since, or busy): sleep
-        until the first reservation ends, as a person would come back later. False: nothing is kept."""
+        """Every open turn waits for a worker it is kept for who cannot take it this round: sleep until the first
+        reservation ends, when the queue offers that turn to anyone. False: nothing is kept."""
         if self.kept_until is None:
             return False
         time.sleep(max(0.0, (self.kept_until - utcnow()).total_seconds()) + 0.05)

@@ -51,6 +51,7 @@ class SimulationConfig:
     prolific_time_outs: float = 0.0  # share of written turns whose participant never goes back to Prolific
     prolific_lost_pays: int = 0  # the first N bonus pay calls fail on Prolific's side and pay nothing
     affinity_seconds: int = 0  # the batch's affinity: a role's next turn kept this long for its last writer
+    away: float = 0.0  # the chance that a worker sits a round out (people come and go)
 
     def parameters(self) -> dict[str, Any]:
         values = asdict(self)
@@ -94,6 +95,8 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError("--prolific-time-outs and --prolific-lost-pays need --provider prolific")
     if config.affinity_seconds < 0 or (config.affinity_seconds and config.provider != "local"):
         raise ValueError("--affinity is 0 or more seconds, and only the local provider keeps turns for a worker")
+    if not 0.0 <= config.away < 1.0:
+        raise ValueError("away must be a chance from 0 up to (not including) 1")
     try:
         mix = {Behaviour(name): share for name, share in config.mix.items()}
     except ValueError:
@@ -139,7 +142,7 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
         prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs,
-        affinity_seconds=config.affinity_seconds)
+        affinity_seconds=config.affinity_seconds, away=config.away)
     outcome = simulation.run()
     with session_scope(settings.database_url) as session:
         report = build_report(session, outcome, config.parameters(), chosen.policies,

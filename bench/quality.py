@@ -1,96 +1,135 @@
-"""Quality-control efficacy: does the default policy (k=5, p=0.5) catch spammers without blocking the
-honest crowd? Target: with 15% spammers and 10% careless raters, at least 90% of spammers blocked within
-their first 6 rated turns and at most 3% of honest workers blocked.
+"""Quality-control efficacy (issue 25): every policy side by side on the same collected ratings, several seeds.
 
-Three simulations of the same seeded crowd through the real stack (SQLite), each worker writing about 45
-turns as in the Wizard of Tasks collection (18,000 turns over 400 workers):
+Targets, with 15% spammers, 10% careless raters, 5% harsh raters and 10% pasters per role: honest workers
+blocked <= 1%; spammers blocked within 6 rated turns >= 95%; careless and harsh raters identified within 20
+of their ratings >= 90%; pasters blocked or sent to review within 6 written turns >= 95%; pay to spammers
+and pasters <= 3% of all pay; the batch never stalls.
 
-1. the batch runs with the policy ``none``: the monitor judges every rating but blocks nobody, so every
-   worker's complete stream of ratings is collected, and every policy (the default, alternatives, staged
-   "probation" and pooled policies) is replayed on it exactly;
-2. the batch runs live with the default policy: what its blocks actually do to the crowd and the batch;
-3. the same with the recommended policy (``turkflow.simulator.policies.RECOMMENDED``).
+For each seed, one simulation of the issue's size (150 conversations of about 24 turns, 60 workers per role)
+runs through the real stack (SQLite) with the policy ``none``: the monitor judges every rating and learns
+about every rater but blocks nobody, so every worker's complete stream of ratings and turns is collected.
+Every policy is then replayed on that database exactly as the live monitor runs it (the trust model, the
+weighted rule and the machine-written rule included: ``turkflow.simulator.policies.replay``). The run's
+database is kept (``bench/out/quality-seed<N>/``); ``--reuse`` replays a kept one instead of simulating
+again. ``--live POLICY`` also runs the batch live with that policy, for what its blocks do to the batch.
 
-    python -m bench.quality
-    python -m bench.quality --workers 400 --conversations 549     # the full Wizard of Tasks size
+    python -m bench quality                          # seeds 13, 14, 15
+    python -m bench quality --seeds 13 --live recommended
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
+import statistics
 from pathlib import Path
 from typing import Any
 
 from bench._cpu import load
-from turkflow.simulator.policies import RECOMMENDED
 
 OUT = Path(__file__).resolve().parent / "out"
+MIX = {"spammer": 0.15, "careless": 0.10, "harsh": 0.05, "paster": 0.10}
+COLUMNS = (("honest blocked", "honest_blocked_share", "≤ 1%"),
+           ("spammers within 6 rated", "spammers_blocked_early_share", "≥ 95%"),
+           ("careless+harsh identified within 20", "careless_detected_share", "≥ 90%"),
+           ("pasters within 6 written", "pasters_caught_early_share", "≥ 95%"),
+           ("pay to spammers+pasters", "share_paid_to_spammers_and_pasters", "≤ 3%"))
 
 
-def simulate(policy: str, conversations: int, workers: int, seed: int) -> dict[str, Any]:
+def config(policy: str, seed: int, conversations: int, workers: int) -> Any:
+    from turkflow.simulator.policies import DEFAULT_POLICIES
+    from turkflow.simulator.run import SimulationConfig
+
+    return SimulationConfig(students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
+                            max_turns=40, mean_turns=24, seed=seed, policy=policy, mix=MIX,
+                            compare=DEFAULT_POLICIES, settle_timeout=180)
+
+
+def simulate(policy: str, seed: int, conversations: int, workers: int, directory: Path) -> dict[str, Any]:
     from turkflow.config import Settings
-    from turkflow.simulator.run import SimulationConfig, run_with_stack
+    from turkflow.simulator.run import run_with_stack
 
-    config = SimulationConfig(students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
-                              max_turns=66, mean_turns=33, seed=seed, policy=policy, settle_timeout=120)
-    with tempfile.TemporaryDirectory(prefix="turkflow-bench-quality-") as scratch:
-        work = Path(scratch)
-        return run_with_stack(Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}"), work,
-                              config)
-
-
-def row(e: dict[str, Any]) -> str:
-    def pct(x: Any) -> str:
-        return "  n/a" if x is None else f"{100 * x:4.1f}%"
-
-    return (f"    {e['policy']:34} | {e['blocked']:4} | {pct(e['precision'])} | {pct(e['recall'])} | "
-            f"{e['honest_blocked']:3} ({pct(e['honest_blocked_share'])}) | "
-            f"{e['spammers_blocked_early']:3}/{e['spammers']} ({pct(e['spammers_blocked_early_share'])}) | "
-            f"{e['median_rated_turns_before_block'] if e['median_rated_turns_before_block'] is not None else '':>6} | "
-            f"${e['bonus_cents'] / 100:8.2f} | {'met' if e['meets_target'] else 'missed'}")
+    directory.mkdir(parents=True, exist_ok=True)
+    report = run_with_stack(Settings(data_dir=directory, database_url=f"sqlite:///{directory / 'turkflow.db'}"),
+                            directory, config(policy, seed, conversations, workers))
+    (directory / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    return report
 
 
-HEADER = ("    policy                             | blocked | precision | recall | honest blocked | "
-          "spammers within 6 | median rated turns | bonuses | target")
+def replay_database(directory: Path, seed: int, workers: int) -> list[dict[str, Any]]:
+    """Every policy replayed on a kept run's database (the workers' simulated names are in the database)."""
+    from sqlmodel import select
+
+    from turkflow.config import Settings
+    from turkflow.db import session_scope
+    from turkflow.models import Batch, Worker
+    from turkflow.quality.monitor import Policy
+    from turkflow.simulator.crowd import Behaviour, build_crowd
+    from turkflow.simulator.policies import DEFAULT_POLICIES, compare
+    from turkflow.simulator.report import turn_stream
+
+    settings = Settings()
+    crowd = build_crowd(workers // 2, workers - workers // 2, {Behaviour(b): s for b, s in MIX.items()}, seed)
+    with session_scope(f"sqlite:///{directory / 'turkflow.db'}") as session:
+        batch_id, reward = session.exec(select(Batch.id, Batch.reward_cents).order_by(Batch.id)).first()
+        names = dict(session.exec(select(Worker.id, Worker.name)).all())
+        stream = turn_stream(session, batch_id, names, settings.typed_keys_per_char)
+    policies = [Policy.parse(text, settings.bonus_above, settings.bonus_cents) for text in DEFAULT_POLICIES]
+    return [{**e.__dict__, "misses": e.misses()} for e in compare(crowd, stream, policies, reward_cents=reward)]
+
+
+def pct(x: Any) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def spread(values: list[float]) -> str:
+    """mean (min–max) over the seeds."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a"
+    return f"{pct(statistics.mean(values))} ({pct(min(values))}–{pct(max(values))})"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=275)
-    parser.add_argument("--workers", type=int, default=200, help="simulated workers, half of each role")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[13, 14, 15])
+    parser.add_argument("--conversations", type=int, default=150)
+    parser.add_argument("--workers", type=int, default=120, help="simulated workers, half of each role")
+    parser.add_argument("--reuse", action="store_true", help="replay kept databases instead of simulating")
+    parser.add_argument("--live", default=None, help="also run live with this policy (e.g. recommended)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
-    print(f"quality: {args.conversations} conversations (mean 33 turns), {args.workers} workers, 15% spammers and "
-          f"10% careless raters per role, seed {args.seed}; {load()}")
+    print(f"quality: {args.conversations} conversations (mean 24 turns), {args.workers} workers, per role "
+          f"{', '.join(f'{100 * s:g}% {b}' for b, s in MIX.items())}; seeds {args.seeds}; {load()}", flush=True)
+    by_policy: dict[str, list[dict[str, Any]]] = {}
+    for seed in args.seeds:
+        directory = OUT / f"quality-seed{seed}"
+        if not (args.reuse and (directory / "turkflow.db").exists()):
+            collected = simulate("none", seed, args.conversations, args.workers, directory)
+            done = collected["reproducible"]
+            print(f"  seed {seed}: {done['turns']['stored']} turns, {done['ratings']} ratings, "
+                  f"{done['stop_reason']}", flush=True)
+        for efficacy in replay_database(directory, seed, args.workers):
+            by_policy.setdefault(efficacy["policy"], []).append(efficacy)
+            print(f"    seed {seed} {efficacy['policy']:60} " + " | ".join(
+                f"{pct(efficacy[key])}" for _, key, _ in COLUMNS) + f" | misses {efficacy['misses']}", flush=True)
+    print(f"\n| policy | {' | '.join(f'{name} ({target})' for name, _, target in COLUMNS)} | targets met |")
+    print("|---|" + "---:|" * len(COLUMNS) + "---|")
+    for policy, rows in by_policy.items():
+        met = sum(1 for r in rows if not r["misses"])
+        print(f"| `{policy}` | " + " | ".join(spread([r[key] for r in rows]) for _, key, _ in COLUMNS)
+              + f" | {met}/{len(rows)} seeds |")
+    if args.live:
+        for seed in args.seeds:
+            live = simulate(args.live, seed, args.conversations, args.workers, OUT / f"quality-live-seed{seed}")
+            done = live["reproducible"]
+            monitor = done["monitor"]
+            print(f"live {args.live} seed {seed}: {done['turns']['stored']} of {done['turns']['planned']} turns, "
+                  f"{done['conversations']['completed']}/{done['conversations']['launched']} conversations completed "
+                  f"({done['stop_reason']}), stalled: {done['stalled'] or 'never'}; " + ", ".join(
+                      f"{name} {pct(monitor[key] if key in monitor else done['money'].get(key))}"
+                      for name, key, _ in COLUMNS) + f"; misses {monitor['misses']}; {load()}", flush=True)
 
-    observed = simulate("none", args.conversations, args.workers, args.seed)
-    (OUT / "quality-none.json").write_text(json.dumps(observed, indent=2, default=str))
-    done = observed["reproducible"]
-    print(f"  1. policy none: {done['turns']['stored']} turns, {done['ratings']} ratings; every policy replayed "
-          "on every worker's complete ratings:")
-    print(HEADER)
-    for efficacy in done["policies"]:
-        print(row(efficacy))
-
-    for step, (what, policy) in enumerate((("the default policy", "k=5,p=0.5"),
-                                           ("the recommended policy", RECOMMENDED)), start=2):
-        live = simulate(policy, args.conversations, args.workers, args.seed)
-        (OUT / f"quality-live-{step}.json").write_text(json.dumps(live, indent=2, default=str))
-        done = live["reproducible"]
-        monitor = done["monitor"]
-        print(f"  {step}. live with {what}: {done['turns']['stored']} of {done['turns']['planned']} turns, "
-              f"{done['conversations']['completed']}/{done['conversations']['launched']} conversations completed "
-              f"({done['stop_reason']}); replay agrees with the live monitor: "
-              f"{monitor['replay_agrees_with_live_monitor']}")
-        print(HEADER)
-        print(row(monitor))
-        money = done["money"]
-        print(f"    share of pay to bad workers {100 * money['share_paid_to_bad_workers']:.1f}% "
-              f"(to spammers and lazy writers {100 * money['share_paid_to_bad_writers']:.1f}%); median turns a bad "
-              f"writer wrote before the block: {monitor['median_turns_written_before_block']}; {load()}", flush=True)
 
 if __name__ == "__main__":
     main()

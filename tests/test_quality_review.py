@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import func
 from sqlmodel import select
 
 from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd, low_rated_teacher
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
-from turkflow.models import (Batch, BatchHour, BatchSnapshot, BatchStatus, Event, ReviewEntry, ReviewStatus, Turn,
-                             Worker, WorkerStatus, utcnow)
+from turkflow.models import (Batch, BatchHour, BatchSnapshot, BatchStatus, Event, QualityDecision, ReviewEntry,
+                             ReviewStatus, Turn, Worker, WorkerStatus, utcnow)
 from turkflow.quality import activity, reliability, review
 from turkflow.quality.reliability import Tally, agreement_scores
 from workers import tasks
@@ -172,3 +173,110 @@ def test_celery_beat_task_refreshes_rollups_and_snapshots(settings, providers, c
             return s.get(BatchSnapshot, crowd.batch_id) and s.exec(select(func.count()).select_from(BatchHour)).one()
 
     assert wait_until(refreshed)
+
+
+# ---- issue 25: the recommended policy on real submissions, and what the review page shows ------------------
+
+PASTED = {"page_ms": 9_000, "first_key_ms": None, "keys": 0, "pastes": 1, "drops": 0, "blurs": 1}
+TYPED = {"page_ms": 60_000, "first_key_ms": 20_000, "keys": 70, "pastes": 0, "drops": 0, "blurs": 0}
+
+
+def careless_student(settings, providers):
+    """One conversation under the recommended policy: a teacher who writes well, a student who rates the
+    teacher's answers yes/yes and one who gives split answers (relevant but not useful, or the other way):
+    a coin, by the trust model. Returns the crowd, the teacher and the two students."""
+    from turkflow.quality.monitor import Policy
+
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=1, quality=Policy.parse("recommended").batch_fields())
+    teacher = crowd.worker("teacher", "T-good")
+    attentive, careless = crowd.worker("student", "S-attentive"), crowd.worker("student", "S-careless")
+    conversation_id = crowd.conversations()[0]
+    crowd.submit(attentive, conversation_id, STUDENT_LINES[0], signals=TYPED)
+    coin = [(True, False), (False, True), (True, False), (False, False)]  # three split answers in four
+    for i in range(16):
+        crowd.submit(teacher, conversation_id, TEACHER_LINES[i % len(TEACHER_LINES)], signals=TYPED)
+        relevant, useful = coin[i // 2 % 4] if i % 2 == 0 else (True, True)
+        crowd.submit(careless if i % 2 == 0 else attentive, conversation_id, STUDENT_LINES[1 + i % 4],
+                     relevant=relevant, useful=useful, signals=TYPED)
+    return crowd, teacher, attentive, careless
+
+
+def test_a_rater_giving_split_answers_is_identified_stops_counting_and_shows_on_the_review_page(settings,
+                                                                                                 providers):
+    from turkflow.quality import dashboard
+
+    crowd, teacher, attentive, careless = careless_student(settings, providers)
+    with session_scope(settings.database_url) as s:
+        found = {r.rater_id: r for r in reliability.identified(s)}
+        assert set(found) == {careless.id} and found[careless.id].verdict == reliability.CARELESS
+        assert found[careless.id].identified_after <= 8
+        event = s.exec(select(Event).where(Event.kind == "rater_identified")).one()
+        assert event.worker_id == careless.id and event.data["posterior"]["careless"] >= 0.99
+        assert s.get(Worker, teacher.id).status == WorkerStatus.active  # split answers never blocked them
+        decision = s.exec(select(QualityDecision).where(QualityDecision.worker_id == teacher.id)
+                          .order_by(QualityDecision.id.desc())).first()
+        assert {w["rater_id"]: w["trust"] for w in decision.window}[careless.id] == 0.0
+        queue = dashboard.review_queue(s, None, None)
+        (evidence, rater), = queue.identified
+        assert rater.id == careless.id and evidence["verdict"] == "careless"
+        assert evidence["answers"]["yes/no"] + evidence["answers"]["no/yes"] >= 4
+
+
+def test_with_the_recommended_policy_a_paster_goes_to_review_on_their_second_pasted_turn(settings, providers):
+    from turkflow.quality.monitor import Policy
+
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=3, quality=Policy.parse("recommended").batch_fields())
+    paster = crowd.worker("teacher", "T-paster")
+    students = [crowd.worker("student", f"S{i}") for i in range(2)]
+    first, second, third = crowd.conversations()
+    crowd.submit(students[0], first, STUDENT_LINES[0], signals=TYPED)
+    crowd.submit(paster, first, TEACHER_LINES[0], signals=PASTED)
+    crowd.submit(students[1], first, STUDENT_LINES[1], signals=TYPED)
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, paster.id).status == WorkerStatus.active  # one pasted turn is not a habit
+    crowd.submit(students[0], second, STUDENT_LINES[0], signals=TYPED)
+    pasted = crowd.submit(paster, second, TEACHER_LINES[1], signals=PASTED)
+    with session_scope(settings.database_url) as s:
+        assert s.get(Worker, paster.id).status == WorkerStatus.temporarily_blocked
+        event = s.exec(select(Event).where(Event.kind == "machine_written")).one()
+        assert event.worker_id == paster.id and event.turn_id == pasted and len(event.data["turns"]) == 2
+        built = review.daily_review(s, review.ReviewPolicy())
+        entry, = [e for e in built.entries if e.worker_id == paster.id]
+        assert "machine-written" in entry.reason and entry.flags["not_typed"] == 2
+        assert pasted in [sample["turn_id"] for sample in entry.sample]
+
+
+@pytest.mark.browser
+def test_review_page_shows_the_careless_raters_evidence_and_the_pasted_turns_in_chromium(
+        settings, providers, browser_context, live_server):
+    from turkflow.quality.monitor import Policy
+    from turkflow.requesters import create_requester
+
+    crowd, teacher, attentive, careless = careless_student(settings, providers)
+    paster = crowd.worker("teacher", "T-paster")
+    with session_scope(settings.database_url) as s:
+        create_requester(s, "ada", "correct horse")
+    crowd.launch(conversations=2, quality=Policy.parse("recommended").batch_fields())
+    for conversation_id in crowd.conversations()[-2:]:
+        crowd.submit(attentive, conversation_id, STUDENT_LINES[0], signals=TYPED)
+        crowd.submit(paster, conversation_id, TEACHER_LINES[0], signals=PASTED)
+    with session_scope(settings.database_url) as s:
+        review.daily_review(s, review.ReviewPolicy())
+    page = browser_context.new_page()
+    page.goto(f"{live_server.url}/admin/review")
+    page.fill("input[name=username]", "ada")
+    page.fill("input[name=password]", "correct horse")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/review")
+    raters = page.locator("#identified-raters")
+    assert "T-good" not in raters.inner_text()
+    row = raters.locator("tbody tr")
+    assert row.count() == 1
+    text = row.inner_text()
+    assert "careless" in text and "S-careless" in text or f"{careless.id}" in text
+    assert "of 8" in text or " of " in text
+    pasted = page.locator(f"#worker-{paster.id} .evidence")
+    assert pasted.count() >= 1 and "0 keystrokes, 1 paste(s)" in pasted.first.inner_text()
+    assert "machine-written" in page.locator(f"#worker-{paster.id}").inner_text()

@@ -86,7 +86,7 @@ class Settings(BaseSettings):
     bonus_cents: int = Field(8, ge=0, description="Bonus per qualifying turn, in cents (USD).")
     typed_block: int = Field(
         0, ge=0, description="Send a worker to review when this many of their last TURKFLOW_TYPED_WINDOW written turns "
-                             "are machine-written (0: never; the recommended policy uses 3 of 6).")
+                             "are machine-written (0: never; the recommended policy uses 2 of 6).")
     typed_window: int = Field(6, ge=1, description="Written turns the machine-written rule reads.")
     typed_keys_per_char: float = Field(
         0.2, ge=0, description="A not_typed turn counts as machine-written when its page saw fewer keystrokes per "

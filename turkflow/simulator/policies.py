@@ -38,6 +38,7 @@ RECOMMENDED = NAMED_POLICIES["recommended"]
 DEFAULT_POLICIES = ("k=5,p=0.5", "k=5,p=0.4", "k=10,p=0.4", "k=5,p=0.4 for 6, then k=20,p=0.4", "pooled k=5,p=0.5",
                     NAMED_POLICIES["probation"], NAMED_POLICIES["probation"] + ", not typed 2 of 6",
                     "weighted k=6,p=0.5 for 6, then k=20,p=0.4", "weighted k=4,p=0.4 for 6, then k=20,p=0.4",
+                    "weighted k=3,p=0.4 for 6, then k=20,p=0.4, not typed 2 of 6",
                     RECOMMENDED)
 
 # The targets' horizons: a spammer should be blocked within this many rated turns, a paster within this many

@@ -150,11 +150,13 @@ def test_boto3_and_botocore_are_imported_only_in_the_mturk_folder():
 
 
 def test_platform_code_outside_hits_is_imported_through_the_registry_or_its_own_folder():
-    """Only the registry, a platform's own folder and its own web routes and commands name a platform folder."""
+    """Only the registry, a platform's own folder and its own web routes, commands, tasks, simulation and
+    benchmark name a platform folder."""
     def allowed(module: str, name: str) -> bool:
         platform = name.split(".")[2]
         return (module == "turkflow/hits/registry.py" or platform_of(module) == platform
-                or module in (f"turkflow/web/{platform}.py", f"turkflow/cli/{platform}.py", f"workers/{platform}_tasks.py"))
+                or module in (f"turkflow/web/{platform}.py", f"turkflow/cli/{platform}.py", f"workers/{platform}_tasks.py",
+                              f"turkflow/simulator/{platform}.py", f"bench/{platform}_poll.py"))
 
     offending = [f"{module}: {name}" for module, names in MODULES.items() for name in names
                  if name.startswith("turkflow.hits.") and name.split(".")[2] in PLATFORMS

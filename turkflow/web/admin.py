@@ -449,40 +449,22 @@ def conversation(conversation_id: int) -> str:
     return render_template("admin/conversation.html", page=page)
 
 
-# ---- Prolific bonuses whose payment nobody can tell -------------------------------------------------------
-
-
-def _prolific():  # noqa: ANN202 - the Prolific provider, or None when no token is set
-    return _providers().get("prolific") if _settings().prolific_token else None
+# ---- Prolific bonuses nobody can tell were paid (their Prolific side: turkflow.web.prolific) ----------
 
 
 @bp.get("/prolific/bonuses")
 def prolific_bonuses() -> str:
     """Bonuses whose pay call crashed or failed and that Prolific still shows unpaid after the stated time,
     with what Prolific shows for each submission now, for a person to release or mark settled."""
-    from turkflow.hits.prolific import sync
+    from turkflow.web.prolific import stuck_bonuses
 
-    found = sync.stuck_bonuses(_settings(), _prolific())
-    return render_template("admin/prolific_bonuses.html", bonuses=found,
+    return render_template("admin/prolific_bonuses.html", bonuses=stuck_bonuses(_settings(), _providers()),
                            after=_settings().prolific_bonus_unknown_after_seconds)
 
 
 @bp.post("/prolific/bonuses/<int:bonus_id>/<any(release, settle):decision>")
 def decide_prolific_bonus(bonus_id: int, decision: str) -> Response:
-    from turkflow.errors import Conflict
-    from turkflow.hits.prolific import sync
+    from turkflow.web.prolific import decide_bonus
 
-    provider = _prolific()
-    if provider is None:
-        raise InvalidInput("TURKFLOW_PROLIFIC_TOKEN is not set", "bonus")
-    try:
-        if decision == "release":
-            sync.release_bonus(_settings(), provider, bonus_id, current_user.username)
-            pipeline.pay_bonus(_settings(), _providers(), bonus_id)
-            flash(f"Bonus {bonus_id} released by {current_user.username} and paid in a new bulk payment.")
-        else:
-            sync.settle_bonus_by_hand(_settings(), provider, bonus_id, current_user.username)
-            flash(f"Bonus {bonus_id} marked settled by {current_user.username}.")
-    except Conflict as exc:
-        flash(f"Bonus {bonus_id}: nothing changed ({exc}).")
+    flash(decide_bonus(_settings(), _providers(), bonus_id, decision, current_user.username))
     return redirect(url_for("admin.prolific_bonuses"))

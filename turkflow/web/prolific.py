@@ -661,3 +661,32 @@ def webhook() -> Any:
             _forget_delivery(settings, seen)
         raise
     return Response(status=204)
+
+
+# ---- the dashboard's Prolific bonuses page (``turkflow.web.admin`` serves it to signed-in requesters) ----
+
+
+def stuck_bonuses(settings: Settings, providers: Any) -> list[sync.StuckBonus]:
+    """The bonuses waiting for a person, with what Prolific shows for each submission (without a token:
+    our records alone)."""
+    return sync.stuck_bonuses(settings, providers.get("prolific") if settings.prolific_token else None)
+
+
+def decide_bonus(settings: Settings, providers: Any, bonus_id: int, decision: str, by: str) -> str:
+    """A requester's decision about a stuck bonus: ``release`` (paid at once in a new bulk payment) or
+    ``settle``; returns what to tell them."""
+    from turkflow import pipeline
+    from turkflow.errors import Conflict
+
+    if not settings.prolific_token:
+        raise InvalidInput("TURKFLOW_PROLIFIC_TOKEN is not set", "bonus")
+    provider = providers.get("prolific")
+    try:
+        if decision == "release":
+            sync.release_bonus(settings, provider, bonus_id, by)
+            pipeline.pay_bonus(settings, providers, bonus_id)
+            return f"Bonus {bonus_id} released by {by} and paid in a new bulk payment."
+        sync.settle_bonus_by_hand(settings, provider, bonus_id, by)
+        return f"Bonus {bonus_id} marked settled by {by}."
+    except Conflict as exc:
+        return f"Bonus {bonus_id}: nothing changed ({exc})."

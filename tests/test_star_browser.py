@@ -166,6 +166,79 @@ def test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser(
     assert doc["WizardQuestionnaire"][0]["Question"].startswith("Did the user change his/her mind")
 
 
+def test_a_wizard_queries_a_range_and_a_one_of_browses_and_selects_items_in_the_browser(
+        live_server, browser_context, wizard_context, settings, providers, celery_worker, tmp_path):
+    """STAR's own apartment search: the wizard asks for a price range and balcony sides one of two, browses
+    to the second match, makes it the primary item and the first the secondary; the page shows both, and
+    the export carries them on the wizard's reply as STAR's wizard events do."""
+    import shutil
+
+    from tests.conftest import SHARED_DATA
+
+    copy = tmp_path / "star"
+    shutil.copytree(SHARED_DATA / "star" / "apis", copy / "apis")
+    shutil.copytree(SHARED_DATA / "star" / "tasks" / "apartment_search", copy / "tasks" / "apartment_search")
+    launch_star(settings, providers, tasks_dir=copy / "tasks")
+    user = join(browser_context, live_server, settings, "user")
+    wizard = join(wizard_context, live_server, settings, "wizard")
+    take_next_turn(user, live_server)
+    user.fill("#user-text", "Hi, I need a flat with a balcony facing east or south, at most 3000 a month.")
+    user.click("#submit-turn")
+    sent(user)
+
+    take_next_turn(wizard, live_server)
+    assert wizard.locator('select[name="kb-Price.op"] option').all_inner_texts()[:3] == ["is", "at least", "at most"]
+    wizard.select_option('select[name="kb-Price.op"]', "between")
+    assert wizard.locator('input[name="kb-Price.to"]').is_visible()  # "between" asks for its end
+    wizard.fill('input[name="kb-Price"]', "1000")
+    wizard.fill('input[name="kb-Price.to"]', "3000")
+    wizard.select_option('select[name="kb-BalconySide.op"]', "is_one_of")
+    wizard.select_option('select[name="kb-BalconySide"]', ["east", "south"])
+    wizard.select_option('select[name="kb-HasBalcony"]', "yes")
+    wizard.click("#run-query")
+    position = wizard.locator("#kb-results .kb-entry").first.locator(".kb-position")
+    position.wait_for()
+    total = int(position.inner_text().rsplit(" ", 1)[1])
+    assert position.inner_text() == f"Item 1 of {total}" and total >= 2
+
+    def shown(where):
+        item = wizard.locator(where).first
+        return dict(zip(item.locator("dt").all_inner_texts(), item.locator("dd").all_inner_texts()))
+
+    first = shown("#kb-results .kb-item")
+    assert first["BalconySide"] in ("east", "south") and 1000 <= int(first["Price"]) <= 3000
+    wizard.click('#kb-results a[rel="next"]')
+    wait_until(lambda: position.inner_text() == f"Item 2 of {total}")
+    second = shown("#kb-results .kb-item")
+    assert second["id"] != first["id"] and second["BalconySide"] in ("east", "south")
+    wizard.click('#kb-results button[value="select_primary"]')
+    wait_until(lambda: shown("#kb-primary .kb-item").get("id") == second["id"])
+    assert position.inner_text() == f"Item 2 of {total}"  # still browsing there
+    wizard.click('#kb-results a[rel="prev"]')
+    wait_until(lambda: position.inner_text() == f"Item 1 of {total}")
+    wizard.click('#kb-results button[value="select_secondary"]')
+    wait_until(lambda: shown("#kb-secondary .kb-item").get("id") == first["id"])
+    assert shown("#kb-primary .kb-item") == second and shown("#kb-secondary .kb-item") == first
+    wizard.screenshot(path=str(tmp_path / "wizard-items.png"), full_page=True)
+    wizard.fill("#wizard-text", "I found two flats with a balcony in your range.")
+    wizard.click("#send-own")
+    sent(wizard)
+
+    exported = command(settings, "export", "--format", "star", "--out", str(tmp_path / "export"))
+    assert exported.returncode == 0, exported.stderr
+    conversation = the_conversation(settings)
+    doc = json.loads((tmp_path / "export" / "dialogues" / f"{conversation.id}.json").read_text())
+    wizard_events = [e for e in doc["Events"] if e["Agent"] == "Wizard"]
+    assert [e["Action"] for e in wizard_events] == ["query", "select_primary", "select_secondary", "utter"]
+    assert wizard_events[0]["Constraints"] == [{"HasBalcony": "True"},
+                                               {"BalconySide": 'api.is_one_of(["east","south"])'},
+                                               {"Price": "api.is_at_least(1000)"}, {"Price": "api.is_at_most(3000)"}]
+    reply = wizard_events[-1]
+    for field, item in (("PrimaryItem", second), ("SecondaryItem", first)):
+        assert (reply[field]["id"], reply[field]["Price"], reply[field]["BalconySide"]) == (
+            int(item["id"]), int(item["Price"]), item["BalconySide"])
+
+
 def test_a_batch_of_stars_own_tasks_shows_the_user_what_the_knowledge_base_holds_and_nudges_in_the_browser(
         live_server, browser_context, wizard_context, settings, providers, celery_worker, tmp_path):
     """Loaded from STAR's own 24 task files, a user's scenario names a doctor, a day and an hour the

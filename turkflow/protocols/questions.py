@@ -187,7 +187,8 @@ def logged_protocol(name: str, user: RoleForm, wizard: RoleForm) -> Protocol:
 # ---- STAR (Mosig, Mehri and Kober 2020) ---------------------------------------------------------------
 # A dialog is STAR's event log (turkflow.protocols.star.dialog records it): a user's turn is an utter, perhaps
 # followed by complete; a wizard's turn is any number of select_task, query (the knowledge base answers
-# with a return_item) and request_suggestions, ending in one pick_suggestion or utter.
+# with a return_item), select_primary/select_secondary (an item of a query's matches) and
+# request_suggestions, ending in one pick_suggestion or utter.
 
 # STAR's end-of-dialog questionnaires, worded as its dialogues/*.json log them (the user's first question
 # there names the task, "Did the AI Assistant book your flight?"; ours asks it of any task).
@@ -224,7 +225,8 @@ STAR_WIZARD = RoleForm(
     title="Wizard: help the user as the flow chart says",
     sees_document=True,
     sees=("flow_chart", "knowledge_base", "suggestions"),
-    actions=("select_task", "query", "request_suggestions", "pick_suggestion", "utter"),
+    actions=("select_task", "query", "select_primary", "select_secondary", "request_suggestions",
+             "pick_suggestion", "utter"),
     guidelines=(
         "Follow the task's flow chart. Ask for what the knowledge base needs, then query it.",
         "The user does not see the knowledge base or its results: tell them what they need.",

@@ -7,7 +7,8 @@ holding the events its worker wrote:
 - a *user* turn: one ``utter``, perhaps followed by ``complete`` (the turn's label is then ``complete``,
   which ends the conversation); the user guide's ``instruct`` nudges due at that turn come before it;
 - a *wizard* turn: any number of ``select_task``, ``query`` (the knowledge base answers at once with a
-  ``return_item`` event) and ``request_suggestions``, closed by one ``pick_suggestion`` or ``utter``.
+  ``return_item`` event), ``select_primary``/``select_secondary`` (an item of a query's matches) and
+  ``request_suggestions``, closed by one ``pick_suggestion`` or ``utter``.
 
 STAR counts a turn as a User utter, a Wizard utter, a pick_suggestion or a query (``star_turns``), so one
 paid wizard turn can be several STAR turns. The task schemas and knowledge base come from
@@ -46,7 +47,9 @@ from turkflow.protocols.questions import STAR, clean_text
 from turkflow.protocols.files import read_json
 from turkflow.protocols.star import outcomes
 from turkflow.protocols.star import scenarios as star_scenarios
-from turkflow.protocols.star.kb import CHOICES, Api, KnowledgeBase, QueryResult
+from turkflow.protocols.star.kb import (
+    FORM_OPS, Api, Column, KnowledgeBase, QueryResult, check_repeats, constraints_from, expression, form_kind,
+)
 from turkflow.protocols.star.schemas import TaskSchema, load_schemas, parse_schema
 from turkflow.protocols.star.suggestions import DialogState, Ranker, Suggestion, fill
 
@@ -226,6 +229,12 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
             raise InvalidInput("expected a list of this dialog's reply labels", "options")
         text = message_text(rest, "text", STAR.max_response_chars)
         data = {"ActionLabel": label, "ActionLabelOptions": options, "Text": text}
+    elif action in SELECTIONS:
+        query_id = _whole(rest.pop("query", None), "query")
+        position = _whole(rest.pop("position", 0), "position")
+        counted = counted_events(session, dialog_events(session, conversation.id), turn, worker.id)
+        selected = item_at(counted, tasks, query_id, position, kb)
+        data = {"Selected": selected, "Query": query_id, "Position": position}
     else:  # query
         api = rest.pop("api", None)
         apis = {t.star["api"] for t in tasks.values()}
@@ -237,6 +246,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
         if not isinstance(constraints, list):
             raise InvalidInput("expected a list of {field: condition}", "constraints")
         knowledge = kb or _kb_of(tasks, api)
+        check_repeats(constraints_from(constraints))
         result = (star_scenarios.forced_answer(conversation.scenario, knowledge, api, constraints)
                   or outcomes.call(knowledge, api, constraints))  # validates: an unknown field is named
         data = {"APIName": api, "Constraints": constraints}
@@ -261,6 +271,95 @@ def returned_item(result: QueryResult) -> dict[str, Any]:
     if item is not None:
         item = {"APIName": result.api, **item}
     return {"APIName": result.api, "Item": item, "TotalItems": result.total}
+
+
+# ---- the items a wizard browses and selects ---------------------------------------------------------------
+
+SELECTIONS = ("select_primary", "select_secondary")  # STAR's: the item replies describe, one to compare
+
+
+def _whole(value: Any, name: str) -> int:
+    """A query's event id or an item's position, from JSON or a form (digits)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12:
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput("expected a whole number", name)
+    return value
+
+
+def counted_events(session: Session, events: list[DialogEvent], turn: Turn,
+                   worker_id: Optional[int]) -> list[DialogEvent]:
+    """The dialog as it will be exported (``_kept``), without what another worker logged in the turn
+    ``worker_id`` holds now (their lease ran out): the events the items' state follows."""
+    return [e for e in _kept(session, events)
+            if worker_id is None or e.turn_id != turn.id or e.worker_id in (None, worker_id)]
+
+
+def _answered(events: Sequence[DialogEvent], query_id: int) -> tuple[DialogEvent, dict[str, Any]]:
+    """A query of these events and the knowledge base's answer to it."""
+    for n, event in enumerate(events):
+        if event.id == query_id and event.action == "query":
+            answer = next((e.data for e in events[n + 1:] if e.action == "return_item"), None)
+            if answer is not None:
+                return event, answer
+    raise InvalidInput("not a query of this dialog", "query")
+
+
+def item_at(events: Sequence[DialogEvent], tasks: Mapping[str, Task], query_id: int, position: int,
+            kb: Optional[KnowledgeBase] = None) -> dict[str, Any]:
+    """The item at ``position`` (0: the one the knowledge base returned) among a logged query's matches.
+    The first is the logged one; the others are the query run again (the rows are drawn from fixed
+    seeds, so they are the ones the wizard browsed)."""
+    query, answer = _answered(events, query_id)
+    if position == 0:
+        if answer.get("Item") is None:
+            raise InvalidInput("the query found nothing", "position")
+        return answer["Item"]
+    return _match(tasks, query, position, kb)
+
+
+def _match(tasks: Mapping[str, Task], query: DialogEvent, position: int,
+           kb: Optional[KnowledgeBase] = None) -> dict[str, Any]:
+    """The query run again: its match at ``position``, as the knowledge base's answer holds an item."""
+    api = query.data["APIName"]
+    knowledge = kb or _kb_of(tasks, api)
+    if not knowledge.api(api).searchable:
+        raise InvalidInput("this API books or checks: its answer is the one item", "position")
+    result = outcomes.call(knowledge, api, query.data["Constraints"])
+    if position >= result.total:
+        raise InvalidInput(f"the query found {result.total} item{'' if result.total == 1 else 's'}", "position")
+    return json.loads(json.dumps({"APIName": api, **result.items[position]}))  # as stored: tuples are lists
+
+
+Items = tuple[Optional[dict], Optional[dict]]  # the primary item and the secondary one
+
+
+def _selecting(event: DialogEvent, items: Items) -> Items:
+    """STAR's rule: a query's answer becomes the primary item (none when it found nothing) and clears the
+    secondary; ``select_primary``/``select_secondary`` set one."""
+    if event.action == "return_item":
+        return event.data.get("Item"), None
+    if event.action == "select_primary":
+        return event.data.get("Selected"), items[1]
+    if event.action == "select_secondary":
+        return items[0], event.data.get("Selected")
+    return items
+
+
+def item_states(events: Iterable[DialogEvent]) -> Iterator[tuple[DialogEvent, Items]]:
+    """Each event with the items selected just before it, as STAR's wizard events carry them."""
+    items: Items = (None, None)
+    for event in events:
+        yield event, items
+        items = _selecting(event, items)
+
+
+def selected_items(events: Iterable[DialogEvent]) -> Items:
+    """The primary and secondary items after these events."""
+    items: Items = (None, None)
+    for event in events:
+        items = _selecting(event, items)
+    return items
 
 
 def give_nudges(session: Session, turn: Turn) -> list[DialogEvent]:
@@ -339,54 +438,133 @@ def api_of(task: Task) -> Api:
     return knowledge_base(task.star["kb_dir"]).api(task.star["api"])
 
 
+OP_LABELS = {"equals": "is", "is_one_of": "is one of", "is_not": "is not", "is_equal_to": "is equal to",
+             "is_at_least": "at least", "is_at_most": "at most", "is_greater_than": "more than",
+             "is_less_than": "less than", "between": "between", "contains": "contains",
+             "contains_not": "does not contain"}
+MAX_FORM_VALUES = 100  # of one field (its choices are fewer)
+MAX_FORM_CHARS = {"LongString": 1000}  # STAR's long fields hold a message; any other value at most 200
+
+
+def _max_chars(column: Column) -> int:
+    return MAX_FORM_CHARS.get(column.type, 200)
+
+
 def query_form(task: Task) -> list[dict[str, Any]]:
-    """The knowledge-base form of the task's API: one field per input, drop-downs for its choices."""
+    """The knowledge-base form of the task's API: one field per input, with the conditions it can ask
+    (``ops``, the first is the default) and its choices; a required field must be given."""
     api = api_of(task)
     fields = []
     for column in api.inputs.values():
-        choices = [c for c in column.categories or () if isinstance(c, str)] if column.type in CHOICES else []
-        kind = ("choice" if choices else "number" if column.type == "Integer"
-                else "boolean" if column.type == "Boolean" else "text")
+        kind = form_kind(column)
+        choices = [c for c in column.categories or () if isinstance(c, str)] if kind in (
+            "choice", "multi", "request") else []
+        # "is equal to" asks what "is" asks; STAR's form wrote both, so a post may name it, the list does not
+        ops = [{"name": op, "label": OP_LABELS[op]} for op in FORM_OPS[kind] if op != "is_equal_to"]
         fields.append({"name": column.name, "label": column.readable or column.name, "type": column.type,
-                       "kind": kind, "choices": choices, "required": column.name in api.required})
+                       "kind": kind, "choices": choices, "required": column.name in api.required,
+                       "ops": ops, "max_chars": _max_chars(column)})
     return fields
 
 
 def form_constraints(api: Api, values: Any) -> list[dict[str, str]]:
-    """The query form's plain values as STAR's logged constraints (``{"Genre": '"Novel"'}``); a blank field
-    asks nothing. A value of the wrong kind is an ``InvalidInput`` naming its field."""
+    """The query form's values as STAR's logged constraints (``{"Genre": '"Novel"'}``,
+    ``{"Price": "api.is_at_most(900)"}``). Per field: a plain value (or the form's list of chosen values),
+    with ``<Field>.op`` naming the condition (``FORM_OPS``; "equals" when absent) and ``<Field>.to`` the
+    end of a "between"; or an object ``{"op", "value"}``, or a list of them. A blank field asks nothing.
+    Anything else is an ``InvalidInput`` naming its field."""
     if not isinstance(values, Mapping):
         raise InvalidInput("expected the form's fields as an object", "form")
-    unknown = [name for name in values if name not in api.inputs]
-    if unknown:
-        raise InvalidInput(f"no such field in API {api.name!r}", str(unknown[0])[:60])
-    constraints = []
+    for key in values:
+        name, _, part = str(key).partition(".")
+        if name not in api.inputs or part not in ("", "op", "to"):
+            raise InvalidInput(f"no such field in API {api.name!r}", str(key)[:60])
+    constraints: list[dict[str, str]] = []
     for name, column in api.inputs.items():
-        value = values.get(name)
-        if isinstance(value, bool) and column.type == "Boolean":
-            value = "true" if value else "false"
-        elif isinstance(value, int) and not isinstance(value, bool) and column.type == "Integer":
-            value = str(value)
-        if value is None:
+        given, op, to = values.get(name), values.get(f"{name}.op"), values.get(f"{name}.to")
+        objects = given if isinstance(given, list) and given and all(
+            isinstance(g, Mapping) for g in given) else [given] if isinstance(given, Mapping) else None
+        if objects is None:
+            constraints += _condition(column, op, given, to)
             continue
-        if not isinstance(value, str):
-            raise InvalidInput("expected text", name)
-        value = clean_text(value, name)
-        if not value:
-            continue
-        if len(value) > 200:
-            raise InvalidInput("write at most 200 characters", name)
-        if column.type == "Integer":
-            if not _WHOLE_NUMBER.fullmatch(value):
-                raise InvalidInput(f"expected a whole number, got {value[:40]!r}", name)
-            constraints.append({name: str(int(value))})
-        elif column.type == "Boolean":
-            if value.lower() not in _TRUTH:
-                raise InvalidInput("expected yes or no", name)
-            constraints.append({name: _TRUTH[value.lower()]})
-        else:
-            constraints.append({name: json.dumps(value, ensure_ascii=False)})
+        if op is not None or to is not None:
+            raise InvalidInput("give the condition as an object or as the form's fields, not both", name)
+        for condition in objects:
+            unknown = sorted(set(condition) - {"op", "value"})
+            if unknown:
+                raise InvalidInput(f"a condition has an op and a value, not {unknown[0][:40]!r}", name)
+            value = condition.get("value")
+            if condition.get("op") == "between" and isinstance(value, list) and len(value) == 2:
+                constraints += _condition(column, "between", value[0], value[1])
+            elif condition.get("op") == "between":
+                raise InvalidInput("between takes two numbers: [from, to]", name)
+            else:
+                constraints += _condition(column, condition.get("op"), value, None)
     return constraints
+
+
+def _condition(column: Column, op: Any, given: Any, to: Any) -> list[dict[str, str]]:
+    """One field's condition from the form: no constraint when it is blank."""
+    name, kind = column.name, form_kind(column)
+    op = FORM_OPS[kind][0] if op in (None, "") else op
+    if op not in FORM_OPS[kind]:
+        offered = ", ".join(OP_LABELS[o] for o in FORM_OPS[kind])
+        raise InvalidInput(f"this field can be: {offered}", f"{name}.op")
+    raw = given if isinstance(given, list) else [given]
+    if len(raw) > MAX_FORM_VALUES:
+        raise InvalidInput(f"choose at most {MAX_FORM_VALUES} values", name)
+    chosen = [v for v in (_form_value(column, r, name) for r in raw) if v is not None]
+    if isinstance(to, list):
+        raise InvalidInput("expected one number", f"{name}.to")
+    end = _form_value(column, to, f"{name}.to")
+    if end is not None and op != "between":
+        raise InvalidInput("a second number is for 'between'", f"{name}.to")
+    if op == "between":
+        if len(chosen) > 1:
+            raise InvalidInput("expected one number", name)
+        if chosen and end is not None and chosen[0] > end:
+            raise InvalidInput(f"between {chosen[0]} and {end}: the second number is the smaller", f"{name}.to")
+        return ([{name: expression("is_at_least", chosen[0])}] if chosen else []) + (
+            [{name: expression("is_at_most", end)}] if end is not None else [])
+    if not chosen:
+        return []
+    if op == "is_one_of":
+        return [{name: expression(op, chosen)}]
+    if op in ("contains", "contains_not") and kind == "multi":
+        return [{name: expression(op, value)} for value in chosen]
+    if len(chosen) > 1:
+        raise InvalidInput("choose one value here, or ask 'is one of'", name)
+    return [{name: expression(op, chosen[0])}]
+
+
+def _form_value(column: Column, value: Any, name: str) -> Any:
+    """One value typed or chosen in the form, as the field's type holds it; ``None`` when blank."""
+    if isinstance(value, bool) and column.type == "Boolean":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and column.type == "Integer":
+        value = str(value)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput("expected text", name)
+    value = clean_text(value, name)
+    if not value:
+        return None
+    if len(value) > _max_chars(column):
+        raise InvalidInput(f"write at most {_max_chars(column)} characters", name)
+    if column.type == "Integer":
+        if not _WHOLE_NUMBER.fullmatch(value):
+            raise InvalidInput(f"expected a whole number, got {value[:40]!r}", name)
+        return int(value)
+    if column.type == "Boolean":
+        if value.lower() not in _TRUTH:
+            raise InvalidInput("expected yes or no", name)
+        return _TRUTH[value.lower()] == "True"
+    if form_kind(column) in ("choice", "multi", "request") and value not in column.categories:
+        shown = ", ".join(str(c) for c in column.categories[:8])
+        more = ", ..." if len(column.categories) > 8 else ""
+        raise InvalidInput(f"{value[:40]!r} is not one of the choices ({shown}{more})", name)
+    return value
 
 
 def dialog_state(events: Sequence[DialogEvent], task: Task, draft: str = "") -> DialogState:
@@ -406,6 +584,8 @@ def dialog_state(events: Sequence[DialogEvent], task: Task, draft: str = "") -> 
             nothing_found = found is None
             if found is not None:
                 item = {k: v for k, v in found.items() if k != "APIName"}
+        elif event.action == "select_primary" and (event.data.get("Selected") or {}).get("APIName") == api:
+            item = {k: v for k, v in event.data["Selected"].items() if k != "APIName"}  # replies describe it
         elif (event.agent, event.action) == ("User", "utter"):
             user_text = event.data.get("Text", "")
     return DialogState(last_label=last_label, queried=queried, nothing_found=nothing_found,
@@ -435,19 +615,40 @@ def open_task_name(events: Sequence[DialogEvent], tasks: Mapping[str, Task]) -> 
     return chosen[-1] if chosen else next(iter(tasks))
 
 
-def _kb_log(events: Sequence[DialogEvent]) -> list[dict[str, Any]]:
-    """Every query of the dialog and what the knowledge base returned, newest first."""
+def _kb_log(events: Sequence[DialogEvent], tasks: Mapping[str, Task],
+            browse: Optional[tuple[int, int]] = None) -> list[dict[str, Any]]:
+    """Every query of the dialog and what the knowledge base returned, newest first: the first match, or
+    the one at ``browse``'s position for its query (its id). A search's matches can be browsed."""
     log = []
     for n, event in enumerate(events):
         if event.action != "query":
             continue
         answer = next((e.data for e in events[n + 1:] if e.action == "return_item"), {})
-        item = answer.get("Item")
+        item, position = answer.get("Item"), 0
+        if browse is not None and browse[0] == event.id:
+            position = browse[1]
+            item = item_at(events, tasks, event.id, position)
+        total = answer.get("TotalItems", 0)
         log.append({"event_id": event.id, "turn_index": event.turn_index, "api": event.data["APIName"],
                     "constraints": event.data["Constraints"],
                     "item": {k: v for k, v in item.items() if k != "APIName"} if item else None,
-                    "total": answer.get("TotalItems", 0)})
+                    "total": total, "position": position,
+                    "browsable": _searchable(tasks, event.data["APIName"]) and total > 1})
     return log[::-1]
+
+
+def _searchable(tasks: Mapping[str, Task], api: str) -> bool:
+    try:
+        return _kb_of(tasks, api).api(api).searchable
+    except (NotFound, InvalidInput):
+        return False
+
+
+def _shown_item(item: Optional[dict]) -> Optional[dict[str, Any]]:
+    """A selected item as the page shows it: its API and its fields."""
+    if item is None:
+        return None
+    return {"api": item.get("APIName"), "item": {k: v for k, v in item.items() if k != "APIName"}}
 
 
 def _suggestion(s: Suggestion) -> dict[str, Any]:
@@ -455,9 +656,10 @@ def _suggestion(s: Suggestion) -> dict[str, Any]:
 
 
 def wizard_view(session: Session, turn: Turn, draft: str = "",
-                worker_id: Optional[int] = None) -> dict[str, Any]:
+                worker_id: Optional[int] = None, browse: Optional[tuple[int, int]] = None) -> dict[str, Any]:
     """Everything the wizard's page shows: the task tabs, the open task's chart with the position, its
-    knowledge-base form, every query and its result, the ranked replies (filled with the last item) and
+    knowledge-base form, every query and its result (``browse``: a query's id and the position of the
+    match to show), the primary and secondary items, the ranked replies (filled with the last item) and
     what this turn has done so far (``worker_id``'s actions, when given: the turn's holder)."""
     conversation = session.get(Conversation, turn.conversation_id)
     tasks = _tasks_of(session, conversation)
@@ -470,6 +672,7 @@ def wizard_view(session: Session, turn: Turn, draft: str = "",
     suggestions = ranker_of(task).rank(state, limit=SUGGESTIONS)
     mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None
             and (worker_id is None or e.worker_id == worker_id)]
+    counted = counted_events(session, events, turn, worker_id)
     return {
         "tasks": [{"name": n, "title": t.title, "open": n == name} for n, t in tasks.items()],
         "task": {"name": name, "title": task.title, "api": task.star["api"], "id": task.id,
@@ -478,7 +681,8 @@ def wizard_view(session: Session, turn: Turn, draft: str = "",
         "chart": {"chains": _chains(task.star["graph"], task.star["start"]), "current": state.last_label,
                   "replies": task.star["replies"]},
         "form": query_form(task),
-        "kb_log": _kb_log(events),
+        "kb_log": _kb_log(counted, tasks, browse),
+        "selected": dict(zip(("primary", "secondary"), map(_shown_item, selected_items(counted)))),
         "item": state.item,
         "suggestions": [_suggestion(s) for s in suggestions],
         "this_turn": [{"action": e.action, **{k: v for k, v in e.data.items() if k in ("Text", "Task")}}
@@ -583,9 +787,10 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
 
 def replay(session: Session, conversation_ids: Sequence[int],
            kb: Optional[KnowledgeBase] = None) -> tuple[int, list[ReplayDifference]]:
-    """Run every logged query again and compare with the ``return_item`` the wizard saw.
+    """Run every logged query again and compare with the ``return_item`` the wizard saw; find every
+    selected item again among its query's matches.
 
-    Returns how many queries were replayed and each one whose answer differs now.
+    Returns how many queries and selections were replayed and each one whose answer differs now.
     """
     replayed, differences = 0, []
     for conversation_id in conversation_ids:
@@ -595,6 +800,10 @@ def replay(session: Session, conversation_ids: Sequence[int],
         tasks = _tasks_of(session, conversation)
         events = dialog_events(session, conversation_id)
         for n, event in enumerate(events):
+            if event.action in SELECTIONS:
+                replayed += 1
+                differences += _replay_selection(conversation_id, events, tasks, event, kb)
+                continue
             if event.action != "query":
                 continue
             logged = next((e.data for e in events[n + 1:] if e.action == "return_item"), None)
@@ -613,6 +822,22 @@ def replay(session: Session, conversation_ids: Sequence[int],
                     f"the wizard saw {json.dumps(logged, default=str)}, now {json.dumps(now, default=str)}"),
                     event_id=event.id))
     return replayed, differences
+
+
+def _replay_selection(conversation_id: int, events: Sequence[DialogEvent], tasks: Mapping[str, Task],
+                      event: DialogEvent, kb: Optional[KnowledgeBase]) -> list[ReplayDifference]:
+    """A selected item, found again at its position among its query's matches (the first is the logged
+    answer, which the query's own replay checks)."""
+    try:
+        now: Any = item_at(events, tasks, event.data["Query"], event.data["Position"], kb)
+    except (InvalidInput, NotFound) as error:
+        now = {"error": error.message}
+    if now == event.data["Selected"]:
+        return []
+    return [ReplayDifference(conversation_id, (
+        f"{event.action} {event.id} (query {event.data['Query']}, item {event.data['Position'] + 1}): "
+        f"the wizard selected {json.dumps(event.data['Selected'], default=str)}, now {json.dumps(now, default=str)}"),
+        event_id=event.id)]
 
 
 # ---- export in STAR's format ----------------------------------------------------------------------------
@@ -688,11 +913,13 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
     main = {agent: max(counts, key=counts.__getitem__) if counts else None  # ties: the first to join
             for agent, counts in workers.items()}
     logged = []
-    for event in events:
+    for event, items in item_states(events):
         entry: dict[str, Any] = {"Action": event.action, "Agent": event.agent}
         for key in EVENT_FIELDS:
             if key in event.data:
                 entry[key] = hide_ids(event.data[key]) if key == "Text" else event.data[key]
+        if event.agent == "Wizard":  # the items selected as it happened, as STAR's wizard events carry them
+            entry.update((k, v) for k, v in zip(("PrimaryItem", "SecondaryItem"), items) if v is not None)
         if event.action == "return_item":
             entry.pop("Item", None)
             entry.update(_star_answer(event.data, tasks))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import json
 import math
 import random
 import zlib
@@ -49,6 +50,24 @@ OPS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
     "is_at_most": ("one", lambda row, v: row is not None and row <= v),
 }
 ORDERING = ("is_greater_than", "is_at_least", "is_less_than", "is_at_most")
+# A field may hold one condition of each of these kinds in a query (a range has one bound of each side);
+# any other condition may appear once with a given value (near a park and near a school).
+ONE_PER_FIELD = {"equals": "equality", "is_equal_to": "equality", "is_one_of": "equality",
+                 "is_at_least": "lower bound", "is_greater_than": "lower bound",
+                 "is_at_most": "upper bound", "is_less_than": "upper bound"}
+
+# What the wizard's form may ask of a field, by the field's kind, in the order the form offers them: every
+# condition STAR's logged queries use ("equals" is a plain value, ``"Monday"``; "between" writes two).
+FORM_OPS: dict[str, tuple[str, ...]] = {
+    "choice": ("equals", "is_one_of", "is_not", "is_equal_to"),
+    "number": ("equals", "is_at_least", "is_at_most", "is_greater_than", "is_less_than", "between", "is_not",
+               "is_equal_to"),
+    "multi": ("contains", "contains_not"),
+    "text": ("equals", "contains", "is_not", "is_equal_to"),
+    "boolean": ("equals",),
+    "request": ("equals",),
+}
+MULTI = ("CategoricalMultiple",)  # a list of choices per row: the form asks what it contains
 
 
 @dataclass(frozen=True)
@@ -349,6 +368,47 @@ def constraints_from(raw: ConstraintInput) -> list[Constraint]:
             parsed = expression if isinstance(expression, Constraint) else parse_constraint(name, expression)
             found.append(parsed)
     return found
+
+
+def form_kind(column: Column) -> str:
+    """How the wizard's form shows a field: drop-down choices, a number, a list's members, yes/no or text."""
+    strings = [c for c in column.categories or () if isinstance(c, str)]
+    if column.type == "RequestType":
+        return "request"
+    if column.type in CHOICES and strings:
+        return "choice"
+    if column.type in MULTI and strings:
+        return "multi"
+    return {"Integer": "number", "Boolean": "boolean"}.get(column.type, "text")
+
+
+def literal(value: Any) -> str:
+    """A value as STAR's logged constraints write it: ``"Monday"``, ``21``, ``True``, ``["Uber","Lyft"]``."""
+    if isinstance(value, bool) or isinstance(value, int):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(literal(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def expression(op: str, value: Any) -> str:
+    """One condition in STAR's logged form: a plain value for ``equals``, else ``api.<op>(<value>)``."""
+    return literal(value) if op == "equals" else f"api.{op}({literal(value)})"
+
+
+def check_repeats(constraints: Sequence[Constraint]) -> None:
+    """A query asks each thing once: a field with two equalities, two lower or two upper bounds, or the
+    same condition twice, is an ``InvalidInput`` naming the field (STAR's form sent such queries: "Old Town
+    Inn" and "Hyatt Hotel" as one hotel's name)."""
+    seen: dict[tuple, Constraint] = {}
+    for constraint in constraints:
+        kind = None if constraint.negated else ONE_PER_FIELD.get(constraint.op)
+        key = ((constraint.field, kind) if kind is not None else
+               (constraint.field, constraint.op, constraint.negated, repr(constraint.value)))
+        if key in seen:
+            what = f"two conditions of one kind ({kind})" if kind else "the same condition twice"
+            raise InvalidInput(f"{what} in one query: keep one", constraint.field)
+        seen[key] = constraint
 
 
 class KnowledgeBase:

@@ -10,8 +10,10 @@ role finds them at the top of their queue.
 
 Routes (``Accept: application/json`` gives the JSON variant; POSTs carry the CSRF token as the worker pages'
 forms do, or as ``X-CSRFToken``):
-``GET|POST /star/turn/<assignment_id>`` (the page; submit the turn),
-``POST /star/turn/<assignment_id>/action`` (one action: query, request_suggestions, select_task, ...),
+``GET|POST /star/turn/<assignment_id>`` (the page, ``?query=<id>&position=<n>`` showing a query's n-th
+match, from 0; submit the turn),
+``POST /star/turn/<assignment_id>/action`` (one action: query, select_primary, select_secondary,
+request_suggestions, select_task, ...),
 ``GET /star/image/<task_id>`` (the flow chart).
 """
 
@@ -28,6 +30,7 @@ from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.models import AssignmentStatus, Task, Turn, Worker
 from turkflow.protocols.questions import STAR
+from turkflow.web.http import wants_json
 from turkflow.web.protocols.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, render_turn, show_turn, take_action,
 )
@@ -41,12 +44,29 @@ MAX_DRAFT = 500  # of a draft carried in the page's address (the no-script "Sugg
 # ---- the turn page ----------------------------------------------------------------------------------
 
 
-def star_turn_data(session: Session, turn: Turn, worker: Worker, draft: str = "") -> dict[str, Any]:
+def star_turn_data(session: Session, turn: Turn, worker: Worker, draft: str = "",
+                   browse: Optional[tuple[int, int]] = None, *, read_args: bool = True) -> dict[str, Any]:
     """What the role's page shows besides the chat: the user's scenario and instructions, or the
-    wizard's tasks, chart, knowledge base and suggestions. The user's never holds the knowledge base."""
+    wizard's tasks, chart, knowledge base (``browse``: a query's id and the match to show; else the
+    request's ``query`` and ``position`` arguments, on every entry route) and suggestions. The user's never
+    holds the knowledge base."""
     if turn.role == "user":
         return {"user": star_dialog.user_view(session, turn)}
-    return {"wizard": star_dialog.wizard_view(session, turn, draft, worker_id=worker.id)}
+    return {"wizard": star_dialog.wizard_view(session, turn, draft, worker_id=worker.id,
+                                              browse=browse or (browsed() if read_args else None))}
+
+
+def browsed() -> Optional[tuple[int, int]]:
+    """The match a GET asks to show (``?query=<event id>&position=<n>``), or none."""
+    if request.method != "GET" or "query" not in request.args:
+        return None
+    found = []
+    for name, default in (("query", None), ("position", "0")):
+        value = request.args.get(name, default)
+        if not (value.isascii() and value.isdigit() and len(value) <= 12):
+            raise InvalidInput("expected a whole number", name)
+        found.append(int(value))
+    return found[0], found[1]
 
 
 def render_star_turn(view: lifecycle.TurnView, data: dict[str, Any], *, draft: str = "",
@@ -61,7 +81,12 @@ def _page(assignment_id: str, *, error: Optional[InvalidInput | ServiceUnavailab
         held = held_turn(session, STAR, assignment_id)
         if held.assignment.status == AssignmentStatus.accepted and held.turn.role == "user":
             star_dialog.give_nudges(session, held.turn)  # once each, before the user writes
-        data = star_turn_data(session, held.turn, held.worker, draft)
+        try:
+            data = star_turn_data(session, held.turn, held.worker, draft)
+        except InvalidInput as refused:  # a match to show that is not there: the page as it is, saying so
+            if wants_json() or error is not None or "query" not in request.args:
+                raise
+            data, error, status = star_turn_data(session, held.turn, held.worker, draft, read_args=False), refused, 400
         return show_turn(session, held, data, PAGES, error=error, draft=draft, status=status)
 
 
@@ -82,8 +107,13 @@ def _act(session: Session, held: Held, body: dict[str, Any]) -> Acted:
     name = body.pop("action", None)
     written = star_dialog.take_action(session, held.turn, held.worker, name, body)
     draft = written[0].data.get("Text", "") if name == "request_suggestions" else ""
-    data = star_turn_data(session, held.turn, held.worker, draft) if held.turn.role == "wizard" else {}
-    return Acted(written, data, {"draft": draft[:MAX_DRAFT]} if draft else {})
+    # a selected item stays in view: the page shows its query at its position again
+    browse = (written[0].data["Query"], written[0].data["Position"]) if name in star_dialog.SELECTIONS else None
+    data = star_turn_data(session, held.turn, held.worker, draft, browse) if held.turn.role == "wizard" else {}
+    args = {"draft": draft[:MAX_DRAFT]} if draft else {}
+    if browse is not None:
+        args = {"query": str(browse[0]), "position": str(browse[1])}
+    return Acted(written, data, args)
 
 
 def _shown_again(assignment_id: str, error: InvalidInput | ServiceUnavailable,

@@ -64,7 +64,7 @@ def paid_turn(settings, providers, conversation_id: int, who: str, role: str, cl
 
 def coffee_dialog(settings, providers, conversation_id: int) -> None:
     """The user asks for the café, the agent finds it by one clicked API call and says so in two clicked
-    templates, the user agrees, the agent drives there, the user ends it."""
+    templates, the user agrees, the agent drives there, the user approves the destination on the map."""
     paid_turn(settings, providers, conversation_id, "U1-meep", "user", [], {"text": ASK})
     said = paid_turn(settings, providers, conversation_id, "A1-meep", "wizard",
                      [("call_api", {"api": "find_place", "arguments": QUERY}), ("pick_template", FOUND),
@@ -76,8 +76,7 @@ def coffee_dialog(settings, providers, conversation_id: int) -> None:
                                                             "longitude": {"result": "v1", "field": "longitude"}}}),
         ("pick_template", {"template": "t11", "fillers": [{"result": "v1", "field": "name"}]})],
         {"action": "send"})
-    paid_turn(settings, providers, conversation_id, "U1-meep", "user", [],
-              {"text": "Thank you!", "complete": "yes"})
+    paid_turn(settings, providers, conversation_id, "U1-meep", "user", [], {"approved": "yes"})
 
 
 def event_count(settings) -> int:
@@ -149,7 +148,9 @@ def test_every_click_is_an_event_with_its_arguments_and_the_turn_text_is_what_wa
     assert [(e.agent, e.action) for e in events[:8]] == [
         ("Scenario", "start"), ("User", "utter"), ("Agent", "call_api"), ("API", "return_results"),
         ("Agent", "pick_template"), ("Agent", "pick_template"), ("Agent", "send"), ("User", "utter")]
-    assert events[-2:][0].action == "utter" and events[-1].action == "complete"
+    assert [e.action for e in events[-2:]] == ["judge", "complete"]
+    assert events[-2].data == {"Approved": True, "Latitude": 34.0016, "Longitude": -118.4825,
+                               "Text": "Approved the destination"}
     call = events[2].data["Arguments"]["query"]
     assert call["value"] == "Bluebird Coffee on Main Street"
     assert [c["token"] for c in call["clicks"]] == [7, 8, 9, 10, 11] and call["clicks"][0]["message"] == 1
@@ -238,6 +239,8 @@ def test_the_sgd_export_carries_the_agents_api_calls_as_frames_with_the_clicked_
     assert dialogue["dialogue_id"] == f"meep_{conversation_id}"
     assert dialogue["services"] == ["meep", "find_place", "start_driving"]
     assert [t["speaker"] for t in dialogue["turns"]] == ["USER", "SYSTEM"] * 2 + ["USER"]
+    verdict = dialogue["turns"][-1]
+    assert verdict["utterance"] == "Approved the destination" and verdict["frames"][0]["actions"][0]["act"] == "AFFIRM"
     found = dialogue["turns"][1]
     said, call = found["frames"]
     assert said["service"] == "meep" and [a["slot"] for a in said["actions"]] == ["t8", "t5"]
@@ -251,3 +254,68 @@ def test_the_sgd_export_carries_the_agents_api_calls_as_frames_with_the_clicked_
     find_place = services[0]
     assert [slot["name"] for slot in find_place["slots"]] == ["query", "latitude", "longitude"]
     assert find_place["intents"][0]["result_slots"][:2] == ["place_id", "name"]
+
+
+# ---- "+" and the destination -----------------------------------------------------------------------------
+
+PLUS = {"words": [{"message": 1, "token": 7}, {"message": 1, "token": 8}, {"template": "t2", "token": 1},
+                  {"blank": True}, {"template": "t2", "token": 8}]}  # "Bluebird Coffee is {}."
+
+
+def test_a_template_an_agent_adds_is_shared_with_the_batch_and_replays(settings, providers):
+    launch_meep(settings, providers, conversations=2)
+    with session_scope(settings.database_url) as s:
+        first, second = s.exec(select(Conversation.id).order_by(Conversation.id)).all()
+    paid_turn(settings, providers, first, "U1-meep", "user", [], {"text": ASK})
+    paid_turn(settings, providers, first, "A1-meep", "wizard", [
+        ("call_api", {"api": "find_place", "arguments": QUERY}), ("add_template", PLUS),
+        ("pick_template", {"template": "t13", "fillers": [{"result": "v1", "field": "neighborhood"}]})],
+        {"action": "send"})
+    paid_turn(settings, providers, second, "U2-meep", "user", [], {"text": "Tacos on Washington Boulevard"})
+    with session_scope(settings.database_url) as s:
+        held, author, _ = hold(s, second, "A2-meep", "wizard")
+        from turkflow.protocols.meep.dialog import agent_view
+        shown = agent_view(s, held, worker_id=author.id)
+        assert {"id": "t13", "text": "Bluebird Coffee is {}."}.items() <= next(
+            t for t in shown["templates"] if t["id"] == "t13").items()
+        record_action(s, held, author, "pick_template", {"template": "t13", "fillers": [{"tokens": [0]}]})
+        added = s.exec(select(DialogEvent).where(DialogEvent.action == "add_template")).one()
+        assert added.data["TemplateText"] == "Bluebird Coffee is {}." and added.data["Words"][2] == {
+            "template": "t2", "token": 1, "text": "is"}
+    with session_scope(settings.database_url) as s:
+        assert replay(s, [first, second])[1] == []
+
+
+def test_once_the_car_drives_the_agent_calls_nothing_and_the_user_only_judges(settings, providers):
+    launch_meep(settings, providers)
+    conversation_id = first_conversation(settings)
+    paid_turn(settings, providers, conversation_id, "U1-meep", "user", [], {"text": ASK})
+    drive = ("call_api", {"api": "start_driving", "arguments": {"latitude": {"result": "v1", "field": "latitude"},
+                                                                "longitude": {"result": "v1", "field": "longitude"}}})
+    with session_scope(settings.database_url) as s:
+        held, author, assignment = hold(s, conversation_id, "A1-meep", "wizard")
+        record_action(s, held, author, "call_api", {"api": "find_place", "arguments": QUERY})
+        record_action(s, held, author, *drive)
+        with pytest.raises(InvalidInput) as refused:
+            record_action(s, held, author, "call_api", {"api": "find_place", "arguments": QUERY})
+        assert "driving" in refused.value.reason
+        record_action(s, held, author, "pick_template", {"template": "t11", "fillers": [{"result": "v1", "field": "name"}]})
+        submit_turn(s, assignment, author, {"action": "send"})
+    pipeline.open_next_turn(settings, providers, conversation_id)
+    with session_scope(settings.database_url) as s:
+        held, author, assignment = hold(s, conversation_id, "U1-meep", "user")
+        from turkflow.protocols.meep.dialog import user_view
+        assert user_view(s, held)["destination"] == {"latitude": 34.0016, "longitude": -118.4825,
+                                                      "name": "Bluebird Coffee"}
+        for action, fields in (("utter", {"text": "Thanks"}), ("judge", {"approved": "maybe"})):
+            with pytest.raises(InvalidInput):
+                record_action(s, held, author, action, fields)
+        ended = submit_turn(s, assignment, author, {"approved": "no"})
+        assert (ended.turn.label, ended.turn.text) == ("complete", "Disapproved the destination")
+    with session_scope(settings.database_url) as s:
+        assert replay(s, [conversation_id])[1] == []
+        judge = s.exec(select(DialogEvent).where(DialogEvent.action == "judge")).one()
+        judge.data = {**judge.data, "Latitude": 1.0}
+        s.add(judge)
+    with session_scope(settings.database_url) as s:
+        assert "the user judged the destination" in replay(s, [conversation_id])[1][0].what

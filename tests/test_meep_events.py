@@ -9,7 +9,7 @@ import pytest
 
 from turkflow.errors import InvalidDocument
 from turkflow.protocols.meep import clicks
-from turkflow.protocols.meep.events import CLOSING, ROLE_ACTIONS, EventShape, from_events, template_added, to_events
+from turkflow.protocols.meep.events import CLOSING, ROLE_ACTIONS, EventShape, from_events, to_events
 from turkflow.protocols.meep.execute import execute
 
 from tests.test_meep_clicks import kb, paper_dialog, templates  # noqa: F401  (fixtures)
@@ -51,7 +51,6 @@ def test_every_worker_action_belongs_to_a_role_and_turns_close_as_the_protocol_s
 def test_stored_rows_read_back_into_the_same_log_which_executes_without_a_difference(kb, templates):
     log = paper_dialog(kb, templates)
     events = to_events(log)
-    events.insert(5, template_added("t13", "It is {} minutes away."))  # "+" changes no utterance
     rows = [Row(n, e.agent, e.action, dict(e.data)) for n, e in enumerate(events, 1)]
     again = from_events(rows)
     assert again == log and execute(again, templates, kb) == []

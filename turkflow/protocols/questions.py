@@ -289,32 +289,36 @@ FRAMES = logged_protocol("frames", FRAMES_USER, FRAMES_WIZARD)
 # ---- MEEP (Arkhangorodsky et al. 2020) -----------------------------------------------------------------
 # The user types; the agent (a wizard) only clicks: it calls APIs with arguments clicked from the user's words
 # or earlier results, and replies with utterance templates whose blanks it fills the same way. Every click is
-# an event (turkflow.protocols.meep.dialog) and the log can be executed again (turkflow replay).
+# an event (turkflow.protocols.meep.dialog) and the log can be executed again (turkflow replay). The agent may
+# add a template ("+", every agent of the batch sees it); it ends the dialog by calling start_driving, and the
+# user's last turn approves or disapproves the destination shown on a map (judge), MEEP's success label.
 
 MEEP_USER = RoleForm(
     role="user",
     title="User: get where you want to go with the agent",
     sees_document=False,
-    sees=("goal",),
-    actions=USER_ACTIONS,
+    sees=("goal", "destination"),
+    actions=("utter", "judge", "complete"),
     guidelines=(
         "Your goal says where you want to go. Tell the agent in your own words.",
         "Read the whole chat: other users may have written earlier turns. Continue naturally.",
-        "When the agent has found your destination (or cannot), end the dialog.",
+        "When the agent starts driving, you see the destination on a map: approve it or disapprove it.",
+        "If the agent cannot find your destination, end the dialog.",
     ),
     questions=(SAY_OR_END, Question("response", "Your message to the agent", "text", is_response=True)),
-    survey=(Question("succeeded", "Did the agent get you to the destination you wanted?", "yes_no", YES_NO),),
 )
 MEEP_AGENT = RoleForm(
     role="wizard",
     title="Agent: help the user by clicking",
     sees_document=True,
     sees=("tokens", "apis", "templates"),
-    actions=("call_api", "pick_template", "send"),
+    actions=("call_api", "add_template", "pick_template", "send"),
     guidelines=(
         "You cannot type: click the user's words or earlier results to fill API arguments and replies.",
         "Call an API when you need facts; its results appear in the panel, ready to click.",
         "Pick one or more reply templates, fill their blanks by clicking, and send.",
+        "No template says it? Make one with +: click words and blanks; every agent sees it from then on.",
+        "When the user agrees, call start_driving with the place's latitude and longitude, and say so.",
     ),
     questions=(
         Question("action", "How do you reply?", "choice", (("send", "With the templates I filled"),),

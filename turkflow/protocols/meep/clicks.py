@@ -26,17 +26,24 @@ from turkflow.protocols.meep.log import (
     FieldClick,
     Filler,
     Result,
+    Blank,
+    Piece,
     Send,
     SessionLog,
+    TemplateAdded,
     TemplatePick,
+    TemplateWord,
     UserMessage,
     WordClick,
 )
-from turkflow.protocols.meep.templates import blanks, render, show
+from turkflow.protocols.meep.templates import add_template as added_to, blanks, render, show
 from turkflow.protocols.meep.tokens import span_text, tokenize
 
 MAX_MESSAGE = 1000
 MAX_CLICKS = 20  # words in one filler
+MAX_PIECES = 40  # words and blanks of one new template
+_NO_SPACE_BEFORE = set(".,!?;:)%'’")
+_NO_SPACE_AFTER = set("($")
 _NUMBER = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")
 
 
@@ -209,6 +216,95 @@ def pick_template(log: SessionLog, templates: Mapping[str, str], template_id: An
         clicks = _clicks(raw, log, field, last_message_only=True)
         made.append(Filler(clicks, value_of(clicks, panel(log), messages(log), field)))
     return TemplatePick(template_id, text, tuple(made), render(text, [f.value for f in made]))
+
+
+def drive_call(log: SessionLog, kb: KnowledgeBase) -> Optional[ApiCall]:
+    """The agent's last call of a ``drive`` API (MEEP's ``start_driving``): the dialog's destination."""
+    calls = [r for r in log.records if isinstance(r, ApiCall) and r.results
+             and r.api in kb.apis and kb.apis[r.api].function == "drive"]
+    return calls[-1] if calls else None
+
+
+def destination(log: SessionLog, kb: KnowledgeBase) -> Optional[dict[str, Any]]:
+    """Where the car is driving (``latitude``, ``longitude``), or None while the agent has not started."""
+    call = drive_call(log, kb)
+    if call is None:
+        return None
+    fields = call.results[0].fields
+    return {"latitude": fields.get("latitude"), "longitude": fields.get("longitude")}
+
+
+def template_words(text: str) -> list[tuple[int, str]]:
+    """A template's clickable words: its tokens but the braces of its blanks, by token index."""
+    return [(t.index, t.text) for t in tokenize(text) if t.text not in ("{", "}")]
+
+
+def compose(words: Sequence[Optional[str]]) -> str:
+    """A template's text from clicked words and blanks (None): spaced as a sentence is, with no space
+    before a full stop or after an opening bracket."""
+    out = ""
+    for word in words:
+        piece = "{}" if word is None else word
+        if out and piece[0] not in _NO_SPACE_BEFORE and out[-1] not in _NO_SPACE_AFTER:
+            out += " "
+        out += piece
+    return out
+
+
+def piece_text(piece: Piece, said: Mapping[int, str], templates: Mapping[str, str], field: str) -> Optional[str]:
+    """The word a composer's piece gives now (None for a blank); a piece that gives none names ``field``."""
+    if isinstance(piece, Blank):
+        return None
+    if isinstance(piece, TemplateWord):
+        if piece.template not in templates:
+            raise InvalidInput(f"there is no template {piece.template!r}", field)
+        found = dict(template_words(templates[piece.template]))
+        if piece.token not in found:
+            raise InvalidInput(f"template {piece.template} has no word {piece.token}", field)
+        return found[piece.token]
+    if piece.message not in said:
+        raise InvalidInput(f"there is no user message {piece.message}", field)
+    tokens = tokenize(said[piece.message])
+    if not 0 <= piece.token < len(tokens):
+        raise InvalidInput(f"user message {piece.message} has no token {piece.token}", field)
+    if tokens[piece.token].text in ("{", "}"):
+        raise InvalidInput("a blank is the composer's { } button, not a brace", field)
+    return tokens[piece.token].text
+
+
+def _piece(raw: Any, said: Mapping[int, str], templates: Mapping[str, str], field: str) -> Piece:
+    """A composer's piece as a page sends it: ``{"blank": true}``, ``{"message": 2, "token": 5}`` or
+    ``{"template": "t3", "token": 2}``."""
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("expected {blank: true}, {message, token} or {template, token}", field)
+    if set(raw) == {"blank"} and raw["blank"] is True:
+        return Blank()
+    token = raw.get("token")
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise InvalidInput("expected a token number", field)
+    if set(raw) == {"template", "token"} and isinstance(raw["template"], str):
+        piece: Piece = TemplateWord(raw["template"], token, "")
+    elif set(raw) == {"message", "token"} and isinstance(raw["message"], int) and not isinstance(raw["message"], bool):
+        piece = WordClick(raw["message"], token, "")
+    else:
+        raise InvalidInput("expected {blank: true}, {message, token} or {template, token}", field)
+    text = piece_text(piece, said, templates, field)
+    return TemplateWord(piece.template, token, text) if isinstance(piece, TemplateWord) \
+        else WordClick(piece.message, token, text)
+
+
+def add_template(log: SessionLog, templates: Mapping[str, str], pieces: Any) -> TemplateAdded:
+    """MEEP's "+": a new template composed by clicking words (of the user's messages or of the
+    templates) and blanks, in order; its id is an existing one when the same text is there already."""
+    if not isinstance(pieces, list) or not pieces or len(pieces) > MAX_PIECES:
+        raise InvalidInput(f"click 1 to {MAX_PIECES} words and blanks", "words")
+    said = messages(log)
+    made = tuple(_piece(raw, said, templates, f"words[{n}]") for n, raw in enumerate(pieces))
+    if all(isinstance(p, Blank) for p in made):
+        raise InvalidInput("click at least one word", "words")
+    text = compose([None if isinstance(p, Blank) else p.text for p in made])
+    template_id, _ = added_to(templates, text)
+    return TemplateAdded(template_id, text, made)
 
 
 def send(log: SessionLog) -> Send:

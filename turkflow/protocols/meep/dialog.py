@@ -3,9 +3,15 @@
 A MEEP dialog is its session log (``turkflow.protocols.meep``) written as ``DialogEvent`` rows, one function,
 ``record_action``, writing them while a worker holds a turn. The paid turns stay ``Turn`` rows:
 
-- a *user* turn is one ``utter`` (free text), perhaps followed by ``complete`` (the dialog ends with it);
-- an *agent* turn (role ``wizard`` in the database, "agent" on its pages) is any number of ``call_api`` and
-  ``pick_template`` clicks, closed by one ``send``: the paid turn's response is the sent text.
+- a *user* turn is one ``utter`` (free text), perhaps followed by ``complete`` (the user gives up);
+- an *agent* turn (role ``wizard`` in the database, "agent" on its pages) is any number of ``call_api``,
+  ``add_template`` (MEEP's "+") and ``pick_template`` clicks, closed by one ``send``: the paid turn's
+  response is the sent text. Once the agent has called a ``drive`` API (``start_driving``) it calls no more;
+- the user's turn after ``start_driving`` is the dialog's last: the destination on a map, approved or
+  disapproved (``judge``, then ``complete``), MEEP's success label.
+
+Templates are the batch's: the requester's ``templates.json`` and every template an agent of the batch
+added, from then on (``batch_templates``).
 
 Every click is checked by ``turkflow.protocols.meep.clicks`` against the log so far, rebuilt from the events
 (``turkflow.protocols.meep.events``), so the log the pages write is the one ``turkflow replay`` executes
@@ -36,10 +42,10 @@ from turkflow.dataset.export import ExportFilters
 from turkflow.hits import lifecycle
 from turkflow.protocols.files import cut, inside, read_json, shown
 from turkflow.protocols.meep import clicks
-from turkflow.protocols.meep.events import EventShape, from_events, record_events, start_event
+from turkflow.protocols.meep.events import EventShape, from_events, judged, record_events, start_event
 from turkflow.protocols.meep.execute import execute
 from turkflow.protocols.meep.kb import KnowledgeBase
-from turkflow.protocols.meep.log import ApiCall, Send, SessionLog, TemplatePick, UserMessage
+from turkflow.protocols.meep.log import ApiCall, Send, SessionLog, TemplateAdded, TemplatePick, UserMessage
 from turkflow.protocols.meep.templates import load_templates, parts
 from turkflow.protocols.meep.tokens import tokenize
 from turkflow.models import (
@@ -198,6 +204,19 @@ def kept_events(session: Session, events: Sequence[DialogEvent]) -> list[DialogE
     return [e for e in events if e.worker_id is None or writers.get(e.turn_id) == e.worker_id]
 
 
+def batch_templates(session: Session, conversation: Conversation, files: Files) -> dict[str, str]:
+    """The templates every agent of the conversation's batch sees: the requester's file, then each one an
+    agent added ("+"), in the order they were added."""
+    added = session.exec(
+        select(DialogEvent.data).join(Conversation, Conversation.id == DialogEvent.conversation_id)
+        .where(Conversation.batch_id == conversation.batch_id, DialogEvent.agent == "Agent",
+               DialogEvent.action == "add_template").order_by(col(DialogEvent.id))).all()
+    templates = dict(files.templates)
+    for data in added:
+        templates.setdefault(data["Template"], data["TemplateText"])
+    return templates
+
+
 def _given(conversation: Conversation, files: Files) -> EventShape:
     return start_event(clicks.start(files.kb, conversation.scenario.get("start")))
 
@@ -215,9 +234,10 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
                   fields: Mapping[str, Any]) -> list[DialogEvent]:
     """Check one click of the worker holding ``turn`` against the log so far and append its events.
 
-    ``fields`` are the click's own: a user's ``text`` (``utter``) or none (``complete``); an agent's
-    ``api`` and ``arguments`` (``call_api``), ``template`` and ``fillers`` (``pick_template``) or none
-    (``send``), fillers as ``turkflow.protocols.meep.clicks`` reads them. Anything else, free text where a click
+    ``fields`` are the click's own: a user's ``text`` (``utter``), ``approved`` (``judge``: yes or no) or
+    none (``complete``); an agent's ``api`` and ``arguments`` (``call_api``), ``words`` (``add_template``),
+    ``template`` and ``fillers`` (``pick_template``) or none (``send``), as ``turkflow.protocols.meep.clicks``
+    reads them. Anything else, free text where a click
     belongs, or a click out of order is an ``InvalidInput`` naming the field (``fillers[1]``,
     ``arguments.query``), and nothing is written. An API call is answered at once, in the same events.
     """
@@ -231,15 +251,25 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
     files = requester_files(task_of(session, MEEP, conversation).star["folder"])
     log = session_log(session, conversation, files)
     done = [e.action for e in own_events(session, turn, worker)]
+    driving = clicks.destination(log, files.kb)
     if turn.role == "user":
+        if action == "utter" and driving is not None:
+            raise InvalidInput("the agent is driving you: approve or disapprove the destination on the map",
+                               "action")
         if action == "utter" and "utter" in done:
             raise InvalidInput("a user turn says one thing; submit it", "action")
-        if action == "complete" and ("utter" not in done or "complete" in done):
+        if action == "judge" and (driving is None or "judge" in done):
+            raise InvalidInput("there is no destination to judge yet" if driving is None
+                               else "this destination is judged; submit it", "action")
+        if action == "complete" and (not {"utter", "judge"} & set(done) or "complete" in done):
             raise InvalidInput("write your last message first, then end the dialog", "action")
     elif "send" in done:
         raise InvalidInput("this turn's message is sent; submit it", "action")
+    elif action in ("call_api", "add_template") and driving is not None:
+        raise InvalidInput("the car is driving: say where you are going and send", "action")
 
-    own = {"utter": ("text",), "call_api": ("api", "arguments"), "pick_template": ("template", "fillers")}
+    own = {"utter": ("text",), "judge": ("approved",), "call_api": ("api", "arguments"),
+           "add_template": ("words",), "pick_template": ("template", "fillers")}
     given = {name: rest.pop(name, None) for name in own.get(action, ())}
     if rest:
         raise InvalidInput("not a field of this click", str(sorted(rest)[0])[:60])
@@ -247,12 +277,20 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
         if not isinstance(given["text"], str):
             raise InvalidInput("write a message", "text")
         shapes = record_events(clicks.user_says(log, clean_text(given["text"], "text")))
+    elif action == "judge":
+        if given["approved"] not in (*YES, False, "no", "false", "0", "off"):
+            raise InvalidInput("approve (yes) or disapprove (no) the destination", "approved")
+        shapes = [judged(given["approved"] in YES, driving)]
     elif action == "complete":
         shapes = [EventShape("User", "complete", {})]
     elif action == "call_api":
         shapes = record_events(clicks.call_api(log, files.kb, given["api"], given["arguments"]))
+    elif action == "add_template":
+        shapes = record_events(clicks.add_template(log, batch_templates(session, conversation, files),
+                                                   given["words"]))
     elif action == "pick_template":
-        shapes = record_events(clicks.pick_template(log, files.templates, given["template"], given["fillers"]))
+        shapes = record_events(clicks.pick_template(log, batch_templates(session, conversation, files),
+                                                    given["template"], given["fillers"]))
     else:  # send
         shapes = record_events(clicks.send(log))
     if not any(e.action == "start" for e in dialog_events(session, conversation.id)):
@@ -273,6 +311,8 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
 
 _WORDS = re.compile(r"u([0-9]{1,4})_([0-9]{1,4})")
 _FIELD = re.compile(r"(source|v[0-9]{1,6})\.([A-Za-z0-9_]{1,60})")
+_TEMPLATE_WORD = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,59})\.([0-9]{1,4})")
+BLANK = "{}"
 MAX_SLOTS = 20
 
 
@@ -292,10 +332,30 @@ def filler_of(reference: Any, field: str) -> dict[str, Any]:
     return {"message": numbers.pop(), "tokens": [int(w.group(2)) for w in words]}
 
 
+def pieces_of(references: str) -> list[dict[str, Any]]:
+    """The "+" composer's words as its form sends them: ``u2_5`` (word 5 of user message 2), ``t3.2``
+    (word 2 of template t3) and ``{}`` (a blank), separated by spaces."""
+    pieces: list[dict[str, Any]] = []
+    for n, reference in enumerate(references.split()):
+        word, template_word = _WORDS.fullmatch(reference), _TEMPLATE_WORD.fullmatch(reference)
+        if reference == BLANK:
+            pieces.append({"blank": True})
+        elif word:
+            pieces.append({"message": int(word.group(1)), "token": int(word.group(2))})
+        elif template_word:
+            pieces.append({"template": template_word.group(1), "token": int(template_word.group(2))})
+        else:
+            raise InvalidInput("click words (u2_5, t3.2) and blanks ({})", f"words[{n}]")
+    return pieces
+
+
 def form_click(body: Mapping[str, Any]) -> dict[str, Any]:
     """A click's fields from the page's slots: ``filler-0``, ``filler-1``, ... make the template's
-    ``fillers`` and ``arg-<name>`` the API's ``arguments``; other fields pass as they are."""
+    ``fillers``, ``arg-<name>`` the API's ``arguments`` and a ``words`` string the composer's pieces;
+    other fields pass as they are."""
     rest = {k: v for k, v in body.items() if not k.startswith(("filler-", "arg-"))}
+    if isinstance(rest.get("words"), str):
+        rest["words"] = pieces_of(rest["words"])
     slots = {k: v for k, v in body.items() if k.startswith("filler-")}
     if slots:
         if len(slots) > MAX_SLOTS or set(slots) != {f"filler-{n}" for n in range(len(slots))}:
@@ -318,11 +378,13 @@ def _tokens(text: str) -> list[dict[str, Any]]:
 
 def agent_view(session: Session, turn: Turn, worker_id: Optional[int] = None) -> dict[str, Any]:
     """Everything the agent's page shows: the user's messages as clickable words (the last one for
-    templates, any for API arguments), the APIs with their argument slots, the results panel, the
-    templates with their blanks, the message being built, and whether this turn's message is sent."""
+    templates, any for API arguments), the APIs with their argument slots, the results panel, the batch's
+    templates with their blanks and clickable words (for "+"), the message being built, whether the car is
+    driving and whether this turn's message is sent."""
     conversation = session.get(Conversation, turn.conversation_id)
     files = requester_files(task_of(session, MEEP, conversation).star["folder"])
     log = session_log(session, conversation, files)
+    templates = batch_templates(session, conversation, files)
     said = clicks.messages(log)
     mine = [e.action for e in dialog_events(session, conversation.id)
             if e.turn_id == turn.id and (worker_id is None or e.worker_id == worker_id)]
@@ -334,7 +396,10 @@ def agent_view(session: Session, turn: Turn, worker_id: Optional[int] = None) ->
                                 for name, kind in api.arguments.items()]}
                  for api in files.kb.apis.values()],
         "panel": [{"id": r.id, "api": r.api, "fields": dict(r.fields)} for r in clicks.panel(log).values()],
-        "templates": [{"id": tid, "text": text, "parts": parts(text)} for tid, text in files.templates.items()],
+        "templates": [{"id": tid, "text": text, "parts": parts(text),
+                       "words": [{"index": i, "text": w} for i, w in clicks.template_words(text)]}
+                      for tid, text in templates.items()],
+        "driving": clicks.destination(log, files.kb),
         "pending": [{"template": p.template, "text": p.text} for p in clicks.pending(log)],
         "message": " ".join(p.text for p in clicks.pending(log)),
         "sent": "send" in mine,
@@ -342,9 +407,21 @@ def agent_view(session: Session, turn: Turn, worker_id: Optional[int] = None) ->
 
 
 def user_view(session: Session, turn: Turn) -> dict[str, Any]:
-    """The user's page: the goal and where the car is, never the knowledge base."""
-    scenario = session.get(Conversation, turn.conversation_id).scenario
-    return {"goal": scenario.get("goal", ""), "start": scenario.get("start", {}).get("address", "")}
+    """The user's page: the goal and where the car is, never the knowledge base; once the agent has
+    called ``start_driving``, the destination to approve or disapprove on the map (with the name of the
+    place it is, when a result the agent found stands there)."""
+    conversation = session.get(Conversation, turn.conversation_id)
+    scenario = conversation.scenario
+    files = requester_files(task_of(session, MEEP, conversation).star["folder"])
+    log = session_log(session, conversation, files)
+    point = clicks.destination(log, files.kb)
+    if point is not None:
+        named = [r.fields.get("name") for r in clicks.panel(log).values()
+                 if (r.fields.get("latitude"), r.fields.get("longitude")) == (point["latitude"], point["longitude"])
+                 and isinstance(r.fields.get("name"), str)]
+        point = {**point, "name": named[-1] if named else ""}
+    return {"goal": scenario.get("goal", ""), "start": scenario.get("start", {}).get("address", ""),
+            "destination": point}
 
 
 # ---- submitting a turn ----------------------------------------------------------------------------------
@@ -354,7 +431,8 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
                 *, as_answers: bool = False) -> lifecycle.Submission:
     """Close a MEEP turn and submit it through ``lifecycle.submit_turn``.
 
-    From MEEP's pages, ``body`` may carry the user's ``text`` and ``complete``, or the agent's
+    From MEEP's pages, ``body`` may carry the user's ``text`` and ``complete`` (or, once the car is
+    driving, ``approved``: yes or no, the destination's verdict, which ends the dialog), or the agent's
     ``action: send``, logged now, and the writing ``signals``. With ``as_answers`` it holds the protocol's
     answers instead (the label question, ``response``), as the generic turn route sends them. The turn
     must then hold its one closing click (the user's ``utter``, the agent's ``send``), and answers given
@@ -369,7 +447,12 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
         if rest:  # a MEEP turn's generic submit names a stray field as its own pages' submit does
             raise InvalidInput("not a field of a submit", str(sorted(rest)[0])[:60])
     elif turn.role == "user":
-        text, complete = one(rest, "text"), one(rest, "complete") in YES
+        text, complete, approved = one(rest, "text"), one(rest, "complete") in YES, one(rest, "approved")
+        if approved is not None:
+            if text is not None:
+                raise InvalidInput("the car is driving: approve or disapprove, nothing more", "text")
+            record_action(session, turn, worker, "judge", {"approved": approved})
+            complete = True
         if text is not None:
             record_action(session, turn, worker, "utter", {"text": text})
         if complete:
@@ -381,20 +464,22 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
         if action == "send" and "send" not in [e.action for e in own_events(session, turn, worker)]:
             record_action(session, turn, worker, "send", {})
     closing = CLOSING[turn.role]
-    return close_logged_turn(session, sent, closing=(closing,), holds=f"one {closing}", logged_as="clicks")
+    closes = ("utter", "judge") if turn.role == "user" else (closing,)
+    return close_logged_turn(session, sent, closing=closes, holds=f"one {' or '.join(closes)}", logged_as="clicks")
 
 
 # ---- replay ---------------------------------------------------------------------------------------------
 
 
-_NOT_RECORDS = {("Scenario", "start"), ("API", "return_results"), ("User", "complete"),
-                ("Agent", "add_template")}
+_NOT_RECORDS = {("Scenario", "start"), ("API", "return_results"), ("User", "complete"), ("User", "judge")}
 
 
 def replay(session: Session, conversation_ids: Sequence[int]) -> tuple[int, list[ReplayDifference]]:
     """Execute every conversation's log against the requester's files as they are now: every utterance
     rebuilt from its template and fillers, every API called again. Returns how many clicks ran (API calls,
-    template picks, sends) and every difference, naming its click."""
+    template picks, templates added, sends) and every difference, naming its click: a template added
+    ("+") is composed again from its clicked words, and a judged destination must be where the log's
+    ``start_driving`` drives now."""
     ran, differences = 0, []
     for conversation_id in conversation_ids:
         conversation = session.get(Conversation, conversation_id)
@@ -405,11 +490,34 @@ def replay(session: Session, conversation_ids: Sequence[int]) -> tuple[int, list
         turns = [e.turn_index for e in events if (e.agent, e.action) not in _NOT_RECORDS]
         log = session_log(session, conversation, files)
         ran += sum(1 for r in log.records if not isinstance(r, UserMessage))
-        for found in execute(log, files.templates, files.kb):
+        for found in execute(log, batch_templates(session, conversation, files), files.kb):
             turn = turns[found.click] if 0 <= found.click < len(turns) else None
             differences.append(ReplayDifference(conversation_id, found.describe(), turn_index=turn,
                                                 difference=found))
+        differences += _judged_elsewhere(conversation_id, events, log, files)
     return ran, differences
+
+
+def _judged_elsewhere(conversation_id: int, events: Sequence[DialogEvent], log: SessionLog,
+                      files: Files) -> list[ReplayDifference]:
+    """The user's verdict names the point they saw on the map; executing ``start_driving`` must drive
+    there still (its results are checked by ``execute``; this checks the verdict's point against them)."""
+    found = []
+    call = clicks.drive_call(log, files.kb)
+    for event in events:
+        if (event.agent, event.action) != ("User", "judge"):
+            continue
+        seen = {"latitude": event.data.get("Latitude"), "longitude": event.data.get("Longitude")}
+        try:
+            now = files.kb.call(call.api, {n: f.value for n, f in call.arguments.items()})[0] if call else {}
+        except InvalidInput as exc:
+            now = {"error": exc.reason}
+        driven = {"latitude": now.get("latitude"), "longitude": now.get("longitude")}
+        if driven != seen:
+            found.append(ReplayDifference(conversation_id, f"the user judged the destination {json.dumps(seen)}, "
+                                          f"executing start_driving drives to {json.dumps(driven)}",
+                                          turn_index=event.turn_index))
+    return found
 
 
 # ---- export as Schema-Guided Dialogue ------------------------------------------------------------------
@@ -446,6 +554,8 @@ def sgd_dialogue(conversation: Conversation, task: Task, log: SessionLog) -> dic
             services.append(record.api)
         elif isinstance(record, TemplatePick):
             picked.append(_action("TEMPLATE", record.template, [f.value for f in record.fillers]))
+        elif isinstance(record, TemplateAdded):
+            continue  # a template the agent made: no utterance of its own
         elif isinstance(record, Send):
             turns.append({"speaker": "SYSTEM", "utterance": record.text,
                           "frames": [{"service": task.domain, "slots": [], "actions": picked}, *frames]})
@@ -463,7 +573,8 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
     action (slot: the template id; values: its fillers' values); each API the agent called before sending
     adds a frame whose service is the API, with one ``INFORM`` action per argument (slot: the argument;
     value: what the clicks gave), and the call and its results as SGD's ``service_call`` and
-    ``service_results``. Nothing in SGD names a worker, so ``hash_key`` hides nothing here.
+    ``service_results``. The user's verdict on the destination is a last USER turn whose action is
+    ``AFFIRM`` (approved) or ``NEGATE`` (slot ``destination``, value ``latitude,longitude``). Nothing in SGD names a worker, so ``hash_key`` hides nothing here.
     """
     for page in conversation_pages(session, MEEP, filters, page_size):
         for conversation, _ in page:
@@ -471,7 +582,13 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
             events = kept_events(session, dialog_events(session, conversation.id))
             if not any(e.action == "start" for e in events):
                 continue  # nobody has said anything yet
-            yield sgd_dialogue(conversation, task, from_events(events))
+            dialogue = sgd_dialogue(conversation, task, from_events(events))
+            for judge in (e for e in events if (e.agent, e.action) == ("User", "judge")):
+                dialogue["turns"].append({"speaker": "USER", "utterance": judge.data["Text"], "frames": [{
+                    "service": task.domain, "slots": [],
+                    "actions": [_action("AFFIRM" if judge.data["Approved"] else "NEGATE", "destination",
+                                        [f"{judge.data['Latitude']},{judge.data['Longitude']}"])]}]})
+            yield dialogue
 
 
 def sgd_services(session: Session, names: set[str]) -> list[dict[str, Any]]:

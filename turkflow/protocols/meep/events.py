@@ -9,12 +9,16 @@ event and the API's answer another (STAR's ``query`` and ``return_item``), data 
   the dialog's first click (the conversation opens with the user's turn).
 - ``User utter``: one per user turn (``Text``, ``Number``), perhaps followed by ``User complete`` (no
   data): the user ends the dialog with that message. It changes no utterance, so a log has no record of it.
+- ``User judge`` (``Approved``, ``Latitude``, ``Longitude``, ``Text``), then ``User complete``: once the agent
+  has called ``start_driving``, the user's last turn approves or disapproves the destination shown on a map
+  (MEEP's success label). Like ``complete``, it is an event, not a log record.
 - ``Agent call_api`` (``API``, ``Arguments``: each a filler with its clicks and value), followed at once by
   ``API return_results`` (``API``, ``Results`` with their panel ids).
 - ``Agent pick_template`` (``Template``, ``TemplateText``, ``Fillers``, ``Text``).
 - ``Agent send`` (``Text``): closes a paid agent turn, as ``utter`` closes a user's.
-- ``Agent add_template`` (``Template``, ``TemplateText``): MEEP's "+"; it changes no utterance, so a log
-  keeps it only as an event, never as a record.
+- ``Agent add_template`` (``Template``, ``TemplateText``, ``Words``: each clicked word with where it came
+  from, or a blank): MEEP's "+". It is a log record, so executing the log composes the template again and
+  checks every later pick of it.
 """
 
 from __future__ import annotations
@@ -29,15 +33,17 @@ from turkflow.protocols.meep.log import (
     Result,
     Send,
     SessionLog,
+    TemplateAdded,
     TemplatePick,
     UserMessage,
     filler_json,
+    piece_json,
     record_from_json,
     result_json,
 )
 
 AGENTS = {"user": "User", "agent": "Agent"}
-ROLE_ACTIONS = {"user": ("utter", "complete"), "agent": ("call_api", "pick_template", "add_template", "send")}
+ROLE_ACTIONS = {"user": ("utter", "judge", "complete"), "agent": ("call_api", "pick_template", "add_template", "send")}
 CLOSING = {"user": "utter", "agent": "send"}  # the action that ends a paid turn
 SYSTEM_ACTIONS = {("Scenario", "start"): "written when the conversation opens",
                   ("API", "return_results"): "written with the call_api it answers"}
@@ -57,8 +63,11 @@ def start_event(log: SessionLog) -> EventShape:
                                             "Tokenizer": log.tokenizer})
 
 
-def template_added(template_id: str, text: str) -> EventShape:
-    return EventShape("Agent", "add_template", {"Template": template_id, "TemplateText": text})
+def judged(approved: bool, point: Mapping[str, Any]) -> EventShape:
+    """The user's verdict on the destination shown on the map."""
+    return EventShape("User", "judge", {"Approved": approved, "Latitude": point["latitude"],
+                                        "Longitude": point["longitude"],
+                                        "Text": f"{'Approved' if approved else 'Disapproved'} the destination"})
 
 
 def record_events(record: Record) -> list[EventShape]:
@@ -74,6 +83,9 @@ def record_events(record: Record) -> list[EventShape]:
         return [EventShape("Agent", "pick_template", {
             "Template": record.template, "TemplateText": record.template_text,
             "Fillers": [filler_json(f) for f in record.fillers], "Text": record.text})]
+    if isinstance(record, TemplateAdded):
+        return [EventShape("Agent", "add_template", {"Template": record.template, "TemplateText": record.text,
+                                                     "Words": [piece_json(p) for p in record.pieces]})]
     assert isinstance(record, Send)
     return [EventShape("Agent", "send", {"Text": record.text})]
 
@@ -117,7 +129,11 @@ def from_events(events: Iterable[Any]) -> SessionLog:
                                             where))
         elif (event.agent, event.action) == ("Agent", "send"):
             records.append(record_from_json({"kind": "send", "text": data.get("Text")}, where))
-        elif (event.agent, event.action) not in (("Agent", "add_template"), ("User", "complete")):
+        elif (event.agent, event.action) == ("Agent", "add_template"):
+            records.append(record_from_json({"kind": "template_added", "template": data.get("Template"),
+                                             "text": data.get("TemplateText"), "pieces": data.get("Words")},
+                                            where))
+        elif (event.agent, event.action) not in (("User", "judge"), ("User", "complete")):
             raise InvalidDocument(f"{where}: not a MEEP event")
     if waiting is not None:
         raise InvalidDocument("the last call_api has no return_results")

@@ -15,9 +15,11 @@ from functools import partial
 from typing import Any, Callable, Mapping, Optional
 
 from turkflow.errors import InvalidInput
-from turkflow.protocols.meep.clicks import as_argument, value_of
+from turkflow.protocols.meep.clicks import as_argument, compose, piece_text, value_of
 from turkflow.protocols.meep.kb import KnowledgeBase
-from turkflow.protocols.meep.log import ApiCall, Filler, Result, SessionLog, TemplatePick, UserMessage
+from turkflow.protocols.meep.log import (
+    ApiCall, Filler, Result, SessionLog, TemplateAdded, TemplatePick, UserMessage,
+)
 from turkflow.protocols.meep.templates import render
 from turkflow.protocols.meep.tokens import TOKENIZER
 
@@ -54,6 +56,7 @@ def execute(log: SessionLog, templates: Mapping[str, str], apis: KnowledgeBase) 
     if log.tokenizer != TOKENIZER:
         differences.append(Difference(-1, "log", "tokenizer", "tokenizer", log.tokenizer, TOKENIZER))
     results: dict[str, Result] = {r.id: r for r in log.given}
+    templates = dict(templates)  # with the templates this log adds, as they compose now
     said: dict[int, str] = {}
     built: list[str] = []  # the utterances rebuilt since the last send
     for index, record in enumerate(log.records):
@@ -62,6 +65,8 @@ def execute(log: SessionLog, templates: Mapping[str, str], apis: KnowledgeBase) 
             said[record.number] = record.text
         elif isinstance(record, ApiCall):
             _call(record, results, said, apis, partial(report, record.api))
+        elif isinstance(record, TemplateAdded):
+            _compose(record, said, templates, partial(report, record.template))
         elif isinstance(record, TemplatePick):
             built.append(_utterance(record, results, said, templates, partial(report, record.template)))
         else:  # Send
@@ -121,6 +126,22 @@ def _call(record: ApiCall, results: dict[str, Result], said: Mapping[int, str], 
         results[result.id] = Result(result.id, record.api, answer)
     for result in record.results[len(answers):]:
         results.pop(result.id, None)
+
+
+def _compose(record: TemplateAdded, said: Mapping[int, str], templates: dict[str, str],
+             report: Report) -> None:
+    """The template composed again from its clicked words; later picks of it read the text it gives."""
+    words = []
+    for n, piece in enumerate(record.pieces):
+        try:
+            words.append(piece_text(piece, said, templates, f"words[{n}]"))
+        except InvalidInput as exc:
+            report(f"words[{n}]", getattr(piece, "text", None), _error(exc))
+            words.append(getattr(piece, "text", None))
+    now = compose(words)
+    if now != record.text:
+        report("template_text", record.text, now)
+    templates[record.template] = now
 
 
 def _utterance(record: TemplatePick, results: Mapping[str, Result], said: Mapping[int, str],

@@ -89,7 +89,35 @@ class Send:
     text: str
 
 
-Record = Union[UserMessage, ApiCall, TemplatePick, Send]
+@dataclass(frozen=True)
+class TemplateWord:
+    """A click on token ``token`` of template ``template``'s text (its words, never its blanks)."""
+
+    template: str
+    token: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Blank:
+    """The "{ }" button of the template composer: a blank the template's users fill by clicks."""
+
+
+Piece = Union[WordClick, TemplateWord, Blank]
+
+
+@dataclass(frozen=True)
+class TemplateAdded:
+    """MEEP's "+": a new template composed by clicks (words of the user's messages or of the templates,
+    and blanks), ``template`` its id; every agent of the batch may pick it from then on."""
+
+    kind: ClassVar[str] = "template_added"
+    template: str
+    text: str
+    pieces: tuple[Piece, ...]
+
+
+Record = Union[UserMessage, ApiCall, TemplatePick, Send, TemplateAdded]
 
 
 @dataclass
@@ -123,6 +151,14 @@ def click_json(click: Click) -> dict[str, Any]:
     return {"result": click.result, "field": click.field, "value": click.value}
 
 
+def piece_json(piece: Piece) -> dict[str, Any]:
+    if isinstance(piece, Blank):
+        return {"blank": True}
+    if isinstance(piece, TemplateWord):
+        return {"template": piece.template, "token": piece.token, "text": piece.text}
+    return click_json(piece)
+
+
 def filler_json(filler: Filler) -> dict[str, Any]:
     return {"clicks": [click_json(c) for c in filler.clicks], "value": filler.value}
 
@@ -140,6 +176,9 @@ def record_json(record: Record) -> dict[str, Any]:
     elif isinstance(record, TemplatePick):
         body = {"template": record.template, "template_text": record.template_text,
                 "fillers": [filler_json(f) for f in record.fillers], "text": record.text}
+    elif isinstance(record, TemplateAdded):
+        body = {"template": record.template, "text": record.text,
+                "pieces": [piece_json(p) for p in record.pieces]}
     else:
         body = {"text": record.text}
     return {"kind": record.kind, **body}
@@ -169,6 +208,18 @@ def _click(document: Any, where: str) -> Click:
         raise InvalidDocument(f"{where}: a click names a token or a result field and its value")
     return FieldClick(_get(document, "result", str, where), _get(document, "field", str, where),
                       document["value"])
+
+
+def _piece(document: Any, where: str) -> Piece:
+    if isinstance(document, dict) and document.get("blank") is True and len(document) == 1:
+        return Blank()
+    if isinstance(document, dict) and "template" in document:
+        return TemplateWord(_get(document, "template", str, where), _get(document, "token", int, where),
+                            _get(document, "text", str, where))
+    if isinstance(document, dict) and "message" in document:
+        return WordClick(_get(document, "message", int, where), _get(document, "token", int, where),
+                         _get(document, "text", str, where))
+    raise InvalidDocument(f"{where}: a piece is a word of a message or of a template, or a blank")
 
 
 def _filler(document: Any, where: str) -> Filler:
@@ -201,4 +252,8 @@ def record_from_json(document: Any, where: str = "record") -> Record:
                             _get(document, "text", str, where))
     if kind == Send.kind:
         return Send(_get(document, "text", str, where))
-    raise InvalidDocument(f"{where}.kind: one of user_message, api_call, template, send")
+    if kind == TemplateAdded.kind:
+        return TemplateAdded(_get(document, "template", str, where), _get(document, "text", str, where),
+                             tuple(_piece(p, f"{where}.pieces[{n}]")
+                                   for n, p in enumerate(_list(document, "pieces", where))))
+    raise InvalidDocument(f"{where}.kind: one of user_message, api_call, template, send, template_added")

@@ -134,8 +134,9 @@ def read_tasks(tasks_dir: Path) -> list[Task]:
 def make_scenarios(tasks: Sequence[Task], conversations: int, *, unhappy: float = 0.0,
                    tasks_per_dialog: int = 1, seed: int = 0) -> list[tuple[Task, dict[str, Any]]]:
     """One scenario per conversation, drawn from its own seed (``scenarios.make_scenario``): tasks that go
-    together (a multi-task dialog takes a chain of them), a seeded share of them unhappy, the entities and
-    values the user asks for taken from each task's knowledge base, the wizard's facts and the nudges."""
+    together (a multi-task dialog takes a chain of them), the share ``unhappy`` of them unhappy, the
+    entities and values the user asks for taken from each task's knowledge base, the wizard's facts and the
+    nudges."""
     if not 0.0 <= unhappy <= 1.0:
         raise InvalidInput("must be between 0 and 1", "unhappy")
     if not 1 <= tasks_per_dialog <= min(5, len(tasks)):
@@ -143,10 +144,13 @@ def make_scenarios(tasks: Sequence[Task], conversations: int, *, unhappy: float 
                            "tasks_per_dialog")
     by_name = {t.star["task"]: t for t in tasks}
     names = [t.star["task"] for t in tasks]
+    # the share asked for, as near as whole conversations allow (not a coin per conversation)
+    unhappy_ones = set(random.Random(f"{seed}:star-unhappy").sample(range(conversations),
+                                                                     round(unhappy * conversations)))
     made = []
     for n in range(conversations):
         rng = random.Random(f"{seed}:star-scenario:{n}")
-        happy = rng.random() >= unhappy
+        happy = n not in unhappy_ones
         chosen = [by_name[name] for name in star_scenarios.chain(names, tasks_per_dialog, n, rng)]
         scenario = star_scenarios.make_scenario([t.star for t in chosen],
                                                 lambda star: knowledge_base(star["kb_dir"]), rng, happy=happy)

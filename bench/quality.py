@@ -51,7 +51,7 @@ def simulate(policy: str, seed: int, conversations: int, workers: int, directory
 
     directory.mkdir(parents=True, exist_ok=True)
     report = run_with_stack(Settings(data_dir=directory, database_url=f"sqlite:///{directory / 'turkflow.db'}"),
-                            directory, config(policy, seed, conversations, workers))
+                            directory, config(policy, seed, conversations, workers), web_workers=1, web_threads=4)
     (directory / "report.json").write_text(json.dumps(report, indent=2, default=str))
     return report
 

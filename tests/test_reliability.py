@@ -139,3 +139,36 @@ def test_replay_sends_a_paster_to_review_on_their_second_pasted_turn_and_reports
     assert paper.pasters_caught_early == 0 and recommended.pasters_caught_early_share == 1.0
     assert recommended.honest_blocked == 0 and recommended.careless_raters == 1
     assert recommended.share_paid_to_spammers_and_pasters == pytest.approx(60 / 100)
+
+
+def test_simulate_with_pasters_and_harsh_raters_reports_the_new_shares_end_to_end(tmp_path):
+    """`turkflow simulate --pasters --harsh` at a small size, through the real stack, live on the recommended
+    policy: the pasters go to review within a few written turns, and the report says so for every policy."""
+    import json
+
+    from click.testing import CliRunner
+
+    from turkflow.cli.main import main
+
+    out = tmp_path / "report.json"
+    env = {"TURKFLOW_DATA_DIR": str(tmp_path / "var"), "TURKFLOW_DATABASE_URL": ""}
+    result = CliRunner().invoke(main, [
+        "simulate", "--conversations", "4", "--students", "4", "--teachers", "4", "--max-turns", "12",
+        "--mean-turns", "10", "--spammers", "0.25", "--careless", "0.25", "--harsh", "0.25", "--pasters", "0.25",
+        "--policy", "recommended", "--compare", "paper", "--seed", "5", "--web-workers", "2", "--web-threads", "2",
+        "--run-dir", str(tmp_path / "run"), "--json", str(out)], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["parameters"]["mix"] == {"spammer": 0.25, "lazy": 0.0, "careless": 0.25, "harsh": 0.25,
+                                           "paster": 0.25}
+    done = report["reproducible"]
+    monitor = done["monitor"]
+    assert monitor["policy"] == Policy.parse("recommended").text
+    assert done["crowd"]["paster"]["workers"] == 2 and done["crowd"]["harsh"]["workers"] == 2
+    assert monitor["pasters"] == 2 and monitor["pasters_caught_early_share"] == 1.0
+    assert monitor["careless_raters"] == 4 and "careless_detected_share" in monitor
+    assert {"honest_blocked_share", "spammers_blocked_early_share"} <= set(monitor)
+    assert 0 <= done["money"]["share_paid_to_spammers_and_pasters"] < 1
+    paper, = [e for e in done["policies"] if e["policy"] == "k=5,p=0.5"]
+    assert paper["pasters_caught_early"] == 0  # the paper's rule never looks at how turns were written
+    assert done["turns"]["lost"] == 0 and monitor["replay_agrees_with_live_monitor"]

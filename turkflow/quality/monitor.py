@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
-from typing import Optional
+from typing import Any, Optional
 
 from sqlalchemy import bindparam, func
 from sqlalchemy.exc import IntegrityError

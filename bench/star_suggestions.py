@@ -171,7 +171,8 @@ def main() -> None:
           f"{shown('schema_only_no_draft_top3')}; draft top-1 {shown('schema_only_draft_top1')}")
     print(f"  STAR's first option picked {shown('star_first_option')}; STAR Table 2 weighted F1 (BERT): "
           "happy 73.3, unhappy 73.9, multi-task 73.6")
-    print(f"  latency per ranking p50 {result['latency_p50_ms']:.2f} ms, p99 {result['latency_p99_ms']:.2f} ms")
+    print(f"  latency per ranking p50 {result['latency_p50_ms']:.2f} ms, "
+          f"p99 {result['latency_p99_ms']:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ def star() -> None:
 
 @star.command("train", context_settings=CONTEXT)
 @click.option("--data", "data", required=True, type=click.Path(path_type=Path, exists=True),
-              help="STAR's dialogues: a folder with train.tar.gz (read in place) or dialogues/N.json, a folder "
-                   "of N.json files, or the .tar.gz itself.")
+              help="STAR's dialogues: a folder with train.tar.gz (read in place) or dialogues/N.json, "
+                   "a folder of N.json files, or the .tar.gz itself.")
 @click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="The task schemas (one folder per task). Default: DATA/tasks, else DATA/../tasks.")
 @click.option("--out", "out", type=click.Path(path_type=Path, dir_okay=False),
@@ -45,7 +45,8 @@ def star_train(data: Path, tasks_dir: Optional[Path], out: Optional[Path], seed:
     from turkflow.protocols.star.suggestions import MODEL_PATH
 
     folder = data if data.is_dir() else data.parent
-    tasks_dir = tasks_dir or next((p for p in (folder / "tasks", folder.parent / "tasks") if p.is_dir()), None)
+    candidates = (folder / "tasks", folder.parent / "tasks")
+    tasks_dir = tasks_dir or next((p for p in candidates if p.is_dir()), None)
     if tasks_dir is None:
         raise CommandError(f"no tasks/ folder beside {data}; name it with --tasks")
     source = data / "train.tar.gz" if data.is_dir() and (data / "train.tar.gz").is_file() else data

@@ -217,7 +217,8 @@ def learn_renderings(renders: Iterable[tuple[int, Template, str, Mapping[str, An
 # ---- fitting --------------------------------------------------------------------------------------------
 
 
-def _masks(labels: Mapping[str, Sequence[str]], excluded: Mapping[str, frozenset[str]]) -> dict[str, np.ndarray]:
+def _masks(labels: Mapping[str, Sequence[str]],
+           excluded: Mapping[str, frozenset[str]]) -> dict[str, np.ndarray]:
     return {task: np.array([label not in excluded.get(task, ()) for label in names])
             for task, names in labels.items()}
 
@@ -289,7 +290,8 @@ def fit_task(members: Sequence[Row], prior: np.ndarray, picked: np.ndarray, mask
              options: Mapping[str, Any]) -> TaskWeights:
     """One task's multinomial logistic regression on top of the prior (mini-batch Adam, L2)."""
     counts = Counter(f for row in members for f in row.features)
-    vocabulary = {f: i for i, f in enumerate(sorted(f for f, n in counts.items() if n >= options["min_count"]))}
+    kept = sorted(f for f, n in counts.items() if n >= options["min_count"])
+    vocabulary = {f: i for i, f in enumerate(kept)}
     indices = [np.array([vocabulary[f] for f in row.features if f in vocabulary], dtype=np.int64)
                for row in members]
     offsets = prior @ offset_weights

@@ -103,7 +103,8 @@ _REFUSAL = re.compile(r"\b(unavailable|unable|unauthori[sz]ed|unsuccessful\w*|no
 # a reply announces an outcome when it says one of these; it announces a refusal when it also negates
 _OUTCOME_WORDS = re.compile(r"\b(available|book\w*|reserv\w*|success\w*|succeeded|confirm\w*|schedul\w*|"
                             r"found|match\w*|submitted|unlocked|recovered|changed)\b")
-_CAPABILITY = re.compile(r"\b(help you|able to|i can)\b")  # "I am only able to help you reserve a room" claims nothing
+# "I am only able to help you reserve a room" claims nothing
+_CAPABILITY = re.compile(r"\b(help you|able to|i can)\b")
 _NEGATION = re.compile(r"\b(not|no|unfortunately|sorry|unavailable|unable|cannot|can't|fail\w*)\b")
 
 
@@ -231,7 +232,7 @@ def render(slot: str, value: Any, spec: str, item: Mapping[str, Any], renderings
         if learned is None:
             return _boolean_phrase(slot, value)
         pattern = learned[0 if value else 1]
-        return re.sub(r"\{(\w+)\}", lambda m: str(item.get(m.group(1), "")) if m.group(1) in item else m.group(0),
+        return re.sub(r"\{(\w+)\}", lambda m: str(item[m.group(1)]) if m.group(1) in item else m.group(0),
                       pattern)
     if isinstance(value, (list, tuple)):
         element, separator, last = renderings.lists.get(slot, ("{}", ", ", " and "))
@@ -391,9 +392,11 @@ def state_features(state: DialogState) -> list[str]:
     outcome = outcome_of(state) or "-"
     queried = "q" if state.queried else "-"
     user = tokens(state.user_text)
-    answer = "yes" if _YES.search(state.user_text.lower()) else "no" if _NO.search(state.user_text.lower()) else "-"
+    said = state.user_text.lower()
+    answer = "yes" if _YES.search(said) else "no" if _NO.search(said) else "-"
     found = ["bias", f"last={last}", f"last={last}|{queried}|{outcome}", f"outcome={queried}|{outcome}",
-             f"last={last}|answer={answer}", f"n={min(len(state.used), 10)}", f"item={state.item is not None}"]
+             f"last={last}|answer={answer}", f"n={min(len(state.used), 10)}",
+             f"item={state.item is not None}"]
     if len(state.used) >= 2:
         found.append(f"prev={state.used[-2]}")
         found.append(f"prev={state.used[-2]}|last={last}")
@@ -472,7 +475,8 @@ class NextActionModel:
             with np.load(path, allow_pickle=False) as data:
                 document = json.loads(bytes(data["document"]).decode())
                 if tuple(document["prior_features"]) != PRIOR_FEATURES:
-                    raise InvalidDocument(f"{path}: trained with other schema features; run turkflow star train")
+                    raise InvalidDocument(f"{path}: trained with other schema features; "
+                                          "run turkflow star train")
                 tasks = {name: TaskWeights(tuple(part["labels"]),
                                            {f: i for i, f in enumerate(part["features"])},
                                            data[part["array"]].astype(np.float32))

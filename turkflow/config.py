@@ -124,6 +124,9 @@ class Settings(BaseSettings):
         0.6, description="Raters whose agreement with other raters is below this are shown as outliers.")
     stats_seconds: int = Field(
         300, description="How often the dashboard's hourly batch statistics and batch progress snapshots refresh.")
+    meep_tile_url: str = Field(
+        "", pattern=r"^(https://[^\s'\"<>]+)?$",
+        description="Map tiles MEEP's user sees the destination on (an https URL with {z}, {x} and {y}, e.g. https://tile.openstreetmap.org/{z}/{x}/{y}.png; respect the tile server's usage policy); empty: no tiles, the marker on a blank background with its coordinates.")
 
     mturk_live: bool = Field(False, description="Use the live MTurk marketplace (default: sandbox).")
     mturk_region: str = Field("us-east-1", description="AWS region of the MTurk requester API.")

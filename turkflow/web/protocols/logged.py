@@ -157,7 +157,10 @@ def close_turn(protocol: Protocol, assignment_id: str, shown_again: ShownAgain) 
             if not created:  # sent before: only the same text again is the same turn
                 lifecycle.check_resent(submission.turn, body.get("text"), "text")
             conversation_id, text = submission.turn.conversation_id, submission.turn.text
-            ended = lifecycle.ends_conversation(session, submission.turn)
+            # a role without end-of-dialog questions (MEEP's: the user's verdict is their last turn) goes back
+            # to the queue
+            ended = (lifecycle.ends_conversation(session, submission.turn)
+                     and bool(protocol.form(submission.turn.role).survey))
     except (InvalidInput, ServiceUnavailable) as error:  # rolled back: nothing of this submission is stored
         if wants_json():
             raise

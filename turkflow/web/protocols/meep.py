@@ -9,16 +9,25 @@ POST that ``turkflow.protocols.meep.dialog`` checks and logs; sending submits th
 ``lifecycle.submit_turn`` and the same Celery task as every other turn. The user who ends the dialog goes
 on to its end-of-dialog question.
 
+The agent's "+" composes a new template by clicking words and blanks (``add_template``); every agent of the
+batch sees it from then on. Once the agent has called ``start_driving``, the user's page shows the
+destination on a Leaflet map (vendored in ``static/vendor/leaflet/``, BSD-2) with the tiles the requester
+set (``TURKFLOW_MEEP_TILE_URL``; none: the marker on a blank background with its coordinates), and the
+user approves or disapproves it, which ends the dialog. The pages' Content-Security-Policy allows scripts,
+styles and images from this site only, and the tile server's images when one is set.
+
 Routes (``Accept: application/json`` gives JSON; POSTs carry the CSRF token as the forms do, or as
 ``X-CSRFToken``): ``GET|POST /meep/turn/<assignment_id>`` (the page; submit the turn: the user's ``text``
 and ``complete``, the agent's ``action=send``) and ``POST /meep/turn/<assignment_id>/action`` (a click:
-``call_api`` with ``api`` and ``arguments``, ``pick_template`` with ``template`` and ``fillers``, as
-``turkflow.protocols.meep.clicks`` reads them, or the forms' ``arg-<name>`` and ``filler-<n>`` slots).
+``call_api`` with ``api`` and ``arguments``, ``add_template`` with ``words``, ``pick_template`` with
+``template`` and ``fillers``, as ``turkflow.protocols.meep.clicks`` reads them, or the forms' ``arg-<name>``,
+``filler-<n>`` and ``words`` slots). The user's turn after ``start_driving`` submits ``approved`` (yes or no).
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 from flask import Response
 from sqlmodel import Session
@@ -31,15 +40,43 @@ from turkflow.protocols.questions import MEEP
 from turkflow.web.protocols.logged import (
     Acted, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
 )
-from turkflow.web.worker import _settings
+from turkflow.web.worker import CONTENT_SECURITY_POLICY as WORKER_POLICY, _settings
 
 bp = logged_blueprint(MEEP)
 PAGES = {"user": "meep_user.html", "wizard": "meep_agent.html"}
+FRAME_ANCESTORS = next(d for d in WORKER_POLICY.split("; ") if d.startswith("frame-ancestors"))
+
+
+def tile_source(tile_url: str) -> str:
+    """The CSP source the tile URL's images come from (``{s}`` subdomains as ``*``), or nothing."""
+    if not tile_url:
+        return ""
+    parts = urlsplit(tile_url.replace("{s}", "a"))
+    host = parts.netloc.replace("a.", "*.", 1) if "{s}." in tile_url else parts.netloc
+    return f"{parts.scheme}://{host}"
+
+
+def content_security_policy(tile_url: str) -> str:
+    """MEEP's pages load their scripts, styles and images (Leaflet's among them) from this site, and map
+    tiles from the requester's tile server when one is set; nothing else."""
+    images = " ".join(filter(None, ("'self' data:", tile_source(tile_url))))
+    return (f"default-src 'self'; script-src 'self'; style-src 'self'; img-src {images}; connect-src 'self'; "
+            f"object-src 'none'; base-uri 'self'; {FRAME_ANCESTORS}")
+
+
+def meep_headers(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = content_security_policy(_settings().meep_tile_url)
+    return response
+
+
+# Flask runs a blueprint's after-request functions last-registered first: put this one first in the list
+# so that it runs after the worker pages' headers (``logged_blueprint``) and its policy is the one sent.
+bp.after_request_funcs.setdefault(None, []).insert(0, meep_headers)
 
 
 def _data(session: Session, turn: Turn, worker: Worker) -> dict[str, Any]:
     if turn.role == "user":
-        return {"user": meep_dialog.user_view(session, turn)}
+        return {"user": meep_dialog.user_view(session, turn), "tiles": _settings().meep_tile_url}
     return {"agent": meep_dialog.agent_view(session, turn, worker_id=worker.id)}
 
 

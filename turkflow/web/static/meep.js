@@ -1,15 +1,36 @@
-/* MEEP's agent page: clicking a word or a result field fills the slot last chosen (a template's blank or
-   an API's argument) with its name (u2_5, v1.name); words of one message add up in click order, a field
-   replaces what the slot held. The forms then post as they do without this script. */
+/* MEEP's agent page: clicking a word or a result field fills the slot last chosen (a template's blank, an
+   API's argument, or the "+" composer) with its name (u2_5, v1.name, t3.2, {}); words of one message add up
+   in click order, a field replaces what the slot held, and the composer takes every click in order. Each
+   slot then shows the words and values it holds, not their names: the slot's input is kept, hidden, for the
+   form, and a button beside it shows what it holds and chooses it. The forms post as they do without this
+   script. */
 (function () {
   "use strict";
 
   var active = null;
 
+  function shown(refs) {
+    return refs.map(function (ref) {
+      var source = document.querySelector('[data-ref="' + CSS.escape(ref) + '"]');
+      return source ? source.getAttribute("data-text") : ref;
+    }).join(" ");
+  }
+
+  function view(slot) { return slot.nextElementSibling; }
+
+  function show(slot) {
+    var refs = slot.value.trim().split(/\s+/).filter(Boolean);
+    var box = view(slot);
+    box.textContent = refs.length ? shown(refs) : (slot.classList.contains("composer-slot")
+                                                   ? "click words and blanks" : "click to fill");
+    box.classList.toggle("empty", !refs.length);
+    box.setAttribute("data-refs", slot.value.trim());
+  }
+
   function choose(slot) {
-    if (active) { active.classList.remove("active"); }
+    if (active) { view(active).classList.remove("active"); }
     active = slot;
-    if (active) { active.classList.add("active"); }
+    if (active) { view(active).classList.add("active"); }
   }
 
   function clicked(ref) {
@@ -25,24 +46,43 @@
       var m = /^u(\d+)_\d+$/.exec(h);
       return m && m[1] === word[1];
     });
-    if (word && sameMessage) {
+    if (active.classList.contains("composer-slot")) {
+      held.push(ref);
+      active.value = held.join(" ");
+    } else if (word && sameMessage) {
       if (held.indexOf(ref) < 0) { held.push(ref); }
       active.value = held.join(" ");
+    } else if (ref === "{}" || /\.\d+$/.test(ref)) {
+      return;  // a template's word or a blank fills only the composer
     } else {
       active.value = ref;
     }
-    active.dispatchEvent(new Event("input", {bubbles: true}));
+    show(active);
   }
 
-  document.addEventListener("focusin", function (event) {
-    if (event.target.classList && event.target.classList.contains("slot")) { choose(event.target); }
+  Array.prototype.forEach.call(document.querySelectorAll("input.slot"), function (slot) {
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "slot-view";
+    button.setAttribute("data-slot", slot.name);
+    button.setAttribute("aria-label", slot.getAttribute("aria-label") || slot.name);
+    slot.insertAdjacentElement("afterend", button);
+    slot.type = "hidden";
+    show(slot);
+    button.addEventListener("click", function () { choose(slot); });
   });
   document.addEventListener("click", function (event) {
     var target = event.target.closest ? event.target.closest("[data-ref]") : null;
     if (target) { clicked(target.getAttribute("data-ref")); }
   });
   document.addEventListener("submit", function (event) {
-    var button = event.target.querySelector('button[type="submit"]');
-    if (button) { button.disabled = true; button.classList.add("busy"); }  // one send per click
+    var button = event.submitter || event.target.querySelector('button[type="submit"]');
+    if (!button) { return; }
+    button.classList.add("busy");
+    // one send per click; disabled once the form's data is taken, so the clicked button's value is sent
+    window.setTimeout(function () {
+      Array.prototype.forEach.call(event.target.querySelectorAll('button[type="submit"]'),
+                                   function (b) { b.disabled = true; });
+    }, 0);
   });
 })();

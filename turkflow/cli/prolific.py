@@ -13,12 +13,11 @@ from typing import Any, Callable
 
 import click
 
-from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, dollars, pass_app, table
+from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, pass_app, table
 from turkflow.cli.mturk import mturk_spend
 from turkflow.hits import money
 from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api, rules
-from turkflow.config import Settings
 from turkflow.errors import InvalidInput, ProviderError
 from turkflow.hits.prolific.provider import ProlificProvider, role_groups
 from turkflow.protocols.questions import PROTOCOLS, get_protocol

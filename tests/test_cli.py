@@ -99,7 +99,9 @@ def test_bad_task_file_is_a_one_line_error_and_writes_nothing(turkflow, settings
 
 
 def test_missing_task_file_is_a_one_line_error(turkflow, tmp_path):
-    assert "cannot read" in one_line_error(turkflow("tasks", "load", str(tmp_path / "nope.yaml")))
+    missing = tmp_path / "nope.yaml"
+    message = one_line_error(turkflow("tasks", "load", str(missing)))
+    assert str(missing) in message and "no such file" in message
 
 
 # ---- batch launch ---------------------------------------------------------------------------------------

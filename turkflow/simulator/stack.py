@@ -120,6 +120,15 @@ class PostgresCluster:
 KEEP_ALIVE_SECONDS = 75
 
 
+# How long a process may take to answer after it was started. Only a guard against a hang: every wait fails at
+# once when its process exits, and a busy machine (two cores under a test suite) takes far longer than a quiet
+# one to import a web app or a Celery worker.
+STARTUP_SECONDS = 300
+# gunicorn kills a worker that has not checked in for this long, the app's import included: the 30 s default
+# killed web workers still importing on a busy machine, over and over.
+WORKER_TIMEOUT_SECONDS = 120
+
+
 def gunicorn_command(app: str, bind: str, *, workers: int, threads: int,
                      options: Sequence[str] = ()) -> list[str]:
     """gunicorn serving ``app`` (``module:factory()``) on ``bind``, as the simulator, the benchmarks and the
@@ -134,7 +143,7 @@ def gunicorn_command(app: str, bind: str, *, workers: int, threads: int,
     """
     return [sys.executable, "-m", "gunicorn", "--workers", str(workers), "--threads", str(threads),
             "--bind", bind, "--backlog", "2048", "--keep-alive", str(KEEP_ALIVE_SECONDS),
-            "--no-control-socket", *options, app]
+            "--timeout", str(WORKER_TIMEOUT_SECONDS), "--no-control-socket", *options, app]
 
 
 def _numbered(name: str, count: int) -> list[str]:
@@ -238,16 +247,17 @@ class Stack:
 
     def _wait_ready(self, name: str) -> None:
         if name == "redis":
-            wait_for(lambda: Redis.from_url(self.settings.redis_url).ping(), "redis-server", 10, self.processes[name])
+            wait_for(lambda: Redis.from_url(self.settings.redis_url).ping(), "redis-server", STARTUP_SECONDS,
+                     self.processes[name])
         elif name in self.web_urls:
             url = self.web_urls[name]
-            wait_for(lambda: requests.get(f"{url}/queue", timeout=2).status_code < 500, name, 30,
+            wait_for(lambda: requests.get(f"{url}/queue", timeout=2).status_code < 500, name, STARTUP_SECONDS,
                      self.processes[name])
         elif name.startswith("celery"):
             probe = Celery(broker=self.settings.redis_url)
             wanted = None if name == "celery" else f"{name}@{socket.gethostname()}"
             wait_for(lambda: any(wanted in (None, *reply) for reply in probe.control.ping(timeout=0.5)),
-                     f"the Celery worker {name}", 60, self.processes[name])
+                     f"the Celery worker {name}", STARTUP_SECONDS, self.processes[name])
 
     def _spawn(self, name: str, command: list[str]) -> None:
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()

@@ -78,6 +78,45 @@ def replay_database(directory: Path, seed: int, workers: int) -> list[dict[str, 
     return [{**e.__dict__, "misses": e.misses()} for e in compare(crowd, stream, policies, reward_cents=reward)]
 
 
+def pay_floor(directory: Path, seed: int, workers: int) -> dict[tuple[int, int], float]:
+    """The least share of the rewards spammers and pasters earn if every spammer is blocked exactly at their
+    k-th rating and every paster at their m-th machine-written turn, by (k, m): a rating arrives only after
+    the next turn is written, and a worker has other turns in flight meanwhile, so no policy that waits for k
+    ratings can pay them less."""
+    from sqlmodel import select
+
+    from turkflow.config import Settings
+    from turkflow.db import session_scope
+    from turkflow.models import Batch, Worker
+    from turkflow.simulator.crowd import Behaviour, build_crowd
+    from turkflow.simulator.report import turn_stream
+
+    crowd = build_crowd(workers // 2, workers - workers // 2, {Behaviour(b): s for b, s in MIX.items()}, seed)
+    with session_scope(f"sqlite:///{directory / 'turkflow.db'}") as session:
+        batch_id = session.exec(select(Batch.id).order_by(Batch.id)).first()
+        names = dict(session.exec(select(Worker.id, Worker.name)).all())
+        stream = turn_stream(session, batch_id, names, Settings().typed_keys_per_char)
+    written: dict[str, int] = {}
+    rated: dict[str, int] = {}
+    pasted: dict[str, int] = {}
+    at_rating: dict[tuple[str, int], int] = {}
+    at_paste: dict[tuple[str, int], int] = {}
+    for turn in stream:
+        written[turn.writer] = written.get(turn.writer, 0) + 1
+        if turn.machine_written:
+            pasted[turn.writer] = pasted.get(turn.writer, 0) + 1
+            at_paste.setdefault((turn.writer, pasted[turn.writer]), written[turn.writer])
+        if turn.rating:
+            author = turn.rating.author
+            rated[author] = rated.get(author, 0) + 1
+            at_rating.setdefault((author, rated[author]), written.get(author, 0))
+    spammers = [w.name for w in crowd if w.behaviour == Behaviour.spammer]
+    pasters = [w.name for w in crowd if w.behaviour == Behaviour.paster]
+    return {(k, m): (sum(at_rating.get((n, k), written.get(n, 0)) for n in spammers)
+                     + sum(at_paste.get((n, m), written.get(n, 0)) for n in pasters)) / len(stream)
+            for k in (1, 3, 4, 6) for m in (1, 2)}
+
+
 def pct(x: Any) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
@@ -109,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
             done = collected["reproducible"]
             print(f"  seed {seed}: {done['turns']['stored']} turns, {done['ratings']} ratings, "
                   f"{done['stop_reason']}", flush=True)
+        floor = pay_floor(directory, seed, args.workers)
+        print(f"    seed {seed} least pay to spammers and pasters, blocked at their k-th rating and m-th pasted turn: "
+              + ", ".join(f"k={k},m={m} {pct(share)}" for (k, m), share in floor.items()), flush=True)
         for efficacy in replay_database(directory, seed, args.workers):
             by_policy.setdefault(efficacy["policy"], []).append(efficacy)
             print(f"    seed {seed} {efficacy['policy']:60} " + " | ".join(

@@ -11,7 +11,7 @@ from sqlmodel import col, select
 
 from tests.test_simulator_star import last_batch, turkflow
 from turkflow.db import session_scope
-from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Turn, TurnStatus
+from turkflow.models import Conversation, DialogEvent, Turn, TurnStatus
 
 
 def held(database_url: str, batch_id: int) -> dict:
@@ -22,9 +22,12 @@ def held(database_url: str, batch_id: int) -> dict:
                 col(Turn.conversation_id).in_(ids), Turn.status == TurnStatus.submitted)).one(),
             "clicks": s.exec(select(func.count()).select_from(DialogEvent).where(
                 col(DialogEvent.conversation_id).in_(ids),
-                col(DialogEvent.action).in_(["call_api", "pick_template", "send"]))).one(),
-            "answers": s.exec(select(func.count()).select_from(SurveyAnswer).where(
-                col(SurveyAnswer.conversation_id).in_(ids))).one(),
+                col(DialogEvent.action).in_(["call_api", "add_template", "pick_template", "send"]))).one(),
+            "drives": s.exec(select(func.count()).select_from(DialogEvent).where(
+                col(DialogEvent.conversation_id).in_(ids), DialogEvent.action == "call_api",
+                DialogEvent.data["API"].as_string() == "start_driving")).one(),
+            "verdicts": s.exec(select(func.count()).select_from(DialogEvent).where(
+                col(DialogEvent.conversation_id).in_(ids), DialogEvent.action == "judge")).one(),
         }
 
 
@@ -45,8 +48,9 @@ def test_ten_meep_conversations_lose_no_turn_replay_clean_and_round_trip_through
     events = meep["events"]
     assert events["Agent call_api"] == events["API return_results"] > 0 and events["Agent send"] == 20
     assert meep["apis_called"]["find_place"] > 0 and meep["apis_called"]["start_driving"] > 0
-    assert meep["paid_turns_by_label"] == {"complete": 10, "send": 20, "utter": 20}
-    assert sum(meep["succeeded"].values()) == db["answers"] == 10  # every user confirmed, or not
+    # every dialog the agent drove ends with the user's verdict on the map; the others with a last message
+    assert sum(meep["approved"].values()) == db["verdicts"] == db["drives"] > 0
+    assert meep["paid_turns_by_label"]["complete"] == 10
 
     replayed = turkflow(database_url, tmp_path, "replay", "--batch", str(batch_id))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr

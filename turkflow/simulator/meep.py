@@ -6,9 +6,10 @@ paid turns, as in MEEP's trips: the user says where they want to go (the destina
 in one of a few phrasings); the agent clicks those words into ``find_place``'s query and the start
 location's fields into its point, then says what it found in a template filled by clicking the result's
 fields ("I found {} on {}. It is {} minutes and {} miles away.") and asks "Shall we go?"; the user agrees;
-the agent clicks the result's point into ``start_driving`` and says where they are going; the user thanks
-them and ends the dialog, then confirms on the end-of-dialog question whether the agent got them there.
-A shorter ``max_turns`` keeps the first user turns, the last one ending the dialog.
+the agent clicks the result's point into ``start_driving`` and says where they are going; the user sees
+the destination on the map and approves or disapproves it, which ends the dialog (MEEP's success label).
+An agent that never drove leaves the user to end the dialog with a last message. A shorter ``max_turns``
+keeps the first user turns, the last one ending the dialog.
 
 Bad workers are the crowd's (``crowd.PROFILES``): a spamming agent picks random templates filled with
 random words of the user's message, a lazy one sends "Where would you like to go?"; spamming and lazy users
@@ -35,7 +36,7 @@ from turkflow.protocols.star import stages
 from turkflow.protocols.meep.kb import KnowledgeBase
 from turkflow.protocols.meep.tokens import words
 from turkflow.protocols.meep.dialog import make_scenarios, read_tasks
-from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Turn, TurnStatus
+from turkflow.models import Conversation, DialogEvent, Task, Turn, TurnStatus
 from turkflow.protocols.questions import MEEP
 from turkflow.simulator.crowd import LAZY_REPLIES, RATER_ERROR, SPAM_PHRASES, SimWorker, Written, writing_report
 from turkflow.simulator.driver import Outcome, WorkerClient
@@ -148,7 +149,9 @@ class MeepPlay:
         rng = random.Random(f"{self.seed}:meep-turn:{conversation}:{index}")
         good = rng.random() < worker.quality
         page = f"/meep/turn/{assignment_id}"
-        if worker.role == "user":
+        if worker.role == "user" and view["meep"]["user"].get("destination"):
+            body = self._judge(worker, script, view["meep"]["user"]["destination"], conversation, outcome)
+        elif worker.role == "user":
             body = self._user(worker, script, index, rng)
         else:
             self._agent(client, worker, page, view["meep"]["agent"], rng)
@@ -172,6 +175,22 @@ class MeepPlay:
         if script.stops_at(index):
             body["complete"] = "yes"
         return body
+
+    def _judge(self, worker: SimWorker, script: MeepScript, point: dict[str, Any], conversation: int,
+               outcome: Outcome) -> dict[str, Any]:
+        """The user's verdict on the map: a truthful user approves the goal's place (slips at the raters'
+        rate), a random one flips a coin, a careless one disapproves."""
+        wanted = script.scenario["destination"]
+        right = (point["latitude"], point["longitude"]) == (wanted["latitude"], wanted["longitude"])
+        rng = random.Random(f"{self.seed}:judge:{conversation}")
+        rates = worker.profile.rates
+        if rates == "truthful":
+            approved = right != (rng.random() < RATER_ERROR)
+        elif rates == "random":
+            approved = rng.random() < 0.5
+        else:
+            approved = False
+        return {"approved": "yes" if approved else "no"}
 
     def _agent(self, client: WorkerClient, worker: SimWorker, page: str, shown: dict[str, Any],
                rng: random.Random) -> None:
@@ -263,7 +282,6 @@ class MeepPlay:
         ids = [c.id for c in conversations]
         events = session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))).all()
         actions = Counter(f"{e.agent} {e.action}" for e in events)
-        answers = session.exec(select(SurveyAnswer.answer).where(col(SurveyAnswer.conversation_id).in_(ids))).all()
         paid = session.exec(select(Turn.label).join(Conversation, Conversation.id == Turn.conversation_id)
                             .where(Conversation.batch_id == outcome.batch_id,
                                    Turn.status == TurnStatus.submitted)).all()
@@ -275,6 +293,7 @@ class MeepPlay:
             "apis_called": dict(sorted(Counter(e.data.get("API") for e in events if e.action == "call_api").items())),
             "templates_picked": dict(sorted(Counter(e.data.get("Template") for e in events
                                                     if e.action == "pick_template").items())),
-            "succeeded": dict(sorted(Counter("yes" if a else "no" for a in answers).items())),
+            "approved": dict(sorted(Counter("yes" if e.data.get("Approved") else "no" for e in events
+                                            if e.action == "judge").items())),
         }
 

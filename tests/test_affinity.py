@@ -226,7 +226,7 @@ def test_with_affinity_more_of_a_conversations_role_is_written_by_one_worker(tmp
     written by its most frequent worker is higher with affinity (nothing expires: 600 s is longer than the
     simulation, so both reports are reproducible)."""
     settings = Settings(data_dir=tmp_path, database_url=sqlite_url, secret_key="test", worker_hash_key="test")
-    with Stack(settings, tmp_path / "logs", web_workers=2, web_threads=2) as stack:
+    with Stack(settings, tmp_path / "logs", web_workers=1, web_threads=4) as stack:  # one boots in time under load
         reports = [run_on(stack.settings, stack.url, SAME),
                    run_on(stack.settings, stack.url, replace(SAME, affinity_seconds=600))]
     without, kept = (report["reproducible"] for report in reports)

@@ -44,7 +44,8 @@ def test_the_user_page_shows_the_goal_and_never_the_knowledge_base(app, settings
     assert "You want a coffee at Bluebird Coffee" in html and 'name="text"' in html and 'name="complete"' in html
     data = user.get(page, headers=JSON).get_json()
     assert data["meep"] == {"user": {"goal": "You want a coffee at Bluebird Coffee, the one on Main Street in "
-                                             "Santa Monica.", "start": data["meep"]["user"]["start"]}}
+                                             "Santa Monica.", "start": data["meep"]["user"]["start"],
+                                     "destination": None}, "tiles": ""}
     assert "find_place" not in html and "agent" not in data["meep"]
 
 
@@ -58,7 +59,10 @@ def test_the_agent_page_shows_clickable_words_apis_results_and_templates(meep):
     assert data["last_message"] == 1 and data["messages"][0]["tokens"][7] == {"index": 7, "text": "Bluebird"}
     assert [a["name"] for a in data["apis"]][:2] == ["find_place", "places_nearby"]
     assert [r["id"] for r in data["panel"]] == ["source"] and data["pending"] == [] and not data["sent"]
-    assert data["templates"][1] == {"id": "t2", "text": "There is a {} in {}.", "parts": ["There is a ", " in ", "."]}
+    assert data["templates"][1] == {"id": "t2", "text": "There is a {} in {}.", "parts": ["There is a ", " in ", "."],
+                                    "words": [{"index": 0, "text": "There"}, {"index": 1, "text": "is"},
+                                              {"index": 2, "text": "a"}, {"index": 5, "text": "in"},
+                                              {"index": 8, "text": "."}]}
 
 
 def test_the_agent_clicks_an_api_call_and_templates_and_sends_them(meep, settings, providers):
@@ -143,20 +147,47 @@ def test_someone_elses_turn_is_forbidden(meep, app, settings):
     assert stored(settings) == before
 
 
-def test_the_user_who_ends_the_dialog_goes_on_to_confirm_success(meep, settings, providers):
+def test_the_user_who_ends_the_dialog_without_a_drive_goes_back_to_the_queue(meep, settings, providers):
     user, agent, page = meep
     click(agent, page, "call_api", api="find_place", arguments=QUERY)
     click(agent, page, "pick_template", **FOUND)
     send(agent, page, settings, providers, action="send")
     last = take(user)
-    ended = send(user, last, settings, providers, text="Yes, let's go, thanks!", complete="yes")
-    assert ended["survey_url"] == f"/survey/{_conversation(settings)}"
-    asked = user.get(ended["survey_url"], headers=JSON).get_json()
-    assert [q["name"] for q in asked["questions"]] == ["succeeded"]
-    assert user.post(ended["survey_url"], json={"succeeded": "maybe"}, headers=JSON).status_code == 400
-    assert user.post(ended["survey_url"], json={"succeeded": "yes"}, headers=JSON).status_code == 200
+    ended = send(user, last, settings, providers, text="Never mind, thanks!", complete="yes")
+    assert ended["survey_url"] is None  # MEEP asks no end-of-dialog question: the verdict is on the map
     with session_scope(settings.database_url) as s:
-        assert s.exec(select(SurveyAnswer.answer)).all() == [True]
+        assert s.exec(select(SurveyAnswer.answer)).all() == []
+
+
+def test_after_start_driving_the_user_page_shows_the_map_and_the_verdict_ends_the_dialog(
+        meep, app, settings, providers):
+    user, agent, page = meep
+    click(agent, page, "call_api", api="find_place", arguments=QUERY)
+    click(agent, page, "call_api", api="start_driving", arguments={
+        "latitude": {"result": "v1", "field": "latitude"}, "longitude": {"result": "v1", "field": "longitude"}})
+    shown = agent.get(page, headers=JSON).get_json()["meep"]["agent"]
+    assert shown["driving"] == {"latitude": 34.0016, "longitude": -118.4825}
+    assert click(agent, page, "add_template", words=[{"message": 1, "token": 7}]).status_code == 400  # driving
+    click(agent, page, "pick_template", template="t11", fillers=[{"result": "v1", "field": "name"}])
+    send(agent, page, settings, providers, action="send")
+    last = take(user)
+    response = user.get(last)
+    html = response.get_data(as_text=True)
+    assert 'id="map"' in html and 'data-lat="34.0016"' in html and 'data-lng="-118.4825"' in html
+    assert "vendor/leaflet/leaflet.js" in html and 'name="text"' not in html
+    policy = response.headers["Content-Security-Policy"]
+    assert "img-src 'self' data:;" in policy and "script-src 'self'" in policy and "default-src 'self'" in policy
+    assert user.post(last, json={"text": "hello"}, headers=JSON).status_code == 400  # only a verdict now
+    ended = send(user, last, settings, providers, approved="yes")
+    assert ended["survey_url"] is None and ended["text"] == "Approved the destination"
+
+
+def test_the_tile_url_is_the_only_other_origin_the_page_may_load_images_from():
+    from turkflow.web.protocols.meep import content_security_policy
+    assert "img-src 'self' data: https://*.tile.example.org;" in content_security_policy(
+        "https://{s}.tile.example.org/{z}/{x}/{y}.png")
+    assert "img-src 'self' data: https://tiles.example.org;" in content_security_policy(
+        "https://tiles.example.org/{z}/{x}/{y}.png")
 
 
 def _conversation(settings) -> int:

@@ -48,6 +48,7 @@ from turkflow.simulator.crowd import (
 )
 from turkflow.simulator.driver import Outcome, WorkerClient
 from turkflow.protocols.star import outcomes
+from turkflow.protocols.star.kb import check_repeats, constraints_from
 from turkflow.protocols.star.log import load_dialogues
 from turkflow.protocols.star.dialog import knowledge_base, make_scenarios, read_tasks, star_turns
 
@@ -149,10 +150,12 @@ def _replayed(folder: Path, tasks: Sequence[Task], conversations: int, seed: int
 
 
 def _valid(kbs: Mapping[str, Any], api: Any, constraints: Any) -> bool:
-    """Whether our knowledge base answers the logged query (STAR's wizards sent a few it refuses)."""
+    """Whether our knowledge base answers the logged query (STAR's wizards sent a few it refuses, and some
+    asking one field twice, which the form refuses)."""
     if api not in kbs or not isinstance(constraints, list):
         return False
     try:
+        check_repeats(constraints_from(constraints))
         outcomes.call(kbs[api], api, constraints)
     except TurkflowError:
         return False

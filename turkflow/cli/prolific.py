@@ -316,8 +316,8 @@ def prolific_groups_create(app: App, name: str, participants: tuple[str, ...]) -
     made = _asking(app, lambda: api.create_participant_group(
         provider.client, app.settings.prolific_workspace_id, name, "Made with turkflow prolific groups create.",
         participants))
-    click.echo(f"group {made['id']} \"{name}\" with {len(participants)} participants; name it for a role: "
-               f"TURKFLOW_PROLIFIC_ROLE_GROUPS=\"student={made['id']},...\"")
+    click.echo(f"group {made['id']} \"{name}\" with {len(participants)} participants; name it for its role in "
+               f"TURKFLOW_PROLIFIC_ROLE_GROUPS, as ROLE={made['id']} (e.g. \"student=<id>,teacher=<id>\")")
 
 
 @prolific_groups.command("add", context_settings=CONTEXT)

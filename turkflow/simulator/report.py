@@ -25,14 +25,17 @@ from turkflow.simulator.driver import Outcome, as_utc
 from turkflow.simulator.policies import Efficacy, RatingRecord, TurnRecord, compare, judge
 
 
-def turn_stream(session: Session, batch_id: int, names: dict[int, str], keys_per_char: float) -> list[TurnRecord]:
-    """The batch's submitted turns as the monitor saw them, in the order it judged them: by submission, the
-    ratings among them in the order they were stored (the order the live monitor judged each author in)."""
+def turn_stream(session: Session, batch_id: int, names: dict[int, str], keys_per_char: float,
+                order: Optional[dict[int, tuple]] = None) -> list[TurnRecord]:
+    """The batch's submitted turns as the monitor saw them, in the order it judged them: by submission (or by
+    ``order``, a sort key per turn id: the simulator's rounds, so that a seed replays the same way whatever the
+    timing within a round), the ratings among them in the order they were stored (the order the live monitor
+    judged each author in: an author gets at most one rating a round)."""
     turns = sorted(session.exec(
         select(Turn.id, Turn.worker_id, Turn.text, Turn.flags, Turn.signals, Turn.submitted_at)
         .join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == batch_id, Turn.status == TurnStatus.submitted)
-    ).all(), key=lambda t: (as_utc(t[5]), t[0]))
+    ).all(), key=lambda t: order.get(t[0], (float("inf"), t[0])) if order else (as_utc(t[5]), t[0]))
     ratings = session.exec(
         select(Rating.rater_turn_id, Rating.author_id, Rating.rater_id, Rating.relevant, Rating.useful)
         .join(Turn, Turn.id == Rating.rater_turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
@@ -41,12 +44,12 @@ def turn_stream(session: Session, batch_id: int, names: dict[int, str], keys_per
     machine = {turn_id: machine_written(flags, text or "", signals, keys_per_char)
                for turn_id, _, text, flags, signals, _ in turns}
     writer = {turn_id: names[worker_id] for turn_id, worker_id, *_ in turns}
-    carries = {rater_turn for rater_turn, *_ in ratings}
+    own = {rating[0]: rating for rating in ratings}
     given = iter(ratings)
     stream = []
     for turn_id, *_ in turns:
-        if turn_id in carries:  # a turn that rated: the next rating in storage order, with the turn that gave it
-            rater_turn, author, rater, relevant, useful = next(given)
+        if turn_id in own:  # a turn that rated: its own rating in round order, else the next in storage order
+            rater_turn, author, rater, relevant, useful = own[turn_id] if order else next(given)
             stream.append(TurnRecord(writer[rater_turn], machine[rater_turn],
                                      RatingRecord(names[author], relevant, useful, names[rater])))
         else:
@@ -72,7 +75,8 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         .join(Turn, Turn.id == Rating.rater_turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == outcome.batch_id).order_by(Rating.id)
     ).all()
-    stream = turn_stream(session, outcome.batch_id, names, keys_per_char)
+    stream = turn_stream(session, outcome.batch_id, names, keys_per_char,
+                         order={r.turn_id: (r.round, r.conversation, r.index) for r in outcome.turns.values()})
 
     live_blocked = _live_blocks(session, outcome, names, ratings)
     bonus_rows = session.exec(

@@ -11,6 +11,7 @@ from tests.conftest import wait_until
 from turkflow import pipeline
 from turkflow.config import Settings
 from turkflow.db import session_scope
+from turkflow.errors import AlreadySubmitted
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle, registry
 from turkflow.models import (Batch, Conversation, Event, Hit, HitStatus, QualityDecision, RoleStall, Task,
@@ -68,9 +69,12 @@ def test_double_submit_stores_one_turn(settings, providers):
     with session_scope(settings.database_url) as s:
         first = lifecycle.submit_turn(s, assignment.external_id, student, STUDENT_ANSWERS)
     with session_scope(settings.database_url) as s:
-        other = dict(STUDENT_ANSWERS, response="Other")
-        second = lifecycle.submit_turn(s, assignment.external_id, student, other)
+        second = lifecycle.submit_turn(s, assignment.external_id, student, STUDENT_ANSWERS)
     assert first.created and not second.created
+    with pytest.raises(AlreadySubmitted) as refused:  # other text is refused naming what was stored
+        with session_scope(settings.database_url) as s:
+            lifecycle.submit_turn(s, assignment.external_id, student, dict(STUDENT_ANSWERS, response="Other"))
+    assert refused.value.field == "response" and "What comes next?" in refused.value.message
     with session_scope(settings.database_url) as s:
         turns = s.exec(select(Turn).where(Turn.status == TurnStatus.submitted)).all()
         assert [t.text for t in turns] == ["What comes next?"]

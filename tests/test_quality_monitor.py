@@ -8,10 +8,11 @@ from sqlmodel import select
 
 from tests.conftest import wait_until
 from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd, low_rated_teacher
-from turkflow import pipeline
+from turkflow import pipeline, states
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
-from turkflow.models import Bonus, BonusStatus, Event, QualityDecision, Worker, WorkerStatus
+from turkflow.models import (Assignment, AssignmentStatus, Bonus, BonusStatus, Event, Hit, QualityDecision, Worker,
+                             WorkerStatus)
 from turkflow.quality.monitor import Policy, PolicyError
 from workers import tasks
 
@@ -87,6 +88,28 @@ def test_high_rated_worker_gets_exactly_one_bonus_per_qualifying_turn_when_the_p
     with session_scope(settings.database_url) as s:
         recorded = s.exec(select(func.count()).select_from(Event).where(Event.kind == "bonus_recorded")).one()
         assert recorded == 3
+
+
+def test_a_turn_whose_submission_ended_unpaid_still_earns_its_quality_bonus(settings, providers):
+    """Prolific's poller marks a stored turn's submission unpaid when the participant let it time out or
+    returned it; the turn is kept and paid, and a rating that arrives afterwards still earns its bonus."""
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=1)
+    teacher = crowd.worker("teacher", "T-good")
+    students = [crowd.worker("student", f"S{i}") for i in range(2)]
+    conversation_id = crowd.conversations()[0]
+    crowd.submit(students[0], conversation_id, STUDENT_LINES[0])
+    for i in range(5):
+        teacher_turn = crowd.submit(teacher, conversation_id, TEACHER_LINES[i])
+        if i == 4:  # the fifth answer fills the window: its rating earns the bonus
+            with session_scope(settings.database_url) as s:
+                assignment = s.exec(select(Assignment).join(Hit, Hit.id == Assignment.hit_id)
+                                    .where(Hit.turn_id == teacher_turn)).one()
+                states.move(assignment, AssignmentStatus.unpaid)
+                s.add(assignment)
+        crowd.submit(students[(i + 1) % 2], conversation_id, STUDENT_LINES[1 + i % 5])
+
+    assert [(b.turn_id, b.amount_cents) for b in _bonuses(settings, teacher.id)] == [(teacher_turn, 8)]
 
 
 def test_bonus_is_paid_once_when_the_celery_task_runs_twice(settings, providers, celery_worker):

@@ -356,12 +356,17 @@ def judge_writing(session: Session, turn: Turn, keys_per_char: float = default("
     return True
 
 
+# A turn we keep, whatever became of its submission: one that ended unpaid on the platform (Prolific: timed
+# out or returned after the turn was stored) is still paid its reward, and its quality bonus too.
+KEPT = (AssignmentStatus.submitted, AssignmentStatus.approved, AssignmentStatus.unpaid, AssignmentStatus.compensated)
+
+
 def _record_bonus(session: Session, policy: Policy, batch: Batch, turn: Turn, author: Worker,
                   decision: QualityDecision) -> Optional[Bonus]:
     assignment = session.exec(
         select(Assignment).join(Hit, Hit.id == Assignment.hit_id)
         .where(Hit.turn_id == turn.id, Hit.status == HitStatus.submitted, Assignment.worker_id == author.id,
-               col(Assignment.status).in_([AssignmentStatus.submitted, AssignmentStatus.approved]))
+               col(Assignment.status).in_(KEPT))
     ).first()
     if assignment is None:
         return None

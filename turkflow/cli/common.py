@@ -187,6 +187,15 @@ class TurkflowGroup(click.Group):
 pass_app = click.make_pass_decorator(App)
 
 
+def check_public_url(settings: Settings, who: str, label: str, path: str, problems: list[str]) -> None:
+    """A crowd platform sends its workers to our pages: print ``label: URL``, or add to ``problems`` that the
+    public address is not HTTPS (``who``: whose browsers must reach it)."""
+    if not settings.public_url.startswith("https://"):
+        problems.append(f"TURKFLOW_PUBLIC_URL must be an HTTPS address {who} can reach (it is {settings.public_url})")
+    else:
+        click.echo(f"{label}: {settings.public_url.rstrip('/')}{path}")
+
+
 def requester() -> str:
     """Who is acting, for the event log."""
     try:

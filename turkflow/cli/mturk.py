@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 import click
 from sqlmodel import col, select
 
-from turkflow.cli.common import CONTEXT, App, CommandError, dollars, find_batch, pass_app, progress_bar, table
+from turkflow.cli.common import CONTEXT, App, CommandError, check_public_url, dollars, find_batch, pass_app, progress_bar, table
 from turkflow.models import Conversation, Hit, HitStatus, Turn, Worker
 
 if TYPE_CHECKING:  # imported when a command runs: boto3 loads only for MTurk commands
@@ -67,11 +67,7 @@ def mturk_check(app: App, live: bool) -> None:
             click.echo("qualification types: ready (`turkflow mturk quals` lists them)")
         except QualificationsMissing as exc:
             problems.append(str(exc))
-    if not app.settings.public_url.startswith("https://"):
-        problems.append(f"TURKFLOW_PUBLIC_URL must be an HTTPS address MTurk workers can reach "
-                        f"(it is {app.settings.public_url})")
-    else:
-        click.echo(f"turn pages: {app.settings.public_url.rstrip('/')}/mturk/turn")
+    check_public_url(app.settings, "MTurk workers", "turn pages", "/mturk/turn", problems)
     if problems:
         raise CommandError("; ".join(problems))
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import click
 
-from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, pass_app, table
+from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, check_public_url, pass_app, table
 from turkflow.cli.mturk import mturk_spend
 from turkflow.hits import money
 from turkflow.protocols.star import stages
@@ -195,11 +195,7 @@ def prolific_check(app: App, protocol: str) -> None:
                    "`turkflow prolific webhook`)")
     if settings.prolific_test_studies:
         click.echo("studies: test studies, for the workspace's test participants only (nobody is paid)")
-    if not settings.public_url.startswith("https://"):
-        problems.append(f"TURKFLOW_PUBLIC_URL must be an HTTPS address participants' browsers can reach "
-                        f"(it is {settings.public_url})")
-    else:
-        click.echo(f"study links: {settings.public_url.rstrip('/')}/prolific/turn")
+    check_public_url(settings, "participants' browsers", "study links", "/prolific/turn", problems)
     if problems:
         raise CommandError("; ".join(problems))
 

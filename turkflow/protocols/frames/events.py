@@ -5,6 +5,10 @@ database's ``search_results`` (the ids shown and how many matched) and, when the
 ``suggestions`` shown (possibly none). Frames kept the same in its turns' ``db`` field. Logging the
 suggestions draw even when nothing could be suggested lets the analysis tell "not offered" from "nothing
 to offer", which is what Frames' random suggestions were for. ``replay`` re-runs logged searches.
+
+The wizard's ``book`` (Frames' ``action`` slot, "book") ends the dialog: its data is ``{"id": <item id>,
+"item": {column: value}}``, the package as it was booked, so the data set says what was booked even if the
+requester's database changes later, and ``replay`` names a booked package that is gone or changed.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from turkflow.errors import InvalidInput
-from turkflow.protocols.frames.database import Database
+from turkflow.protocols.frames.database import Database, to_json
 from turkflow.protocols.frames.search import Search, SearchResult, Suggestion, parse_sort, run_search
 
 WIZARD, DATABASE = "Wizard", "KnowledgeBase"  # agents as DialogEvent names them
 SEARCH, RESULTS, SUGGESTIONS = "search", "search_results", "suggestions"
+BOOK = "book"  # the wizard books one item; the dialog ends with that wizard's turn
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,11 @@ def search_events(search: Search, result: SearchResult) -> list[FramesEvent]:
     return events
 
 
+def book_event(item: Mapping[str, Any]) -> FramesEvent:
+    """The wizard's booking of ``item`` (a database row), kept as booked."""
+    return FramesEvent(WIZARD, BOOK, {"id": item["id"], "item": {k: to_json(v) for k, v in item.items()}})
+
+
 def search_from_event(db: Database, data: Mapping[str, Any]) -> Search:
     """A logged search, its conditions re-checked against the database (an ``InvalidInput`` names the
     field that no longer fits, e.g. a column the requester renamed)."""
@@ -63,7 +73,7 @@ def _logged(events: Sequence[FramesEvent | Mapping[str, Any]]) -> list[FramesEve
         if isinstance(event, Mapping):
             data = dict(event.get("data") or {})
             event = FramesEvent(event.get("agent", ""), event.get("action", ""), data)
-        if event.action in (SEARCH, RESULTS, SUGGESTIONS):
+        if event.action in (SEARCH, RESULTS, SUGGESTIONS, BOOK):
             found.append(event)
     return found
 
@@ -71,11 +81,15 @@ def _logged(events: Sequence[FramesEvent | Mapping[str, Any]]) -> list[FramesEve
 def replay(db: Database, events: Sequence[FramesEvent | Mapping[str, Any]]) -> list[str]:
     """Re-run every logged search on ``db`` and describe each difference from what was logged (empty when
     the database still answers the same), naming the items shown then and not now, and the other way round.
-    Logged suggestions are recomputed as if offered."""
+    Logged suggestions are recomputed as if offered. A booking is checked against the item now."""
     differences = []
     logged = _logged(events)
     number = 0
+    items = None
     for index, event in enumerate(logged):
+        if event.action == BOOK:
+            items = items if items is not None else {i["id"]: i for i in db.items}
+            differences += _booking_differences(items, event.data)
         if event.action != SEARCH:
             continue
         number += 1
@@ -99,3 +113,14 @@ def replay(db: Database, events: Sequence[FramesEvent | Mapping[str, Any]]) -> l
             differences.append(f"search {number}: the suggestions differ")
     return differences
 
+
+
+def _booking_differences(items: Mapping[Any, Mapping[str, Any]], data: Mapping[str, Any]) -> list[str]:
+    """What changed in a booked item since it was booked: gone, or the columns whose value differs."""
+    booked = data.get("item") or {}
+    now = items.get(data.get("id"))
+    if now is None:
+        return [f"booking: item {data.get('id')} is no longer in the database"]
+    changed = [f"{name} {booked.get(name)!r} -> {to_json(now.get(name))!r}"
+               for name in sorted(set(booked) | set(now)) if booked.get(name) != to_json(now.get(name))]
+    return [f"booking: item {data['id']} changed: {'; '.join(changed)}"] if changed else []

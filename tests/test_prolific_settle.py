@@ -163,7 +163,7 @@ def test_a_stored_turn_whose_submission_timed_out_is_approved_on_prolific_once(s
 @pytest.mark.parametrize("ends", ["returned", "timed out where Prolific will not approve it"])
 def test_a_stored_turn_whose_submission_ended_unpaid_gets_its_reward_as_a_bonus_once(
         settings, providers, fake_prolific, ends):
-    _, _, hits = launch(settings, providers)
+    batch_id, _, hits = launch(settings, providers)
     submission_id = writes(settings, fake_prolific, providers, hits[0], "p1", goes_back=False)
     if ends == "returned":
         fake_prolific.return_submission(submission_id)
@@ -185,6 +185,13 @@ def test_a_stored_turn_whose_submission_ended_unpaid_gets_its_reward_as_a_bonus_
         spent = money.spend(s)
         assert (spent.rewards_cents, spent.bonuses_cents, spent.pending_cents) == (REWARD, 0, 0)
         assert s.exec(select(Event).where(Event.kind == "prolific_reward_as_bonus")).one().data["bonus_id"] == bonus.id
+        # the budget counts the turn's reward once, whether Prolific paid it as a reward or as a bonus
+        batch = s.get(Batch, batch_id)
+        open_or_paid = s.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id)
+                              .join(Conversation, Conversation.id == Turn.conversation_id)
+                              .where(Conversation.batch_id == batch_id, Hit.status != HitStatus.expired)).all()
+        rewards = len(open_or_paid) * REWARD
+        assert lifecycle.committed_cents(s, batch_id) == rewards + money.percent_cents(rewards, batch.fee_percent)
 
 
 def test_a_kept_turn_earns_its_quality_bonus_beside_its_reward_each_paid_once(settings, providers, fake_prolific):

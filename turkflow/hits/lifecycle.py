@@ -50,6 +50,7 @@ from turkflow.protocols.questions import (
     clean_text,
     document_items,
     document_text,
+    PROTOCOLS,
     get_protocol,
     validate_answers,
 )
@@ -231,6 +232,10 @@ def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn,
     closes = last.role == protocol.first_role and last.label == protocol.closing_label
     if not protocol.closing_reply and closes:
         return protocol.closing_reason
+    if last.role != protocol.first_role:
+        reason = dict(protocol.other_closings).get(last.label)
+        if reason:
+            return reason
     if protocol.closing_reply and last.role != protocol.first_role and last.index > 0:
         if before is None or before.index != last.index - 1:
             before = session.exec(
@@ -272,8 +277,9 @@ def _complete(session: Session, batch: Batch, conversation: Conversation, reason
 def committed_cents(session: Session, batch_id: int, next_reward_cents: int = 0) -> int:
     """Rewards of every HIT published or submitted in the batch (not expired ones) plus bonuses recorded,
     and the platform fee the batch counts in its budget (Prolific's, ``Batch.fee_percent``, with its VAT),
-    rounded once on the total; ``next_reward_cents`` counts a turn about to open with them."""
-    from turkflow.models import Bonus
+    rounded once on the total; ``next_reward_cents`` counts a turn about to open with them. A reward paid
+    as a bonus (``BonusKind.reward``) is its HIT's reward, already counted with the HIT."""
+    from turkflow.models import Bonus, BonusKind
 
     batch = session.get(Batch, batch_id)
     hits = session.exec(
@@ -284,7 +290,7 @@ def committed_cents(session: Session, batch_id: int, next_reward_cents: int = 0)
     bonuses = session.exec(
         select(func.coalesce(func.sum(Bonus.amount_cents), 0)).select_from(Bonus)
         .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
-        .where(Conversation.batch_id == batch_id)
+        .where(Conversation.batch_id == batch_id, Bonus.kind != BonusKind.reward)
     ).one()
     spent = hits * batch.reward_cents + bonuses + next_reward_cents
     return spent + percent_cents(spent, batch.fee_percent)
@@ -326,6 +332,8 @@ def _takeable(query: Any, multi_task_passed: bool) -> Any:
             or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < bindparam("now")),
             or_(col(Hit.reserved_until).is_(None), col(Hit.reserved_until) <= bindparam("now"),
                 Hit.reserved_for_id == bindparam("worker"), ~_KEEPER_MAY_WORK.exists()),
+            or_(col(Batch.protocol).not_in(DISTINCT_WRITERS),
+                ~_task_taken(Conversation.batch_id, Conversation.task_id).exists()),
         ),
         multi_task_passed,
     )
@@ -333,6 +341,22 @@ def _takeable(query: Any, multi_task_passed: bool) -> Any:
 
 # A turn is kept only while the worker it is kept for may take it: blocked since, they no longer hold it up.
 _KEEPER_MAY_WORK = select(Worker.id).where(Worker.id == Hit.reserved_for_id, Worker.status == WorkerStatus.active)
+# Protocols whose workers write at most one conversation of a task in a batch (annotation replicas).
+DISTINCT_WRITERS = tuple(p.name for p in PROTOCOLS.values() if p.distinct_writers)
+
+
+def _task_taken(batch_id: Any, task_id: Any) -> Any:
+    """The worker's (bound ``worker``) assignments, kept or held, in conversations of this batch and task."""
+    hit, turn, conversation = aliased(Hit), aliased(Turn), aliased(Conversation)
+    return (select(Assignment.id).join(hit, hit.id == Assignment.hit_id).join(turn, turn.id == hit.turn_id)
+            .join(conversation, conversation.id == turn.conversation_id)
+            .where(Assignment.worker_id == bindparam("worker"), Assignment.status != AssignmentStatus.abandoned,
+                   conversation.batch_id == batch_id, conversation.task_id == task_id))
+
+
+_TASK_TAKEN = _task_taken(bindparam("batch"), bindparam("task")).limit(1)
+
+
 # Turns kept for the worker listing them first, then the oldest.
 _KEPT_FIRST = (case((and_(Hit.reserved_for_id == bindparam("worker"), col(Hit.reserved_until) > bindparam("now")), 0),
                     else_=1), Hit.id)
@@ -408,6 +432,7 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
     hit, turn, conversation, mine = row
     check_can_work(worker, hit.role)
     stages.check_stage(worker, conversation.scenario)
+    _check_task_not_taken(session, worker, conversation)
     _check_not_kept(session, hit, worker, now)
     leased_before = hit.lease_expires_at
     if mine is not None and leased_before and leased_before >= now:
@@ -426,6 +451,16 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
                   turn_id=turn.id, worker_id=worker.id, assignment_id=assignment.id,
                   lease_expires_at=until.isoformat())
     return assignment
+
+
+def _check_task_not_taken(session: Session, worker: Worker, conversation: Conversation) -> None:
+    """Refuse a second conversation of one task to a worker of a ``distinct_writers`` protocol: an annotator
+    labels each turn once, so its replicas have as many annotators."""
+    batch = session.get(Batch, conversation.batch_id)
+    if batch.protocol in DISTINCT_WRITERS and session.execute(_TASK_TAKEN, {
+            "worker": worker.id, "batch": batch.id, "task": conversation.task_id}).first() is not None:
+        raise Conflict("you have this turn already (each turn goes to different workers); pick another one from "
+                       "the queue")
 
 
 def _check_not_kept(session: Session, hit: Hit, worker: Worker, now: datetime) -> None:

@@ -88,6 +88,11 @@ class Settings(BaseSettings):
         0, ge=0, description="Send a worker to review when this many of their last TURKFLOW_TYPED_WINDOW written turns "
                              "are machine-written (0: never; the recommended policy uses 2 of 6).")
     typed_window: int = Field(6, ge=1, description="Written turns the machine-written rule reads.")
+    judged_block: int = Field(
+        3, ge=0, description="Send a worker to review when this many of their last TURKFLOW_JUDGED_WINDOW judged "
+                             "signals of one kind say not ok (STAR: the other role's end-of-dialog answers, the "
+                             "wizard's agreement with the knowledge base; 0: never).")
+    judged_window: int = Field(6, ge=1, description="Judged signals of one kind the judged rule reads per worker.")
     typed_keys_per_char: float = Field(
         0.2, ge=0, description="A not_typed turn counts as machine-written when its page saw fewer keystrokes per "
                                "character than this (a paste; phone word completion stays above it).")

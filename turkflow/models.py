@@ -130,6 +130,9 @@ class Batch(SQLModel, table=True):
     typed_block: int = Field(default=0, description="Block a worker when this many of their last typed_window "
                              "written turns are machine-written (turkflow.quality.monitor); 0: never.")
     typed_window: int = 0
+    judged_block: int = Field(default=0, description="Block a worker when this many of their last judged_window "
+                              "judged signals of one kind are not ok (turkflow.quality.monitor.judge_signal); 0: never.")
+    judged_window: int = 0
     affinity_seconds: int = Field(default=default("affinity_seconds"), description="How long a conversation's next "
                                   "turn of a role is kept for the worker who wrote that role's last turn (the "
                                   "local queue; 0: offered to anyone at once).")
@@ -291,6 +294,22 @@ class QualityDecision(SQLModel, table=True):
     mean_relevance: float
     mean_usefulness: float
     window: list[dict] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class JudgedSignal(SQLModel, table=True):
+    """A judgement of one turn's writer that is not a peer rating (STAR: the other role's end-of-dialog answers,
+    the wizard's agreement with the knowledge base; an annotation's agreement), with what it rests on."""
+
+    __table_args__ = (UniqueConstraint("turn_id", "kind", name="uq_judgedsignal_turn_kind"),
+                      Index("ix_judgedsignal_worker_kind_recent", "worker_id", "kind", "id"))
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    worker_id: int = Field(foreign_key="worker.id")
+    turn_id: int = Field(foreign_key="turn.id")
+    kind: str = Field(description="What judged the turn, e.g. star_survey or star_kb_agreement.")
+    ok: bool
+    evidence: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
 
 

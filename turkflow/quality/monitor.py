@@ -17,6 +17,11 @@ count. An identified rater earns no bonus. A policy may also judge how turns wer
 typed m of n``, a worker m of whose last n written turns carry the ``not_typed`` flag with a paste's
 keystrokes (``machine_written``) is blocked temporarily and goes to the daily review, like one rated low
 (``judge_writing``, run by the pipeline on every submitted turn).
+
+Where no peer rates a turn, something else may judge its writer: the other role's answers at the end of a
+STAR dialog, the wizard's agreement with the knowledge base, an annotator's agreement with the others. Each
+such judgement is a ``JudgedSignal`` (ok or not, with its evidence) recorded by ``judge_signal``, and the
+policy's ``judged m of n`` sends a worker m of whose last n signals of one kind are not ok to review.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from turkflow.models import (
     Conversation,
     Hit,
     HitStatus,
+    JudgedSignal,
     QualityDecision,
     Rating,
     Turn,
@@ -65,6 +71,7 @@ RULES = (EITHER, POOLED, WEIGHTED)
 _WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
 _POLICY_TEXT = re.compile(rf"^\s*(pooled\s+|weighted\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?"
                           r"(?:[,;]\s*not\s+typed\s+(\d+)\s+of\s+(\d+)\s*)?$")
+_JUDGED_TEXT = re.compile(r"(?:^|[,;])\s*judged\s+(\d+)\s+of\s+(\d+)\s*$")
 
 
 class PolicyError(InvalidInput, ValueError):
@@ -97,12 +104,15 @@ class Policy:
     bonus_window: int = 0  # ratings a bonus is judged over; 0: the window's (after probation: k, not k2)
     typed_block: int = 0  # m: block when m of the last n written turns are machine-written; 0: never
     typed_window: int = 0  # n
+    judged_block: int = default("judged_block")  # m: block when m of the last n judged signals of a kind are
+    judged_window: int = default("judged_window")  # not ok (judge_signal); 0: never
 
     @classmethod
     def of(cls, batch: Batch) -> "Policy":
         return cls(batch.quality_window, batch.block_below, batch.bonus_above, batch.bonus_cents, batch.block_rule,
                    batch.probation_rated_turns, batch.settled_window, batch.settled_block_below,
-                   typed_block=batch.typed_block, typed_window=batch.typed_window)
+                   typed_block=batch.typed_block, typed_window=batch.typed_window,
+                   judged_block=batch.judged_block, judged_window=batch.judged_window)
 
     @classmethod
     def of_settings(cls, settings: Settings, bonus_cents: Optional[int] = None) -> "Policy":
@@ -113,28 +123,38 @@ class Policy:
         typed = {"typed_block": settings.typed_block, "typed_window": settings.typed_window}
         return cls(settings.quality_window, settings.block_below, settings.bonus_above,
                    settings.bonus_cents if bonus_cents is None else bonus_cents, settings.block_rule, **staged,
-                   **(typed if settings.typed_block else {}))
+                   **(typed if settings.typed_block else {}), judged_block=settings.judged_block,
+                   judged_window=settings.judged_window)
 
     @classmethod
     def parse(cls, text: str, bonus_above: float = default("bonus_above"),
               bonus_cents: int = default("bonus_cents")) -> "Policy":
         """A named policy (``paper``, ``probation``, ``recommended``), ``k=5,p=0.5``, ``none`` (never blocks),
         ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any of them ``pooled`` or ``weighted``, and any
-        followed by ``, not typed 3 of 6``."""
+        followed by ``, not typed 3 of 6`` and ``, judged 3 of 6`` (without it: TURKFLOW_JUDGED_*; ``none``
+        alone judges nothing)."""
+        judged_rule = _JUDGED_TEXT.search(text)
+        judged = {} if judged_rule is None else {"judged_block": int(judged_rule[1]),
+                                                 "judged_window": int(judged_rule[2])}
+        text = text[:judged_rule.start()] if judged_rule else text
         text = NAMED_POLICIES.get(text.strip(), text)
         if text.strip() == "none":
-            return cls(block_below=0.0, bonus_above=bonus_above, bonus_cents=bonus_cents)
+            policy = cls(block_below=0.0, bonus_above=bonus_above, bonus_cents=bonus_cents,
+                         **(judged or {"judged_block": 0}))
+            if policy.judged_block and not 1 <= policy.judged_block <= policy.judged_window:
+                raise PolicyError(f"policy {policy.text!r}: judged m of n needs 1 <= m <= n")
+            return policy
         match = _POLICY_TEXT.match(text)
         if not match:
             raise PolicyError(f"policy {text!r} is not {' or '.join(NAMED_POLICIES)} nor of the form k=5,p=0.5 "
                               "(or none, or k=5,p=0.4 for 6, then k=20,p=0.4, or pooled k=5,p=0.5, or weighted "
-                              "k=6,p=0.5, any of them followed by , not typed 3 of 6)")
+                              "k=6,p=0.5, any of them followed by , not typed 3 of 6, and by , judged 3 of 6)")
         rule, k1, p1, until, k2, p2, typed_m, typed_n = match.groups()
         staged = {} if until is None else {"probation": int(until), "settled_window": int(k2),
                                            "settled_block_below": float(p2)}
         typed = {} if typed_m is None else {"typed_block": int(typed_m), "typed_window": int(typed_n)}
         policy = cls(window=int(k1), block_below=float(p1), bonus_above=bonus_above, bonus_cents=bonus_cents,
-                     rule=rule.strip() if rule else EITHER, **staged, **typed)
+                     rule=rule.strip() if rule else EITHER, **staged, **typed, **judged)
         policy.check()
         return policy
 
@@ -148,17 +168,26 @@ class Policy:
             raise PolicyError(f"policy {self.text!r}: k must be at least 1, p in (0, 1] and probation not negative")
         if self.typed_block and not 1 <= self.typed_block <= self.typed_window:
             raise PolicyError(f"policy {self.text!r}: not typed m of n needs 1 <= m <= n")
+        if self.judged_block and not 1 <= self.judged_block <= self.judged_window:
+            raise PolicyError(f"policy {self.text!r}: judged m of n needs 1 <= m <= n")
 
     @property
     def text(self) -> str:
         if self.block_below == 0:
-            return "none"
+            return "none" + (f", {self.judged_text}" if self.judged_block else "")
         text = ("" if self.rule == EITHER else f"{self.rule} ") + f"k={self.window},p={self.block_below:g}"
         if self.probation:
             text += f" for {self.probation}, then k={self.settled_window},p={self.settled_block_below:g}"
         if self.typed_block:
             text += f", not typed {self.typed_block} of {self.typed_window}"
+        if (self.judged_block, self.judged_window) != (default("judged_block"), default("judged_window")):
+            text += f", {self.judged_text}"
         return text
+
+    @property
+    def judged_text(self) -> str:
+        """The judged rule as the policy's text writes it (``judged 0 of 6``: off)."""
+        return f"judged {self.judged_block} of {self.judged_window}"
 
     @property
     def weighted(self) -> bool:
@@ -190,7 +219,8 @@ class Policy:
         return {"quality_window": self.window, "block_below": self.block_below, "bonus_above": self.bonus_above,
                 "bonus_cents": self.bonus_cents, "block_rule": self.rule, "probation_rated_turns": self.probation,
                 "settled_window": self.settled_window, "settled_block_below": self.settled_block_below,
-                "typed_block": self.typed_block, "typed_window": self.typed_window}
+                "typed_block": self.typed_block, "typed_window": self.typed_window,
+                "judged_block": self.judged_block, "judged_window": self.judged_window}
 
 
 # The weighted rule decides on a window only if its ratings' trust adds up to this share of k: a window of
@@ -354,6 +384,62 @@ def judge_writing(session: Session, turn: Turn, keys_per_char: float = default("
     events.record(session, "machine_written", "system", batch_id=batch.id, conversation_id=turn.conversation_id,
                   turn_id=turn.id, worker_id=worker.id, turns=sorted(machine), read=len(recent))
     return True
+
+
+_JUDGED = (select(JudgedSignal.ok, JudgedSignal.turn_id, JudgedSignal.evidence)
+           .where(JudgedSignal.worker_id == bindparam("worker"), JudgedSignal.kind == bindparam("kind"),
+                  JudgedSignal.id <= bindparam("signal"))
+           .order_by(col(JudgedSignal.id).desc()).limit(bindparam("reads")))
+
+
+def judge_signal(session: Session, turn: Turn, *, ok: bool, kind: str, evidence: dict[str, Any]) -> bool:
+    """Record a judgement of ``turn``'s writer that is not a peer rating, and send the writer to review (a
+    temporary block) when their batch's policy says ``judged_block`` of their last ``judged_window`` signals
+    of this ``kind`` were not ok; True if this blocked them.
+
+    Any protocol may call it: ``kind`` names what judged (``star_survey``, ``star_kb_agreement``, an
+    annotation's agreement) and ``evidence`` (JSON) is what a reviewer needs to check the judgement; the
+    block's reason quotes the evidence of every signal that was not ok. One turn is judged once per kind:
+    a second call for it records nothing and decides nothing, so a redelivered task cannot count twice. The
+    writer's last n signals are read through the ``(worker_id, kind, id)`` index, so the cost stays flat.
+    """
+    if turn.worker_id is None:
+        return False
+    signal = JudgedSignal(worker_id=turn.worker_id, turn_id=turn.id, kind=kind, ok=ok, evidence=evidence)
+    try:
+        with savepoint(session):
+            session.add(signal)
+            session.flush()
+    except IntegrityError:
+        return False  # judged already (this kind, this turn)
+    batch = session.exec(select(Batch).join(Conversation, Conversation.batch_id == Batch.id)
+                         .where(Conversation.id == turn.conversation_id)).one()
+    events.record(session, "signal_judged", "system", batch_id=batch.id, conversation_id=turn.conversation_id,
+                  turn_id=turn.id, worker_id=turn.worker_id, signal=kind, ok=ok, evidence=evidence)
+    policy = Policy.of(batch)
+    worker = session.get(Worker, turn.worker_id)
+    if not policy.judged_block or worker.status != WorkerStatus.active:
+        return False
+    recent = session.execute(_JUDGED, {"worker": worker.id, "kind": kind, "signal": signal.id,
+                                       "reads": policy.judged_window}).all()
+    if not judge_judged(policy, [row.ok for row in reversed(recent)]):
+        return False
+    failed = [(row.turn_id, row.evidence) for row in reversed(recent) if not row.ok]
+    block_worker(session, worker, permanent=False, actor="system",
+                 reason=f"{len(failed)} of the last {len(recent)} {kind} signals not ok: "
+                        + "; ".join(f"turn {turn_id}: {_shown(evidence)}" for turn_id, evidence in failed))
+    return True
+
+
+def judge_judged(policy: Policy, ok: list[bool]) -> bool:
+    """The pure rule: block when ``judged_block`` of the last ``judged_window`` signals (oldest first) are
+    not ok."""
+    return bool(policy.judged_block) and ok[-policy.judged_window:].count(False) >= policy.judged_block
+
+
+def _shown(evidence: dict[str, Any]) -> str:
+    """Evidence as one line of a block's reason (``key=value, ...``)."""
+    return ", ".join(f"{key}={value}" for key, value in evidence.items())
 
 
 # A turn we keep, whatever became of its submission: one that ended unpaid on the platform (Prolific: timed

@@ -343,6 +343,7 @@ def test_a_bonus_whose_worker_died_between_claim_and_pay_is_released_by_a_person
     assert "between the claim and the pay call" in stuck.reason
     listed = cli(settings, "bonuses")
     assert listed.exit_code == 0 and str(bonus_id) in listed.output and "shows it approved, bonuses paid on it: none" in listed.output
+    assert "`turkflow prolific bonuses` lists those a person must release or settle" in cli(settings, "spend").output
 
     released = cli(settings, "bonuses", "--release", str(bonus_id), "--by", "ana")
     assert released.exit_code == 0, released.output

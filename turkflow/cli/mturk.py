@@ -137,7 +137,9 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
         click.echo(f"{len(sent)} of the pending bonuses ({dollars(sum(b.amount_cents for b in sent))}) went to "
                    f"{batch.provider} since {min(b.sent_at for b in sent):%Y-%m-%d %H:%M} UTC and show no payment "
                    f"yet; each is settled from {batch.provider}'s records, never paid again (payments "
-                   f"{', '.join(sorted({b.payment_id or '?' for b in sent}))})")
+                   f"{', '.join(sorted({b.payment_id or '?' for b in sent}))})"
+                   + ("; `turkflow prolific bonuses` lists those a person must release or settle"
+                      if batch.provider == "prolific" else ""))
     if workers:
         table(None, ["worker", "role", "rewards", "bonuses", "fees", "spent", "pending"],
               [(w.external_id, w.role, dollars(s.rewards_cents), dollars(s.bonuses_cents), dollars(s.fees_cents),

@@ -629,3 +629,18 @@ class ProlificOnboarding(SQLModel, table=True):
     study_id: Optional[str] = Field(default=None, unique=True,
                                     description="Prolific's id; None until created.")
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class Adjudication(SQLModel, table=True):
+    """A person's final labels for one annotated turn (an annotation unit: a task of ``turkflow.protocols.annotate``),
+    chosen where its annotators disagree, and whether it is gold: annotators' labels of a gold turn are judged
+    against these (``annotate.quality``). One per unit; a new decision replaces it, the event log keeps each."""
+
+    __table_args__ = (UniqueConstraint("task_id", name="uq_adjudication_task"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: int = Field(foreign_key="task.id")
+    labels: dict = json_column()
+    gold: bool = False
+    decided_by: str = Field(description="requester:<name>, or simulator for a simulated requester's gold.")
+    decided_at: datetime = Field(default_factory=utcnow)

@@ -72,7 +72,12 @@ class Protocol:
     closing_label: str  # the first role's label that ends the conversation
     closing_reply: bool = True  # the other role answers the closing label once more before the end
     closing_reason: str = "student_stop"  # the conversation's end_reason when the closing label ends it
+    # the other role's labels that end the conversation at once, each with its end_reason (Frames' book)
+    other_closings: tuple[tuple[str, str], ...] = ()
     max_response_chars: int = 2000
+    # a worker writes at most one conversation of a task in a batch (annotation: the replicas of one turn are
+    # conversations of one task, each labelled by a different annotator)
+    distinct_writers: bool = False
 
     def form(self, role: str) -> RoleForm:
         return self.roles[role]
@@ -178,10 +183,13 @@ MESSAGE_TO_ASSISTANT = Question("response", "Your message to the assistant", "te
 REPLY_TO_USER = Question("response", "Your reply to the user", "text", is_response=True)
 
 
-def logged_protocol(name: str, user: RoleForm, wizard: RoleForm) -> Protocol:
-    """The user writes first and ends the dialog (``complete``); the wizard does not reply after it."""
+def logged_protocol(name: str, user: RoleForm, wizard: RoleForm,
+                    wizard_closings: tuple[tuple[str, str], ...] = ()) -> Protocol:
+    """The user writes first and ends the dialog (``complete``); the wizard does not reply after it. A
+    wizard's label in ``wizard_closings`` ends it too (Frames' booking)."""
     return Protocol(name=name, first_role="user", roles={"user": user, "wizard": wizard},
-                    closing_label="complete", closing_reply=False, closing_reason="user_complete")
+                    closing_label="complete", closing_reply=False, closing_reason="user_complete",
+                    other_closings=wizard_closings)
 
 
 # ---- STAR (Mosig, Mehri and Kober 2020) ---------------------------------------------------------------
@@ -271,20 +279,23 @@ FRAMES_WIZARD = RoleForm(
     title="Wizard: search the database and help the user",
     sees_document=True,
     sees=("search",),
-    actions=("search", "utter"),
+    actions=("search", "book", "utter"),
     guidelines=(
         "Search the database for what the user asks; the user does not see it: tell them what they need.",
         "When nothing matches, say so; offer a suggestion when the search shows one.",
+        "When the user wants a package you found, book it and tell them: booking ends the dialog.",
         "Read the whole chat: other wizards may have written earlier turns. Continue naturally.",
     ),
     questions=(
-        Question("action", "How do you reply?", "choice", (("utter", "With my own words"),), is_label=True),
+        Question("action", "How do you reply?", "choice", (("utter", "With my own words"),
+                                                          ("book", "I booked a package; this ends the dialog")),
+                 is_label=True),
         REPLY_TO_USER,
     ),
     survey=(Question("goal_reached", "This was the user's goal. Do you think the user reached it?", "yes_no",
                      YES_NO),),
 )
-FRAMES = logged_protocol("frames", FRAMES_USER, FRAMES_WIZARD)
+FRAMES = logged_protocol("frames", FRAMES_USER, FRAMES_WIZARD, wizard_closings=(("book", "wizard_booked"),))
 
 # ---- MEEP (Arkhangorodsky et al. 2020) -----------------------------------------------------------------
 # The user types; the agent (a wizard) only clicks: it calls APIs with arguments clicked from the user's words
@@ -328,7 +339,34 @@ MEEP_AGENT = RoleForm(
 )
 MEEP = logged_protocol("meep", MEEP_USER, MEEP_AGENT)
 
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (WIZARD_OF_TASKS, STAR, FRAMES, MEEP)}
+# ---- Annotation (Frames' second stage, and any protocol's) ------------------------------------------------
+# An annotator labels one collected turn, shown in its dialogue, with a scheme's acts, slots and values (and for
+# Frames the frames it creates, refers to, reads or writes), by clicks logged as events
+# (turkflow.protocols.annotate.dialog); each replica of a turn is a one-turn conversation that its label ends.
+
+ANNOTATOR = RoleForm(
+    role="annotator",
+    title="Annotator: label a turn of a dialogue",
+    sees_document=False,
+    sees=("dialogue", "scheme"),
+    actions=("label", "frame", "clear"),
+    guidelines=(
+        "Read the dialogue up to the highlighted turn; label only the highlighted turn.",
+        "Add each dialogue act the turn performs. For a slot, pick its value by clicking the turn's words or "
+        "a listed value.",
+        "Say which frame the turn creates, refers to, reads from or writes to, if any.",
+        "A turn may carry no act: submit it without labels.",
+    ),
+    questions=(
+        Question("label", "Labels", "choice", (("labelled", "Labelled"),), is_label=True),
+        Question("response", "The labels, as the scheme writes them", "text", is_response=True),
+    ),
+)
+ANNOTATE = Protocol(name="annotate", first_role="annotator", roles={"annotator": ANNOTATOR},
+                    closing_label="labelled", closing_reply=False, closing_reason="labelled",
+                    distinct_writers=True)
+
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (WIZARD_OF_TASKS, STAR, FRAMES, MEEP, ANNOTATE)}
 # every protocol's roles: Wizard of Tasks' student and teacher, the others' user and wizard
 ROLES = tuple(dict.fromkeys(role for protocol in PROTOCOLS.values() for role in protocol.roles))
 

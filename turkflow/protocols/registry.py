@@ -1,4 +1,5 @@
-"""Protocols whose dialog is an event log written from their own pages: STAR, Frames and MEEP.
+"""Protocols whose dialog is an event log written from their own pages: STAR, Frames, MEEP, and annotation (whose
+one-turn conversations label the others' turns).
 
 Each has a dialog module of plain functions, and the shared code (the worker pages, the CLI, the SGD export,
 ``turkflow replay``) reaches it through ``parts(name)`` instead of naming each protocol. A dialog module
@@ -14,7 +15,7 @@ provides:
   difference a ``ReplayDifference``;
 - ``sgd_dialogues(session, hash_key, filters)`` and ``sgd_services(session, names)``: the dialogs in the
   Schema-Guided Dialogue format and the services they name (Frames and MEEP; ``turkflow.dataset.sgd``
-  converts STAR's own export);
+  converts STAR's own export; annotation, ``dialog=False``, has no dialog of its own);
 - optionally ``survey_shows(session, conversation_id, role) -> str | None``: what a role's end-of-dialog
   page shows beside the questions (Frames shows the wizard the user's goal).
 
@@ -50,12 +51,15 @@ class LoggedProtocol:
     page: str  # the Flask endpoint of its turn page, which takes ``assignment_id``
     platforms: tuple[str, ...]  # the providers its pages run on
     replayed: str  # what ``replay`` counts: "queries", "searches", "clicks"
+    dialog: bool = True  # False: its conversations label other protocols' turns (annotate), no dialog to export
 
 
 LOGGED: dict[str, LoggedProtocol] = {p.name: p for p in (
     LoggedProtocol("star", "STAR", "turkflow.protocols.star.dialog", "star.turn", ("local", "prolific"), "queries"),
     LoggedProtocol("frames", "Frames", "turkflow.protocols.frames.dialog", "frames.turn", ("local",), "searches"),
     LoggedProtocol("meep", "MEEP", "turkflow.protocols.meep.dialog", "meep.turn", ("local",), "clicks"),
+    LoggedProtocol("annotate", "Annotation", "turkflow.protocols.annotate.dialog", "annotate.turn", ("local",),
+                   "labels", dialog=False),
 )}
 
 
@@ -256,12 +260,12 @@ def log_closing_action(session: Session, sent: Submit, act: Callable[..., Any],
 
 
 def close_logged_turn(session: Session, sent: Submit, *, closing: Sequence[str], holds: str,
-                      logged_as: str = "events") -> lifecycle.Submission:
+                      logged_as: str = "events", ending: Sequence[str] = ("complete",)) -> lifecycle.Submission:
     """Submit the turn through ``lifecycle.submit_turn`` with the answers its holder's events say.
 
     The turn must hold exactly one ``closing`` action (``holds`` says which in a refusal: "exactly one
-    message"); the label is ``complete`` if the user ended the dialog, else that action, and the response
-    its text. Answers given with ``as_answers`` must agree with them (``logged_as`` names the log in the
+    message"); the label is the ``ending`` action the turn holds (the user's ``complete``, Frames' wizard's
+    ``book``), else that action, and the response its text. Answers given with ``as_answers`` must agree with them (``logged_as`` names the log in the
     refusal: events, clicks); a field nobody asked for is refused."""
     if sent.rest:
         refused = "not a question of this turn" if sent.as_answers else "not a field of a submit"
@@ -270,7 +274,7 @@ def close_logged_turn(session: Session, sent: Submit, *, closing: Sequence[str],
     closed = [e for e in mine if e.action in closing]
     if len(closed) != 1:
         raise InvalidInput(f"this turn must hold {holds}; it holds {len(closed)}", sent.label_name)
-    label = "complete" if any(e.action == "complete" for e in mine) else closed[0].action
+    label = next((e.action for e in mine if e.action in ending), closed[0].action)
     text = closed[0].data["Text"]
     if sent.label is not None and sent.label != label:
         raise InvalidInput(f"this turn's {logged_as} say {label!r}", sent.label_name)

@@ -34,6 +34,7 @@ from turkflow.cli.common import (
     table,
     when,
 )
+from turkflow.cli.annotate import annotate, launch_annotation
 from turkflow.cli.dataset import analyse, export, replay
 from turkflow.cli.mturk import batch_expire, mturk
 from turkflow.cli.prolific import launch_gate, launch_terms, prolific
@@ -144,8 +145,9 @@ def batch() -> None:
 @click.option("--tasks", "tasks_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Load this task file (updating documents already loaded) and launch over its documents.")
 @click.option("--all", "all_tasks", is_flag=True, help="Launch over every loaded task document.")
-@click.option("--conversations", "-n", type=click.IntRange(min=1), required=True, metavar="N",
-              help="Number of conversations; task documents are assigned round-robin.")
+@click.option("--conversations", "-n", type=click.IntRange(min=1), metavar="N",
+              help="Number of conversations; task documents are assigned round-robin (required, except with "
+                   "--protocol annotate).")
 @click.option("--reward", type=Dollars(), help="Reward per turn in USD.  "
                                                    f"[default: TURKFLOW_REWARD_CENTS, {default('reward_cents')} cents]")
 @click.option("--max-turns", type=click.IntRange(min=2), metavar="M",
@@ -184,17 +186,45 @@ def batch() -> None:
               help="Keep each conversation's next turn of a role this long for the worker who wrote that role's "
                    "last turn, then offer it to anyone (local provider only; 0: off).  "
                    f"[default: TURKFLOW_AFFINITY_SECONDS, {default('affinity_seconds')}]")
+@click.option("--of", "of_batch", type=int, metavar="BATCH",
+              help="Annotate: the batch whose submitted turns are labelled, each turn a HIT of its own.")
+@click.option("--scheme", metavar="NAME|FILE",
+              help="Annotate: the annotation scheme, frames (the Frames paper's acts, slots and frames) or a "
+                   "scheme file (YAML or JSON: name, acts, slots, frames).")
+@click.option("--annotators", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Annotate: annotators per turn, each a different worker (agreement needs two or more).")
 @pass_app
-def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: int, reward: Optional[int],
-                 max_turns: Optional[int], name: Optional[str], budget: Optional[int], provider: Optional[str],
-                 live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str], dry_run: bool,
-                 protocol: str, unhappy: float, tasks_per_dialog: int,
-                 success: Optional[float], affinity: Optional[int]) -> None:
+def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: Optional[int],
+                 reward: Optional[int], max_turns: Optional[int], name: Optional[str], budget: Optional[int],
+                 provider: Optional[str], live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str],
+                 dry_run: bool, protocol: str, unhappy: float, tasks_per_dialog: int,
+                 success: Optional[float], affinity: Optional[int], of_batch: Optional[int], scheme: Optional[str],
+                 annotators: int) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
     the student stops and the teacher closes (STAR: the user completes), or --max-turns is reached.
+
+    With --protocol annotate, the turns of the batch --of are labelled with --scheme's acts, slots and
+    values (and Frames' frames), each by --annotators different workers:
+
+    \b
+      turkflow batch launch --protocol annotate --of 3 --scheme frames --annotators 3
     """
+    if protocol == "annotate":
+        launched = launch_annotation(app, of=of_batch, scheme_ref=scheme, annotators=annotators, reward=reward,
+                                     name=name, budget=budget, provider=provider or app.settings.provider,
+                                     policy_text=policy_text, dry_run=dry_run)
+        if launched is not None:
+            publish_all(app, launched[0], provider or app.settings.provider, launched[1])
+            click.echo(f"launched batch {launched[0]}: {len(launched[1])} annotation turns open; invite annotators: "
+                       f"turkflow worker invite --role annotator --onboarded; agreement: turkflow annotate "
+                       f"agreement {launched[0]} (or the dashboard)")
+        return
+    if of_batch is not None or scheme:
+        raise CommandError("--of and --scheme apply to --protocol annotate only")
+    if conversations is None:
+        raise CommandError("give --conversations N")
     from turkflow.protocols.wot import load_documents, read_documents
     from turkflow.hits import lifecycle
     from turkflow.quality import monitor
@@ -683,4 +713,5 @@ main.add_command(simulate)
 main.add_command(mturk)
 main.add_command(prolific)
 main.add_command(star)
+main.add_command(annotate)
 batch.add_command(batch_expire)

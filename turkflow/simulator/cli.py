@@ -14,6 +14,7 @@ import click
 from turkflow.cli.common import CONTEXT, App, dollars, pass_app, progress_bar, table
 from turkflow.config import Settings, default
 from turkflow.quality.monitor import Policy
+from turkflow.simulator.annotate import AnnotateConfig, run as run_annotation
 from turkflow.simulator.policies import (DEFAULT_POLICIES, EARLY_RATED_TURNS, EARLY_WRITTEN_TURNS,
                                          IDENTIFIED_RATINGS)
 from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_stack
@@ -52,12 +53,19 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
                    "--protocol star: a STAR root (tasks/, apis/ and, to replay STAR's sample dialogues, "
                    "dialogues/), e.g. ../shared/data/star (default: turkflow's sample STAR tasks, with "
                    "dialogues generated along their flow charts).")
-@click.option("--protocol", type=click.Choice(["wizard_of_tasks", *PLAYS]), default="wizard_of_tasks",
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", *PLAYS, "annotate"]), default="wizard_of_tasks",
               show_default=True,
               help="star: users and wizards play STAR on its pages (queries, suggestions, custom replies, "
                    "the end-of-dialog questions), after passing its staged qualification; frames: users "
                    "pursue generated goals while wizards search the sample database; meep: agents answer by "
-                   "clicks only. All three on the local provider only.")
+                   "clicks only. All three on the local provider only. annotate: --annotators with a hidden "
+                   "accuracy (--careless of them careless) label a simulated Frames batch of --conversations, "
+                   "--per-turn of them each turn, in this process; the report gives their agreement, the "
+                   "dataset's labels against the truth and the monitor's precision and recall.")
+@click.option("--annotators", default=10, show_default=True, help="annotate: simulated annotators.")
+@click.option("--per-turn", default=3, show_default=True, help="annotate: annotators per turn.")
+@click.option("--gold", default=0.2, show_default=True,
+              help="annotate: share of turns the requester marks gold with their true labels.")
 @click.option("--provider", type=click.Choice(["local", "prolific"]), default="local", show_default=True,
               help="Crowd platform of the batch: local (invited workers on the queue) or prolific "
                    "(participants work through Prolific studies on a fake Prolific on a loopback port).")
@@ -96,7 +104,8 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
              protocol: str, provider: str, prolific_time_outs: float, prolific_lost_pays: int,
              prolific_contract: Optional[Path], affinity: int, url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
-             celery_concurrency: int, settle_timeout: float, json_path: Optional[str]) -> None:
+             celery_concurrency: int, settle_timeout: float, json_path: Optional[str], annotators: int,
+             per_turn: int, gold: float) -> None:
     """Simulate a crowd working a batch through the real stack, and report.
 
     Starts redis-server, gunicorn and a Celery worker on a fresh database (or uses --url), invites the
@@ -128,8 +137,14 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --provider prolific --conversations 4 --students 3 --teachers 3
       turkflow simulate --provider prolific --prolific-time-outs 0.2 --prolific-lost-pays 1
       turkflow simulate --protocol star --conversations 20 --seed 3
+      turkflow simulate --protocol annotate --conversations 6 --annotators 10 --careless 0.3
     """
     settings = app.settings
+    if protocol == "annotate":
+        _annotate(settings, AnnotateConfig(
+            conversations=conversations, annotators=annotators, careless=careless, per_turn=per_turn, gold=gold,
+            seed=seed, **({"policy": policy} if policy else {})), database_url, run_dir, json_path)
+        return
     config = SimulationConfig(
         students=students, teachers=teachers, conversations=conversations, max_turns=max_turns,
         mean_turns=mean_turns, mix={"spammer": spammers, "lazy": lazy, "careless": careless, "harsh": harsh,
@@ -159,6 +174,39 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
             return
         Path(json_path).write_text(text + "\n")
     show(report)
+
+
+def _annotate(settings: Settings, config: AnnotateConfig, database_url: Optional[str], run_dir: Optional[Path],
+              json_path: Optional[str]) -> None:
+    """The annotation simulation on its own database (a fresh SQLite file unless --database-url), reported."""
+    directory = run_dir or Path(tempfile.mkdtemp(prefix="turkflow-simulate-"))
+    try:
+        own = Settings(**{**settings.model_dump(), "data_dir": directory, "database_url": database_url or
+                          f"sqlite:///{(directory / 'turkflow.db').resolve()}"})
+        try:
+            report = run_annotation(own, config)
+        except ValueError as bad:
+            raise click.UsageError(str(bad)) from None
+    finally:
+        if run_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+    if json_path:
+        text = json.dumps(report, indent=2)
+        if json_path == "-":
+            click.echo(text)
+            return
+        Path(json_path).write_text(text + "\n")
+    batch, shown, data, seen = report["batch"], report["agreement"], report["dataset"], report["monitor"]
+    click.echo(f"{batch['annotations']} annotations of {batch['units']} turns ({config.per_turn} a turn, "
+               f"{data['gold_turns']} gold); {shown['majority']} turns agreed by a majority, "
+               f"{shown['waiting_for_a_person']} waiting for a person.")
+    click.echo(f"Dataset: {data['turns_correct']} of {data['turns_scored']} non-gold turns labelled as the truth "
+               f"({data['turns_with_labels']} with labels).")
+    click.echo(f"Monitor {seen['policy']}: blocked {seen['blocked']} annotators, {seen['careless_blocked']} of the "
+               f"{seen['careless']} careless; precision {_pct(seen['precision'])}, recall {_pct(seen['recall'])}.")
+    table("Agreement per label (Krippendorff's alpha)", ["label", "alpha", "share given"],
+          [(row["label"], "undefined" if row["alpha"] is None else f"{row['alpha']:.3f}",
+            _pct(row["share_with_label"])) for row in shown["labels"]])
 
 
 def _with_own_stack(settings: Settings, config: SimulationConfig, database_url: Optional[str],

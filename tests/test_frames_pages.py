@@ -77,13 +77,13 @@ def test_a_search_without_scripts_shows_up_to_ten_results_sorted_as_asked(frames
     assert searched.status_code == 303 and searched.headers["Location"].endswith(f"{page}#searches")
     data = wizard.get(page, headers=JSON).get_json()["frames"]["wizard"]
     (shown,) = data["searches"]
-    assert shown["conditions"] == ["origin is Boston"] and shown["total"] > 10 and len(shown["items"]) == 10
+    assert shown["conditions"] == ["Origin is Boston"] and shown["total"] > 10 and len(shown["items"]) == 10
     prices = [item["price"] for item in shown["items"]]
     assert prices == sorted(prices, reverse=True) and {i["origin"] for i in shown["items"]} == {"Boston"}
     html = wizard.get(page).get_data(as_text=True)
     assert f"{shown['total']} items match; the first 10 are shown" in html
     assert f"<td>{shown['items'][0]['hotel']}</td>" in html
-    assert data["this_turn"] == [{"action": "search", "text": "", "conditions": ["origin is Boston"]}]
+    assert data["this_turn"] == [{"action": "search", "text": "", "conditions": ["Origin is Boston"]}]
 
 
 def test_a_search_that_finds_nothing_offers_a_relaxed_suggestion(frames, settings):
@@ -95,7 +95,7 @@ def test_a_search_that_finds_nothing_offers_a_relaxed_suggestion(frames, setting
     (shown,) = body["wizard"]["searches"]
     assert shown["total"] == 0 and shown["offered"]
     (suggestion,) = shown["suggestions"]
-    assert suggestion["text"].startswith("price at most ") and " instead of 300: " in suggestion["text"]
+    assert suggestion["text"].startswith("Price ($) at most ") and " instead of 300: " in suggestion["text"]
     html = wizard.get(page).get_data(as_text=True)
     assert "Nothing matches." in html and "You could suggest instead:" in html and suggestion["text"] in html
 

@@ -8,10 +8,13 @@ one function, ``record_action``, while a worker holds a paid turn (a ``Turn`` ro
   which ends the conversation);
 - a *wizard* turn is any number of ``search`` actions, each answered at once by the database (the shapes
   are ``turkflow.protocols.frames.events``: the wizard's ``search``, the database's ``search_results`` and, when the
-  draw allowed them, the ``suggestions`` shown), closed by one ``utter``.
+  draw allowed them, the ``suggestions`` shown), perhaps one ``book`` of an item those searches showed
+  (no search after it), closed by one ``utter``. A turn that booked is labelled ``book`` and ends the
+  dialog, as most Frames dialogues end.
 
 A task is one goal template of a domain file (``tasks load --protocol frames DOMAIN.yaml``); a launch draws
-one goal per conversation (``make_scenarios``), stored as ``Conversation.scenario`` (``Goal.as_dict``).
+one goal per conversation (``make_scenarios``), stored as ``Conversation.scenario`` (``Goal.as_dict``), with
+the instruction that dialog's wizards follow (``wizard_instruction``, one of the domain's, drawn per dialog).
 Whether a search that finds nothing shows suggestions is drawn from a generator seeded by the conversation
 and the search's number in it (logged as ``draw``), so the same log gives the same draws. The domain file
 and its database are read again whenever either changes on disk, so ``replay`` after a row changed names
@@ -35,7 +38,7 @@ from turkflow.protocols.registry import (
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
 from turkflow.protocols.frames import events as frames_events
-from turkflow.protocols.frames.database import Constraint, Database, to_json
+from turkflow.protocols.frames.database import Constraint, Database, convert, to_json
 from turkflow.protocols.frames.domain import Domain, load_domain
 from turkflow.protocols.frames.goals import generate, goal_from_dict
 from turkflow.protocols.frames.search import Suggestion, describe, parse_search, run_search
@@ -104,7 +107,8 @@ def make_scenarios(tasks: Sequence[Task], conversations: int, *, seed: int = 0,
     """One goal per conversation from the loaded templates, chosen at random (role-play and generic mixed);
     each goal succeeds with probability ``success`` (None: its template's own), so about pN match at least
     one item and (1-p)N match none. Templates of several domain files share the conversations in
-    proportion to their number."""
+    proportion to their number. Each dialog's wizard instruction is drawn from its own seed, so adding it
+    left every goal a seed draws as it was."""
     if success is not None and (isinstance(success, bool) or not isinstance(success, (int, float))
                                 or not 0.0 <= success <= 1.0):
         raise InvalidInput("a probability is between 0 and 1", "success")
@@ -127,7 +131,9 @@ def make_scenarios(tasks: Sequence[Task], conversations: int, *, seed: int = 0,
         goals = generate(templates, domain.db, chosen.count(file), success,
                          rng if len(files) == 1 else random.Random(f"{seed}:{n}"))
         drawn[file] = iter([(by_name[g.template], {**g.as_dict(), "domain": domain.db.name}) for g in goals])
-    return [next(drawn[file]) for file in chosen]
+    scenarios = [next(drawn[file]) for file in chosen]
+    return [(task, {**goal, "wizard_instruction": random.Random(f"{seed}:wizard:{n}").choice(
+        domain_of(task).wizard_instructions)}) for n, (task, goal) in enumerate(scenarios)]
 
 
 # ---- the event log --------------------------------------------------------------------------------------
@@ -153,10 +159,11 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
                   fields: Mapping[str, Any]) -> list[DialogEvent]:
     """Validate one action of the worker holding ``turn`` and append it to the dialog's log.
 
-    ``fields`` are the action's own: ``text`` (utter); ``constraints``, ``sort`` and ``descending``
-    (search). Anything else, a wrong type, a field that is not searchable or a value that does not fit its
-    column, or an action out of order is an ``InvalidInput`` naming the field, and nothing is written. A
-    search is answered at once: its results and any suggestions are logged with it.
+    ``fields`` are the action's own: ``text`` (utter); ``constraints``, ``sort``, ``descending`` and
+    ``flexible`` (search); ``id`` (book: an item this dialog's searches showed). Anything else, a wrong
+    type, a field that is not searchable or a value that does not fit its column, or an action out of order
+    is an ``InvalidInput`` naming the field, and nothing is written. A search is answered at once: its
+    results and any suggestions are logged with it.
     """
     conversation = loggable(session, FRAMES, turn, worker)
     form = FRAMES.form(turn.role)
@@ -169,8 +176,10 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
     if action == "utter" and "utter" in earlier:
         raise InvalidInput(f"this turn's {'message' if turn.role == 'user' else 'reply'} is already sent; "
                            "submit it", "action")
-    if action == "search" and "utter" in earlier:
+    if action in ("search", "book") and "utter" in earlier:
         raise InvalidInput("this turn's reply is already sent; submit it", "action")
+    if action in ("search", "book") and "book" in earlier:
+        raise InvalidInput("you booked a package: tell the user and send your reply", "action")
     if action == "complete" and ("utter" not in earlier or "complete" in earlier):
         raise InvalidInput("say goodbye first, then end the dialog", "action")
 
@@ -180,10 +189,17 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
         shaped = [frames_events.FramesEvent(AGENTS[turn.role], "utter", {"Text": text})]
     elif action == "complete":
         shaped = [frames_events.FramesEvent("User", "complete", {})]
+    elif action == "book":
+        files = loaded(task_of(session, FRAMES, conversation))
+        shown = {str(i): i for i in shown_ids(dialog_events(session, conversation.id))}
+        given = rest.pop("id", None)
+        if isinstance(given, (dict, list)) or str(given) not in shown:
+            raise InvalidInput("book a package one of this dialog's searches showed", "id")
+        shaped = [frames_events.book_event(files.items[shown[str(given)]])]
     else:
         domain = domain_of(task_of(session, FRAMES, conversation))
         search = parse_search(domain.db, _conditions(rest.pop("constraints", {})), rest.pop("sort", None),
-                              rest.pop("descending", False))
+                              rest.pop("descending", False), rest.pop("flexible", 0), domain.flexible_days)
         draw = len(session.exec(select(DialogEvent.id).where(
             DialogEvent.conversation_id == conversation.id, DialogEvent.action == frames_events.SEARCH)).all())
         result = run_search(domain.db, search, random.Random(f"frames:{conversation.id}:{draw}"),
@@ -199,6 +215,19 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
         session.add(event)
     session.flush()
     return written
+
+
+def shown_ids(events: Sequence[DialogEvent]) -> list[Any]:
+    """The items this dialog's searches showed (results and suggestions), in the order first shown: what a
+    wizard may book."""
+    ids: dict[Any, None] = {}
+    for event in events:
+        if event.action == frames_events.RESULTS:
+            ids.update(dict.fromkeys(event.data["ids"]))
+        elif event.action == frames_events.SUGGESTIONS:
+            for s in event.data["suggestions"]:
+                ids.update(dict.fromkeys(s["ids"]))
+    return list(ids)
 
 
 def form_search(values: Any) -> dict[str, Any]:
@@ -244,26 +273,38 @@ def _row(item: Mapping[str, Any]) -> dict[str, Any]:
     return {name: to_json(value) for name, value in item.items()}
 
 
-def condition_text(c: Mapping[str, Any]) -> str:
-    return f"{c['field']} {c['op'].replace('_', ' ')} {c['value']}"
+def condition_text(c: Mapping[str, Any], domain: Optional[Domain] = None) -> str:
+    """A condition as the wizard's page says it, under the column's label ("Travellers at least 3")."""
+    name = domain.label(c["field"]) if domain is not None else c["field"]
+    return f"{name} {c['op'].replace('_', ' ')} {c['value']}"
 
 
-def search_form(db: Database) -> list[dict[str, Any]]:
-    """The search form: every searchable field; numbers and dates as a range, text with few values and
-    yes/no as drop-downs."""
+def search_text(data: Mapping[str, Any], domain: Optional[Domain] = None) -> str:
+    """A logged search's conditions in a line, with its flexible dates."""
+    said = "; ".join(condition_text(c, domain) for c in data.get("constraints", [])) or "every item"
+    return said + (f" (dates ± {data['flexible']} days)" if data.get("flexible") else "")
+
+
+def search_form(db: Database, domain: Optional[Domain] = None) -> list[dict[str, Any]]:
+    """The search form: every searchable field under its label; numbers and dates as a range (or the one
+    bound the domain's ``ask`` names), text with few values and yes/no as drop-downs."""
     fields = []
     for column in db.searchable:
         values = db.values(column.name)
         kind = ("range" if column.ordered else "boolean" if column.type == "boolean"
                 else "choice" if len(values) <= CHOICES else "text")
         fields.append({"name": column.name, "type": column.type, "kind": kind,
+                       "label": domain.label(column.name) if domain is not None else column.name,
+                       "ops": ([domain.ask[column.name]] if domain is not None and column.name in domain.ask
+                               else ["at_least", "at_most"]) if kind == "range" else [],
                        "choices": [to_json(v) for v in values] if kind == "choice" else [],
                        "low": to_json(values[0]) if kind == "range" and values else None,
                        "high": to_json(values[-1]) if kind == "range" and values else None})
     return fields
 
 
-def search_log(events: Sequence[DialogEvent], items: Mapping[Any, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def search_log(events: Sequence[DialogEvent], items: Mapping[Any, Mapping[str, Any]],
+               domain: Optional[Domain] = None) -> list[dict[str, Any]]:
     """Every search of the dialog, newest first: its conditions, the items shown and the suggestions."""
     log = []
     for n, event in enumerate(events):
@@ -276,36 +317,64 @@ def search_log(events: Sequence[DialogEvent], items: Mapping[Any, Mapping[str, A
         for s in (offered or {}).get("suggestions", []):
             shown = Suggestion(Constraint(**s["relaxed"]), Constraint(**s["instead"]) if s["instead"] else None,
                                tuple(s["ids"]), s["total"])
-            suggestions.append({"text": describe(shown), "total": s["total"],
+            suggestions.append({"text": describe(shown, domain.labels if domain else None),
+                                "total": s["total"],
                                 "items": [_row(items[i]) for i in s["ids"] if i in items]})
         log.append({"event_id": event.id, "turn_index": event.turn_index,
-                    "conditions": [condition_text(c) for c in event.data["constraints"]],
+                    "conditions": [condition_text(c, domain) for c in event.data["constraints"]],
+                    "flexible": event.data.get("flexible", 0),
                     "sort": event.data["sort"], "total": results.get("total", 0),
                     "items": [_row(items[i]) for i in results.get("ids", []) if i in items],
                     "offered": offered is not None, "suggestions": suggestions})
     return log[::-1]
 
 
-def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None) -> dict[str, Any]:
-    """The wizard's page: the search form over the searchable fields and the sort, every search of the
-    dialog with its results and suggestions, and what this turn did so far (``worker_id``'s actions)."""
+def form_values(search: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """A logged search's conditions as the form's fields (``field`` for "is", ``field.at_least``...): the form
+    comes back filled with the newest search, so refining one condition is changing one field."""
+    values: dict[str, Any] = {}
+    for c in (search or {}).get("constraints", []):
+        values[c["field"] if c["op"] == "is" else f"{c['field']}.{c['op']}"] = c["value"]
+    return values
+
+
+def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None,
+                typed: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The wizard's page: the dialog's instruction, the search form under the domain's labels (filled with
+    ``typed``, a refused search's fields, else with the dialog's newest search), every search of the dialog
+    with its results (the domain's result columns, the rest on demand) and suggestions, and what this turn
+    did so far (``worker_id``'s actions: searches, a booking, the reply)."""
     conversation = session.get(Conversation, turn.conversation_id)
     files = loaded(task_of(session, FRAMES, conversation))
     domain = files.domain
     events = dialog_events(session, conversation.id)
     mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None
             and (worker_id is None or e.worker_id == worker_id)]
+    newest = next((e.data for e in reversed(events) if e.action == frames_events.SEARCH), None)
+    sort = (newest or {}).get("sort") or domain.sort.as_dict()
+    booked = next((e.data["item"] for e in mine if e.action == frames_events.BOOK), None)
+    replied = any(e.action == "utter" for e in mine)
+    typed_form = {str(k): v for k, v in typed.items() if not isinstance(v, (dict, list))} if typed else None
     return {
         "database": domain.db.name,
-        "form": search_form(domain.db),
-        "sorts": [c.name for c in domain.db.columns.values()
+        "instruction": conversation.scenario.get("wizard_instruction"),
+        "form": search_form(domain.db, domain),
+        "values": typed_form if typed_form is not None else form_values(newest),
+        "sorts": [{"name": c.name, "label": domain.label(c.name)} for c in domain.db.columns.values()
                   if c.ordered or c.type == "text" or c.name == "id"],
-        "sort": domain.sort.as_dict(),
-        "columns": list(domain.db.columns),
-        "searches": search_log(events, files.items),
+        "sort": sort,
+        "flexible": (newest or {}).get("flexible", 0),
+        "flexible_days": domain.flexible_days,
+        "has_dates": any(c.type == "date" for c in domain.db.searchable),
+        "columns": list(domain.results),
+        "labels": {name: domain.label(name) for name in domain.db.columns},
+        "searches": search_log(events, files.items, domain),
         "this_turn": [{"action": e.action, "text": e.data.get("Text", ""),
-                       "conditions": [condition_text(c) for c in e.data.get("constraints", [])]} for e in mine],
-        "replied": any(e.action == "utter" for e in mine),
+                       "conditions": [condition_text(c, domain) for c in e.data.get("constraints", [])],
+                       **({"id": e.data["id"]} if e.action == frames_events.BOOK else {})} for e in mine],
+        "booked": booked,
+        "can_book": not replied and booked is None,
+        "replied": replied,
     }
 
 
@@ -343,7 +412,8 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
         return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
     if not as_answers:
         log_closing_action(session, sent, take_action, ("utter",))
-    return close_logged_turn(session, sent, closing=("utter",), holds="exactly one message")
+    return close_logged_turn(session, sent, closing=("utter",), holds="exactly one message",
+                             ending=("complete", frames_events.BOOK))
 
 
 # ---- replay ---------------------------------------------------------------------------------------------
@@ -499,19 +569,32 @@ def survey_answers(session: Session, conversation_ids: Sequence[int]) -> dict[in
 def success_summary(session: Session, batch_id: int) -> dict[str, Any]:
     """Per template of the batch's goals (and "all"): how many goals could succeed against the binomial 99%
     interval of the template's probability, how many the wizards judged reached (by the goal's draw and
-    what an unsuccessful user was told), and the users' cooperativity ratings, as plain data."""
+    what an unsuccessful user was told), what was booked against each goal (meets it, meets only the
+    alternate, breaks it, nothing booked) and the users' cooperativity ratings, as plain data."""
     conversations = list(session.exec(select(Conversation, Task).join(Task, Task.id == Conversation.task_id)
                                       .where(Conversation.batch_id == batch_id).order_by(col(Conversation.id))))
-    answers = survey_answers(session, [c.id for c, _ in conversations])
-    dialogs = [(goal_from_dict(c.scenario, domain_of(task).db), answers[c.id]) for c, task in conversations]
+    ids = [c.id for c, _ in conversations]
+    answers = survey_answers(session, ids)
+    booked = dict(session.exec(select(DialogEvent.conversation_id, DialogEvent.data).join(
+        Turn, (Turn.id == DialogEvent.turn_id) & (Turn.worker_id == DialogEvent.worker_id)).where(
+        col(DialogEvent.conversation_id).in_(ids), DialogEvent.action == frames_events.BOOK,
+        Turn.status == TurnStatus.submitted)).all())
+    dialogs, items = [], []
+    for c, task in conversations:
+        db = domain_of(task).db
+        dialogs.append((goal_from_dict(c.scenario, db), answers[c.id]))
+        item = booked.get(c.id, {}).get("item")
+        items.append({k: convert(db.columns[k].type, v) if k in db.columns else v for k, v in item.items()}
+                     if item else None)
     rows = []
-    for r in success_report(dialogs):
+    for r in success_report(dialogs, items):
         rows.append({"template": r.template, "probability": r.probability, "dialogs": r.dialogs,
                      "feasible": r.feasible, "expected": list(r.expected),
                      "feasible_as_expected": r.feasible_as_expected, "judged": r.judged, "reached": r.reached,
                      "reached_share": r.reached_share, "reached_feasible": list(r.reached_feasible),
                      "reached_alternate": list(r.reached_alternate), "reached_ending": list(r.reached_ending),
-                     "ratings": {str(k): v for k, v in r.ratings.items()}, "mean_rating": r.mean_rating})
+                     "ratings": {str(k): v for k, v in r.ratings.items()}, "mean_rating": r.mean_rating,
+                     "booked": dict(r.booked)})
     return {"batch_id": batch_id, "dialogs": len(dialogs), "templates": rows}
 
 

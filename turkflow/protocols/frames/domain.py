@@ -1,21 +1,39 @@
 """A Frames domain as the requester writes it: one YAML (or JSON) file naming the database file (in the same
-folder), its declared column types and search fields, the results' default sort, how often a search that
-finds nothing shows suggestions, and the goal templates. Everything a batch needs to draw goals and answer
-searches."""
+folder), its declared column types and search fields, what the wizard's page calls each column and which
+ones its results show, the results' default sort, how often a search that finds nothing shows
+suggestions, how many days a search may widen dates by, the wizard's instructions to vary and the goal
+templates. Everything a batch needs to draw goals and answer searches."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.protocols.files import inside, read_data, shown
 from turkflow.protocols.frames.database import Database, load_database
 from turkflow.protocols.frames.goals import Template, parse_template
-from turkflow.protocols.frames.search import DEFAULT_SUGGESTION_PROBABILITY, Sort, parse_sort
+from turkflow.protocols.frames.search import DEFAULT_SUGGESTION_PROBABILITY, MAX_FLEXIBLE, Sort, parse_sort
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "frames" / "frames.yaml"
+
+
+# Frames told its wizards to "vary the way you answer the user, sometimes you can say something that would
+# be right at another point in a dialogue" and asked them to act badly at times (section 3.2). Each dialog
+# draws one of these (or the requester's own) for all its wizards.
+WIZARD_INSTRUCTIONS = (
+    "Answer as you normally would: helpful and to the point.",
+    "Answer as you normally would: helpful and to the point.",
+    "Say little in this dialog: one option at a time, details only when the user asks.",
+    "Say a lot in this dialog: compare two or three options in each reply.",
+    "Summarise rather than list: how many packages you found, the cheapest, the range of prices.",
+    "Once in this dialog, say that nothing is available although your search found something.",
+    "Once in this dialog, say something that would be right at another point of a dialog "
+    "(ask again for something the user told you, or offer to book too early).",
+)
+FLEXIBLE_DAYS = 2  # Frames' ARE_DATES_FLEXIBLE widened the dates by 2 days each way
+RESULT_COLUMNS = 7  # columns a results table shows when the requester names none
 
 
 @dataclass(frozen=True)
@@ -25,9 +43,29 @@ class Domain:
     sort: Sort
     suggestion_probability: float
     database_file: Optional[Path] = None  # resolved, inside the domain file's folder
+    labels: Mapping[str, str] = field(default_factory=dict)  # what the wizard's page calls a column
+    ask: Mapping[str, str] = field(default_factory=dict)  # a range field asking one bound
+    results: tuple[str, ...] = ()  # the columns a results table shows; the others on demand
+    flexible_days: int = FLEXIBLE_DAYS
+    wizard_instructions: tuple[str, ...] = WIZARD_INSTRUCTIONS
+
+    def label(self, column: str) -> str:
+        return self.labels.get(column) or column.replace("_", " ").capitalize()
 
 
-DATABASE_KEYS = ("file", "types", "searchable", "sort", "descending")
+DATABASE_KEYS = ("file", "types", "searchable", "sort", "descending", "labels", "ask", "results")
+TOP_KEYS = {"database", "templates", "suggestion_probability", "flexible_days", "wizard_instructions"}
+
+
+def _names(raw: Any, db: Database, path: Path, key: str) -> Sequence[str]:
+    """Column names a requester lists or maps (``database.<key>``), each a column of the database."""
+    names = list(raw) if isinstance(raw, (Mapping, list)) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise InvalidDocument(f"{path}: database.{key}: expected column names")
+    unknown = [n for n in names if n not in db.columns]
+    if unknown:
+        raise InvalidDocument(f"{path}: database.{key}: {shown(unknown[0])} is not a column of the database")
+    return names
 
 
 def load_domain(path: Path = SAMPLE) -> Domain:
@@ -36,8 +74,9 @@ def load_domain(path: Path = SAMPLE) -> Domain:
     (``turkflow.protocols.files``): regular files of bounded size, YAML without aliases or duplicate keys."""
     path = Path(path)
     raw = read_data(path)
-    if not isinstance(raw, Mapping) or set(raw) - {"database", "templates", "suggestion_probability"}:
-        raise InvalidDocument(f"{path}: expected database, templates and optionally suggestion_probability")
+    if not isinstance(raw, Mapping) or set(raw) - TOP_KEYS:
+        raise InvalidDocument(f"{path}: expected database, templates and optionally suggestion_probability, "
+                              "flexible_days, wizard_instructions")
     database = raw.get("database")
     if not isinstance(database, Mapping):
         raise InvalidDocument(f"{path}: database: expected a mapping with file (and types, searchable, sort)")
@@ -70,4 +109,23 @@ def load_domain(path: Path = SAMPLE) -> Domain:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise InvalidDocument(f"{path}: template name {shown(twice[0])} is used twice")
-    return Domain(db, templates, sort, float(chance), file)
+    labels = database.get("labels") or {}
+    _names(labels, db, path, "labels")
+    if not all(isinstance(v, str) and v.strip() for v in labels.values()):
+        raise InvalidDocument(f"{path}: database.labels: expected a mapping of column name to label")
+    ask = database.get("ask") or {}
+    for name in _names(ask, db, path, "ask"):
+        if ask[name] not in ("at_least", "at_most") or not db.columns[name].ordered:
+            raise InvalidDocument(f"{path}: database.ask: {shown(name)}: a number or date column asks "
+                                  "at_least or at_most")
+    results = database.get("results")
+    results = tuple(_names(results, db, path, "results")) if results is not None else \
+        tuple(list(db.columns)[:RESULT_COLUMNS])
+    days: Any = raw.get("flexible_days", FLEXIBLE_DAYS)
+    if isinstance(days, bool) or not isinstance(days, int) or not 0 <= days <= MAX_FLEXIBLE:
+        raise InvalidDocument(f"{path}: flexible_days: expected a whole number from 0 to {MAX_FLEXIBLE}")
+    told = raw.get("wizard_instructions", list(WIZARD_INSTRUCTIONS))
+    if not isinstance(told, list) or not told or not all(isinstance(t, str) and t.strip() for t in told):
+        raise InvalidDocument(f"{path}: wizard_instructions: expected a list of texts")
+    return Domain(db, templates, sort, float(chance), file, dict(labels), dict(ask), results, days,
+                  tuple(t.strip() for t in told))

@@ -1,6 +1,7 @@
 """What a Frames search leaves in the dialog's log, as the plain values a ``DialogEvent`` row holds.
 
-A wizard's search is three events, in this order: the wizard's ``search`` (conditions and sort), the
+A wizard's search is three events, in this order: the wizard's ``search`` (conditions as typed, sort, and
+``flexible`` days when the dates were widened), the
 database's ``search_results`` (the ids shown and how many matched) and, when the draw allowed them, the
 ``suggestions`` shown (possibly none). Frames kept the same in its turns' ``db`` field. Logging the
 suggestions draw even when nothing could be suggested lets the analysis tell "not offered" from "nothing
@@ -42,7 +43,8 @@ def _suggestion(s: Suggestion) -> dict[str, Any]:
 def search_events(search: Search, result: SearchResult) -> list[FramesEvent]:
     events = [
         FramesEvent(WIZARD, SEARCH, {"constraints": [c.as_dict() for c in search.constraints],
-                                     "sort": search.sort.as_dict()}),
+                                     "sort": search.sort.as_dict(),
+                                     **({"flexible": search.flexible} if search.flexible else {})}),
         FramesEvent(DATABASE, RESULTS, {"ids": list(result.ids), "total": result.total}),
     ]
     if result.offered:
@@ -62,7 +64,8 @@ def search_from_event(db: Database, data: Mapping[str, Any]) -> Search:
     try:
         constraints = tuple(db.constraint(c["field"], c["op"], c["value"]) for c in data["constraints"])
         sort = data["sort"]
-        return Search(constraints, parse_sort(db, sort["field"], sort["descending"]))
+        return Search(constraints, parse_sort(db, sort["field"], sort["descending"]),
+                      int(data.get("flexible", 0)))
     except (KeyError, TypeError):
         raise InvalidInput("not a logged search", "data") from None
 

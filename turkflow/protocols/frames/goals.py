@@ -115,6 +115,31 @@ class Goal:
                 "instructions": self.instructions}
 
 
+MEETS_GOAL, MEETS_ALTERNATE, BREAKS_GOAL = "meets_goal", "meets_alternate", "breaks_goal"
+
+
+@dataclass(frozen=True)
+class Booking:
+    """A booked item judged against the user's goal: the goal's conditions it breaks and, when the goal
+    has an alternate, the alternate's (None without one). A goal drawn to fail breaks on every item, so
+    booking anything for it is a compromise the analysis counts."""
+
+    broken: tuple[Constraint, ...]
+    broken_alternate: Optional[tuple[Constraint, ...]]
+
+    @property
+    def outcome(self) -> str:
+        if not self.broken:
+            return MEETS_GOAL
+        return MEETS_ALTERNATE if self.broken_alternate == () else BREAKS_GOAL
+
+
+def judge_booking(goal: Goal, item: Mapping[str, Any]) -> Booking:
+    alternate = goal.alternate
+    broken = None if alternate is None else tuple(c for c in alternate.constraints if not c.holds(item))
+    return Booking(tuple(c for c in goal.constraints if not c.holds(item)), broken)
+
+
 # ---- reading templates ---------------------------------------------------------------------------------
 
 

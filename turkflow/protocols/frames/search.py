@@ -9,6 +9,7 @@ and the rng, so a logged search can be replayed.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -17,6 +18,7 @@ from turkflow.errors import InvalidInput
 from turkflow.protocols.frames.database import Constraint, Database, to_json
 
 LIMIT = 10  # Frames showed up to 10 results per search
+MAX_FLEXIBLE = 7  # days a date condition may be widened by, at most
 DEFAULT_SUGGESTION_PROBABILITY = 0.5
 
 
@@ -31,10 +33,31 @@ class Sort:
 
 @dataclass(frozen=True)
 class Search:
-    """What the wizard asked: every condition must hold; results come sorted by ``sort``."""
+    """What the wizard asked: every condition must hold; results come sorted by ``sort``. ``flexible``
+    widens every date condition by that many days each way (Frames' ARE_DATES_FLEXIBLE, 2 days): "leaving
+    on or after 10 August, flexible by 2" finds packages leaving from 8 August."""
 
     constraints: tuple[Constraint, ...]
     sort: Sort
+    flexible: int = 0
+
+    @property
+    def conditions(self) -> tuple[Constraint, ...]:
+        """The conditions as run: the dates widened by ``flexible`` days."""
+        if not self.flexible:
+            return self.constraints
+        days = dt.timedelta(days=self.flexible)
+        run: list[Constraint] = []
+        for c in self.constraints:
+            if not isinstance(c.value, dt.date):
+                run.append(c)
+            elif c.op == "is":
+                run += [Constraint(c.field, "at_least", c.value - days),
+                        Constraint(c.field, "at_most", c.value + days)]
+            else:
+                wider = c.value - days if c.op == "at_least" else c.value + days
+                run.append(Constraint(c.field, c.op, wider))
+        return tuple(run)
 
 
 @dataclass(frozen=True)
@@ -57,10 +80,18 @@ class SearchResult:
     offered: bool = False  # whether the draw allowed suggestions (only drawn when nothing is found)
 
 
-def parse_search(db: Database, raw: Mapping[str, Any], sort: Any = None, descending: Any = False) -> Search:
+def parse_search(db: Database, raw: Mapping[str, Any], sort: Any = None, descending: Any = False,
+                 flexible: Any = 0, most_flexible: int = MAX_FLEXIBLE) -> Search:
     """Read the wizard's form: ``{field: value}`` means "is"; ``{field: {"at_least": v, "at_most": w}}``
-    a range. Only searchable fields; values are converted to the column's type. The default sort is the
-    first ordered column named ``price`` or, failing that, the item id. Errors name the field."""
+    a range; ``flexible`` days (0 to ``most_flexible``) widen the dates. Only searchable fields; values
+    are converted to the column's type. The default sort is the first ordered column named ``price`` or,
+    failing that, the item id. Errors name the field."""
+    if isinstance(flexible, str) and flexible.strip().isdecimal():
+        flexible = int(flexible)
+    if flexible in (None, ""):
+        flexible = 0
+    if isinstance(flexible, bool) or not isinstance(flexible, int) or not 0 <= flexible <= most_flexible:
+        raise InvalidInput(f"expected a whole number of days from 0 to {most_flexible}", "flexible")
     if not isinstance(raw, Mapping):
         raise InvalidInput("expected the search's fields as an object", "constraints")
     constraints = []
@@ -75,7 +106,7 @@ def parse_search(db: Database, raw: Mapping[str, Any], sort: Any = None, descend
                 constraints.append(db.constraint(column.name, op, value))
         else:
             constraints.append(db.constraint(column.name, "is", given))
-    return Search(tuple(constraints), parse_sort(db, sort, descending))
+    return Search(tuple(constraints), parse_sort(db, sort, descending), flexible)
 
 
 def parse_sort(db: Database, name: Any = None, descending: Any = False) -> Sort:
@@ -126,7 +157,7 @@ def run_search(db: Database, search: Search, rng: Optional[random.Random] = None
     """
     if not 0.0 <= suggestion_probability <= 1.0:
         raise InvalidInput("a probability is between 0 and 1", "suggestion_probability")
-    conditions = search.constraints
+    conditions = search.conditions
     found: list[dict[str, Any]] = []
     near: list[list[dict[str, Any]]] = [[] for _ in conditions]
     for item in db.items:
@@ -158,13 +189,15 @@ def run_search(db: Database, search: Search, rng: Optional[random.Random] = None
     return SearchResult((), 0, tuple(suggestions), True)
 
 
-def describe(suggestion: Suggestion) -> str:
-    """The line a wizard's page shows, e.g. "price at most 1500 -> 1730: 2 items"."""
+def describe(suggestion: Suggestion, labels: Optional[Mapping[str, str]] = None) -> str:
+    """The line a wizard's page shows, e.g. "price at most 1730 instead of 1500: 2 items", each field
+    under its label (``labels``) if it has one."""
     old = suggestion.relaxed
+    name = (labels or {}).get(old.field, old.field)
     if suggestion.instead is None:
-        change = f"any {old.field} instead of {to_json(old.value)}"
+        change = f"any {name} instead of {to_json(old.value)}"
     else:
-        change = f"{old.field} {old.op.replace('_', ' ')} {to_json(suggestion.instead.value)} " \
+        change = f"{name} {old.op.replace('_', ' ')} {to_json(suggestion.instead.value)} " \
                  f"instead of {to_json(old.value)}"
     count = f"{suggestion.total} item" + ("" if suggestion.total == 1 else "s")
     return f"{change}: {count}"

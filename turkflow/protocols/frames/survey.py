@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from turkflow.errors import InvalidAnswer
-from turkflow.protocols.frames.goals import Goal
+from turkflow.protocols.frames.goals import BREAKS_GOAL, MEETS_ALTERNATE, MEETS_GOAL, Goal, judge_booking
 
 RATINGS = (1, 2, 3, 4, 5)
+BOOKED, NOT_BOOKED = "booked", "none"  # a dialog's booking outcome, beside its answers in the report
+OUTCOMES = (MEETS_GOAL, MEETS_ALTERNATE, BREAKS_GOAL, NOT_BOOKED)
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ class TemplateSuccess:
     reached_alternate: tuple[int, int]  # among unfeasible goals with an alternate
     reached_ending: tuple[int, int]  # among unfeasible goals told to end the dialog
     ratings: Mapping[int, int]
+    booked: Mapping[str, int]  # dialogs by what was booked: meets_goal, meets_alternate, breaks_goal, none
 
     @property
     def feasible_as_expected(self) -> bool:
@@ -139,13 +142,20 @@ class TemplateSuccess:
         return sum(r * c for r, c in self.ratings.items()) / count if count else None
 
 
-def success_report(dialogs: Iterable[tuple[Goal, Mapping[str, Any]]]) -> list[TemplateSuccess]:
+def success_report(dialogs: Iterable[tuple[Goal, Mapping[str, Any]]],
+                   booked: Optional[Sequence[Optional[Mapping[str, Any]]]] = None) -> list[TemplateSuccess]:
     """Per template (in name order), from each dialog's goal and its survey answers (the user's
     ``cooperativity`` and the wizard's ``goal_reached``, either possibly missing), plus a last row
-    ``"all"`` whose probability is the mean of its goals'."""
+    ``"all"`` whose probability is the mean of its goals'. ``booked`` gives each dialog's booked item (None:
+    nothing booked), judged against the goal (``goals.judge_booking``)."""
+    dialogs = list(dialogs)
+    items = list(booked) if booked is not None else [None] * len(dialogs)
+    if len(items) != len(dialogs):
+        raise ValueError("one booked item (or None) per dialog")
     groups: dict[str, list[tuple[Goal, Mapping[str, Any]]]] = {}
-    for goal, answers in dialogs:
-        groups.setdefault(goal.template, []).append((goal, answers))
+    for (goal, answers), item in zip(dialogs, items):
+        outcome = judge_booking(goal, item).outcome if item is not None else NOT_BOOKED
+        groups.setdefault(goal.template, []).append((goal, {**answers, BOOKED: outcome}))
     rows = [_row(name, groups[name]) for name in sorted(groups)]
     everything = [pair for name in sorted(groups) for pair in groups[name]]
     if everything:
@@ -167,7 +177,9 @@ def _row(name: str, dialogs: list[tuple[Goal, Mapping[str, Any]]]) -> TemplateSu
     probability = probabilities[0] if same else sum(probabilities) / len(probabilities)
     expected = binomial_interval(len(dialogs), probability) if same else mixed_interval(probabilities)
     ratings = Counter(a["cooperativity"] for _, a in dialogs if a.get("cooperativity") in RATINGS)
+    outcomes = Counter(a[BOOKED] for _, a in dialogs)
     return TemplateSuccess(name, probability, len(dialogs), len(feasible), expected, judged, reached,
                            tally(feasible), tally(alternate), tally(ending),
-                           {r: ratings.get(r, 0) for r in RATINGS})
+                           {r: ratings.get(r, 0) for r in RATINGS},
+                           {o: outcomes.get(o, 0) for o in OUTCOMES})
 

@@ -12,7 +12,8 @@ Routes (``Accept: application/json`` gives the JSON variant; POSTs carry the CSR
 forms do, or as ``X-CSRFToken``):
 ``GET|POST /frames/turn/<assignment_id>`` (the page; submit the turn),
 ``POST /frames/turn/<assignment_id>/action`` (a search: ``kb-<field>`` or ``kb-<field>.at_least`` form
-fields, or JSON ``constraints``; ``sort``, ``descending``).
+fields, or JSON ``constraints``; ``sort``, ``descending``, ``flexible`` days; or ``book`` with the item's
+``id``, which ends the dialog with this turn).
 """
 
 from __future__ import annotations
@@ -36,27 +37,35 @@ bp = logged_blueprint(FRAMES)
 PAGES = {"user": "frames_user.html", "wizard": "frames_wizard.html"}
 
 
-def _data(session: Session, turn: Turn, worker: Worker) -> dict[str, Any]:
-    """The role's own part of the page: the user's goal, or the wizard's search (never the other's)."""
+def turn_data(session: Session, turn: Turn, worker: Worker,
+              form: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """The role's own part of the page: the user's goal, or the wizard's search (never the other's), its
+    form filled with ``form`` (a refused search's fields) if given."""
     if turn.role == "user":
         return {"user": frames_dialog.user_view(session, turn)}
-    return {"wizard": frames_dialog.wizard_view(session, turn, worker_id=worker.id)}
+    return {"wizard": frames_dialog.wizard_view(session, turn, worker_id=worker.id, typed=form)}
+
+
+def typed_of(body: dict[str, Any]) -> tuple[str, Optional[dict[str, Any]]]:
+    """What a refused action or submit had typed: the message, and a search's form fields."""
+    text, form = body.get("text"), body.get("form")
+    return (text[:FRAMES.max_response_chars] if isinstance(text, str) else "",
+            form if isinstance(form, dict) and body.get("action") == "search" else None)
 
 
 def _page(assignment_id: str, *, error: Optional[InvalidInput | ServiceUnavailable] = None, typed: str = "",
-          status: int = 200) -> Response:
+          form: Optional[dict[str, Any]] = None, status: int = 200) -> Response:
     with session_scope(_settings().database_url) as session:
         held = held_turn(session, FRAMES, assignment_id)
-        data = _data(session, held.turn, held.worker)
+        data = turn_data(session, held.turn, held.worker, form)
         return show_turn(session, held, data, PAGES, error=error, typed=typed, status=status)
 
 
 def _shown_again(assignment_id: str, error: InvalidInput | ServiceUnavailable,
                  body: dict[str, Any]) -> Response:
-    """The page again after a refused search or submit, with the message typed."""
-    text = body.get("text")
-    typed = text[:FRAMES.max_response_chars] if isinstance(text, str) else ""
-    return _page(assignment_id, error=error, typed=typed, status=error.status)
+    """The page again after a refused search, booking or submit, with what was typed."""
+    typed, form = typed_of(body)
+    return _page(assignment_id, error=error, typed=typed, form=form, status=error.status)
 
 
 @bp.get("/turn/<assignment_id>")
@@ -66,14 +75,15 @@ def turn(assignment_id: str) -> Any:
 
 @bp.post("/turn/<assignment_id>/action")
 def action(assignment_id: str) -> Any:
-    """A search inside the turn. JSON clients get what it logged and the wizard's data again; the page
-    without scripts is shown again at the results."""
+    """A search or a booking inside the turn. JSON clients get what it logged and the wizard's data again;
+    the page without scripts is shown again at the results."""
     return take_action(FRAMES, assignment_id, _act, _shown_again, "#searches")
 
 
 def _act(session: Session, held: Held, body: dict[str, Any]) -> Acted:
-    written = frames_dialog.take_action(session, held.turn, held.worker, body.pop("action", None), body)
-    return Acted(written, _data(session, held.turn, held.worker), {})
+    written = frames_dialog.take_action(session, held.turn, held.worker, body.get("action"),
+                                        {k: v for k, v in body.items() if k != "action"})
+    return Acted(written, turn_data(session, held.turn, held.worker), {})
 
 
 @bp.post("/turn/<assignment_id>")

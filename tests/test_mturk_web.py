@@ -28,6 +28,7 @@ from tests.test_mturk import (  # noqa: F401 - fixtures
     publish,
     stubber,
 )
+from tests.test_error_paths import read_only
 from tests.test_pipeline import STUDENT_ANSWERS
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
@@ -199,6 +200,27 @@ def test_a_refused_answer_names_the_field_and_stores_nothing(mturk_settings, mtu
     assert 'data-error-field="intent"' in text and form_token(text) == token  # the worker can fix and resubmit
     assignments, turns, _ = stored(mturk_settings)
     assert [a.status for a in assignments] == [AssignmentStatus.accepted] and turns == []
+    stubber.assert_no_pending_responses()
+
+
+def test_a_database_taking_no_writes_answers_503_keeps_the_typed_text_and_stores_it_on_the_next_submit(
+        mturk_settings, mturk_web, published, stubber):
+    url = page_url(mturk_settings, published, **accept_ids())
+    for _ in range(3):
+        not_submitted(stubber, ASG1)
+        hit_state(stubber, HIT1, pending=1)
+    token = form_token(mturk_web.get(url).get_data(as_text=True))
+    form = {**STUDENT_ANSWERS, "response": "What comes <next> & after?", "turkflow_form": token}
+    with read_only(mturk_settings):
+        shown = mturk_web.post(url, data=form)
+        assert shown.status_code == 503 and int(shown.headers["Retry-After"]) > 0
+        text = shown.get_data(as_text=True)
+        assert "What comes &lt;next&gt; &amp; after?" in text and form_token(text) == token  # sent again as it is
+    assert [t.text for t in stored(mturk_settings)[1]] == []
+
+    done = mturk_web.post(url, data=form)
+    assert done.status_code == 200 and "/mturk/externalSubmit" in done.get_data(as_text=True)
+    assert [t.text for t in stored(mturk_settings)[1]] == ["What comes <next> & after?"]
     stubber.assert_no_pending_responses()
 
 

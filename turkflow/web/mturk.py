@@ -20,13 +20,14 @@ from sqlmodel import select
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.errors import Conflict, Forbidden, InvalidAnswer
+from turkflow.errors import Conflict, Forbidden, InvalidAnswer, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.hits.mturk import pages
 from turkflow.hits.mturk.answers import ANSWERS_FIELD, form_answers
 from turkflow.hits.mturk.assignments import accept_assignment
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import Assignment, AssignmentStatus, Batch, Conversation, Turn, Worker
+from turkflow.web.http import retry_after
 from turkflow.web.worker import render_turn, worker_page_headers
 
 bp = Blueprint("mturk", __name__, url_prefix="/mturk")
@@ -108,21 +109,27 @@ def submit() -> Any:
             submission = lifecycle.submit_turn(session, assignment_id, worker, raw)
             turn_id, created, answers, hit_id = (submission.turn.id, submission.created, submission.turn.answers,
                                                  hit.id)
-    except InvalidAnswer as error:  # rolled back: nothing of this submission is stored
+    except (InvalidAnswer, ServiceUnavailable) as error:  # rolled back: nothing of this submission is stored
         return _refused(error, raw, form_token)
     if created:
         _queue_after_submission(turn_id, hit_id, worker.id)
     return _external_submit(submit_site, assignment_id, answers)
 
 
-def _refused(error: InvalidAnswer, raw: dict[str, Any], form_token: str) -> Response:
+def _refused(error: InvalidAnswer | ServiceUnavailable, raw: dict[str, Any], form_token: str) -> Response:
+    """The page again with what the worker wrote: beside the answer refused, or under a note that storage
+    took nothing (a 503 with Retry-After: the same submit later stores it)."""
     settings = _settings()
     token, hit_external_id, _, _ = _ids()
     with session_scope(settings.database_url) as session:
         hit = pages.hit_for_page(session, settings.secret_key, token, hit_external_id)
         view = lifecycle.turn_view(session, session.get(Turn, hit.turn_id))
-    return render_turn(view, form_action=request.full_path, errors={error.field: error.reason}, answers=raw,
-                       hidden={FORM_TOKEN: form_token}, status=400)
+    page = render_turn(view, form_action=request.full_path,
+                       errors={error.field: error.reason} if isinstance(error, InvalidAnswer) else {},
+                       retry=isinstance(error, ServiceUnavailable), answers=raw, hidden={FORM_TOKEN: form_token},
+                       status=error.status)
+    page.headers.update(retry_after(error))
+    return page
 
 
 def _queue_after_submission(turn_id: int, hit_id: int, worker_id: int) -> None:

@@ -44,18 +44,22 @@ def test_ten_frames_conversations_lose_no_turn_and_export_to_sgd_with_the_counts
     batch_id = last_batch(database_url)
     db = held(database_url, batch_id)
 
-    assert done["conversations"] == {"launched": 10, "completed": 10, "by_end_reason": {"user_complete": 10}}
+    events = frames["events"]
+    ended = done["conversations"]["by_end_reason"]
+    assert done["conversations"]["completed"] == 10 and set(ended) == {"user_complete", "wizard_booked"}
+    assert ended["wizard_booked"] == events["Wizard book"] and ended["user_complete"] == events["User complete"]
     assert done["turns"]["stored"] == done["turns"]["confirmed"] == done["turns"]["planned"] == db["turns"]
     assert done["turns"]["lost"] == done["turns"]["unexpected"] == done["turns"]["history_mismatches"] == 0
     assert done["refused_requests"] == {} and report["measured"]["http"]["errors"] == {}
-    events = frames["events"]
     assert events["Wizard search"] == events["KnowledgeBase search_results"] == db["searches"] > 0
-    assert events["User complete"] == 10 and frames["searches_found_nothing"] > 0
+    assert frames["searches_found_nothing"] > 0
     assert frames["surveys_answered"] == {"user": 10, "wizard": 10} and db["answers"] == {"user": 10, "wizard": 10}
     overall = frames["success"]["templates"][-1]
     assert overall["template"] == "all" and overall["dialogs"] == 10 and overall["judged"] == 10
     assert overall["feasible"] == frames["goals"]["feasible"] and overall["feasible_as_expected"]
     assert sum(overall["ratings"].values()) == 10
+    booked = overall["booked"]  # each booking is the first item of a search with the goal's (or alternate's) conditions
+    assert booked["meets_goal"] + booked["meets_alternate"] == events["Wizard book"] and booked["breaks_goal"] == 0
 
     exported = turkflow(database_url, tmp_path, "export", "--format", "sgd", "--out", str(tmp_path / "S"))
     assert exported.returncode == 0, exported.stderr
@@ -109,11 +113,15 @@ def test_each_dialog_is_planned_from_its_goal_and_its_failure_rule():
         goal = script.scenario
         assert len(script.searches) == len(script.user) - 1 and script.stops_at(script.length - 1)
         assert all(c["field"] in script.searches[0] for c in goal["constraints"])
-        if goal["matches"] > 0 or not goal["alternate"]:  # satisfied, or told to end: three turns
-            assert script.length == 3
-        else:  # the alternate goal is stated and searched for
-            assert script.length == 5 and script.searches[1] != script.searches[0]
         assert script.reached == (goal["matches"] > 0 or bool(goal["alternate"] and goal["alternate"]["matches"]))
-    assert {s.length for s in scripts} == {3, 5}
+        assert script.books == script.reached and script.books_at(script.length - 1) == script.books
+        if script.books:  # the user asks to book; the last wizard books, which ends the dialog
+            assert script.length in (4, 6)
+            assert script.user[-1].count("book") == 1
+        else:  # told to end, or the alternate found nothing either: the user ends the dialog
+            assert script.length in (3, 5)
+        if goal["matches"] == 0 and goal["alternate"]:  # the alternate goal is stated and searched for
+            assert script.searches[1] != script.searches[0]
+    assert {s.length for s in scripts} == {3, 4, 5, 6}
     short = write_frames_scripts(SAMPLE, 40, seed=2, max_turns=2)
     assert {s.turns(2) for s in short} == {1}

@@ -56,8 +56,9 @@ class LoggedProtocol:
 
 LOGGED: dict[str, LoggedProtocol] = {p.name: p for p in (
     LoggedProtocol("star", "STAR", "turkflow.protocols.star.dialog", "star.turn", ("local", "prolific"), "queries"),
-    LoggedProtocol("frames", "Frames", "turkflow.protocols.frames.dialog", "frames.turn", ("local",), "searches"),
-    LoggedProtocol("meep", "MEEP", "turkflow.protocols.meep.dialog", "meep.turn", ("local",), "clicks"),
+    LoggedProtocol("frames", "Frames", "turkflow.protocols.frames.dialog", "frames.turn", ("local", "prolific"),
+                   "searches"),
+    LoggedProtocol("meep", "MEEP", "turkflow.protocols.meep.dialog", "meep.turn", ("local", "prolific"), "clicks"),
     LoggedProtocol("annotate", "Annotation", "turkflow.protocols.annotate.dialog", "annotate.turn", ("local",),
                    "labels", dialog=False),
 )}

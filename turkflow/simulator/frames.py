@@ -6,12 +6,13 @@ simulation is given another with ``--dialogs DOMAIN.yaml``. Each conversation is
 
 - the user states the goal's conditions; the wizard searches with them and says what the search found: the
   first item, or that nothing matches and, when the page shows one, the relaxed suggestion;
-- a user whose goal matched something takes it and ends the dialog; one whose goal matched nothing follows
-  the goal's failure rule: states the alternate goal (the wizard searches again, and the user then ends the
-  dialog either way), or ends the dialog at once.
+- a user whose goal matched something asks to book it, and the next wizard books the first item the
+  newest search showed, which ends the dialog (as most Frames dialogues end); one whose goal matched
+  nothing follows the goal's failure rule: states the alternate goal (the wizard searches again; if it
+  finds something the user asks to book it, else ends the dialog), or ends the dialog at once.
 
-So a dialog is three or five paid turns, known before it starts, while what the wizard says comes from the
-searches the stack answers. Bad workers are the crowd's (``crowd.PROFILES``): spammers send random text,
+So a dialog is three to six paid turns, known before it starts, while what the wizard says and books comes
+from the searches the stack answers. Bad workers are the crowd's (``crowd.PROFILES``): spammers send random text,
 lazy workers a word, and neither searches. Workers qualify as STAR's users and wizards do (the roles share
 the onboarding stages). Both roles answer the end-of-dialog questions: the user who ends the dialog at
 once (cooperativity, 1-5), the last wizard from their queue (whether the user reached the goal).
@@ -69,19 +70,24 @@ def search_of(constraints: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class FramesScript:
     """One conversation planned from its goal: user turn ``2j`` says ``user[j]``; wizard turn ``2j + 1``
-    searches with ``searches[j]`` and says what it found."""
+    searches with ``searches[j]`` and says what it found, or (``books``, the last turn) books the first
+    item the newest search showed, which ends the dialog; otherwise the user's last turn ends it."""
 
     task_key: str
     scenario: dict
     user: tuple[str, ...]
     searches: tuple[dict, ...]
+    books: bool = False
 
     @property
     def length(self) -> int:
-        return 2 * len(self.user) - 1
+        return 2 * len(self.user) - (0 if self.books else 1)
 
     def stops_at(self, index: int) -> bool:
         return index == self.length - 1
+
+    def books_at(self, index: int) -> bool:
+        return self.books and self.stops_at(index)
 
     def turns(self, max_turns: int) -> int:
         return min(self.length, max_turns)
@@ -105,17 +111,20 @@ def write_frames_scripts(domain: Path, conversations: int, seed: int, max_turns:
         user = [f"{hello}: {goal_line(goal['constraints'])}."]
         searches = [search_of(goal["constraints"])]
         alternate = goal.get("alternate")
+        book = rng.choice(("That sounds perfect, please book it. Thank you!", "Great, book that one please."))
         if goal["matches"] > 0:
-            user.append(rng.choice(("That sounds perfect, I'll take it. Thank you, goodbye!",
-                                    "Great, book that one please. Bye!")))
+            user.append(book)
         elif alternate:
             user.append(f"Hmm. Could you look again with {goal_line(alternate['constraints'])}?")
             searches.append(search_of(alternate["constraints"]))
-            user.append("Great, I'll take that one. Goodbye!" if alternate["matches"] > 0
-                        else "Too bad. Thanks for looking, goodbye.")
+            user.append(book if alternate["matches"] > 0 else "Too bad. Thanks for looking, goodbye.")
         else:
             user.append("Too bad, then I'll leave it. Thanks anyway, goodbye.")
-        scripts.append(FramesScript(task.key, goal, tuple(user[:keep]), tuple(searches[:keep - 1])))
+        books = goal["matches"] > 0 or bool(alternate and alternate["matches"] > 0)
+        if books and 2 * len(user) <= max_turns:
+            scripts.append(FramesScript(task.key, goal, tuple(user), tuple(searches), books=True))
+        else:
+            scripts.append(FramesScript(task.key, goal, tuple(user[:keep]), tuple(searches[:keep - 1])))
     return scripts
 
 
@@ -174,12 +183,15 @@ class FramesPlay:
         good = rng.random() < worker.quality
         page = f"/frames/turn/{assignment_id}"
         writes = worker.profile.writes
+        booked = self.book(client, page, script.searches[-1]) if script.books_at(index) else None
         if writes == "spam":
             text = _spam(rng)
         elif writes == "short":
             text = rng.choice(LAZY_REPLIES)
         elif worker.role == "user":
             text = script.user[(index // 2) % len(script.user)]
+        elif booked is not None:
+            text = booked
         else:
             found = client.post("POST /frames/turn/action", f"{page}/action", json={
                 "action": "search", "constraints": script.searches[(index // 2) % len(script.searches)]})
@@ -194,6 +206,19 @@ class FramesPlay:
             self.answer_survey(client, worker, confirmed["survey_url"], conversation, outcome)
         said = Written(form={"response": body["text"]}, good=good, rated_relevant=None, rated_useful=None)
         return said, confirmed
+
+    def book(self, client: WorkerClient, page: str, search: Mapping[str, Any]) -> str:
+        """Book the first item the newest search found, and say so. Booking is a click every wizard makes
+        when the user asks (careless ones too, whose reply is still theirs); when the newest search found
+        nothing (a careless wizard before searched nothing), the user's last conditions are searched first."""
+        searches = client.get("GET /frames/turn", page)["frames"]["wizard"]["searches"]
+        if not searches or not searches[0]["items"]:
+            searches = client.post("POST /frames/turn/action", f"{page}/action",
+                                   json={"action": "search", "constraints": search})["wizard"]["searches"]
+        items = searches[0]["items"]
+        client.post("POST /frames/turn/action", f"{page}/action", json={"action": "book", "id": items[0]["id"]})
+        fields = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in list(items[0].items())[1:SHOWN_FIELDS + 1])
+        return f"Done, I booked it for you: {fields}. Have a great trip!"
 
     # -- the end-of-dialog questions --
 
@@ -245,10 +270,12 @@ class FramesPlay:
         if overall is not None:
             low, high = overall["expected"]
             mean = overall["mean_rating"]
+            booked = overall["booked"]
             summary = (f"{overall['feasible']} of {overall['dialogs']} goals could succeed (99% interval of "
                        f"the templates' probabilities: {low}-{high}); wizards judged {overall['reached']} of "
-                       f"{overall['judged']} reached; mean cooperativity "
-                       f"{'-' if mean is None else f'{mean:.2f}'}")
+                       f"{overall['judged']} reached; booked: {booked['meets_goal']} meeting the goal, "
+                       f"{booked['meets_alternate']} only the alternate, {booked['breaks_goal']} breaking it; "
+                       f"mean cooperativity {'-' if mean is None else f'{mean:.2f}'}")
         return {
             "goals": {"feasible": sum(1 for s in self.scripts if s.scenario["matches"] > 0),
                       "with_alternate": sum(1 for s in self.scripts if s.scenario.get("alternate")),

@@ -14,18 +14,19 @@ An onboarding study's URL is ``/prolific/onboarding?r=<role>`` with the same thr
 (the one local workers take), graded once, then back to Prolific with the passing code, whose action adds
 the participant to the group the role's turn studies admit, or the failing one, which does not.
 
-STAR batches use the same link. Their turn page is STAR's (``turkflow.web.protocols.star.render_star_turn``), whose
-in-turn actions post to ``/prolific/turn/action`` with the link's ids and the page's token (checked as a
-submit's; Prolific is asked about the submission when the page is opened and when the turn is submitted,
-not on every query, whose holder ``protocols.star.dialog`` checks anyway). A STAR role qualifies in stages:
+STAR, Frames and MEEP batches use the same link. Their turn page is the protocol's own
+(``turkflow.web.protocols.star.render_star_turn``; Frames' and MEEP's through their ``ENTRY``), whose
+in-turn actions (a query, a search or a booking, a click) post to ``/prolific/turn/action`` with the link's
+ids and the page's token (checked as a submit's; Prolific is asked about the submission when the page is
+opened and when the turn is submitted, not on every action, whose holder the dialog module checks anyway). A STAR role qualifies in stages:
 ``/prolific/onboarding?r=<role>&s=<stage>`` is the stage's tutorial and quiz (``/start`` opens the one
 attempt, ``/hint`` records a hint on the server, the POST grades it once).
 
 End-of-dialog questions (``/prolific/survey?...&c=<dialog>``): a Prolific participant has no queue to come
 back to, so the participant whose turn ends the dialog answers its questions in the same submission,
 before the completion URL (the dialog is on their screen). The last participant of the other role has
-already gone back to Prolific when the dialog ends; they are asked when they next arrive at a STAR turn
-study of ours, after a turn is held for them (answering never costs them the turn), about one dialog per
+already gone back to Prolific when the dialog ends; they are asked when they next arrive at a turn study
+of ours (STAR's or Frames'), after a turn is held for them (answering never costs them the turn), about one dialog per
 arrival (the newest they owe), with its messages shown, and then go on to their turn. One who never comes
 back is never asked. Answers are stored once.
 """
@@ -39,7 +40,7 @@ from typing import Any, Optional
 
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, Response, current_app, g, jsonify, redirect, render_template, request, url_for
 from sqlmodel import Session, col, select
 
 from turkflow.config import Settings
@@ -51,9 +52,11 @@ from turkflow.hits import lifecycle, onboarding
 from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
-from turkflow.protocols.questions import STAR
+from turkflow.protocols import registry
+from turkflow.protocols.questions import STAR, get_protocol
 from turkflow.web.http import id_arg, wants_json
-from turkflow.web.protocols.logged import action_body
+from turkflow.web.protocols import frames as frames_pages, meep as meep_pages
+from turkflow.web.protocols.logged import Entry, action_body, render_turn as render_logged_turn
 from turkflow.web.protocols.star import render_star_turn, star_turn_data
 from turkflow.web.worker import queue_next_turn, render_turn, turn_json, worker_page_headers
 
@@ -68,7 +71,12 @@ MAX_DRAFT = 500
 
 @bp.after_request
 def prolific_page_headers(response: Response) -> Response:
-    return worker_page_headers(response)
+    """The worker pages' headers, then those of the protocol page shown, if it has its own (MEEP's map)."""
+    return g.get("page_headers", _unchanged)(worker_page_headers(response))
+
+
+def _unchanged(response: Response) -> Response:
+    return response
 
 
 def _settings() -> Settings:
@@ -96,8 +104,8 @@ def turn() -> Any:
         study = pages.study_of_link(session, batch_id, role, study_id)
         known = pages.assignment_of(session, study, submission_id, participant_id)
         done = known is not None and known.status in (AssignmentStatus.submitted, AssignmentStatus.approved)
-        star = _is_star(session, batch_id)
-        owed = _survey_owed(session, known, only_its_own=True) if done and star else None
+        logged = _logged(session, batch_id)
+        owed = _survey_owed(session, known, only_its_own=True) if done and logged else None
     if owed is not None:  # the turn that ended the dialog is stored; its questions are not answered yet
         return redirect(_survey_url(owed), 303)
     if done:
@@ -117,9 +125,11 @@ def turn() -> Any:
             return _please_return("This turn is no longer yours", "Your time on it ran out, or the "
                                   "submission was returned, and the turn went to someone else.")
         token = pages.page_token(settings.secret_key, assignment, participant_id)
-        owed = _survey_owed(session, assignment) if star else None
-        if owed is None and star:
+        owed = _survey_owed(session, assignment) if logged else None
+        if owed is None and logged == STAR.name:
             page = _star_page(session, assignment, token, draft=request.args.get("draft", "")[:MAX_DRAFT])
+        elif owed is None and logged:
+            page = _logged_page(session, assignment, token, logged)
         elif owed is None:
             view = _turn_view(session, assignment)
             page = jsonify({**turn_json(view, assignment, session.get(Hit, assignment.hit_id)),
@@ -149,9 +159,9 @@ def submit() -> Any:
     settings = _settings()
     batch_id, role, participant_id, study_id, submission_id = _link()
     with session_scope(settings.database_url) as session:
-        star = _is_star(session, batch_id)
-    if star:
-        return _submit_star()
+        logged = _logged(session, batch_id)
+    if logged:
+        return _submit_logged(logged)
     raw = request.form.to_dict(flat=False)
     token = (raw.pop(FORM_TOKEN, None) or [""])[0]
     with session_scope(settings.database_url) as session:
@@ -180,12 +190,15 @@ def submit() -> Any:
     return _back_to_prolific(batch_id, role)
 
 
-# ---- STAR's pages -----------------------------------------------------------------------------------------
+# ---- the pages of STAR, Frames and MEEP ---------------------------------------------------------------------
+
+ENTRIES: dict[str, Entry] = {"frames": frames_pages.ENTRY, "meep": meep_pages.ENTRY}  # STAR's has its own
 
 
-def _is_star(session: Session, batch_id: Any) -> bool:
+def _logged(session: Session, batch_id: Any) -> Optional[str]:
+    """The batch's protocol when its dialog is an event log written from its own pages (STAR, Frames, MEEP)."""
     batch = session.get(Batch, batch_id) if isinstance(batch_id, int) else None
-    return batch is not None and batch.protocol == STAR.name
+    return batch.protocol if batch is not None and registry.logged(batch.protocol) else None
 
 
 def _link_args(**more: Any) -> str:
@@ -218,6 +231,34 @@ def _star_page(session: Session, assignment: Assignment, token: str, *, draft: s
                             error=error, draft=draft, status=status)
 
 
+def _logged_page(session: Session, assignment: Assignment, token: str, protocol: str, *,
+                 sent: Optional[dict[str, Any]] = None, error: Optional[InvalidInput] = None,
+                 status: int = 200) -> Response:
+    """Frames' or MEEP's turn page (or its JSON) for the participant holding ``assignment``, showing again
+    what a refused POST ``sent``; its forms post back here with the link's ids and the token."""
+    entry, hit = ENTRIES[protocol], session.get(Hit, assignment.hit_id)
+    turn = session.get(Turn, hit.turn_id)
+    view = lifecycle.turn_view(session, turn)
+    data = entry.data(session, turn, session.get(Worker, assignment.worker_id), sent or {})
+    if wants_json():
+        return jsonify({**turn_json(view, assignment, hit), protocol: data, FORM_TOKEN: token})
+    g.page_headers = entry.headers
+    return render_logged_turn(view, data, entry.templates, submit_url=_turn_url(),
+                              action_url=f"{url_for('prolific.action')}?{_link_args()}", hidden={FORM_TOKEN: token},
+                              lease_expires_at=hit.lease_expires_at, error=error, status=status,
+                              **entry.shown(sent or {}))
+
+
+def _shown_again(session: Session, token: str, error: InvalidInput, body: dict[str, Any]) -> Response:
+    """The held turn's page again after a refused action or submit (nothing of it stored), with what was
+    typed."""
+    assignment = _held(session, token)
+    protocol = session.get(Batch, id_arg("b")).protocol
+    if protocol == STAR.name:
+        return _star_page(session, assignment, token, error=error, draft=_typed(body), status=400)
+    return _logged_page(session, assignment, token, protocol, sent=body, error=error, status=400)
+
+
 def _held(session: Session, token: str) -> Assignment:
     """The assignment the link's submission holds, for a POST carrying the page's token (anyone else's, or
     a forged token, is a 403 before anything is stored)."""
@@ -227,8 +268,8 @@ def _held(session: Session, token: str) -> Assignment:
     if assignment is None:
         raise Forbidden("this submission holds no turn here; open the study again from Prolific")
     pages.check_page_token(_settings().secret_key, token, assignment, participant_id)
-    if not _is_star(session, batch_id):
-        raise NotFound("this study's turns are not part of a STAR dialog")
+    if _logged(session, batch_id) is None:
+        raise NotFound("this study's turns are not part of a STAR, Frames or MEEP dialog")
     return assignment
 
 
@@ -244,36 +285,43 @@ def _typed(body: dict[str, Any]) -> str:
 
 @bp.post("/turn/action")
 def action() -> Any:
-    """One action inside a STAR turn (a query, a task tab, asking for suggestions), as on STAR's own pages:
-    JSON clients get what it logged and the wizard's data ranked again; forms see the page again."""
+    """One action inside a turn, as on the protocol's own pages (STAR: a query, a task tab, asking for
+    suggestions; Frames: a search or a booking; MEEP: a click): JSON clients get what it logged and the
+    role's data again; forms see the page again."""
     settings = _settings()
     body = action_body()
     token = _token(body)
-    name = body.pop("action", None)
+    draft = ""
     try:
         with session_scope(settings.database_url) as session:
             assignment = _held(session, token)
             turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
             worker = session.get(Worker, assignment.worker_id)
-            written = star_dialog.take_action(session, turn, worker, name, body)
+            protocol = session.get(Batch, id_arg("b")).protocol
+            if protocol == STAR.name:
+                name = body.get("action")
+                written = star_dialog.take_action(session, turn, worker, name,
+                                                  {k: v for k, v in body.items() if k != "action"})
+                draft = written[0].data.get("Text", "") if name == "request_suggestions" else ""
+                data = star_turn_data(session, turn, worker, draft) if turn.role == "wizard" else {}
+            else:
+                written = ENTRIES[protocol].act(session, turn, worker, body)
+                data = ENTRIES[protocol].data(session, turn, worker, {})
             logged = [{"action": e.action, "agent": e.agent, **e.data} for e in written]
-            draft = written[0].data.get("Text", "") if name == "request_suggestions" else ""
-            data = star_turn_data(session, turn, worker, draft) if turn.role == "wizard" else {}
     except InvalidInput as error:  # rolled back: nothing of this action is stored
         if wants_json():
             raise
         with session_scope(settings.database_url) as session:
-            return _star_page(session, _held(session, token), token, error=error, draft=_typed(body),
-                              status=400)
+            return _shown_again(session, token, error, body)
     if wants_json():
         return jsonify(logged=logged, **data)
     more = {"draft": draft[:MAX_DRAFT]} if draft else {}
-    return redirect(_turn_url(**more) + "#suggestions", 303)
+    return redirect(_turn_url(**more) + ("#suggestions" if protocol == STAR.name else ""), 303)
 
 
-def _submit_star() -> Any:
-    """Close a STAR turn (``protocols.star.dialog.submit_turn``); the participant whose turn ends the dialog goes
-    on to its questions, everyone else back to Prolific."""
+def _submit_logged(protocol: str) -> Any:
+    """Close a STAR, Frames or MEEP turn (its dialog module's ``submit_turn``); the participant whose turn ends
+    a dialog with questions for their role goes on to them, everyone else back to Prolific."""
     settings = _settings()
     batch_id, role, participant_id, study_id, submission_id = _link()
     body = action_body()
@@ -286,7 +334,7 @@ def _submit_star() -> Any:
     try:
         with session_scope(settings.database_url) as session:
             worker = session.get(Worker, assignment.worker_id)
-            submission = star_dialog.submit_turn(session, submission_id, worker, body)
+            submission = registry.parts(protocol).submit_turn(session, submission_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
             conversation_id = submission.turn.conversation_id
             ended = lifecycle.ends_conversation(session, submission.turn)
@@ -294,11 +342,11 @@ def _submit_star() -> Any:
         if wants_json():
             raise
         with session_scope(settings.database_url) as session:
-            return _star_page(session, _held(session, token), token, error=error, draft=_typed(body),
-                              status=400)
+            return _shown_again(session, token, error, body)
     if created:
         queue_next_turn(turn_id, worker)
-    survey_url = _survey_url(conversation_id) if ended else None
+    asked = ended and bool(get_protocol(protocol).form(role).survey)
+    survey_url = _survey_url(conversation_id) if asked else None
     if wants_json():
         return jsonify(turn_id=turn_id, created=created, survey_url=survey_url,
                        completion_url=api.completion_url(_provider().completion_code(batch_id, role)))
@@ -329,8 +377,8 @@ def _survey_view(session: Session, token: Optional[str]) -> tuple[Assignment, Wo
         batch_id, role, participant_id, study_id, submission_id = _link()
         study = pages.study_of_link(session, batch_id, role, study_id)
         assignment = pages.assignment_of(session, study, submission_id, participant_id)
-        if assignment is None or not _is_star(session, batch_id):
-            raise Forbidden("this submission holds no STAR turn here; open the study again from Prolific")
+        if assignment is None or _logged(session, batch_id) is None:
+            raise Forbidden("this submission holds no turn of a dialog here; open the study again from Prolific")
     else:
         assignment = _held(session, token)
     worker = session.get(Worker, assignment.worker_id)

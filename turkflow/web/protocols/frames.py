@@ -26,10 +26,10 @@ from sqlmodel import Session
 from turkflow.protocols.frames import dialog as frames_dialog
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ServiceUnavailable
-from turkflow.models import Turn, Worker
+from turkflow.models import DialogEvent, Turn, Worker
 from turkflow.protocols.questions import FRAMES
 from turkflow.web.protocols.logged import (
-    Acted, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
+    Acted, Entry, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
 )
 from turkflow.web.worker import _settings
 
@@ -80,10 +80,18 @@ def action(assignment_id: str) -> Any:
     return take_action(FRAMES, assignment_id, _act, _shown_again, "#searches")
 
 
+def act(session: Session, turn: Turn, worker: Worker, body: dict[str, Any]) -> list[DialogEvent]:
+    """A search or a booking from a POST's fields (kept as sent, for the page shown again)."""
+    return frames_dialog.take_action(session, turn, worker, body.get("action"),
+                                     {k: v for k, v in body.items() if k != "action"})
+
+
 def _act(session: Session, held: Held, body: dict[str, Any]) -> Acted:
-    written = frames_dialog.take_action(session, held.turn, held.worker, body.get("action"),
-                                        {k: v for k, v in body.items() if k != "action"})
-    return Acted(written, turn_data(session, held.turn, held.worker), {})
+    return Acted(act(session, held.turn, held.worker, body), turn_data(session, held.turn, held.worker), {})
+
+
+ENTRY = Entry(PAGES, lambda session, turn, worker, sent: turn_data(session, turn, worker, typed_of(sent)[1]),
+              act, lambda sent: {"typed": typed_of(sent)[0]})
 
 
 @bp.post("/turn/<assignment_id>")

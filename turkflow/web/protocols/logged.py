@@ -102,6 +102,20 @@ def show_turn(session: Session, held: Held, data: dict[str, Any], pages: Mapping
                        worker=held.worker, status=status, **shown)
 
 
+class Entry(NamedTuple):
+    """How an entry route other than the protocol's own pages (Prolific's study link) shows a turn page of
+    the protocol and takes its in-turn actions: the role's ``templates``, the role's ``data`` (given what a
+    refused POST sent, to show it again), ``act`` (one in-turn action from a POST's fields, ``action``
+    among them), the template variables that show again what a refused POST sent (``shown``), and the
+    page's own headers (MEEP's map policy)."""
+
+    templates: Mapping[str, str]
+    data: Callable[[Session, Turn, Worker, dict[str, Any]], dict[str, Any]]
+    act: Callable[[Session, Turn, Worker, dict[str, Any]], list[DialogEvent]]
+    shown: Callable[[dict[str, Any]], dict[str, Any]]
+    headers: Callable[[Response], Response] = lambda response: response
+
+
 class Acted(NamedTuple):
     """What a protocol's action did in the held turn: the events it wrote, the role's data to send back to a
     JSON client and the turn page's query arguments to show a form's sender."""

@@ -35,10 +35,10 @@ from sqlmodel import Session
 from turkflow.protocols.meep import dialog as meep_dialog
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ServiceUnavailable
-from turkflow.models import Turn, Worker
+from turkflow.models import DialogEvent, Turn, Worker
 from turkflow.protocols.questions import MEEP
 from turkflow.web.protocols.logged import (
-    Acted, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
+    Acted, Entry, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
 )
 from turkflow.web.worker import CONTENT_SECURITY_POLICY as WORKER_POLICY, _settings
 
@@ -106,10 +106,18 @@ def action(assignment_id: str) -> Any:
     return take_action(MEEP, assignment_id, _act, _shown_again, "#message")
 
 
-def _act(session: Session, held: Held, body: dict[str, Any]) -> Acted:
+def act(session: Session, turn: Turn, worker: Worker, body: dict[str, Any]) -> list[DialogEvent]:
+    """One click from a POST's fields."""
     fields = meep_dialog.form_click(body)  # a copy: the page shown again keeps the slots as sent
-    written = meep_dialog.record_action(session, held.turn, held.worker, fields.pop("action", None), fields)
-    return Acted(written, _data(session, held.turn, held.worker), {})
+    return meep_dialog.record_action(session, turn, worker, fields.pop("action", None), fields)
+
+
+def _act(session: Session, held: Held, body: dict[str, Any]) -> Acted:
+    return Acted(act(session, held.turn, held.worker, body), _data(session, held.turn, held.worker), {})
+
+
+ENTRY = Entry(PAGES, lambda session, turn, worker, sent: _data(session, turn, worker), act,
+              lambda sent: {"typed": sent}, meep_headers)
 
 
 @bp.post("/turn/<assignment_id>")

@@ -30,12 +30,13 @@ if TYPE_CHECKING:
 @click.option("--scrub-pii", is_flag=True,
               help="Replace person names, emails, phone numbers, street addresses and MTurk worker ids in "
                    "free text with [NAME], [EMAIL], [PHONE], [ADDRESS], [WORKER_ID] (spaCy NER + patterns).")
-@click.option("--format", "format_", type=click.Choice(["turkflow", "star", "sgd"]), default="turkflow",
+@click.option("--format", "format_", type=click.Choice(["turkflow", "star", "sgd", "frames"]), default="turkflow",
               show_default=True,
               help="turkflow: the Wizard of Tasks conversations as below; star: the STAR conversations as "
                    "STAR's event logs, DIR/dialogues/<id>.json (read back by analyse --corpus star); sgd: "
                    "every conversation in the Schema-Guided Dialogue format (read back by analyse --corpus "
-                   "sgd).")
+                   "sgd; Frames turns' acts from annotation only); frames: the Frames conversations in the "
+                   "Frames corpus' JSON, with their annotated acts, slots and frames.")
 @pass_app
 def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[str], completed_only: bool,
            exclude_blocked: bool, scrub_pii: bool, format_: str) -> None:
@@ -48,6 +49,8 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     DIR/dialogues/<id>.json       with --format star: one STAR dialogue (Scenario, Events)
     DIR/dialogues_NNN.json        with --format sgd: SGD dialogues (speaker, utterance, frames), and
     DIR/schema.json               the services (tasks) they use, as SGD describes services
+    DIR/frames.json               with --format frames: the Frames dialogues (turns, author, text,
+                                  labels with acts, slots and frames; the user's rating, wizard_survey)
 
     Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.
     Conversations are read a page at a time, so memory stays flat however large the collection is.
@@ -56,11 +59,14 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     from turkflow.dataset.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
     from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
 
-    protocol = {"star": "star", "sgd": None}.get(format_, "wizard_of_tasks")
+    protocol = {"star": "star", "sgd": None, "frames": "frames"}.get(format_, "wizard_of_tasks")
     filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
                             exclude_blocked=exclude_blocked, protocol=protocol)
     if format_ == "sgd":
         _export_sgd(app, out_dir, filters, scrub_pii)
+        return
+    if format_ == "frames":
+        _export_frames(app, out_dir, filters, exclude_blocked or scrub_pii)
         return
     if format_ == "star":
         if exclude_blocked or scrub_pii:
@@ -91,6 +97,23 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
         raise CommandError(str(exc)) from None
     click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) from "
                f"{shown_url(app.database_url)} to {summary.out_dir}")
+
+
+def _export_frames(app: App, out_dir: Path, filters: ExportFilters, refused: bool) -> None:
+    from turkflow.dataset.export import ExportError, count_conversations
+    from turkflow.dataset.frames import export_frames
+
+    if refused:
+        raise CommandError("--exclude-blocked and --scrub-pii do not apply to --format frames yet")
+    with app.session() as session:
+        if count_conversations(session, filters) == 0:
+            raise CommandError("no Frames conversations match these filters; nothing exported")
+        try:
+            summary = export_frames(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters)
+        except ExportError as exc:
+            raise CommandError(str(exc)) from None
+    click.echo(f"exported {summary.dialogues} Frames dialogues ({summary.turns} turns, {summary.annotated_turns} "
+               f"with annotated acts) from {shown_url(app.database_url)} to {summary.out_file}")
 
 
 def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:

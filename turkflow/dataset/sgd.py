@@ -15,6 +15,10 @@ protocols map onto it:
   ``service_call`` and ``service_results``, the way SGD logs its API calls. A STAR task's slots are its
   API's form fields, drop-downs as categorical slots.
 
+- **Frames**: its dialog module converts its log (searches as ``service_call`` and ``service_results``), and
+  the actions of every turn come from annotation only (``with_annotated_acts``: an annotation batch's
+  labels, or none), never from what was logged.
+
 Both come from the other formats' documents (``export.iter_conversations``, ``star.dialog.star_documents``),
 so filters, blocked workers' turns and worker ids are handled once. Frames' and MEEP's dialog modules convert
 their own logs (``sgd_dialogues`` and ``sgd_services``, ``turkflow.protocols.registry``), with ``sgd_frame`` and ``sgd_action``
@@ -28,18 +32,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from turkflow.protocols import registry
 from turkflow.errors import InvalidDocument
 from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, iter_conversations, staged
 from turkflow.models import Task
-from turkflow.protocols.questions import STAR, WIZARD_OF_TASKS
+from turkflow.models import Turn, TurnStatus
+from turkflow.protocols.annotate.quality import labels_of_turns
+from turkflow.protocols.questions import FRAMES, STAR, WIZARD_OF_TASKS
 from turkflow.protocols.star.dialog import knowledge_base, star_documents
 
 DIALOGUES_PER_FILE = 128  # as SGD's own files hold about that many
 SPEAKERS = {"student": "USER", "teacher": "SYSTEM", "User": "USER", "Wizard": "SYSTEM"}
-OWN_CONVERTERS = tuple(name for name in registry.LOGGED if name != STAR.name)  # their modules convert them
+OWN_CONVERTERS = tuple(p.name for p in registry.LOGGED.values()  # their modules convert them
+                       if p.dialog and p.name != STAR.name)
+ANNOTATED = (FRAMES.name,)  # protocols whose SGD acts come from annotation only (annotate batches)
 
 
 @dataclass(frozen=True)
@@ -151,7 +159,52 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
             yield from_star(doc)
     for protocol in _loaded(session):
         if filters.protocol in (None, protocol):
-            yield from registry.parts(protocol).sgd_dialogues(session, hash_key, filters)
+            found = registry.parts(protocol).sgd_dialogues(session, hash_key, filters)
+            yield from with_annotated_acts(session, found) if protocol in ANNOTATED else found
+
+
+def annotated_actions(labels: dict[str, Any]) -> list[dict[str, Any]]:
+    """SGD actions from a turn's annotation (``turkflow.protocols.annotate``): one per slot of each act (the
+    act upper-cased, the slot and its value), or the act alone; frame relations have no SGD action."""
+    actions: list[dict[str, Any]] = []
+    for act in labels["acts"]:
+        name = act["act"].upper()
+        actions += [sgd_action(name, s["slot"], [s["value"]] if "value" in s else []) for s in act["slots"]] or [
+            sgd_action(name)]
+    return actions
+
+
+def with_annotated_acts(session: Session, dialogues: Iterable[dict[str, Any]],
+                        page_size: int = 200) -> Iterator[dict[str, Any]]:
+    """Each dialogue with its turns' actions taken from annotation only: the annotation's acts where its turn
+    is labelled (a person's decision or the annotators' majority), none where it is not. What a protocol
+    logged (Frames' search constraints, the user's ending of the dialog) is never turned into an act. The
+    ``conversation_id`` of ``frames_<id>`` finds the turns, in order."""
+    page: list[dict[str, Any]] = []
+    for dialogue in dialogues:
+        page.append(dialogue)
+        if len(page) == page_size:
+            yield from _relabelled(session, page)
+            page = []
+    yield from _relabelled(session, page)
+
+
+def _relabelled(session: Session, page: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    ids = [int(d["dialogue_id"].rsplit("_", 1)[1]) for d in page]
+    turns: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
+    for turn_id, conversation_id, text in session.exec(
+            select(Turn.id, Turn.conversation_id, Turn.text).where(
+                col(Turn.conversation_id).in_(ids), Turn.status == TurnStatus.submitted)
+            .order_by(col(Turn.conversation_id), col(Turn.index))):
+        turns[conversation_id].append((turn_id, text or ""))
+    labels = labels_of_turns(session, [t for found in turns.values() for t, _ in found])
+    for conversation_id, dialogue in zip(ids, page):
+        for n, turn in enumerate(dialogue["turns"]):
+            kept = turns[conversation_id][n] if n < len(turns[conversation_id]) else None
+            given = labels.get(kept[0]) if kept is not None and kept[1] == turn["utterance"] else None
+            for frame in turn["frames"]:
+                frame["actions"] = annotated_actions(given) if given is not None else []
+    return page
 
 
 def export_sgd(session: Session, out_dir: Path, *, hash_key: str, filters: ExportFilters = ExportFilters(),

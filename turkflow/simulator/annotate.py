@@ -57,7 +57,7 @@ def run(settings: Settings, config: AnnotateConfig) -> dict[str, Any]:
     rng = random.Random(config.seed)
     local = platforms.providers(settings).get("local")
     with session_scope(settings.database_url) as session:
-        frames_batch, truth = _play_frames(session, local, config.conversations, rng)
+        frames_batch, truth = play_frames(session, local, config.conversations, rng)
     with session_scope(settings.database_url) as session:
         batch, hits = annotate.launch(session, frames_batch, load_scheme("frames"), config.per_turn,
                                       name="simulated annotation", quality=Policy.parse(config.policy).batch_fields())
@@ -69,20 +69,18 @@ def run(settings: Settings, config: AnnotateConfig) -> dict[str, Any]:
         for unit in gold:
             quality.decide(session, unit, truth[unit.star["turn_id"]], gold=True, actor="simulator")
         crowd = _annotators(session, config, rng)
-    labelled = 0
     while True:
         worked = False
         for worker_id, accuracy in rng.sample(sorted(crowd.items()), len(crowd)):
             with session_scope(settings.database_url) as session:
-                worked |= _annotate_one(session, session.get(Worker, worker_id), accuracy, truth, rng)
+                worked |= annotate_one(session, session.get(Worker, worker_id), accuracy, truth, rng)
         if not worked:
             break
-        labelled += 1
     with session_scope(settings.database_url) as session:
         return _report(session, config, batch_id, crowd, truth, {u.id for u in gold})
 
 
-def _play_frames(session: Session, local: Any, conversations: int, rng: random.Random
+def play_frames(session: Session, local: Any, conversations: int, rng: random.Random
                  ) -> tuple[int, dict[int, dict[str, Any]]]:
     """A Frames batch on the sample domain, its dialogs written from the database; the true labels by turn."""
     registry.load_tasks(session, frames.read_tasks(SAMPLE))
@@ -90,7 +88,7 @@ def _play_frames(session: Session, local: Any, conversations: int, rng: random.R
     batch, hits = lifecycle.launch_batch(session, tasks, conversations, name="simulated Frames", max_turns=12,
                                          protocol="frames", scenarios=frames.make_scenarios(tasks, conversations,
                                                                                             seed=rng.random()))
-    user, wizard = (_worker(session, f"sim-frames-{role}", role) for role in ("user", "wizard"))
+    user, wizard = (new_worker(session, f"sim-frames-{role}", role) for role in ("user", "wizard"))
     items = frames.loaded(tasks[0]).items
     truth: dict[int, dict[str, Any]] = {}
     for hit in hits:
@@ -143,7 +141,7 @@ def _dialog(trip: dict[str, Any], rng: random.Random) -> list[tuple[str, list, s
     return turns
 
 
-def _worker(session: Session, external_id: str, role: str) -> Worker:
+def new_worker(session: Session, external_id: str, role: str) -> Worker:
     worker = Worker(external_id=external_id, role=role, onboarded=True)
     session.add(worker)
     session.flush()
@@ -153,11 +151,11 @@ def _worker(session: Session, external_id: str, role: str) -> Worker:
 def _annotators(session: Session, config: AnnotateConfig, rng: random.Random) -> dict[int, float]:
     """The crowd: worker id -> hidden accuracy (the first ``careless`` share careless)."""
     careless = round(config.careless * config.annotators)
-    return {_worker(session, f"sim-annotator-{n + 1}", "annotator").id:
+    return {new_worker(session, f"sim-annotator-{n + 1}", "annotator").id:
             config.careless_accuracy if n < careless else config.accuracy for n in range(config.annotators)}
 
 
-def _annotate_one(session: Session, worker: Worker, accuracy: float, truth: dict[int, dict[str, Any]],
+def annotate_one(session: Session, worker: Worker, accuracy: float, truth: dict[int, dict[str, Any]],
                   rng: random.Random) -> bool:
     """The annotator takes the first turn the queue offers and labels it by clicks; False if none is left
     for them (or they are blocked)."""
@@ -171,7 +169,7 @@ def _annotate_one(session: Session, worker: Worker, accuracy: float, truth: dict
     unit = annotate.unit_of(session, turn)
     meant = truth[unit.star["turn_id"]]
     given = meant if rng.random() < accuracy else _slip(meant, rng)
-    for action, fields in _clicks(given, unit.star["text"]):
+    for action, fields in clicks(given, unit.star["text"]):
         annotate.record_action(session, turn, worker, action, fields)
     annotate.submit_turn(session, assignment.external_id, worker, {})
     lifecycle.advance_conversation(session, turn.conversation_id)
@@ -193,7 +191,7 @@ def _slip(labels: dict[str, Any], rng: random.Random) -> dict[str, Any]:
                       *labels["frames"]])
 
 
-def _clicks(labels: dict[str, Any], text: str) -> list[tuple[str, dict[str, Any]]]:
+def clicks(labels: dict[str, Any], text: str) -> list[tuple[str, dict[str, Any]]]:
     """The clicks that give ``labels``: each value as the run of the turn's words that says it."""
     words = L.words_of(text)
     clicks: list[tuple[str, dict[str, Any]]] = []

@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)
+    from turkflow.web.protocols.annotate import bp as annotate_bp, dashboard as annotation_dashboard
     from turkflow.web.protocols.frames import bp as frames_bp
     from turkflow.web.protocols.meep import bp as meep_bp
     from turkflow.web.protocols.star import bp as star_bp
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     app.register_blueprint(star_bp)
     app.register_blueprint(frames_bp)
     app.register_blueprint(meep_bp)
+    app.register_blueprint(annotate_bp)
     from turkflow.web.mturk import bp as mturk_bp
     from turkflow.web.onboarding import bp as onboarding_bp
 
@@ -74,6 +76,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     from turkflow.web.admin import init_admin
 
     init_admin(app)
+    app.register_blueprint(annotation_dashboard)
     app.register_error_handler(TurkflowError, error_response)
     app.register_error_handler(HTTPException, error_response)
     app.before_request(refuse_nul_bytes)

@@ -160,3 +160,17 @@ def final_labels(session: Session, task_ids: list[int]) -> dict[int, dict[str, A
 
 def _verdicts(session: Session, task_ids: list[int]) -> dict[int, Adjudication]:
     return {v.task_id: v for v in session.exec(select(Adjudication).where(col(Adjudication.task_id).in_(task_ids)))}
+
+
+def labels_of_turns(session: Session, turn_ids: list[int], scheme: Optional[str] = None) -> dict[int, dict[str, Any]]:
+    """The dataset's labels (``final_labels``) of collected turns, by turn id; with several schemes, those of
+    ``scheme`` if it labelled the turn, else of the scheme launched last. A turn nobody labelled, or whose
+    annotators neither agreed nor were decided, is absent: it has no labels, never made-up ones."""
+    wanted = set(turn_ids)
+    chosen: dict[int, Task] = {}
+    for task in session.exec(select(Task).where(Task.protocol == "annotate").order_by(col(Task.id))):
+        turn_id = task.star.get("turn_id")
+        if turn_id in wanted and (turn_id not in chosen or chosen[turn_id].star["scheme"]["name"] != scheme):
+            chosen[turn_id] = task
+    final = final_labels(session, [t.id for t in chosen.values()])
+    return {turn_id: final[task.id] for turn_id, task in chosen.items() if task.id in final}

@@ -1,0 +1,240 @@
+"""Annotation batches (issue 26, item 1): the Frames scheme and a requester's scheme file, labels made only of
+clicks, agreement per label, the queue giving each turn to different annotators, the monitor blocking an
+annotator who disagrees with the majority, a person's decision and gold, and the exports that read the
+labels (Frames' own JSON, SGD's acts from annotation only)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from sqlmodel import select
+
+from tests.test_star_dialog import command
+from turkflow.dataset.frames import export_frames
+from turkflow.dataset.sgd import export_sgd
+from turkflow.db import session_scope
+from turkflow.errors import Conflict, InvalidDocument, InvalidInput
+from turkflow.hits import lifecycle
+from turkflow.models import Hit, Turn, Worker, WorkerStatus
+from turkflow.protocols.annotate import agreement, quality
+from turkflow.protocols.annotate import dialog as annotate
+from turkflow.protocols.annotate.labels import collect, label_item, summary
+from turkflow.protocols.annotate.scheme import load_scheme
+from turkflow.quality.monitor import Policy
+from turkflow.simulator import annotate as sim
+
+FRAMES_SCHEME = load_scheme("frames")
+GREETING = {"acts": [{"act": "greeting", "slots": []}], "frames": []}
+
+
+# ---- schemes and labels (pure) ----------------------------------------------------------------------------
+
+
+def test_the_frames_scheme_holds_the_papers_acts_slot_types_and_frame_relations():
+    assert len(FRAMES_SCHEME.acts) == 20 and FRAMES_SCHEME.frames
+    assert {"switch_frame", "request_compare", "no_result", "hearmore", "canthelp"} <= set(FRAMES_SCHEME.acts)
+    assert {"count", "ref_anaphora", "impl_anaphora", "intent", "action", "vicinity"} <= set(FRAMES_SCHEME.slots)
+    assert [a.name for a in FRAMES_SCHEME.acts_for("user")].count("offer") == 0  # offer is the wizard's
+    assert FRAMES_SCHEME.slots["intent"].values == ("book",)
+
+
+@pytest.mark.parametrize("text, field", [
+    ("name: mine\nacts: [{name: Inform}]\n", "acts[0].name"),
+    ("name: mine\nacts: [{name: inform}, {name: inform}]\n", "acts[1].name"),
+    ("name: mine\nacts: [{name: inform, colour: red}]\n", "acts[0].colour"),
+    ("name: mine\nacts: []\n", "acts"),
+    ("name: mine\nacts: [{name: inform}]\nframes: maybe\n", "frames"),
+])
+def test_a_requester_scheme_file_that_does_not_fit_is_refused_naming_the_field(tmp_path, text, field):
+    path = tmp_path / "scheme.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidDocument) as refused:
+        load_scheme(str(path))
+    assert refused.value.field == field and str(path) in str(refused.value)
+
+
+def test_a_slot_value_is_picked_from_the_turns_words_or_a_listed_value_never_typed():
+    text = "I'd like to fly to New York, for $1,500 at most."
+    pick = dict(scheme=FRAMES_SCHEME.with_columns(["destination"]), speaker="user", text=text)
+    assert label_item(**pick, fields={"act": "inform", "slot": "destination", "words": ["5", "6"]}) == {
+        "act": "inform", "slot": "destination", "value": "New York"}
+    assert label_item(**pick, fields={"act": "inform", "slot": "intent", "value": "book"})["value"] == "book"
+    assert label_item(**pick, fields={"act": "inform", "slot": "destination", "value": "Lisbon"},
+                      database_values={"destination": ["Lisbon"]})["value"] == "Lisbon"
+    for fields, field in (({"act": "inform", "slot": "destination", "words": ["4", "6"]}, "words"),
+                          ({"act": "inform", "slot": "destination", "value": "Atlantis"}, "value"),
+                          ({"act": "inform", "slot": "count", "value": "3"}, "value"),
+                          ({"act": "offer"}, "act"),
+                          ({"act": "inform", "slot": "colour"}, "slot"),
+                          ({"act": "inform", "words": ["1"]}, "slot")):
+        with pytest.raises(InvalidInput) as refused:
+            label_item(**pick, fields=fields, database_values={"destination": ["Lisbon"]})
+        assert refused.value.field == field, fields
+
+
+def test_labels_are_canonical_and_written_as_the_paper_writes_them():
+    labels = collect([{"act": "inform", "slot": "price", "value": "1500"}, {"relation": "refers", "frame": 2},
+                      {"act": "greeting"}, {"act": "inform", "slot": "destination", "value": "Lisbon"},
+                      {"act": "inform", "slot": "price", "value": "1500"}])
+    assert summary(labels) == "greeting; inform(destination=Lisbon, price=1500); ref=[2]"
+
+
+def test_alpha_per_label_is_one_where_annotators_agree_and_a_split_turn_has_no_majority():
+    inform = collect([{"act": "inform", "slot": "price", "value": "9"}])
+    by_turn = {1: {"a": inform, "b": inform}, 2: {"a": GREETING, "b": GREETING}, 3: {"a": inform, "b": GREETING}}
+    alphas = {row.label: row.alpha for row in agreement.per_label(by_turn)}
+    assert alphas["act greeting"] == alphas["act inform"] == alphas["slot inform.price"] < 1
+    assert agreement.per_label({1: by_turn[1], 2: by_turn[2]})[0].alpha == 1.0
+    assert agreement.majority([inform, inform, GREETING]) == inform and agreement.majority([inform, GREETING]) is None
+
+
+# ---- on the pipeline ---------------------------------------------------------------------------------------
+
+
+def frames_batch(settings, providers, conversations: int = 1) -> tuple[int, dict[int, dict]]:
+    with session_scope(settings.database_url) as s:
+        return sim.play_frames(s, providers.get("local"), conversations, random.Random(3))
+
+
+def label(settings, providers, external_id: str, given: dict, *, truth: dict) -> int:
+    """An annotator takes the first turn the queue offers them and labels it by clicks: ``given`` maps the
+    turn's true labels to theirs. Returns the labelled source turn."""
+    with session_scope(settings.database_url) as s:
+        worker = s.exec(select(Worker).where(Worker.external_id == external_id)).first() or sim.new_worker(
+            s, external_id, "annotator")
+        hit = lifecycle.open_hits_for(s, worker, limit=1)[0]
+        assignment = lifecycle.take_turn(s, worker, hit.id, lease_seconds=60)
+        turn = s.get(Turn, hit.turn_id)
+        unit = annotate.unit_of(s, turn)
+        for action, fields in sim.clicks(given.get(unit.star["turn_id"], truth[unit.star["turn_id"]]),
+                                         unit.star["text"]):
+            annotate.record_action(s, turn, worker, action, fields)
+        annotate.submit_turn(s, assignment.external_id, worker, {})
+        lifecycle.advance_conversation(s, turn.conversation_id)
+        return unit.star["turn_id"]
+
+
+def test_each_turn_goes_to_different_annotators_and_one_who_keeps_disagreeing_is_blocked(settings, providers):
+    frames_id, truth = frames_batch(settings, providers)
+    with session_scope(settings.database_url) as s:
+        batch, hits = annotate.launch(s, frames_id, FRAMES_SCHEME, 3, name="labels",
+                                      quality=Policy.parse("none, judged 2 of 3").batch_fields())
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get("local"), hit.id)
+        batch_id = batch.id
+    assert len(hits) == 3 * len(truth) == 15
+    turns = sorted(truth)
+    wrong = {t: GREETING if truth[t] != GREETING else collect([{"act": "thankyou"}]) for t in turns}
+    other = {t: collect([{"act": "negate"}]) for t in turns}
+    for _ in turns:
+        label(settings, providers, "careful", {}, truth=truth)
+    with session_scope(settings.database_url) as s:  # the other replicas never go to the one who has the first
+        careful = s.exec(select(Worker).where(Worker.external_id == "careful")).one()
+        assert lifecycle.open_hits_for(s, careful) == []
+        replica = s.exec(select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
+                         .where(Turn.role == "annotator", Turn.status == "open")).first()
+        with pytest.raises(Conflict):
+            lifecycle.take_turn(s, careful, replica, lease_seconds=60)
+    for _ in turns[:3]:
+        label(settings, providers, "sloppy", wrong, truth=truth)
+    for _ in turns[3:]:
+        label(settings, providers, "odd", wrong, truth=truth)
+    for _ in turns:  # a third annotator: the truth on the first three turns, something else on the last two
+        label(settings, providers, "third", {t: other[t] for t in turns[3:]}, truth=truth)
+    with session_scope(settings.database_url) as s:
+        status = dict(s.exec(select(Worker.external_id, Worker.status).where(Worker.role == "annotator")).all())
+        assert status == {"careful": "active", "sloppy": WorkerStatus.temporarily_blocked, "odd": "active",
+                          "third": "active"}
+        shown = quality.batch_agreement(s, batch_id)
+        assert (shown["complete"], shown["majority"], shown["waiting_for_a_person"]) == (5, 3, 2)
+        disagreed = quality.units(s, batch_id)
+        assert len(disagreed) == 2 and all(len(u["annotations"]) == 3 for u in disagreed)
+        # a person decides one: the careful annotator's labels, gold from now on
+        chosen = next(a for a in disagreed[0]["annotations"] if a["worker"] == "careful")
+        quality.adjudicate(s, disagreed[0]["unit"], chosen_turn_id=chosen["turn_id"], gold=True,
+                           actor="requester:ann")
+        with pytest.raises(InvalidInput) as refused:
+            quality.adjudicate(s, disagreed[0]["unit"], chosen_turn_id=999999, gold=False, actor="requester:ann")
+        assert refused.value.field == "chosen"
+        final = quality.labels_of_turns(s, turns)
+        assert set(final) == set(turns[:4]) and all(final[t] == truth[t] for t in turns[:4])
+
+
+SQLITE = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # the storage is not the subject
+
+
+@SQLITE
+def test_annotate_batch_launch_refuses_a_scheme_file_that_does_not_fit_in_one_line(settings, providers, tmp_path):
+    frames_id, _ = frames_batch(settings, providers)
+    bad = tmp_path / "mine.yaml"
+    bad.write_text("name: mine\nacts: [{name: inform, speakers: user}]\n")
+    refused = command(settings, "batch", "launch", "--protocol", "annotate", "--of", str(frames_id),
+                      "--scheme", str(bad))
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "acts[0].speakers" in refused.stderr
+
+
+@SQLITE
+def test_an_annotated_batch_exports_as_frames_json_and_its_sgd_acts_come_from_the_annotation(
+        settings, providers, tmp_path):
+    frames_id, truth = frames_batch(settings, providers)
+    with session_scope(settings.database_url) as s:
+        batch, hits = annotate.launch(s, frames_id, FRAMES_SCHEME, 2, name="labels")
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get("local"), hit.id)
+    for annotator in ("ann-1", "ann-2"):
+        for _ in truth:
+            label(settings, providers, annotator, {}, truth=truth)
+    with session_scope(settings.database_url) as s:
+        export_frames(s, tmp_path / "F", hash_key=settings.worker_hash_key)
+        export_sgd(s, tmp_path / "S", hash_key=settings.worker_hash_key)
+
+    (dialogue,) = json.loads((tmp_path / "F" / "frames.json").read_text())
+    assert {"id", "user_id", "wizard_id", "labels", "turns", "wizard_survey"} <= set(dialogue)
+    assert set(dialogue["labels"]) == {"userSurveyRating", "wizardSurveyTaskSuccessful"}
+    first, offer = dialogue["turns"][0], dialogue["turns"][1]
+    assert first["author"] == "user" and first["text"].startswith("Hello!") and first["annotated"]
+    assert {"acts", "acts_without_refs", "active_frame"} <= set(first["labels"])
+    assert [a["name"] for a in first["labels"]["acts"]] == ["greeting", "inform"]
+    assert {arg["key"] for arg in first["labels"]["acts"][1]["args"]} == {"origin", "destination"}
+    assert offer["author"] == "wizard" and offer["db"][0]["search"]["constraints"]
+    if offer["labels"]["acts"][0]["name"] == "offer":  # the trip was found: the offer creates frame 2
+        assert {"key": "id", "val": 2} in offer["labels"]["acts"][0]["args"]
+        assert dialogue["turns"][2]["labels"]["acts"][0]["args"][0] == {
+            "key": "ref", "val": [{"frame": 2, "annotations": []}]}
+        assert dialogue["turns"][2]["labels"]["acts_without_refs"][0]["args"] == []
+        assert dialogue["turns"][3]["labels"]["active_frame"] == 2  # the user switched to it
+
+    (dialogue,) = json.loads((tmp_path / "S" / "dialogues_001.json").read_text())
+    acts = [[(a["act"], a["slot"], a["values"]) for a in t["frames"][0]["actions"]] for t in dialogue["turns"]]
+    assert acts[0] == [("GREETING", "", []), ("INFORM", "destination", [truth_value(truth, "destination")]),
+                       ("INFORM", "origin", [truth_value(truth, "origin")])]
+    assert acts[-1] == [("GOODBYE", "", [])]
+    assert not any(a[0] == "INFORM_COUNT" for turn in acts for a in turn)
+    assert dialogue["turns"][1]["frames"][0]["service_call"]["method"] == "search_trips"
+
+
+def truth_value(truth: dict, slot: str) -> str:
+    first = truth[min(truth)]
+    return next(s["value"] for a in first["acts"] for s in a["slots"] if s["slot"] == slot)
+
+
+@SQLITE
+def test_without_annotation_the_sgd_export_has_no_acts_at_all(settings, providers, tmp_path):
+    frames_batch(settings, providers)
+    with session_scope(settings.database_url) as s:
+        export_sgd(s, tmp_path / "S", hash_key=settings.worker_hash_key)
+    (dialogue,) = json.loads((tmp_path / "S" / "dialogues_001.json").read_text())
+    assert all(frame["actions"] == [] for turn in dialogue["turns"] for frame in turn["frames"])
+
+
+@SQLITE
+def test_simulated_annotators_with_hidden_accuracy_the_monitor_blocks_the_careless(settings):
+    report = sim.run(settings, sim.AnnotateConfig(conversations=1, annotators=5, careless=0.4, per_turn=3,
+                                                  gold=0.4, careless_accuracy=0.0, policy="none, judged 2 of 3"))
+    assert report["batch"]["units"] == 5 and report["agreement"]["labels"][0]["label"] == "whole turn"
+    monitor = report["monitor"]
+    assert monitor["careless"] == 2 and monitor["careless_blocked"] == 2 and monitor["recall"] == 1.0
+    assert monitor["precision"] == round(2 / monitor["blocked"], 4)
+    assert report["dataset"]["turns_correct"] == report["dataset"]["turns_with_labels"]

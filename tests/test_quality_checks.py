@@ -122,3 +122,17 @@ def test_checks_cost_the_same_number_of_queries_however_long_the_workers_history
     assert len(per_turn[0]) == len(per_turn[1]) <= 6
     recent = next(st for st in per_turn[1] if "worker_id" in st and "LIMIT" in st.upper())
     assert "ORDER BY turn.id DESC" in recent
+
+
+@pytest.mark.parametrize("text", ["Han", "639431", "Monday", "LH123", "thursday"])
+def test_a_short_name_code_or_value_answering_a_request_for_one_is_not_flagged(text):
+    """STAR: the wizard asked for a name, a code or a day; the short answer is the answer (issue 24, item 4)."""
+    asked = frozenset({"monday", "thursday"})
+    assert set(content_flags(POLICY, text, "user", "What is your name?", "", (), slot_values=asked)) == set()
+    assert checks.NEAR_EMPTY in flags(text, role="user")  # asked nothing: still near-empty
+
+
+def test_a_short_answer_of_no_values_shape_is_near_empty_even_when_a_value_was_asked():
+    asked = frozenset({"monday"})
+    for text in ("ok", "?!", "whatever"):
+        assert checks.NEAR_EMPTY in set(content_flags(POLICY, text, "user", "Which day?", "", (), slot_values=asked))

@@ -24,6 +24,7 @@ from turkflow.hits import lifecycle
 from turkflow.hits.provider import HitCheck, Providers
 from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
                              Rating, Turn, TurnStatus, Worker, WorkerStatus, utcnow)
+from turkflow.protocols import registry
 from turkflow.quality import checks, monitor, reliability, review, stall
 
 log = logging.getLogger("turkflow.pipeline")
@@ -117,6 +118,7 @@ def review_submission(settings: Settings, providers: Providers, turn_id: int) ->
             return result
         flags = checks.check_turn(session, turn, checks.CheckPolicy.of(settings))
         writer_blocked = turn.worker_id if monitor.judge_writing(session, turn, settings.typed_keys_per_char) else None
+        judged_blocked = _judge(session, turn, "judged_turn", session, turn)
         rating_id = session.execute(_RATING_BY, {"turn": turn_id}).scalar()
         evaluation = (monitor.evaluate_rating(session, rating_id, reliability.Model.of(settings))
                       if rating_id is not None else None)
@@ -130,13 +132,39 @@ def review_submission(settings: Settings, providers: Providers, turn_id: int) ->
             result.blocked_worker_id = evaluation.decision.worker_id
         if evaluation is not None and evaluation.bonus:
             result.bonus_ids.append(evaluation.bonus.id)
-    for blocked_id in ([writer_blocked] if result.reviewed and writer_blocked else []) + (
-            [result.blocked_worker_id] if result.blocked_worker_id is not None else []):
+    _carry_out_blocks(settings, providers, ([writer_blocked] if result.reviewed and writer_blocked else [])
+                      + (judged_blocked if result.reviewed else [])
+                      + ([result.blocked_worker_id] if result.blocked_worker_id is not None else []))
+    return result
+
+
+def _carry_out_blocks(settings: Settings, providers: Providers, blocked_ids: list[int]) -> None:
+    for blocked_id in blocked_ids:
         try:
             carry_out_status(settings, providers, blocked_id)
         except ProviderError as exc:  # recorded already: the reconciler tells the platform when it answers
             log.warning("worker %s is blocked here; their platform could not be told yet (%s)", blocked_id, exc)
-    return result
+
+
+def _judge(session: Session, turn: Turn, part: str, *args: Any) -> list[int]:
+    """Pass what the turn's protocol says of its writers (its dialog module's ``part``, if it has one: STAR's
+    ``judged_turn`` and ``judged_survey``) to the monitor as judged signals; the workers this blocked."""
+    protocol = session.exec(select(Batch.protocol).join(Conversation, Conversation.batch_id == Batch.id)
+                            .where(Conversation.id == turn.conversation_id)).one()
+    judge = getattr(registry.parts(protocol), part, None) if registry.logged(protocol) else None
+    return [signal.turn.worker_id for signal in (judge(*args) if judge else [])
+            if monitor.judge_signal(session, signal.turn, ok=signal.ok, kind=signal.kind, evidence=signal.evidence)]
+
+
+def review_survey(settings: Settings, providers: Providers, conversation_id: int, worker_id: int) -> list[int]:
+    """Judge the writers of the other role by a worker's end-of-dialog answers, once they are stored (STAR;
+    running it again records nothing: a writer is judged once per turn and kind); returns who was blocked."""
+    with session_scope(settings.database_url) as session:
+        last = session.exec(select(Turn).where(Turn.conversation_id == conversation_id)
+                            .order_by(col(Turn.index).desc()).limit(1)).first()
+        blocked = _judge(session, last, "judged_survey", session, conversation_id, worker_id) if last else []
+    _carry_out_blocks(settings, providers, blocked)
+    return blocked
 
 
 def carry_out_status(settings: Settings, providers: Providers, worker_id: int) -> bool:

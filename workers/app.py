@@ -34,6 +34,7 @@ REVIEWS = "reviews"
 ROUTES = {  # every task, by its stable name
     "workers.tasks.turn_submitted": "turns",
     "workers.tasks.review_submission": REVIEWS,
+    "workers.tasks.survey_answered": REVIEWS,
     "workers.tasks.publish_hit": "platform",
     "workers.tasks.pay_bonus": "platform",
     "workers.mturk_tasks.approve_assignment": "platform",

@@ -37,6 +37,14 @@ def review_submission(turn_id: int) -> None:
                  result.bonus_ids, result.flags)
 
 
+@celery_app.task(name="workers.tasks.survey_answered", **RETRY)
+def survey_answered(conversation_id: int, worker_id: int) -> None:
+    """A worker's end-of-dialog answers are stored: judge the other role's writers by them."""
+    blocked = pipeline.review_survey(settings(), providers(), conversation_id, worker_id)
+    if blocked:
+        log.info("survey of conversation %s by worker %s: blocked %s", conversation_id, worker_id, blocked)
+
+
 @celery_app.task(name="workers.tasks.publish_hit", **RETRY)
 def publish_hit(hit_id: int, provider: str) -> None:
     pipeline.publish(settings(), providers(), hit_id, provider)

@@ -255,7 +255,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     live = provider == "mturk" and (live or settings.mturk_live)
     reward = reward if reward is not None else settings.reward_cents
     max_turns = max_turns or settings.max_turns
-    bonus = settings.bonus_cents
+    rated = any(q.is_rating for form in get_protocol(protocol).roles.values() for q in form.questions)
+    bonus = settings.bonus_cents if rated else 0
     name = name or f"{tasks_file.stem if tasks_file else 'all tasks'} {datetime.now().strftime('%Y-%m-%d %H:%M')}"
     docs = read_documents(tasks_file) if tasks_file else None
 
@@ -280,17 +281,24 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     terms = launch_terms(app, provider, reward, first_places=conversations)
     fee_percent, amount = terms.fee_percent, (lambda cents: money.shown(cents, terms.currency))
     cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget,
-                          fee_percent=fee_percent, currency=terms.currency)
+                          fee_percent=fee_percent, currency=terms.currency, no_bonus=None if rated else (
+                              f"no bonuses: {logged.title if logged else protocol} turns are not rated"
+                              + (STAR_BONUSES if protocol == "star" else "")))
     click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
                f"{amount(reward)} a turn on {where}")
     click.echo(f"at most {amount(cost.total_cents)}: {amount(cost.rewards_cents)} rewards + "
                f"{amount(cost.bonuses_cents)} bonuses + {amount(cost.fees_cents)} fees, assuming")
     click.echo("".join(f"  - {assumption}\n" for assumption in cost.assumptions), nl=False)
-    click.echo(f"quality policy: {policy.name}" + (f" ({policy.text})" if policy.name != policy.text else ""))
-    if policy.name == "paper":
+    if not rated:
+        click.echo(f"quality: no ratings; a worker {policy.judged_block} of whose last {policy.judged_window} "
+                   "signals of one kind are not ok goes to review" + (STAR_SIGNALS if protocol == "star" else "") if policy.judged_block else
+                   "quality: no ratings, and the policy judges no other signal (judged 0)")
+    else:
+        click.echo(f"quality policy: {policy.name}" + (f" ({policy.text})" if policy.name != policy.text else ""))
+    if rated and policy.name == "paper":
         click.echo("  with noisy raters the paper's rule can block every worker of a role and stall the batch; "
                    "compare policies first: turkflow simulate --policy paper --compare recommended")
-    if not policy_text:
+    if rated and not policy_text:
         click.echo("  (no --policy: the TURKFLOW_* quality settings' policy; --policy recommended weighs each rating "
                    "by its rater's record and sends pasters to review)")
     if dry_run:
@@ -340,6 +348,14 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if provider == "local":
         roles = list(get_protocol(protocol).roles)
         click.echo(f"invite workers: turkflow worker invite --role {roles[0]} (and --role {roles[1]})")
+
+
+# STAR pays no per-turn bonus: its paper's bonuses (appendix B: for the qualification quiz, and for a top 10%
+# of workers chosen by reading samples of their work) are a requester's decisions, not a rule on the turns.
+STAR_BONUSES = (" (STAR's paper paid a quiz bonus and, to a top 10% chosen by reading samples, a bonus per "
+                "assignment: decide those by hand with the review)")
+STAR_SIGNALS = (" (STAR: a written turn's content checks, the wizard's agreement with the knowledge base and "
+                "the flow chart, the other role's end-of-dialog answers)")
 
 
 def _no_tasks(protocol: str) -> str:

@@ -120,11 +120,13 @@ class CostEstimate:
 
 def estimate(provider: str, conversations: int, max_turns: int, reward_cents: int, bonus_cents: int, *,
              turns_per_conversation: Optional[int] = None, bonus_share: float = 1.0,
-             budget_cents: Optional[int] = None, fee_percent: float = 0.0, currency: str = "USD") -> CostEstimate:
+             budget_cents: Optional[int] = None, fee_percent: float = 0.0, currency: str = "USD",
+             no_bonus: Optional[str] = None) -> CostEstimate:
     """The cost of a batch, by default the most it can cost: every conversation runs to ``max_turns`` and
     every turn earns a bonus. A budget caps rewards plus bonuses (MTurk's fees come on top; Prolific's
     service fee, ``fee_percent`` with its VAT, is inside the budget, as the running batch counts it, so the
-    estimate never exceeds the budget). Prolific's fee is rounded once on the total, MTurk's per payment."""
+    estimate never exceeds the budget). Prolific's fee is rounded once on the total, MTurk's per payment.
+    ``no_bonus``: why the batch pays no bonus (a protocol without ratings, such as STAR); none is budgeted."""
     if not 0.0 <= bonus_share <= 1.0:
         raise ValueError("bonus share must be between 0 and 1")
     per_conversation = min(turns_per_conversation or max_turns, max_turns)
@@ -132,8 +134,10 @@ def estimate(provider: str, conversations: int, max_turns: int, reward_cents: in
     assumptions = [
         f"{per_conversation} turns per conversation"
         + (" (the maximum; the student may stop earlier)" if per_conversation == max_turns else ""),
-        f"{bonus_share:.0%} of turns earn the {shown(bonus_cents, currency)} bonus",
+        no_bonus or f"{bonus_share:.0%} of turns earn the {shown(bonus_cents, currency)} bonus",
     ]
+    if no_bonus:
+        bonus_cents, bonus_share = 0, 0.0
 
     def cost(turns: int) -> CostEstimate:
         bonuses = int(Decimal(turns) * Decimal(str(bonus_share)))

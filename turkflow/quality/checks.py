@@ -20,7 +20,8 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import ModelMissing
-from turkflow.models import Conversation, Role, Task, Turn, TurnStatus
+from turkflow.models import Batch, Conversation, Role, Task, Turn, TurnStatus
+from turkflow.protocols import registry
 from turkflow.protocols.questions import document_text, words_of
 from turkflow.writing import recorded
 
@@ -123,12 +124,24 @@ def english_share(nlp: English, text: str) -> tuple[float, int]:
     return known / len(alpha), len(alpha)
 
 
+def short_value(text: str, values: frozenset[str]) -> bool:
+    """Whether a short answer has the shape of a value a slot takes: one of ``values`` (lowercase: the
+    knowledge base's choices), a number or code (``639431``, ``LH 123``), or a name (``Han``)."""
+    found = words_of(text)
+    return bool(found) and (" ".join(words(text)) in values
+                            or all(any(c.isdigit() for c in w) or w[:1].isupper() for w in found))
+
+
 def content_flags(policy: CheckPolicy, text: str, role: str, previous: Optional[str], document: str,
-                  recent: Iterable[str]) -> dict[str, Any]:
-    """The pure rules: which flags a response earns, each with the evidence a reviewer sees."""
+                  recent: Iterable[str], slot_values: Optional[frozenset[str]] = None) -> dict[str, Any]:
+    """The pure rules: which flags a response earns, each with the evidence a reviewer sees.
+    ``slot_values``: the turn answers a request for a value (STAR: the wizard asked for a name, a day, a
+    code), which a short answer of a value's shape (``short_value``) gives, neither near-empty nor, a name
+    being no English word, not English; None: no such request."""
     found: dict[str, Any] = {}
     mine = words(text)
-    if len(mine) < policy.min_words:
+    value = len(mine) < policy.min_words and slot_values is not None and short_value(text, slot_values)
+    if len(mine) < policy.min_words and not value:
         found[NEAR_EMPTY] = {"words": len(mine)}
     if len(mine) >= policy.span_words and any(words(other) == mine for other in recent):
         found[REPEATED] = {"words": len(mine)}
@@ -138,7 +151,7 @@ def content_flags(policy: CheckPolicy, text: str, role: str, previous: Optional[
                                                                                policy.span_words):
         found[COPIED_DOCUMENT] = {"span_words": policy.span_words}
     share, alpha = english_share(english(policy.model), text)
-    if alpha and share < policy.english_share and (alpha >= 3 or share == 0):
+    if alpha and not value and share < policy.english_share and (alpha >= 3 or share == 0):
         found[NOT_ENGLISH] = {"english_share": round(share, 2), "words": alpha}
     return found
 
@@ -177,6 +190,13 @@ _RECENT_TEXTS = (select(Turn.text).where(Turn.worker_id == bindparam("worker"), 
                  .order_by(col(Turn.id).desc()).limit(bindparam("limit")))
 
 
+def _slot_values(session: Session, conversation: Conversation, turn: Turn) -> Optional[frozenset[str]]:
+    """What the turn's protocol says it answers (its dialog module's ``slot_values``; STAR's), else None."""
+    protocol = session.get(Batch, conversation.batch_id).protocol
+    asked = getattr(registry.parts(protocol), "slot_values", None) if registry.logged(protocol) else None
+    return asked(session, turn) if asked else None
+
+
 def check_turn(session: Session, turn: Turn, policy: CheckPolicy) -> list[str]:
     """Add the flags a submitted turn earns to ``Turn.flags`` and log them; returns the new flags.
 
@@ -190,7 +210,8 @@ def check_turn(session: Session, turn: Turn, policy: CheckPolicy) -> list[str]:
     recent = session.execute(_RECENT_TEXTS, {"worker": turn.worker_id, "turn": turn.id,
                                              "limit": policy.recent_turns}).scalars().all()
     document = document_text(session.get(Task, conversation.task_id)) if turn.role == Role.teacher else ""
-    found = content_flags(policy, turn.text or "", turn.role, previous, document, recent)
+    found = content_flags(policy, turn.text or "", turn.role, previous, document, recent,
+                          _slot_values(session, conversation, turn))
     found.update(typing_flags(policy, turn.text or "", turn.signals))
     new = [flag for flag in found if flag not in turn.flags]
     if not new:

@@ -118,7 +118,9 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
     With --protocol star the batch is STAR's: users replay STAR's sample dialogues (--dialogs
     ../shared/data/star) or dialogues generated on turkflow's sample STAR tasks; wizards run the
     sample's queries, pick the replies the page offers and sometimes write their own; both answer the
-    end-of-dialog questions. STAR has no peer ratings, so the monitor blocks nobody there.
+    end-of-dialog questions. STAR has no peer ratings: the monitor judges its workers by their
+    written turns' content, the wizard's agreement with the knowledge base and the flow chart, and the other
+    role's end-of-dialog answers (judged m of n).
 
     With --provider prolific the batch runs on Prolific, played by a fake Prolific in this process that
     checks every call against Prolific's contract: the batch's studies are created through the real

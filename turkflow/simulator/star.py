@@ -17,7 +17,8 @@ suggestions with its draft, and picks the scripted reply when the page offers it
 the page offers for a search that found nothing), sometimes (``CUSTOM_SHARE``) writing its own words
 instead; a reply the page does not offer is written as a custom one. Bad workers are the crowd's
 (``crowd.PROFILES``): spammers send random replies or text, lazy workers the first reply offered or a
-word. STAR has no peer ratings, so the quality monitor judges nobody here; the content checks still run.
+word. STAR has no peer ratings; the quality monitor judges workers by what ``protocols.star.judged`` says
+(content checks, the wizard's agreement with the knowledge base and the chart, the other role's answers).
 
 Every worker passes STAR's staged qualification on the onboarding pages first (both stages, with a few
 hints; a bad worker gets one answer wrong at the first try and passes the second). Both roles answer the

@@ -58,7 +58,7 @@ from turkflow.web.http import id_arg, wants_json
 from turkflow.web.protocols import frames as frames_pages, meep as meep_pages
 from turkflow.web.protocols.logged import Entry, action_body, render_turn as render_logged_turn
 from turkflow.web.protocols.star import render_star_turn, star_turn_data
-from turkflow.web.worker import queue_next_turn, render_turn, turn_json, worker_page_headers
+from turkflow.web.worker import queue_next_turn, queue_survey_review, render_turn, turn_json, worker_page_headers
 
 bp = Blueprint("prolific", __name__, url_prefix="/prolific")
 log = logging.getLogger("turkflow.web.prolific")
@@ -437,12 +437,15 @@ def answer() -> Any:
         with session_scope(settings.database_url) as session:
             assignment, worker, view = _survey_view(session, token)
             stored = surveys.answer_survey(session, view.conversation.id, worker, body)
+            judged = (view.conversation.id, worker.id)
     except InvalidInput as error:
         if wants_json():
             raise
         with session_scope(settings.database_url) as session:
             assignment, _, view = _survey_view(session, token)
             return _survey_page(session, assignment, view, token, error=error, chosen=body, status=400)
+    if stored:
+        queue_survey_review(*judged)
     if wants_json():
         follow = _after_survey(assignment)
         return jsonify(stored=stored, next_url=follow.location)

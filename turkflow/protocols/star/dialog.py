@@ -45,7 +45,7 @@ from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnSt
 from turkflow.protocols import surveys
 from turkflow.protocols.questions import STAR, clean_text
 from turkflow.protocols.files import read_json
-from turkflow.protocols.star import outcomes
+from turkflow.protocols.star import judged, outcomes
 from turkflow.protocols.star import scenarios as star_scenarios
 from turkflow.protocols.star.kb import (
     FORM_OPS, Api, Column, KnowledgeBase, QueryResult, check_repeats, constraints_from, expression, form_kind,
@@ -784,6 +784,37 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     if not as_answers:
         log_closing_action(session, sent, take_action, closing)
     return close_logged_turn(session, sent, closing=closing, holds=f"exactly one {' or '.join(closing)}")
+
+
+# ---- what judges a writer (STAR has no peer ratings) ------------------------------------------------------
+
+
+def judged_turn(session: Session, turn: Turn) -> list[judged.Judged]:
+    """The signals a submitted turn gives about its writer (``judged``): its content, and a wizard reply's
+    agreement with the knowledge base. The pipeline passes them to the quality monitor."""
+    tasks = _tasks_of(session, session.get(Conversation, turn.conversation_id))
+    polarity = {name: ranker_of(task).facts.polarity for name, task in tasks.items()}
+    searchable = {t.star["api"]: api_of(t).searchable for t in tasks.values()}
+    return judged.turn_signals(turn, _kept(session, dialog_events(session, turn.conversation_id)), tasks, polarity,
+                               searchable)
+
+
+judged_survey = judged.judged_survey  # a worker's end-of-dialog answers, about the other role's writers
+
+
+def slot_values(session: Session, turn: Turn) -> Optional[frozenset[str]]:
+    """For a user turn that answers the wizard's question (the last reply asks something: a name, a day, a
+    code), the values the dialog's knowledge-base forms offer, lowercase: a short answer naming one, or
+    shaped like a name or a code, is an answer (``turkflow.quality.checks.short_value``). None otherwise."""
+    if turn.role != "user":
+        return None
+    said = [e for e in dialog_events(session, turn.conversation_id)
+            if e.agent == AGENTS["wizard"] and e.action in CLOSING["wizard"] and e.turn_index < turn.index]
+    if not said or "?" not in said[-1].data.get("Text", ""):
+        return None
+    tasks = _tasks_of(session, session.get(Conversation, turn.conversation_id))
+    return frozenset(choice.lower() for task in tasks.values() for field in query_form(task)
+                     for choice in field["choices"])
 
 
 # ---- replay ---------------------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def _value(api_inputs: Mapping[str, Any], constraints: list[Constraint], name: s
     return None
 
 
-def _booking(constraints: list[Constraint]) -> bool:
+def booking(constraints: list[Constraint]) -> bool:
     """A booking only when RequestType is plainly "Book"; any other condition was a check in STAR."""
     given = [c for c in constraints if c.field == "RequestType"]
     return len(given) == 1 and given[0].op in ("equals", "is_equal_to") and not given[0].negated \
@@ -121,7 +121,7 @@ def possible(kb: KnowledgeBase, api_name: str, raw: ConstraintInput) -> list[tup
     rule = RULES.get(api_name)
     if rule is None:
         raise InvalidInput(f"API {api_name!r} has no fixed set of answers", "api")
-    choices = rule.book if rule.book and _booking(constraints) else rule.check
+    choices = rule.book if rule.book and booking(constraints) else rule.check
     echoed = {out: _value(api.inputs, constraints, field_) for out, field_ in rule.echo.items()}
     return [({**{k: v for k, v in echoed.items() if v is not None}, **answer}, weight)
             for answer, weight in choices]
@@ -138,7 +138,7 @@ def call(kb: KnowledgeBase, api_name: str, raw: ConstraintInput,
     if api_name in RULES:
         answers, weights = zip(*possible(kb, api_name, raw))
         item = dict(draw.choices(answers, weights)[0])
-        if api_name == "apartment_schedule" and _booking(constraints):
+        if api_name == "apartment_schedule" and booking(constraints):
             first, second = draw.choice(DOCUMENTS), draw.choice(DOCUMENTS)
             item["Message"] += f" Please bring {first} and {second} with you."
         if api_name == "ride_status":
@@ -185,7 +185,7 @@ def _search_on_columns(kb: KnowledgeBase, api_name: str, constraints: list[Const
 
 
 def _ride_book(kb: KnowledgeBase, api_name: str, constraints: list[Constraint], draw: random.Random) -> tuple:
-    if _booking(constraints):
+    if booking(constraints):
         return ({"Message": "Ride booked."},)
     api = kb.api(api_name)
     request = {name: _value(api.inputs, constraints, name)

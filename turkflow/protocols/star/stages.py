@@ -3,7 +3,10 @@
 Stage 1 (single-task) unlocks the role for single-task STAR conversations; stage 2 (multi-task) is
 offered only after stage 1 and unlocks conversations whose scenario has more than one task. A quiz has
 ten questions, each with a hint; it passes when every answer is right and at most six hints were used
-(STAR, section 3.1 and appendix D). The quiz texts are ours, about what STAR's workers do.
+(STAR, section 3.1 and appendix D). The quiz texts are ours, about what STAR's workers do. The tutorial is
+in named parts (each paragraph starts with its name); a question is a situation to apply it to (a
+knowledge-base answer and the reply it calls for, a scenario whose item is taken), never a sentence of the
+tutorial asked back, and its hint names the part that answers it, never the answer.
 
 The server keeps the count: a hint is a ``StageHint`` row written before its text is sent, and grading
 counts the rows, so no browser can use a hint unseen. An attempt is graded once (a conditional update
@@ -74,75 +77,93 @@ def _q(name: str, text: str, options: tuple[tuple[str, str], ...], answer: str, 
 
 # ---- the quizzes: one place, data ------------------------------------------------------------------------
 
+def _see(section: str) -> str:
+    """A hint: where the tutorial answers the question, never the answer itself."""
+    return f"See the part “{section}” of the tutorial above."
+
+
 USER_SINGLE = Stage(
     role="user", number=SINGLE_TASK, title="User, stage 1: single-task dialogs",
     unlocks="user turns of single-task dialogs",
     tutorial=(
-        "As the user you chat with an AI assistant (another person, the wizard) to get one thing done: book "
-        "an apartment viewing, report a lost card, find a hotel. Your scenario on the left says what you "
-        "want; the assistant does not see it.",
-        "The assistant looks things up in a knowledge base you never see. Ask for what you need and let "
-        "the assistant tell you what it found.",
-        "Use the names the scenario gives (a doctor, a place, an airline): the knowledge base only knows "
-        "those. A detail the scenario does not give, such as your phone number, you may make up.",
-        "During the dialog the system sometimes gives you an instruction (change your mind, make small "
-        "talk, something happened). Follow it in your next messages; if you overlooked one, follow it as "
-        "soon as you notice.",
-        "Other users may have written the earlier user turns: read the whole chat and continue it as the "
-        "same person. End the dialog with Complete once your task is done or cannot be done and you have "
-        "followed every instruction.",
+        "Your scenario. As the user you chat with an AI assistant (another person, the wizard) to get one "
+        "thing done: book an apartment viewing, report a lost card, find a hotel. The scenario shown beside "
+        "the chat is your situation, and the assistant cannot read it. Use the names and values it gives (a "
+        "doctor, a place, an airline): the assistant's knowledge base knows only those. A detail it does not "
+        "give, such as a phone number or a birth date, you may invent.",
+        "The knowledge base. The assistant searches a knowledge base your page never shows. Ask for what you "
+        "need in words and let the assistant report what it found. When the assistant says what you wanted "
+        "does not exist or is taken, do what your scenario says for that case; if it says nothing, take an "
+        "alternative the assistant offers or let that part go. Never claim to know better than the search.",
+        "System instructions. During the dialog the system may give you an instruction in a yellow box: "
+        "change your mind, make small talk, or something happens to you. Act on it in your next messages, "
+        "in your own words, as the person you play; if one was missed, act on it as soon as you notice.",
+        "Several writers. Other people may have written the earlier user turns. Read the whole chat: what "
+        "they said about you (a name, a date) is true for you too.",
+        "Ending. The Complete button ends the dialog. Use it once your task is done or cannot be done and "
+        "every instruction you received has been acted on.",
+        "Writing. Write naturally, in sentences, as the person in the scenario would speak; never in "
+        "keywords or by copying the scenario's text.",
     ),
     questions=(
-        _q("goal", "Where do you learn what you want from the assistant?", (
-            ("scenario", "In my scenario, shown beside the chat"),
-            ("assistant", "The assistant tells me"),
-            ("choose", "I choose any task I like"),
-        ), "scenario", "The assistant cannot see your instructions; they are yours alone."),
-        _q("invent", "You need a detail the scenario does not give (your phone number, say). You:", (
-            ("give_up", "Give up the task"),
-            ("make_up", "Make up something plausible"),
-            ("refuse", "Refuse to answer the question"),
-        ), "make_up", "The dialog should go on naturally; invented details are fine where none is given."),
-        _q("nudge", "An instruction from the system appears during the dialog. You:", (
-            ("ignore", "Ignore it: only the scenario counts"),
-            ("tell", "Tell the assistant about the instruction"),
-            ("follow", "Follow it in my next message(s)"),
-        ), "follow", "The system's instructions are part of your scenario, given at a chosen moment."),
-        _q("missed", "You notice you overlooked a system instruction two turns ago. You:", (
-            ("follow_now", "Follow it now"),
-            ("drop", "Drop it, it is outdated"),
-            ("restart", "Start the dialog again"),
-        ), "follow_now", "Late is better than never: the instruction still applies."),
-        _q("kb", "Can you see the assistant's knowledge base and its search results?", (
-            ("yes", "Yes, beside the chat"),
-            ("no", "No: I ask the assistant for what I need"),
-            ("sometimes", "Only after the assistant queried it"),
-        ), "no", "Only the wizard's page shows the knowledge base."),
-        _q("names", "Your scenario names a doctor you want to see. You:", (
-            ("own", "Use a doctor I know instead"),
-            ("given", "Ask for the doctor the scenario names"),
-            ("any", "Ask for any doctor"),
-        ), "given", "The knowledge base only holds what the scenarios name; other names find nothing."),
-        _q("unhappy", "Your scenario says to change your mind about the time once one is offered. You:", (
-            ("change", "Change it when a time is offered, in my own words"),
-            ("accept", "Accept the first time offered"),
-            ("start", "Say so in my very first message"),
-        ), "change", "Unhappy scenarios test how the assistant copes with a change at that moment."),
-        _q("history", "Earlier user turns of the chat were written by other users. You:", (
-            ("restart", "Introduce myself and start over"),
-            ("ignore", "Only answer the assistant's last message"),
-            ("continue", "Read the whole chat and continue it as the same person"),
-        ), "continue", "The dialog must read as one person talking to one assistant."),
-        _q("complete", "When do you end the dialog with Complete?", (
-            ("any", "As soon as the button is there"),
-            ("done", "When my task is done or cannot be done and I followed every instruction"),
-            ("never", "Never: the assistant ends it"),
-        ), "done", "Check both the scenario and the system's instructions before you end."),
-        _q("style", "How does a good user write?", (
-            ("robot", "In keywords, as short as possible"),
-            ("natural", "Naturally, in full sentences, as the scenario's person would"),
-            ("copy", "By copying the scenario's text"),
-        ), "natural", "The dialogs teach assistants how people talk; copied instructions teach nothing."),
+        _q("goal", "You open a user turn. The chat is still empty. What is your first message based on?", (
+            ("scenario", "The text beside the chat that describes my situation"),
+            ("assistant", "Whatever the assistant will propose"),
+            ("choose", "Any errand I can think of"),
+        ), "scenario", _see("Your scenario")),
+        _q("invent", "The assistant asks for your date of birth. Your scenario names a doctor and a day, "
+                     "nothing else. You reply:", (
+            ("give_up", "By ending the dialog"),
+            ("make_up", "With a plausible date that I make up"),
+            ("refuse", "That I cannot say"),
+        ), "make_up", _see("Your scenario")),
+        _q("unavailable", "Your scenario: see Dr. Han on Monday. The assistant replies that Dr. Han has no "
+                          "appointment on Monday; your scenario says nothing about that case. You:", (
+            ("insist", "Repeat that I want Monday until it works"),
+            ("adapt", "Ask about another day or doctor, or accept that it cannot be done"),
+            ("invent", "Say that Dr. Han already promised me Monday"),
+        ), "adapt", _see("The knowledge base")),
+        _q("nudge", "Your scenario: a table for two on Saturday. After your second message a yellow box "
+                    "says: your friend cannot come on Saturday. Your next message:", (
+            ("ignore", "Confirms Saturday as planned"),
+            ("tell", "Tells the assistant that the system sent me an instruction"),
+            ("follow", "Says that Saturday no longer works and asks about another day"),
+        ), "follow", _see("System instructions")),
+        _q("missed", "Reading the chat, you see a yellow box from three turns ago that no user acted on. "
+                     "You:", (
+            ("follow_now", "Do what it asked in this message"),
+            ("drop", "Leave it, its moment has passed"),
+            ("restart", "Press Complete and begin a fresh dialog"),
+        ), "follow_now", _see("System instructions")),
+        _q("kb", "The assistant writes: I found three Italian restaurants. You want one with outdoor "
+                 "seating. You:", (
+            ("yes", "Look the three up on my page"),
+            ("no", "Ask the assistant whether one of them has outdoor seating"),
+            ("sometimes", "Name some restaurant I like"),
+        ), "no", _see("The knowledge base")),
+        _q("names", "Your scenario says: see Dr. Alexis on Thursday. The assistant asks which doctor you "
+                    "want. You write:", (
+            ("own", "Dr. Smith, my family doctor"),
+            ("given", "Dr. Alexis, please."),
+            ("any", "Any doctor will do."),
+        ), "given", _see("Your scenario")),
+        _q("history", "An earlier user turn, written by someone else, said your name is Maria. The "
+                      "assistant now asks for your name. You answer:", (
+            ("restart", "With my own name"),
+            ("ignore", "With a new name I make up"),
+            ("continue", "Maria"),
+        ), "continue", _see("Several writers")),
+        _q("complete", "The assistant has booked your table. A yellow box earlier asked you to ask about "
+                       "parking, and nobody has yet. You:", (
+            ("any", "Press Complete: the table is booked"),
+            ("done", "Ask about parking first, then press Complete"),
+            ("never", "Wait for the assistant to close the dialog"),
+        ), "done", _see("Ending")),
+        _q("style", "The assistant asked which day you would like. Which reply is best?", (
+            ("robot", "day=Friday"),
+            ("natural", "Friday would suit me, ideally in the morning."),
+            ("copy", "The scenario's paragraph, pasted as it is"),
+        ), "natural", _see("Writing")),
     ),
 )
 
@@ -150,73 +171,83 @@ WIZARD_SINGLE = Stage(
     role="wizard", number=SINGLE_TASK, title="Wizard, stage 1: single-task dialogs",
     unlocks="wizard turns of single-task dialogs",
     tutorial=(
-        "As the wizard you play an AI assistant that helps the user with one task. The task's flow chart "
-        "says what to do: which questions to ask, when to query the knowledge base, what to say about what "
-        "it returns. Follow it whenever you can; it matters more than being brief or chatty.",
-        "Read the chart from its first box. A request box is information you must get before the next "
-        "step; a request-optional box is information you may ask for but do not need. If the user already "
-        "gave something, do not ask for it again: go on to what the chart still needs.",
-        "Query the knowledge base once the user has given what the chart asks for before its query box. "
-        "Fill in only the fields the user gave. The user never sees the results: tell them what the chart "
-        "says to tell. If nothing matches, follow the chart's branch for no result.",
-        "To reply, type what you want to say and request suggestions: the chart's replies, ranked, filled "
-        "with the knowledge-base item you selected. Pick the suggestion that says what the chart's next "
-        "box says; select the right item first. Write your own reply only when none fits (the user did "
-        "something the chart does not cover).",
-        "Other wizards may have written the earlier wizard turns: read the whole chat and the logged "
-        "queries, and continue from where the chart stands.",
+        "The flow chart. As the wizard you play an AI assistant that helps the user with one task. The "
+        "task's flow chart says what to do: which questions to ask, when to query the knowledge base, what "
+        "to say about its answer. Follow it whenever you can; it matters more than being brief or chatty. A "
+        "user who has not said what they want yet gets the chart's first box, the greeting.",
+        "Requests. A request box is information you must get before the next step; a request-optional box "
+        "is information you may ask for but can go without. Information the user already gave is never "
+        "asked for again: go on to the first thing the chart still needs, whatever order the user chose.",
+        "The knowledge base. Query once the user has given what the chart's boxes before its query box ask "
+        "for, and fill in only the fields the user gave: a guessed field can hide what the user wants. The "
+        "user never sees the answer, so tell them what the chart says to tell, following the branch the "
+        "answer decides. Never tell a user that something is available or booked unless the knowledge base "
+        "said so; a Check request only checks, and only a query with request type Book books.",
+        "Suggestions. Type what you mean to say and request suggestions: the chart's replies, ranked and "
+        "filled with the item you selected. Pick the one saying what the chart's coming box says. Write your "
+        "own reply only when none fits, because the user went somewhere the chart does not go.",
+        "Several writers. Other wizards may have written the earlier wizard turns: read the whole chat and "
+        "the logged queries, and continue from where the chart stands.",
     ),
     questions=(
-        _q("important", "What matters most for the assistant?", (
-            ("short", "Keeping the dialog as short as possible"),
-            ("chart", "Following the task's flow chart whenever possible"),
-            ("long", "Keeping the user chatting"),
-        ), "chart", "The collected dialogs teach models to follow schemas."),
-        _q("greeting", "The user's first message is only 'Hi there'. You:", (
-            ("greet", "Greet them back (the chart's first box)"),
-            ("list", "List every task you can help with"),
-            ("confused", "Say you do not understand"),
-        ), "greet", "Start at the chart's first box and wait for the user to say what they want."),
-        _q("optional", "What does a request-optional box on the chart mean?", (
-            ("skip", "A box I may ignore whenever I like"),
-            ("required", "Information the query cannot run without"),
-            ("optional", "Information I may ask for, that is not required"),
-        ), "optional", "Optional boxes may narrow the search; the query runs without them."),
-        _q("order", "The chart asks for a name, then a date. The user opens with the date. You:", (
-            ("name", "Keep the date and ask for the name"),
-            ("date", "Ask for the date again, in the chart's order"),
-            ("query", "Query at once without the name"),
-        ), "name", "Never ask for what you have; ask for what the chart still needs."),
-        _q("when_query", "When do you query the knowledge base?", (
-            ("first", "Before saying anything"),
-            ("ready", "Once the user gave what the chart asks for before its query box"),
-            ("asked", "Only when the user asks me to search"),
-        ), "ready", "The chart's query box comes after the requests that feed it."),
-        _q("fields", "The query form has a field the user never mentioned. You:", (
-            ("empty", "Leave it empty"),
-            ("guess", "Fill in a likely value"),
-            ("all", "Fill every field with its first choice"),
-        ), "empty", "A guessed constraint can hide the item the user wants."),
-        _q("results", "Who sees the knowledge base's results?", (
-            ("both", "The user and I"),
-            ("me", "Only I: I tell the user what they need"),
-            ("user", "Only the user"),
-        ), "me", "The user's page never shows the knowledge base."),
-        _q("no_result", "Your query returns nothing. You:", (
-            ("invent", "Make up a result"),
-            ("quiet", "Say nothing and query again"),
-            ("branch", "Follow the chart's no-result branch (tell the user, ask what to change)"),
-        ), "branch", "Charts have a path for no result; use it."),
-        _q("suggestion", "Several suggested replies are offered. You pick:", (
-            ("first", "Always the first one"),
-            ("chart", "The one saying what the chart's next box says, with the right item selected"),
-            ("longest", "The longest one"),
-        ), "chart", "Suggestions are ranked, not chosen for you; the chart decides."),
-        _q("custom", "When do you write your own reply instead of a suggestion?", (
-            ("none_fits", "Only when no suggestion fits, as when the user goes off the chart"),
-            ("always", "Whenever I like my words better"),
-            ("never", "Never"),
-        ), "none_fits", "Custom replies are logged as custom; use them for what the chart does not cover."),
+        _q("important", "Two replies would both answer the user: the chart's coming box, or a warmer "
+                        "sentence of your own. You send:", (
+            ("short", "My warmer sentence"),
+            ("chart", "The chart's box"),
+            ("long", "Both, one after the other"),
+        ), "chart", _see("The flow chart")),
+        _q("greeting", "The user's first message is only: Hi there! You reply:", (
+            ("greet", "Hello, how can I help?"),
+            ("list", "I can book doctors, hotels, rides and more."),
+            ("confused", "Could I have your name, please?"),
+        ), "greet", _see("The flow chart")),
+        _q("optional", "Only a request-optional box (floor) stands before the query. The user gave the rest "
+                       "and does not mind which floor. You:", (
+            ("skip", "Set floor 1 to be safe"),
+            ("required", "Ask for a floor until they name one"),
+            ("optional", "Run the query without a floor"),
+        ), "optional", _see("Requests")),
+        _q("order", "The chart asks for a name, then a day, then a time. The user opens with: Thursday at "
+                    "3 pm, please. Your next question is about:", (
+            ("name", "The name"),
+            ("date", "The day"),
+            ("query", "The time"),
+        ), "name", _see("Requests")),
+        _q("when_query", "The doctor chart asks for name, doctor, day, time and symptoms, then queries. The "
+                         "user gave all but the symptoms. You:", (
+            ("first", "Query now and ask about symptoms later"),
+            ("ready", "Ask about the symptoms"),
+            ("asked", "Say the appointment is booked"),
+        ), "ready", _see("The knowledge base")),
+        _q("fields", "The user wants an Italian restaurant and never mentioned price. In the query form "
+                     "you:", (
+            ("empty", "Leave price blank"),
+            ("guess", "Choose a medium price"),
+            ("all", "Tick every price"),
+        ), "empty", _see("The knowledge base")),
+        _q("results", "You checked Dr. Han for Monday at 10 am. The knowledge base answered: The doctor has a "
+                      "conflicting appointment at that time. You reply:", (
+            ("both", "Dr. Han is free at 10 am. Shall I book it?"),
+            ("me", "Unfortunately Dr. Han cannot see you at 10 am on Monday."),
+            ("user", "Your appointment with Dr. Han is booked!"),
+        ), "me", _see("The knowledge base")),
+        _q("no_result", "Your search for Thai food in the city centre returned no item. You:", (
+            ("invent", "Recommend a Thai place I know"),
+            ("quiet", "Run the same search again until something appears"),
+            ("branch", "Tell the user nothing matches and ask what they could change"),
+        ), "branch", _see("The knowledge base")),
+        _q("booked", "A query with request type Check said the slot is free. The user answers: great, "
+                     "please go ahead. You:", (
+            ("confirm", "Tell the user the appointment is booked"),
+            ("book", "Send the query once more as a Book request, then report the answer"),
+            ("call", "Ask the user to call the clinic"),
+        ), "book", _see("The knowledge base")),
+        _q("custom", "The user asks whether the hotel accepts dogs. No suggestion and no knowledge-base "
+                     "field says anything about pets. You:", (
+            ("none_fits", "Write a reply of my own"),
+            ("always", "Pick the closest suggestion anyway"),
+            ("never", "Skip the question and go on with the chart"),
+        ), "none_fits", _see("Suggestions")),
     ),
 )
 
@@ -224,66 +255,73 @@ USER_MULTI = Stage(
     role="user", number=MULTI_TASK, title="User, stage 2: multi-task dialogs",
     unlocks="user turns of multi-task dialogs",
     tutorial=(
-        "In multi-task dialogs your scenario lists up to five things to get done in one conversation, "
-        "say a hotel and then a ride. Everything from stage 1 still holds.",
-        "Cover every task of the scenario. Unless it says otherwise you choose the order and may move back "
-        "and forth between them, as people do.",
-        "Say what you want next in your own words; the assistant switches tasks for you. You may refer back "
-        "to a task you finished (change the time you booked, say).",
-        "System instructions may concern any of the tasks, also one you finished: go back to it and follow "
-        "them. Click Complete only when every task is done or cannot be done.",
+        "Several tasks. In multi-task dialogs your scenario lists up to five things to get done in one "
+        "conversation, say a hotel and then a ride. Everything from stage 1 still holds.",
+        "Order. Unless the scenario fixes an order, you choose it, and you may move back and forth between "
+        "the tasks as people do. All of them belong in the dialog.",
+        "Switching. Say what you want next in your own words; the assistant changes task for you. You may "
+        "return to a task you finished, for instance to change something about it.",
+        "Instructions. A yellow box may concern any of the tasks, also one you finished: go back to that "
+        "task and act on it.",
+        "Ending. Press Complete only once each task of the scenario is done or cannot be done.",
     ),
     questions=(
-        _q("changed", "What is new in multi-task dialogs?", (
-            ("tasks", "My scenario has several tasks for one dialog"),
-            ("role", "I play the assistant as well"),
-            ("kb", "I can see the knowledge base"),
-        ), "tasks", "Only the number of tasks changes."),
-        _q("cover", "Your scenario lists two tasks. What is NOT ok?", (
-            ("switch", "Switching back and forth between them"),
-            ("small_talk", "Some small talk in between"),
-            ("one", "Covering only one of them"),
-        ), "one", "Every task of the scenario belongs in the dialog."),
-        _q("order", "Must you do the tasks in the order listed?", (
-            ("yes", "Yes, always"),
-            ("no", "No, unless the scenario says so"),
-            ("reverse", "No, always in reverse"),
-        ), "no", "The order is yours unless the scenario fixes it."),
-        _q("switch", "How do you move to the next task?", (
-            ("words", "Just say what I want next"),
-            ("code", "Type the task's name in capitals"),
-            ("new", "End the dialog and start another"),
-        ), "words", "The assistant switches tabs; you talk as you would to a person."),
-        _q("back", "While on the second task you remember the first booking's time is wrong. You:", (
-            ("ignore", "Leave it: that task is finished"),
-            ("back", "Go back to it and ask to change the time"),
-            ("new_dialog", "Complete the dialog and mention it nowhere"),
-        ), "back", "Referring back to earlier tasks is welcome."),
-        _q("nudge", "A system instruction concerns a task you finished earlier. You:", (
-            ("follow", "Go back to that task and follow it"),
-            ("skip", "Skip it"),
-            ("later", "Follow it in my next dialog"),
-        ), "follow", "Instructions apply whatever task you are on."),
-        _q("complete", "When do you click Complete?", (
-            ("first", "When the first task is done"),
-            ("any", "When I get bored"),
-            ("all", "When every task is done or cannot be done"),
-        ), "all", "A multi-task dialog ends after its last task."),
-        _q("names", "Each task in your scenario names a place. You:", (
-            ("given", "Use the names given for each task"),
-            ("mix", "Use one task's names for every task"),
-            ("own", "Use places I know"),
-        ), "given", "Each task's knowledge base knows its own names only."),
-        _q("invent", "A task needs a detail your scenario does not give. You:", (
-            ("refuse", "Refuse to answer"),
-            ("stop", "Stop the dialog"),
-            ("make_up", "Make up something plausible"),
-        ), "make_up", "As in stage 1: invented details are fine where none is given."),
-        _q("person", "Other users wrote earlier user turns of a multi-task dialog. You:", (
-            ("same", "Continue as the same person, with all their tasks"),
-            ("mine", "Start my own task over"),
-            ("last", "Only answer the last message"),
-        ), "same", "One person, one dialog, several tasks."),
+        _q("changed", "What is new in a stage 2 dialog compared to stage 1?", (
+            ("tasks", "My scenario asks for a hotel and a taxi in the same chat"),
+            ("role", "I also write the assistant's replies"),
+            ("kb", "The knowledge base answers appear on my page"),
+        ), "tasks", _see("Several tasks")),
+        _q("cover", "Your scenario: book a hotel, then a taxi to it. The hotel is booked and you would "
+                    "like to stop. You:", (
+            ("switch", "Make small talk until the assistant ends it"),
+            ("small_talk", "Press Complete"),
+            ("one", "Ask for the taxi next"),
+        ), "one", _see("Order")),
+        _q("order", "Your scenario lists a restaurant, then the weather, and says nothing about order. You "
+                    "open with the weather. Is that fine?", (
+            ("yes", "No: the listed order must be kept"),
+            ("no", "Yes"),
+            ("reverse", "Only if the assistant agrees first"),
+        ), "no", _see("Order")),
+        _q("switch", "The hotel is done and you want a ride to the airport. Your message:", (
+            ("words", "Thanks! Now I need a ride to the airport at 6."),
+            ("code", "TASK: RIDE_BOOK"),
+            ("new", "Nothing: I press Complete and wait for a new dialog"),
+        ), "words", _see("Switching")),
+        _q("back", "While arranging the ride you remember the hotel stay should be two nights, not one. "
+                   "You:", (
+            ("ignore", "Let it be: the hotel task is over"),
+            ("back", "Tell the assistant the stay should be two nights"),
+            ("new_dialog", "Mention it after pressing Complete"),
+        ), "back", _see("Switching")),
+        _q("nudge", "You are on the ride task. A yellow box says: you want a room with a balcony. You:", (
+            ("follow", "Ask the assistant about a room with a balcony at the hotel"),
+            ("skip", "Ignore it: the hotel is done"),
+            ("later", "Ask for a car with a balcony"),
+        ), "follow", _see("Instructions")),
+        _q("complete", "Two of your three tasks are done. The assistant says the party venue cannot be "
+                       "booked that day, and your scenario says nothing more about it. You:", (
+            ("first", "Must keep asking until the venue is booked"),
+            ("any", "Must wait for the assistant to finish"),
+            ("all", "May press Complete"),
+        ), "all", _see("Ending")),
+        _q("names", "Your scenario names Hotel Aurora for the stay and Luigi's for dinner. On the "
+                    "restaurant task the assistant asks where you want to eat. You answer:", (
+            ("given", "At Luigi's, please."),
+            ("mix", "At Hotel Aurora, please."),
+            ("own", "At the pizza place near my office."),
+        ), "given", _see("Several tasks")),
+        _q("invent", "The taxi task asks for your phone number; your scenario gives none. You:", (
+            ("refuse", "Say I cannot give one"),
+            ("stop", "Skip the taxi task"),
+            ("make_up", "Give a plausible number I make up"),
+        ), "make_up", _see("Several tasks")),
+        _q("person", "Earlier users of this dialog booked the hotel for Sam Lee. On the ride task the "
+                     "assistant asks for the passenger's name. You answer:", (
+            ("same", "Sam Lee"),
+            ("mine", "My own name"),
+            ("last", "A new name I make up"),
+        ), "same", _see("Several tasks")),
     ),
 )
 
@@ -291,66 +329,71 @@ WIZARD_MULTI = Stage(
     role="wizard", number=MULTI_TASK, title="Wizard, stage 2: multi-task dialogs",
     unlocks="wizard turns of multi-task dialogs",
     tutorial=(
-        "In multi-task dialogs you help with up to five tasks, one tab each. Every tab has its own flow "
-        "chart, knowledge base and suggestions. Everything from stage 1 still holds.",
-        "When the user turns to another task, select its tab, then follow its chart from the point that "
-        "fits what you already know: information the user gave for one task need not be asked again.",
-        "Queries and suggestions belong to the selected task: select the tab before querying or picking "
-        "a reply, or you will search the wrong knowledge base and offer the wrong replies.",
-        "After finishing a task, ask whether you can help with anything else: the user may have more. If "
-        "the user returns to an earlier task, go back to its tab and continue its chart.",
+        "Tabs. In multi-task dialogs you help with up to five tasks, one tab each. Every tab has its own "
+        "flow chart, knowledge base and suggestions. Everything from stage 1 still holds.",
+        "Changing task. When the user turns to another task, select its tab, then follow its chart from the "
+        "point that fits what you already know: information the user gave for one task is not asked again.",
+        "Selecting first. Queries and suggestions belong to the selected tab: select the right one before "
+        "querying or picking a reply, or you search the wrong knowledge base and offer the wrong replies.",
+        "Finishing a task. When a chart has no box left, ask whether you can help with anything else: the "
+        "user may have more. When the user comes back to an earlier task, return to its tab and continue.",
     ),
     questions=(
-        _q("changed", "What is new for the wizard in multi-task dialogs?", (
-            ("charts", "Several tasks, each with its own tab, chart and knowledge base"),
-            ("design", "The charts look different"),
-            ("role", "I also play the user"),
-        ), "charts", "Only the number of charts changes."),
-        _q("switch", "The user turns to another task. You:", (
-            ("start", "Switch tabs and start that chart from its first box"),
-            ("fits", "Switch tabs and follow that chart from the point that fits what I know"),
-            ("custom", "Stay on my tab and write a custom reply"),
-        ), "fits", "Do not ask again for what the user told you for another task."),
-        _q("select", "Why select the task's tab before querying or picking a reply?", (
-            ("looks", "It looks tidier"),
-            ("user", "The user sees which tab I select"),
-            ("belongs", "The form, the results and the suggestions belong to the selected task"),
-        ), "belongs", "Each tab has its own API, database and templates."),
-        _q("carry", "The second task's chart asks for a name the user gave for the first task. You:", (
-            ("known", "Use the name I already have"),
+        _q("changed", "What does a stage 2 wizard page add to stage 1's?", (
+            ("charts", "Several task tabs to move between"),
+            ("design", "Charts drawn differently"),
+            ("role", "Writing the user's turns too"),
+        ), "charts", _see("Tabs")),
+        _q("switch", "You booked the hotel for Sam Lee. The user now asks for a taxi; the ride chart starts "
+                     "by asking the name. You:", (
+            ("start", "Open the ride tab and ask for the name"),
+            ("fits", "Open the ride tab and ask for what the ride needs besides the name"),
+            ("custom", "Stay on the hotel tab and write my own reply"),
+        ), "fits", _see("Changing task")),
+        _q("select", "On the hotel tab, the user asks about the weather in Paris and you query at once. "
+                     "What goes wrong?", (
+            ("looks", "Nothing: the page guesses the task"),
+            ("user", "The user sees the hotel tab"),
+            ("belongs", "The query goes to the hotel database and the replies offered are hotel replies"),
+        ), "belongs", _see("Selecting first")),
+        _q("carry", "The user gave their name for the doctor appointment. The follow-up task's chart also "
+                    "starts by asking the name. You:", (
+            ("known", "Go past that box with the name I have"),
             ("ask", "Ask for the name again"),
-            ("skip", "Skip the task"),
-        ), "known", "Carry information across tasks; the chart's point that fits is past that request."),
-        _q("back", "The user returns to the first task to change a time. You:", (
-            ("back", "Go back to the first task's tab and continue its chart"),
-            ("refuse", "Say that task is finished"),
-            ("current", "Handle it in the current tab"),
-        ), "back", "Each task's chart continues in its own tab."),
-        _q("which_kb", "Which knowledge base do you query for the hotel part of the dialog?", (
-            ("any", "Whichever tab is open"),
-            ("hotel", "The hotel task's, in its tab"),
-            ("all", "All of them at once"),
-        ), "hotel", "A query runs against the selected task's database."),
-        _q("suggestions", "In multi-task dialogs, suggested replies are used:", (
-            ("fits", "Whenever one fits, as in single-task dialogs"),
-            ("never", "Never: the tasks are mixed"),
-            ("first", "Only for the first task"),
-        ), "fits", "Nothing about suggestions changes."),
-        _q("finished", "You finished one task. You:", (
+            ("skip", "Skip the whole task"),
+        ), "known", _see("Changing task")),
+        _q("back", "During the taxi task the user wants to move the hotel booking to Friday. You:", (
+            ("back", "Select the hotel tab and continue its chart with Friday"),
+            ("refuse", "Say the hotel is done"),
+            ("current", "Handle it from the taxi tab"),
+        ), "back", _see("Finishing a task")),
+        _q("which_kb", "On the restaurant tab the user asks whether it will rain in Berlin tomorrow. Before "
+                       "querying you:", (
+            ("any", "Stay on the restaurant tab"),
+            ("hotel", "Select the weather tab"),
+            ("all", "Answer from what I know"),
+        ), "hotel", _see("Selecting first")),
+        _q("suggestions", "Your hotel query answered: Reservation Failed. You:", (
+            ("fits", "Tell the user it failed, with the fitting suggestion or my own words"),
+            ("never", "Tell the user the room is reserved"),
+            ("first", "Say nothing and query again"),
+        ), "fits", _see("Tabs")),
+        _q("finished", "The ride is booked and the ride chart has no box left. You:", (
             ("end", "Say goodbye"),
-            ("else", "Ask whether you can help with anything else"),
-            ("guess", "Start the task you think comes next"),
-        ), "else", "The user may have more tasks; you cannot see their scenario."),
-        _q("important", "What still matters most?", (
-            ("fast", "Finishing the tasks quickly"),
-            ("talk", "Chatting with the user"),
-            ("charts", "Following each task's flow chart whenever possible"),
-        ), "charts", "As in stage 1, per tab."),
-        _q("mixed", "The user asks about two tasks in one message. You:", (
-            ("one", "Handle one task's part (its tab and chart), then the other"),
-            ("ignore", "Answer only the easier part"),
-            ("custom", "Answer both at once in a custom reply"),
-        ), "one", "One task at a time keeps the log and the suggestions right."),
+            ("else", "Ask if there is something more the user needs"),
+            ("guess", "Start the hotel chart, which users often want next"),
+        ), "else", _see("Finishing a task")),
+        _q("important", "The user chats while asking about two tasks. What decides each of your replies "
+                        "most?", (
+            ("fast", "Finishing quickly"),
+            ("talk", "Keeping the user chatting"),
+            ("charts", "The chart of the task the reply is about"),
+        ), "charts", _see("Tabs")),
+        _q("mixed", "The user writes: book the table for 8 pm, and will it rain tomorrow? You:", (
+            ("one", "Handle the restaurant in its tab, then the weather in its tab"),
+            ("ignore", "Answer only the weather"),
+            ("custom", "Answer both in one reply of my own"),
+        ), "one", _see("Tabs")),
     ),
 )
 

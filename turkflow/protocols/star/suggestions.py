@@ -126,7 +126,7 @@ def outcome_of(state: DialogState) -> Optional[str]:
     return FAILED if _REFUSAL.search(answer.lower()) else SUCCEEDED
 
 
-def _claims(text: str) -> int:
+def claims(text: str) -> int:
     """+1 when a template's statements announce success, -1 a refusal, 0 neither (questions say nothing)."""
     text = re.sub(r"\{[^}]*\}", " ", text).lower()
     said = " ".join(s for s in re.split(r"(?<=[.!?\n])", text)
@@ -139,7 +139,7 @@ def _claims(text: str) -> int:
 def polarities(schema: TaskSchema) -> dict[str, int]:
     """Each reply's claim about a query's outcome. A reply the flow chart puts after an outcome node
     ("Available" -> "Can I book it?") claims that outcome even when its own words do not."""
-    found = {t.label: _claims(t.text) for t in schema.replies()}
+    found = {t.label: claims(t.text) for t in schema.replies()}
     targets = set(schema.graph.edges.values())
     for node, following in schema.graph.edges.items():
         template = schema.templates.get(node)

@@ -300,6 +300,16 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer | ServiceUnavailab
     return page
 
 
+def queue_survey_review(conversation_id: int, worker_id: int) -> None:
+    """Ask Celery to judge the other role's writers by the answers just stored (a broker outage loses only
+    these signals: the answers themselves are committed)."""
+    try:
+        tasks.survey_answered.delay(conversation_id, worker_id)
+    except Exception as exc:  # noqa: BLE001 - the answers are stored; only the judgement waits
+        log.warning("survey of conversation %s by worker %s stored but not queued for review (%s)",
+                    conversation_id, worker_id, exc)
+
+
 def queue_next_turn(turn_id: int, worker: Worker) -> None:
     """Ask Celery to open the next turn. The turn is already committed, so a broker outage only delays it:
     the reconciler advances conversations whose task never ran."""
@@ -323,16 +333,6 @@ def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", er
     """
     if mode not in ("work", "preview"):
         raise ValueError(f"unknown turn page mode {mode!r}")
-def queue_survey_review(conversation_id: int, worker_id: int) -> None:
-    """Ask Celery to judge the other role's writers by the answers just stored (a broker outage loses only
-    these signals: the answers themselves are committed)."""
-    try:
-        tasks.survey_answered.delay(conversation_id, worker_id)
-    except Exception as exc:  # noqa: BLE001 - the answers are stored; only the judgement waits
-        log.warning("survey of conversation %s by worker %s stored but not queued for review (%s)",
-                    conversation_id, worker_id, exc)
-
-
     form = view.protocol.form(view.turn.role)
     ctx = view.context
     by_id = {item["id"]: item for item in view.items}
@@ -471,6 +471,7 @@ def answer_survey(conversation_id: int) -> Any:
         with session_scope(_settings().database_url) as session:
             worker = _current_worker(session)
             stored = surveys.answer_survey(session, conversation_id, worker, body)
+            worker_id = worker.id
     except InvalidInput as error:
         if wants_json():
             raise
@@ -478,12 +479,11 @@ def answer_survey(conversation_id: int) -> Any:
             worker = _current_worker(session)
             view = surveys.survey_for(session, conversation_id, worker)
         return _survey_page(view, worker, error=error, chosen=body, status=400)
+    if stored:
+        queue_survey_review(conversation_id, worker_id)
     if wants_json():
         return jsonify(stored=stored)
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
         view = surveys.survey_for(session, conversation_id, worker)
     return _survey_page(view, worker, stored_now=stored)
-            worker_id = worker.id
-    if stored:
-        queue_survey_review(conversation_id, worker_id)

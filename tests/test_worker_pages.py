@@ -126,6 +126,17 @@ def test_taking_a_turn_leases_it_for_the_configured_time_and_hides_it_from_other
     assert second.post(f"/queue/take/{hit_id}", headers=JSON).status_code == 409
 
 
+def test_a_program_taking_a_turn_gets_the_turn_page_in_the_same_answer(app, settings, providers):
+    launch(settings, providers)
+    student = joined(app, settings, "student")
+    hit_id = open_turns(student)[0]["hit_id"]
+    taken = student.post(f"/queue/take/{hit_id}", headers=JSON).get_json()
+    assert taken["turn"] == student.get(taken["turn_url"], headers=JSON).get_json()
+    assert (taken["turn"]["assignment_id"], taken["turn"]["turn_index"]) == (taken["assignment_id"], 0)
+    again = student.post(f"/queue/take/{hit_id}", headers=JSON).get_json()  # a double click: the same turn
+    assert again == taken
+
+
 # ---- submitting -------------------------------------------------------------------------------------
 
 
@@ -141,6 +152,19 @@ def test_submit_stores_the_turn_and_the_next_hit_opens_for_the_other_role(app, s
     assert stored.worker_id == student.worker.id
     [opened] = wait_until(lambda: open_turns(teacher))
     assert (opened["conversation_id"], opened["turn_index"]) == (stored.conversation_id, 1)
+
+
+def test_a_programs_submit_answers_with_the_queue_it_goes_back_to(app, settings, providers, celery_worker):
+    launch(settings, providers, conversations=2)
+    student = joined(app, settings, "student")
+    turn_url = take_first(student)
+    stored = student.post(turn_url, data=FIRST_STUDENT_ANSWERS, headers=JSON).get_json()
+    [turn] = submitted_turns(settings)
+    assert (stored["turn_id"], stored["created"]) == (turn.id, True)
+    listed = student.get("/queue", headers=JSON).get_json()
+    assert stored["queue"].pop("csrf_token") and listed.pop("csrf_token")  # signed with the time: each its own
+    assert stored["queue"] == listed
+    assert [entry["turn_index"] for entry in stored["queue"]["open"]] == [0]  # the other conversation's
 
 
 def test_double_submit_of_one_assignment_stores_one_turn(app, settings, providers, celery_worker):

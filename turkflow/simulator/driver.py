@@ -7,8 +7,9 @@ with a deterministic scheduler:
 - A round belongs to one role. The scheduler lists that role's open turns (oldest first), shuffles the
   role's active workers with a generator seeded by (seed, round), and pairs them: every worker writes at
   most one turn per round, and no author gets two ratings in one round.
-- The round's turns are then worked in parallel over HTTP (queue, take, turn page, submit), each worker
-  arriving after a random think time.
+- The round's turns are then worked in parallel over HTTP (take, which answers with the turn page, and
+  submit, which answers with the queue the worker takes the next turn from), each worker arriving after a
+  random think time.
 - Before the next round the driver waits until the pipeline has caught up with every judgement the round
   caused: every active conversation has its next HIT open, every rating has its quality decision and
   every submitted turn is reviewed (``Turn.reviewed_at``: the monitor and the content checks ran).
@@ -147,25 +148,32 @@ class WorkerClient(HttpClient):
     def __init__(self, base_url: str, join_url: str, log: HttpLog):
         super().__init__(base_url, log)
         self.join_url = join_url
+        self.listing: Optional[dict[str, Any]] = None  # the queue page this browser shows now
 
     def join(self) -> dict[str, Any]:
         """Open the invite link; the queue it leads to hands out the CSRF token every POST sends back."""
         path = self.join_url[len(self.base_url):] if self.join_url.startswith(self.base_url) else self.join_url
-        queue = _json(self._call("GET", "GET /join", path), "join")
-        self.http.headers["X-CSRFToken"] = queue["csrf_token"]
-        return queue
+        self.listing = _json(self._call("GET", "GET /join", path), "join")
+        self.http.headers["X-CSRFToken"] = self.listing["csrf_token"]
+        return self.listing
 
     def queue(self) -> dict[str, Any]:
-        return _json(self._call("GET", "GET /queue", "/queue"), "queue")
+        self.listing = _json(self._call("GET", "GET /queue", "/queue"), "queue")
+        return self.listing
 
-    def take(self, hit_id: int) -> str:
-        return _json(self._call("POST", "POST /queue/take", f"/queue/take/{hit_id}"), "take")["assignment_id"]
+    def take(self, hit_id: int) -> tuple[str, Optional[dict[str, Any]]]:
+        """The assignment and the turn page's JSON the take answers with (None: the protocol's own page)."""
+        taken = _json(self._call("POST", "POST /queue/take", f"/queue/take/{hit_id}"), "take")
+        return taken["assignment_id"], taken.get("turn")
 
     def view(self, assignment_id: str) -> dict[str, Any]:
         return _json(self._call("GET", "GET /turn", f"/turn/{assignment_id}"), "turn page")
 
     def submit(self, assignment_id: str, form: dict[str, Any]) -> dict[str, Any]:
-        return _json(self._call("POST", "POST /turn", f"/turn/{assignment_id}", data=form), "submit")
+        """The stored turn; the queue it answers with is the page the worker goes back to."""
+        confirmed = _json(self._call("POST", "POST /turn", f"/turn/{assignment_id}", data=form), "submit")
+        self.listing = confirmed.get("queue", self.listing)
+        return confirmed
 
     def get(self, route: str, path: str) -> dict[str, Any]:
         """Any other page's JSON (``route`` names it in the report's HTTP table)."""
@@ -547,9 +555,11 @@ class Simulation:
             time.sleep(delay)
         client = self.clients[job.worker.name]
         try:
-            client.queue()
-            assignment_id = client.take(job.hit_id)
-            view = client.view(assignment_id)
+            if client.listing is None:  # otherwise the queue is the page the worker already has
+                client.queue()
+            assignment_id, view = client.take(job.hit_id)
+            if view is None:  # STAR's, Frames' and MEEP's turns have pages of their own
+                view = client.view(assignment_id)
             self._check_history(job, view)
             previous = self.out.turns.get((job.conversation, job.index - 1))
             if self.play is not None:

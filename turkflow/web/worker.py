@@ -153,18 +153,30 @@ def queue() -> Any:
         last_turn = written is not None and written.worker_id == worker.id and lifecycle.ends_conversation(
             session, written)
     if not page:
-        return jsonify(
-            worker={"external_id": worker.external_id, "name": worker.name, "role": worker.role,
-                    "status": worker.status, "onboarded": worker.onboarded},
-            open=[{key: entry[key] for key in ("hit_id", "conversation_id", "turn_index", "title")}
-                  for entry in entries],
-            surveys=owed,
-            csrf_token=generate_csrf(),  # programs send it back as X-CSRFToken, as the page's forms do
-        )
+        return jsonify(queue_json(worker, entries, owed))
     if not worker.onboarded:  # the role's quiz comes before the first turn
         return redirect(url_for("onboarding.quiz"), 303)
     return render_template("queue.html", worker=worker, entries=entries, held=held, submitted=submitted,
                            last_turn=last_turn, surveys=owed)
+
+
+def queue_json(worker: Worker, entries: list[dict[str, Any]], owed: list[Any]) -> dict[str, Any]:
+    """The queue for programs: the worker, the takeable turns, the surveys owed and the CSRF token."""
+    return {
+        "worker": {"external_id": worker.external_id, "name": worker.name, "role": worker.role,
+                   "status": worker.status, "onboarded": worker.onboarded},
+        "open": [{key: entry[key] for key in ("hit_id", "conversation_id", "turn_index", "title")}
+                 for entry in entries],
+        "surveys": owed,
+        "csrf_token": generate_csrf(),  # programs send it back as X-CSRFToken, as the page's forms do
+    }
+
+
+def _read_queue(session: Session, worker: Worker) -> dict[str, Any]:
+    """``queue_json`` read for ``worker``: what ``GET /queue`` answers a program."""
+    may_work = worker.status == WorkerStatus.active and worker.onboarded
+    entries = lifecycle.queue_entries(session, worker) if may_work else []
+    return queue_json(worker, entries, surveys.surveys_due(session, worker))
 
 
 def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:
@@ -190,14 +202,23 @@ def _task_of(session: Session, turn: Turn) -> Task:
 
 @bp.post("/queue/take/<int:hit_id>")
 def take(hit_id: int) -> Any:
+    """Lease the turn. A program gets the turn page's JSON in the same answer (``turn``, unless the protocol
+    has pages of its own), read in the taking transaction: no second request, no second read of what the
+    take loaded. A browser is sent to the turn page (POST, redirect, GET: a reload never posts again)."""
     settings = _settings()
+    page = None
     with session_scope(settings.database_url) as session:
         worker = _current_worker(session)
         assignment = lifecycle.take_turn(session, worker, hit_id, settings.lease_seconds)
         assignment_id = assignment.external_id
+        if wants_json():
+            hit = session.get(Hit, assignment.hit_id)  # loaded by the take: no query
+            view = lifecycle.turn_view(session, session.get(Turn, hit.turn_id))
+            if registry.logged(view.protocol.name) is None:
+                page = turn_json(view, assignment, hit)
     turn_url = url_for("worker.turn", assignment_id=assignment_id)
     if wants_json():
-        return jsonify(assignment_id=assignment_id, turn_url=turn_url)
+        return jsonify(assignment_id=assignment_id, turn_url=turn_url, **({"turn": page} if page else {}))
     return redirect(turn_url, 303)
 
 
@@ -234,8 +255,10 @@ def submit(assignment_id: str) -> Any:
         return _refused_answers(assignment_id, error, raw)
     if created:
         queue_next_turn(turn_id, worker)
-    if wants_json():
-        return jsonify(turn_id=turn_id, created=created)
+    if wants_json():  # with the queue, read after the commit: the page a program goes back to
+        with session_scope(_settings().database_url) as session:
+            listing = _read_queue(session, worker)
+        return jsonify(turn_id=turn_id, created=created, queue=listing)
     return redirect(url_for("worker.queue", submitted=turn_id), 303)
 
 

@@ -11,18 +11,21 @@ import random
 import pytest
 from sqlmodel import select
 
+from tests.test_dashboard import csrf_token, sign_in
 from tests.test_star_dialog import command
+from turkflow import invites, pipeline
 from turkflow.dataset.frames import export_frames
 from turkflow.dataset.sgd import export_sgd
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, InvalidDocument, InvalidInput
 from turkflow.hits import lifecycle
 from turkflow.models import Hit, Turn, Worker, WorkerStatus
-from turkflow.protocols.annotate import agreement, quality
+from turkflow.protocols.annotate import agreement, results
 from turkflow.protocols.annotate import dialog as annotate
 from turkflow.protocols.annotate.labels import collect, label_item, summary
 from turkflow.protocols.annotate.scheme import load_scheme
 from turkflow.quality.monitor import Policy
+from turkflow.requesters import create_requester
 from turkflow.simulator import annotate as sim
 
 FRAMES_SCHEME = load_scheme("frames")
@@ -112,11 +115,13 @@ def label(settings, providers, external_id: str, given: dict, *, truth: dict) ->
                                          unit.star["text"]):
             annotate.record_action(s, turn, worker, action, fields)
         annotate.submit_turn(s, assignment.external_id, worker, {})
-        lifecycle.advance_conversation(s, turn.conversation_id)
-        return unit.star["turn_id"]
+        labelled, source = turn.id, unit.star["turn_id"]
+    pipeline.after_submission(settings, providers, labelled)  # as the Celery task does: close, then review
+    return source
 
 
-def test_each_turn_goes_to_different_annotators_and_one_who_keeps_disagreeing_is_blocked(settings, providers):
+def test_each_turn_goes_to_different_annotators_one_who_keeps_disagreeing_is_blocked_and_a_person_decides(
+        settings, providers, client):
     frames_id, truth = frames_batch(settings, providers)
     with session_scope(settings.database_url) as s:
         batch, hits = annotate.launch(s, frames_id, FRAMES_SCHEME, 3, name="labels",
@@ -147,18 +152,29 @@ def test_each_turn_goes_to_different_annotators_and_one_who_keeps_disagreeing_is
         status = dict(s.exec(select(Worker.external_id, Worker.status).where(Worker.role == "annotator")).all())
         assert status == {"careful": "active", "sloppy": WorkerStatus.temporarily_blocked, "odd": "active",
                           "third": "active"}
-        shown = quality.batch_agreement(s, batch_id)
+        shown = results.batch_agreement(s, batch_id)
         assert (shown["complete"], shown["majority"], shown["waiting_for_a_person"]) == (5, 3, 2)
-        disagreed = quality.units(s, batch_id)
-        assert len(disagreed) == 2 and all(len(u["annotations"]) == 3 for u in disagreed)
-        # a person decides one: the careful annotator's labels, gold from now on
-        chosen = next(a for a in disagreed[0]["annotations"] if a["worker"] == "careful")
-        quality.adjudicate(s, disagreed[0]["unit"], chosen_turn_id=chosen["turn_id"], gold=True,
-                           actor="requester:ann")
-        with pytest.raises(InvalidInput) as refused:
-            quality.adjudicate(s, disagreed[0]["unit"], chosen_turn_id=999999, gold=False, actor="requester:ann")
-        assert refused.value.field == "chosen"
-        final = quality.labels_of_turns(s, turns)
+        create_requester(s, "ada", "correct horse")
+    # the requester's page: alpha per label, and the two turns to decide, each with its three annotations
+    sign_in(client)
+    page = client.get(f"/admin/annotation/{batch_id}").get_data(as_text=True)
+    assert "3 agreed by a\n  majority, 2 not (2 waiting for a person)" in page and "act greeting" in page
+    shown = client.get(f"/admin/annotation/{batch_id}", headers={"Accept": "application/json"}).get_json()
+    disagreed = shown["units"]
+    assert len(disagreed) == 2 and all(len(u["annotations"]) == 3 for u in disagreed)
+    unit = disagreed[0]["unit"]
+    token = csrf_token(client, f"/admin/annotation/{batch_id}")
+    refused = client.post(f"/admin/annotation/{batch_id}/units/{unit}", json={"chosen": 999999},
+                          headers={"X-CSRFToken": token, "Accept": "application/json"})
+    assert refused.status_code == 400 and refused.get_json()["field"] == "chosen"
+    # a person decides: the careful annotator's labels, gold from now on
+    chosen = next(a for a in disagreed[0]["annotations"] if a["worker"] == "careful")
+    decided = client.post(f"/admin/annotation/{batch_id}/units/{unit}",
+                          data={"csrf_token": token, "chosen": str(chosen["turn_id"]), "gold": "yes"})
+    assert decided.status_code == 303
+    with session_scope(settings.database_url) as s:
+        assert results.batch_agreement(s, batch_id)["gold"] == 1
+        final = results.labels_of_turns(s, turns)
         assert set(final) == set(turns[:4]) and all(final[t] == truth[t] for t in turns[:4])
 
 
@@ -218,6 +234,19 @@ def test_an_annotated_batch_exports_as_frames_json_and_its_sgd_acts_come_from_th
 def truth_value(truth: dict, slot: str) -> str:
     first = truth[min(truth)]
     return next(s["value"] for a in first["acts"] for s in a["slots"] if s["slot"] == slot)
+
+
+@SQLITE
+def test_an_annotator_invited_without_onboarding_is_told_to_ask_the_requester_not_shown_an_error(settings, client):
+    with session_scope(settings.database_url) as s:
+        fresh = Worker(external_id="fresh-annotator", role="annotator")
+        s.add(fresh)
+        s.flush()
+        link = invites.invite_url(settings.secret_key, "", fresh)
+    joined = client.get(link)
+    assert joined.status_code in (302, 303)
+    page = client.get("/onboarding")
+    assert page.status_code == 403 and "ask the requester to onboard you" in page.get_data(as_text=True)
 
 
 @SQLITE

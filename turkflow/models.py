@@ -634,7 +634,7 @@ class ProlificOnboarding(SQLModel, table=True):
 class Adjudication(SQLModel, table=True):
     """A person's final labels for one annotated turn (an annotation unit: a task of ``turkflow.protocols.annotate``),
     chosen where its annotators disagree, and whether it is gold: annotators' labels of a gold turn are judged
-    against these (``annotate.quality``). One per unit; a new decision replaces it, the event log keeps each."""
+    against these (``annotate.results``). One per unit; a new decision replaces it, the event log keeps each."""
 
     __table_args__ = (UniqueConstraint("task_id", name="uq_adjudication_task"),)
 

@@ -62,13 +62,13 @@ def annotate() -> None:
 @pass_app
 def annotate_agreement(app: App, batch_id: int) -> None:
     """Krippendorff's alpha per label of an annotation batch, and its turns agreed, disagreed and decided."""
-    from turkflow.protocols.annotate import quality
+    from turkflow.protocols.annotate import results
 
     with app.session() as session:
         batch = find_batch(session, batch_id)
         if batch.protocol != "annotate":
             raise CommandError(f"batch {batch_id} is a {batch.protocol} batch, not an annotation batch")
-        shown = quality.batch_agreement(session, batch_id)
+        shown = results.batch_agreement(session, batch_id)
     click.echo(f"{shown['complete']} of {shown['units']} turns fully labelled: {shown['majority']} agreed by a "
                f"majority, {shown['disagreed']} not ({shown['waiting_for_a_person']} waiting for a person); "
                f"{shown['adjudicated']} decided by a person, {shown['gold']} gold")

@@ -25,7 +25,7 @@ from sqlmodel import Session, col, select
 
 from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged
 from turkflow.models import Conversation, DialogEvent, Turn, TurnStatus, Worker
-from turkflow.protocols.annotate import quality
+from turkflow.protocols.annotate import results
 from turkflow.protocols.annotate.scheme import RELATIONS
 from turkflow.protocols.frames import dialog as frames_dialog
 from turkflow.protocols.frames import events as frames_events
@@ -104,7 +104,7 @@ def frames_dialogues(session: Session, hash_key: str, filters: ExportFilters,
         for event in session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))
                                   .order_by(col(DialogEvent.id))):
             events.setdefault(event.turn_id, []).append(event)
-        labels = quality.labels_of_turns(session, [t.id for t in turns], scheme="frames")
+        labels = results.labels_of_turns(session, [t.id for t in turns], scheme="frames")
         answers = frames_dialog.survey_answers(session, ids)
         by_conversation: dict[int, list[Turn]] = {i: [] for i in ids}
         for turn in turns:

@@ -39,7 +39,7 @@ from turkflow.errors import InvalidDocument
 from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, iter_conversations, staged
 from turkflow.models import Task
 from turkflow.models import Turn, TurnStatus
-from turkflow.protocols.annotate.quality import labels_of_turns
+from turkflow.protocols.annotate.results import labels_of_turns
 from turkflow.protocols.questions import FRAMES, STAR, WIZARD_OF_TASKS
 from turkflow.protocols.star.dialog import knowledge_base, star_documents
 

@@ -19,13 +19,14 @@ from typing import Any, Optional
 
 from sqlmodel import Session, select
 
+from turkflow import pipeline
 from turkflow.config import Settings
 from turkflow.db import session_scope, upgrade
 from turkflow.hits import lifecycle
 from turkflow.hits import registry as platforms
 from turkflow.models import Batch, Task, Turn, Worker, WorkerStatus
 from turkflow.protocols import registry
-from turkflow.protocols.annotate import dialog as annotate, quality
+from turkflow.protocols.annotate import dialog as annotate, results
 from turkflow.protocols.annotate import labels as L
 from turkflow.protocols.annotate.scheme import load_scheme
 from turkflow.protocols.frames import dialog as frames
@@ -55,7 +56,8 @@ def run(settings: Settings, config: AnnotateConfig) -> dict[str, Any]:
         raise ValueError("careless and gold are shares between 0 and 1")
     upgrade(settings.database_url)
     rng = random.Random(config.seed)
-    local = platforms.providers(settings).get("local")
+    providers = platforms.providers(settings)
+    local = providers.get("local")
     with session_scope(settings.database_url) as session:
         frames_batch, truth = play_frames(session, local, config.conversations, rng)
     with session_scope(settings.database_url) as session:
@@ -67,13 +69,16 @@ def run(settings: Settings, config: AnnotateConfig) -> dict[str, Any]:
         units = list(session.exec(select(Task).where(Task.protocol == "annotate")))
         gold = rng.sample(units, round(config.gold * len(units)))
         for unit in gold:
-            quality.decide(session, unit, truth[unit.star["turn_id"]], gold=True, actor="simulator")
+            results.decide(session, unit, truth[unit.star["turn_id"]], gold=True, actor="simulator")
         crowd = _annotators(session, config, rng)
     while True:
         worked = False
         for worker_id, accuracy in rng.sample(sorted(crowd.items()), len(crowd)):
             with session_scope(settings.database_url) as session:
-                worked |= annotate_one(session, session.get(Worker, worker_id), accuracy, truth, rng)
+                turn_id = annotate_one(session, session.get(Worker, worker_id), accuracy, truth, rng)
+            if turn_id is not None:  # what the Celery task does after a submission: close it, review it
+                pipeline.after_submission(settings, providers, turn_id)
+            worked |= turn_id is not None
         if not worked:
             break
     with session_scope(settings.database_url) as session:
@@ -156,14 +161,14 @@ def _annotators(session: Session, config: AnnotateConfig, rng: random.Random) ->
 
 
 def annotate_one(session: Session, worker: Worker, accuracy: float, truth: dict[int, dict[str, Any]],
-                  rng: random.Random) -> bool:
-    """The annotator takes the first turn the queue offers and labels it by clicks; False if none is left
-    for them (or they are blocked)."""
+                  rng: random.Random) -> Optional[int]:
+    """The annotator takes the first turn the queue offers and labels it by clicks; returns the submitted
+    turn, None if none is left for them (or they are blocked)."""
     if worker.status != WorkerStatus.active:
-        return False
+        return None
     offered = lifecycle.open_hits_for(session, worker, limit=1)
     if not offered:
-        return False
+        return None
     assignment = lifecycle.take_turn(session, worker, offered[0].id, lease_seconds=600)
     turn = session.get(Turn, offered[0].turn_id)
     unit = annotate.unit_of(session, turn)
@@ -172,8 +177,7 @@ def annotate_one(session: Session, worker: Worker, accuracy: float, truth: dict[
     for action, fields in clicks(given, unit.star["text"]):
         annotate.record_action(session, turn, worker, action, fields)
     annotate.submit_turn(session, assignment.external_id, worker, {})
-    lifecycle.advance_conversation(session, turn.conversation_id)
-    return True
+    return turn.id
 
 
 SLIP_ACTS = ("inform", "request", "affirm", "negate", "greeting", "thankyou", "goodbye")
@@ -212,14 +216,14 @@ def _report(session: Session, config: AnnotateConfig, batch_id: int, crowd: dict
     blocked = {w for w in crowd if session.get(Worker, w).status != WorkerStatus.active}
     caught = blocked & careless
     units = {t.id: t.star["turn_id"] for t in session.exec(select(Task).where(Task.protocol == "annotate"))}
-    final = quality.final_labels(session, sorted(units))
+    final = results.final_labels(session, sorted(units))
     scored = [u for u in units if u not in gold]
     batch = session.get(Batch, batch_id)
     return {
         "parameters": asdict(config),
         "batch": {"id": batch_id, "status": batch.status, "units": len(units),
-                  "annotations": sum(len(by) for by in quality.annotations(session, batch_id).values())},
-        "agreement": quality.batch_agreement(session, batch_id),
+                  "annotations": sum(len(by) for by in results.annotations(session, batch_id).values())},
+        "agreement": results.batch_agreement(session, batch_id),
         "dataset": {"turns_with_labels": sum(1 for u in scored if u in final),
                     "turns_correct": sum(1 for u in scored if u in final
                                          and L.key(final[u]) == L.key(truth[units[u]])),

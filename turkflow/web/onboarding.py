@@ -16,7 +16,7 @@ from flask import Blueprint, current_app, jsonify, redirect, render_template, re
 from sqlmodel import Session
 
 from turkflow.db import session_scope
-from turkflow.errors import InvalidAnswer
+from turkflow.errors import Forbidden, InvalidAnswer
 from turkflow.hits import onboarding
 from turkflow.protocols.star import stages
 from turkflow.models import Worker
@@ -31,12 +31,20 @@ def onboarding_headers(response):  # noqa: ANN001, ANN201 - a Flask response
     return worker_page_headers(response)
 
 
+def _has_quiz(worker: Worker) -> None:
+    """A role without a quiz (annotators: the requester invites them onboarded) is told so, not a 500."""
+    if worker.role not in onboarding.QUIZZES:
+        raise Forbidden(f"there is no onboarding quiz for the {worker.role} role: ask the requester to onboard you "
+                        f"(turkflow worker invite --role {worker.role} --onboarded)")
+
+
 @bp.get("/onboarding")
 def quiz() -> Any:
     with session_scope(current_app.config["TURKFLOW_SETTINGS"].database_url) as session:
         worker = _current_worker(session)
         if stages.has_stages(worker.role):
             return _stage_page(session, worker, id_arg("stage"))
+        _has_quiz(worker)
     return render_template("onboarding.html", worker=worker, quiz=onboarding.quiz_for(worker.role), answers={},
                            result=None)
 
@@ -49,6 +57,7 @@ def grade() -> Any:
         worker = _current_worker(session)
         if stages.has_stages(worker.role):
             return redirect(url_for("onboarding.quiz"), 303)  # STAR's stages post to their own addresses
+        _has_quiz(worker)
         result = onboarding.onboard_worker(session, worker, answers, settings.onboarding_pass_percent)
     if result.passed:
         return redirect(url_for("worker.queue"), 303)

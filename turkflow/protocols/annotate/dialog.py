@@ -8,7 +8,8 @@ queue never gives two replicas of a unit to one annotator (``Protocol.distinct_w
 annotator holds the turn, each click-made item is a ``DialogEvent`` (``label``: an act, perhaps with a slot
 and its value; ``frame``: a frame relation; ``clear``: start again); the submit reads the labels off them
 (``labels.collect``), stores them as the turn's ``answers["labels"]`` and its text as the paper writes
-them, and has the monitor judge the annotators (``annotate.quality``).
+them; the pipeline's review then passes what it says of the annotators (``judged_turn``) to the quality
+monitor.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
 from turkflow.protocols.annotate import labels as L
-from turkflow.protocols.annotate import quality
+from turkflow.protocols.annotate import results
 from turkflow.protocols.annotate.scheme import MAX_FRAMES, RELATIONS, Scheme, scheme_from_dict
 from turkflow.protocols.questions import ANNOTATE, FRAMES
 from turkflow.protocols.registry import ReplayDifference, load_tasks, loggable, open_submit, own_events
@@ -160,7 +161,7 @@ def current_items(events: Sequence[DialogEvent]) -> list[dict[str, Any]]:
 def submit_turn(session: Session, assignment_external_id: str, worker: Worker, body: Mapping[str, Any],
                 *, as_answers: bool = False) -> lifecycle.Submission:
     """Store the labels the holder's clicks add up to (none: the turn carries no act, as some Frames turns
-    did) through ``lifecycle.submit_turn``, then judge the annotators (``quality.judge``). With
+    did) through ``lifecycle.submit_turn``. With
     ``as_answers`` (a JSON client of the generic turn page), a given ``label`` must be ``labelled`` and a
     given ``response`` the labels' text. A repeated submit returns the stored turn."""
     sent = open_submit(session, ANNOTATE, assignment_external_id, worker, body, as_answers=as_answers)
@@ -183,8 +184,13 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
         submission.turn.answers = {**submission.turn.answers, "labels": labels}
         session.add(submission.turn)
         session.flush()
-        quality.judge(session, submission.turn)
     return submission
+
+
+def judged_turn(session: Session, turn: Turn) -> list[results.Judged]:
+    """What a submitted annotation says of annotators (``results.judged``), for the pipeline's review to pass
+    to the monitor."""
+    return results.judged(session, turn)
 
 
 def read_tasks(path: Path) -> list[Task]:

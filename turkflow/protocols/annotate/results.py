@@ -1,14 +1,14 @@
-"""Judging annotators: each annotation agrees or not with the unit's majority (once all its replicas are in)
-and with its gold labels (when the requester marked the unit gold). Both are judged signals of the quality
-monitor (``monitor.judge_signal``), which blocks an annotator under the batch's ``judged m of n`` rule, one
-window per kind; a reviewer sees the labels given and expected in each signal's evidence.
-
-Also what the requester's pages read and decide: agreement per label over a batch, the units whose
-annotators disagree (no labels given by more than half), and the person's final labels (``adjudicate``).
+"""What annotations add up to: the judgements of each annotator (``judged``: agreement with the unit's majority
+once all its replicas are in, and with its gold labels when the requester marked it gold), which the pipeline
+passes to the quality monitor as judged signals (``monitor.judge_signal``: blocked under the batch's ``judged
+m of n``, one window per kind, the labels given and expected as evidence); and what the requester's pages
+read and decide: agreement per label over a batch, the units whose annotators disagree (no labels given by
+more than half), a person's final labels (``adjudicate``) and the dataset's labels of a collected turn.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from sqlalchemy.exc import IntegrityError
@@ -20,7 +20,6 @@ from turkflow.errors import InvalidInput, NotFound
 from turkflow.models import Adjudication, Conversation, Task, Turn, TurnStatus, Worker, utcnow
 from turkflow.protocols.annotate import agreement
 from turkflow.protocols.annotate import labels as L
-from turkflow.quality import monitor
 
 MAJORITY, GOLD = "annotation_majority", "annotation_gold"  # the kinds of judged signal
 
@@ -39,32 +38,39 @@ def annotations(session: Session, batch_id: Optional[int] = None,
     return found
 
 
-def judge(session: Session, turn: Turn) -> list[int]:
-    """Judge a just-submitted annotation against its unit's gold labels, and, once every replica of the unit
-    in this batch is in, every replica against the majority; returns the annotators this blocked."""
+@dataclass(frozen=True)
+class Judged:
+    """One judgement of an annotation's writer, for ``monitor.judge_signal``."""
+
+    turn: Turn
+    ok: bool
+    kind: str
+    evidence: dict[str, Any]
+
+
+def judged(session: Session, turn: Turn) -> list[Judged]:
+    """What a just-submitted annotation says of annotators: its agreement with its unit's gold labels, and,
+    once every replica of the unit in this batch is in, every replica's agreement with the majority (none
+    when there is no majority: a person decides). The monitor records each once per turn and kind."""
+    if turn.role != "annotator":
+        return []
     conversation = session.get(Conversation, turn.conversation_id)
-    blocked = []
+    found = []
     verdict = session.exec(select(Adjudication).where(Adjudication.task_id == conversation.task_id)).first()
     if verdict is not None and verdict.gold:
         given = turn.answers.get("labels", L.EMPTY)
-        if monitor.judge_signal(session, turn, ok=L.key(given) == L.key(verdict.labels), kind=GOLD,
-                                evidence={"unit": conversation.task_id, "gave": L.summary(given),
-                                          "gold": L.summary(verdict.labels)}):
-            blocked.append(turn.worker_id)
+        found.append(Judged(turn, L.key(given) == L.key(verdict.labels), GOLD,
+                            {"unit": conversation.task_id, "gave": L.summary(given),
+                             "gold": L.summary(verdict.labels)}))
     replicas = session.exec(select(func.count()).select_from(Conversation).where(
         Conversation.batch_id == conversation.batch_id, Conversation.task_id == conversation.task_id)).one()
     done = annotations(session, conversation.batch_id, [conversation.task_id]).get(conversation.task_id, {})
-    if len(done) < replicas:
-        return blocked
-    expected = agreement.majority([labels for _, labels in done.values()])
-    if expected is None:
-        return blocked  # nobody to agree with: a person decides (``units``)
-    for replica, given in done.values():
-        if monitor.judge_signal(session, replica, ok=L.key(given) == L.key(expected), kind=MAJORITY,
-                                evidence={"unit": conversation.task_id, "gave": L.summary(given),
-                                          "majority": L.summary(expected)}):
-            blocked.append(replica.worker_id)
-    return blocked
+    expected = agreement.majority([labels for _, labels in done.values()]) if len(done) >= replicas else None
+    if expected is not None:
+        found += [Judged(replica, L.key(given) == L.key(expected), MAJORITY,
+                         {"unit": conversation.task_id, "gave": L.summary(given), "majority": L.summary(expected)})
+                  for replica, given in done.values()]
+    return found
 
 
 def batch_agreement(session: Session, batch_id: int) -> dict[str, Any]:

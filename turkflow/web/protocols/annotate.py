@@ -25,7 +25,7 @@ from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.models import Batch, Turn, Worker
 from turkflow.protocols.annotate import dialog as annotate_dialog
-from turkflow.protocols.annotate import quality
+from turkflow.protocols.annotate import results
 from turkflow.protocols.questions import ANNOTATE, YES_NO
 from turkflow.web import admin
 from turkflow.web.http import wants_json
@@ -96,8 +96,8 @@ def batch_page(batch_id: int) -> Any:
     everything = request.args.get("all") == "1"
     with session_scope(_settings().database_url) as session:
         batch = _annotation_batch(session, batch_id)
-        shown = quality.batch_agreement(session, batch_id)
-        units = quality.units(session, batch_id, disagreed_only=not everything)
+        shown = results.batch_agreement(session, batch_id)
+        units = results.units(session, batch_id, disagreed_only=not everything)
         if wants_json():
             return jsonify(agreement=shown, units=units)
         return render_template("admin/annotation.html", batch=batch, agreement=shown, units=units,
@@ -112,7 +112,7 @@ def decide(batch_id: int, unit_id: int) -> Any:
         raise InvalidInput("send one JSON object", "body")
     with session_scope(_settings().database_url) as session:
         _annotation_batch(session, batch_id)
-        verdict = quality.adjudicate(session, unit_id, chosen_turn_id=body.get("chosen"),
+        verdict = results.adjudicate(session, unit_id, chosen_turn_id=body.get("chosen"),
                                      gold=body.get("gold") in (True, "yes", "on"), actor=current_user.actor)
         decided = {"unit": unit_id, "labels": verdict.labels, "gold": verdict.gold}
     if wants_json():

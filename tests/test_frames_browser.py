@@ -68,6 +68,8 @@ def test_a_wizard_refines_a_search_without_retyping_with_flexible_dates_and_book
     assert suggestion.startswith("Price ($) at most ") and " instead of 300: " in suggestion
     cheapest = entry.locator(".results tbody tr").first.locator("td").all_inner_texts()
     assert cheapest[1] == "Boston" and len(cheapest) == 8  # the domain's 7 columns and the row's details
+    fits = "[...document.querySelectorAll('#searches .table-wrap')].every(w => w.scrollWidth <= w.clientWidth)"
+    assert wizard.evaluate(fits)  # no sideways scrolling in a 1280-pixel window
     leaving = date.fromisoformat(cheapest[2])
 
     # Refining: the form still holds the search; only the budget changes, and a departure a day after the

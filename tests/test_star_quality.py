@@ -40,6 +40,17 @@ def test_a_reply_that_contradicts_the_knowledge_base_is_an_error_and_one_claimin
     assert judged.agreement(0, "What day would you like?", None, False, False) is None
 
 
+def test_a_greeting_may_open_a_dialog_but_near_empty_turns_later_count_and_picked_templates_are_not_judged():
+    def content(index, text, flags, label="utter"):
+        return judged.content_verdict(Turn(conversation_id=1, index=index, role="user", text=text, flags=flags,
+                                           label=label))
+
+    assert content(0, "Hello.", ["near_empty"]) == (True, {"said": "Hello.", "flags": "none"})
+    assert content(2, "ok", ["near_empty"]) == (False, {"said": "ok", "flags": "near_empty"})
+    assert content(4, "I'd like Friday.", ["not_typed"])[0] is True  # the monitor's own rule judges typing
+    assert content(3, "Is there anything else?", ["repeated_response"], "pick_suggestion") is None
+
+
 def test_the_survey_speaks_for_the_judged_role_and_an_unhappy_scenario_expects_a_change_of_mind():
     assert judged.survey_verdict("user", {"task_done": True, "calm": False}, happy=True) is False
     assert judged.survey_verdict("user", {"task_done": False, "calm": True}, happy=False) is True

@@ -13,7 +13,7 @@ these instead (``turkflow.quality.monitor.judge_signal``, with the batch's ``jud
   far down the list, again and again, is a wizard clicking at random. Replies in the wizard's own words are
   not judged by it.
 - **The content of a turn** (``CONTENT``): a written turn the content checks flag near-empty, not English or
-  copied counts against its writer, one without those flags for them. Where peers rate turns (the Wizard of
+  copied counts against its writer, one without those flags for them (a greeting alone may open a dialog). Where peers rate turns (the Wizard of
   Tasks) the ratings judge the writing; here nothing else reads it. Repeats are not counted: the same
   scenario and the same templates make a writer's verbatim repeats normal in STAR.
 - **The other role's end-of-dialog answers** (``SURVEY``). The user's "Did the assistant stay calm and
@@ -53,7 +53,8 @@ CONTENT = "star_content"
 SURVEY = "star_survey"
 
 # the content checks' flags (turkflow.quality.checks) that count against a STAR writer
-COUNTED_FLAGS = ("near_empty", "not_english", "copied_previous_turn", "copied_document")
+NEAR_EMPTY = "near_empty"
+COUNTED_FLAGS = (NEAR_EMPTY, "not_english", "copied_previous_turn", "copied_document")
 
 # a statement that something is done, not merely possible: "is booked", "has been scheduled"
 _DONE = re.compile(r"\b(booked|reserved|scheduled|confirmed|placed|submitted)\b")
@@ -148,7 +149,8 @@ def content_verdict(turn: Turn) -> Optional[tuple[bool, dict[str, Any]]]:
     not the wizard's). ``not_typed`` is left to the monitor's own rule (``judge_writing``)."""
     if turn.label == "pick_suggestion" or not turn.text:
         return None
-    flagged = [flag for flag in turn.flags if flag in COUNTED_FLAGS]
+    flagged = [flag for flag in turn.flags if flag in COUNTED_FLAGS
+               and not (flag == NEAR_EMPTY and turn.index == 0)]  # "Hi." opens a dialog
     return not flagged, {"said": turn.text[:120], "flags": ", ".join(flagged) or "none"}
 
 

@@ -90,8 +90,9 @@ class Settings(BaseSettings):
     typed_window: int = Field(6, ge=1, description="Written turns the machine-written rule reads.")
     judged_block: int = Field(
         3, ge=0, description="Send a worker to review when this many of their last TURKFLOW_JUDGED_WINDOW judged "
-                             "signals of one kind say not ok (STAR: the other role's end-of-dialog answers, the "
-                             "wizard's agreement with the knowledge base; 0: never).")
+                             "signals of one kind say not ok (STAR: a written turn's content checks, the wizard's "
+                             "agreement with the knowledge base and the flow chart, the other role's end-of-dialog "
+                             "answers; 0: never). Part of --policy: ', judged 3 of 6'.")
     judged_window: int = Field(6, ge=1, description="Judged signals of one kind the judged rule reads per worker.")
     typed_keys_per_char: float = Field(
         0.2, ge=0, description="A not_typed turn counts as machine-written when its page saw fewer keystrokes per "

@@ -157,6 +157,7 @@ def test_each_turn_goes_to_different_annotators_one_who_keeps_disagreeing_is_blo
         create_requester(s, "ada", "correct horse")
     # the requester's page: alpha per label, and the two turns to decide, each with its three annotations
     sign_in(client)
+    assert 'id="annotation-link"' in client.get(f"/admin/batches/{batch_id}").get_data(as_text=True)
     page = client.get(f"/admin/annotation/{batch_id}").get_data(as_text=True)
     assert "3 agreed by a\n  majority, 2 not (2 waiting for a person)" in page and "act greeting" in page
     shown = client.get(f"/admin/annotation/{batch_id}", headers={"Accept": "application/json"}).get_json()

@@ -175,7 +175,7 @@ def test_each_turn_goes_to_different_annotators_one_who_keeps_disagreeing_is_blo
     assert decided.status_code == 303
     with session_scope(settings.database_url) as s:
         assert results.batch_agreement(s, batch_id)["gold"] == 1
-        final = results.labels_of_turns(s, turns)
+        final = results.labels_of_turns(s, turns, ["frames"])
         assert set(final) == set(turns[:4]) and all(final[t] == truth[t] for t in turns[:4])
 
 

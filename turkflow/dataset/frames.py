@@ -93,6 +93,7 @@ def wizard_db(events: Sequence[DialogEvent]) -> list[dict[str, Any]]:
 def frames_dialogues(session: Session, hash_key: str, filters: ExportFilters,
                      page_size: int = 200) -> Iterator[dict[str, Any]]:
     """The selected Frames conversations as Frames dialogues, in id order, a page at a time."""
+    schemes = ["frames", *(name for name in results.scheme_names(session) if name != "frames")]
     for page in conversation_pages(session, FRAMES, filters, page_size):
         ids = [c.id for c, _ in page]
         turns = list(session.exec(select(Turn).where(col(Turn.conversation_id).in_(ids),
@@ -104,7 +105,7 @@ def frames_dialogues(session: Session, hash_key: str, filters: ExportFilters,
         for event in session.exec(select(DialogEvent).where(col(DialogEvent.conversation_id).in_(ids))
                                   .order_by(col(DialogEvent.id))):
             events.setdefault(event.turn_id, []).append(event)
-        labels = results.labels_of_turns(session, [t.id for t in turns], scheme="frames")
+        labels = results.labels_of_turns(session, [t.id for t in turns], schemes)
         answers = frames_dialog.survey_answers(session, ids)
         by_conversation: dict[int, list[Turn]] = {i: [] for i in ids}
         for turn in turns:

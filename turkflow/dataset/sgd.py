@@ -39,7 +39,7 @@ from turkflow.errors import InvalidDocument
 from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, iter_conversations, staged
 from turkflow.models import Task
 from turkflow.models import Turn, TurnStatus
-from turkflow.protocols.annotate.results import labels_of_turns
+from turkflow.protocols.annotate.results import labels_of_turns, scheme_names
 from turkflow.protocols.questions import FRAMES, STAR, WIZARD_OF_TASKS
 from turkflow.protocols.star.dialog import knowledge_base, star_documents
 
@@ -180,16 +180,17 @@ def with_annotated_acts(session: Session, dialogues: Iterable[dict[str, Any]],
     is labelled (a person's decision or the annotators' majority), none where it is not. What a protocol
     logged (Frames' search constraints, the user's ending of the dialog) is never turned into an act. The
     ``conversation_id`` of ``frames_<id>`` finds the turns, in order."""
+    schemes = scheme_names(session)
     page: list[dict[str, Any]] = []
     for dialogue in dialogues:
         page.append(dialogue)
         if len(page) == page_size:
-            yield from _relabelled(session, page)
+            yield from _relabelled(session, page, schemes)
             page = []
-    yield from _relabelled(session, page)
+    yield from _relabelled(session, page, schemes)
 
 
-def _relabelled(session: Session, page: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _relabelled(session: Session, page: list[dict[str, Any]], schemes: list[str]) -> list[dict[str, Any]]:
     ids = [int(d["dialogue_id"].rsplit("_", 1)[1]) for d in page]
     turns: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
     for turn_id, conversation_id, text in session.exec(
@@ -197,7 +198,7 @@ def _relabelled(session: Session, page: list[dict[str, Any]]) -> list[dict[str, 
                 col(Turn.conversation_id).in_(ids), Turn.status == TurnStatus.submitted)
             .order_by(col(Turn.conversation_id), col(Turn.index))):
         turns[conversation_id].append((turn_id, text or ""))
-    labels = labels_of_turns(session, [t for found in turns.values() for t, _ in found])
+    labels = labels_of_turns(session, [t for found in turns.values() for t, _ in found], schemes)
     for conversation_id, dialogue in zip(ids, page):
         for n, turn in enumerate(dialogue["turns"]):
             kept = turns[conversation_id][n] if n < len(turns[conversation_id]) else None

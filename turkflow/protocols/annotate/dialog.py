@@ -28,7 +28,6 @@ from turkflow.protocols.annotate.scheme import MAX_FRAMES, RELATIONS, Scheme, sc
 from turkflow.protocols.questions import ANNOTATE, FRAMES
 from turkflow.protocols.registry import ReplayDifference, load_tasks, loggable, open_submit, own_events
 
-KEY_PREFIX = "annotate:"
 AGENT = "Annotator"  # as DialogEvent names the one who clicked
 CONTEXT_TURNS = 12  # turns before the labelled one the page shows
 
@@ -54,7 +53,7 @@ def unit_tasks(session: Session, of_batch: Batch, scheme: Scheme) -> list[Task]:
                                f"{of_batch.id} is {of_batch.protocol}", "scheme")
         scheme = scheme.with_columns(_frames_db(rows[0][2]).columns)
     snapshot = scheme.as_dict()
-    return [Task(key=f"{KEY_PREFIX}{scheme.name}:{turn.id}", protocol=ANNOTATE.name,
+    return [Task(key=results.unit_key(scheme.name, turn.id), protocol=ANNOTATE.name,
                  title=f"{task.title}: turn {turn.index + 1}", domain=task.domain,
                  star={"scheme": snapshot, "of_batch": of_batch.id, "of_protocol": of_batch.protocol,
                        "source_task": task.id, "conversation_id": conversation.id, "turn_id": turn.id,

@@ -22,6 +22,7 @@ from turkflow.protocols.annotate import agreement
 from turkflow.protocols.annotate import labels as L
 
 MAJORITY, GOLD = "annotation_majority", "annotation_gold"  # the kinds of judged signal
+KEY_PREFIX = "annotate:"
 
 
 def annotations(session: Session, batch_id: Optional[int] = None,
@@ -168,15 +169,25 @@ def _verdicts(session: Session, task_ids: list[int]) -> dict[int, Adjudication]:
     return {v.task_id: v for v in session.exec(select(Adjudication).where(col(Adjudication.task_id).in_(task_ids)))}
 
 
-def labels_of_turns(session: Session, turn_ids: list[int], scheme: Optional[str] = None) -> dict[int, dict[str, Any]]:
-    """The dataset's labels (``final_labels``) of collected turns, by turn id; with several schemes, those of
-    ``scheme`` if it labelled the turn, else of the scheme launched last. A turn nobody labelled, or whose
-    annotators neither agreed nor were decided, is absent: it has no labels, never made-up ones."""
-    wanted = set(turn_ids)
+def unit_key(scheme: str, turn_id: int) -> str:
+    """The key of the unit that labels a collected turn under a scheme (a ``Task`` of the annotate protocol)."""
+    return f"{KEY_PREFIX}{scheme}:{turn_id}"
+
+
+def scheme_names(session: Session) -> list[str]:
+    """The schemes annotation batches used, the one launched last first (read once per export)."""
+    keys = session.exec(select(Task.key).where(Task.protocol == "annotate").order_by(col(Task.id).desc()))
+    return list(dict.fromkeys(key[len(KEY_PREFIX):].rsplit(":", 1)[0] for key in keys))
+
+
+def labels_of_turns(session: Session, turn_ids: list[int], schemes: list[str]) -> dict[int, dict[str, Any]]:
+    """The dataset's labels (``final_labels``) of collected turns, by turn id, under the first of ``schemes``
+    that labelled each (units found by key). A turn nobody labelled, or whose annotators neither agreed nor
+    were decided, is absent: it has no labels, never made-up ones."""
     chosen: dict[int, Task] = {}
-    for task in session.exec(select(Task).where(Task.protocol == "annotate").order_by(col(Task.id))):
-        turn_id = task.star.get("turn_id")
-        if turn_id in wanted and (turn_id not in chosen or chosen[turn_id].star["scheme"]["name"] != scheme):
-            chosen[turn_id] = task
+    for scheme in schemes:
+        keys = [unit_key(scheme, t) for t in turn_ids if t not in chosen]
+        for task in session.exec(select(Task).where(col(Task.key).in_(keys))) if keys else ():
+            chosen[task.star["turn_id"]] = task
     final = final_labels(session, [t.id for t in chosen.values()])
     return {turn_id: final[task.id] for turn_id, task in chosen.items() if task.id in final}

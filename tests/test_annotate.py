@@ -216,12 +216,13 @@ def test_an_annotated_batch_exports_as_frames_json_and_its_sgd_acts_come_from_th
     assert [a["name"] for a in first["labels"]["acts"]] == ["greeting", "inform"]
     assert {arg["key"] for arg in first["labels"]["acts"][1]["args"]} == {"origin", "destination"}
     assert offer["author"] == "wizard" and offer["db"][0]["search"]["constraints"]
-    if offer["labels"]["acts"][0]["name"] == "offer":  # the trip was found: the offer creates frame 2
-        assert {"key": "id", "val": 2} in offer["labels"]["acts"][0]["args"]
-        assert dialogue["turns"][2]["labels"]["acts"][0]["args"][0] == {
-            "key": "ref", "val": [{"frame": 2, "annotations": []}]}
-        assert dialogue["turns"][2]["labels"]["acts_without_refs"][0]["args"] == []
-        assert dialogue["turns"][3]["labels"]["active_frame"] == 2  # the user switched to it
+    # the wizard found the trip (seed 3): the offer creates frame 2, the user's acceptance refers to it
+    assert offer["labels"]["acts"][0]["name"] == "offer" and {"key": "id", "val": 2} in offer["labels"]["acts"][0]["args"]
+    assert offer["labels"]["active_frame"] == 1  # only the user changes the active frame
+    assert dialogue["turns"][2]["labels"]["acts"][0]["args"][0] == {
+        "key": "ref", "val": [{"frame": 2, "annotations": []}]}
+    assert dialogue["turns"][2]["labels"]["acts_without_refs"][0]["args"] == []
+    assert dialogue["turns"][3]["labels"]["active_frame"] == 2  # the user switched to it
 
     (dialogue,) = json.loads((tmp_path / "S" / "dialogues_001.json").read_text())
     acts = [[(a["act"], a["slot"], a["values"]) for a in t["frames"][0]["actions"]] for t in dialogue["turns"]]

@@ -19,7 +19,7 @@ from turkflow.dataset.sgd import export_sgd
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, InvalidDocument, InvalidInput
 from turkflow.hits import lifecycle
-from turkflow.models import Hit, Turn, Worker, WorkerStatus
+from turkflow.models import Hit, JudgedSignal, Turn, Worker, WorkerStatus
 from turkflow.protocols.annotate import agreement, results
 from turkflow.protocols.annotate import dialog as annotate
 from turkflow.protocols.annotate.labels import collect, label_item, summary
@@ -175,6 +175,10 @@ def test_each_turn_goes_to_different_annotators_one_who_keeps_disagreeing_is_blo
     assert decided.status_code == 303
     with session_scope(settings.database_url) as s:
         assert results.batch_agreement(s, batch_id)["gold"] == 1
+        # its three annotations are judged against gold at once: the careful one agrees, the other two not
+        judged = s.exec(select(JudgedSignal.ok).where(JudgedSignal.kind == results.GOLD)
+                        .order_by(JudgedSignal.ok)).all()
+        assert judged == [False, False, True]
         final = results.labels_of_turns(s, turns, ["frames"])
         assert set(final) == set(turns[:4]) and all(final[t] == truth[t] for t in turns[:4])
 

@@ -152,8 +152,22 @@ def _judge(session: Session, turn: Turn, part: str, *args: Any) -> list[int]:
     protocol = session.exec(select(Batch.protocol).join(Conversation, Conversation.batch_id == Batch.id)
                             .where(Conversation.id == turn.conversation_id)).one()
     judge = getattr(registry.parts(protocol), part, None) if registry.logged(protocol) else None
-    return [signal.turn.worker_id for signal in (judge(*args) if judge else [])
+    return _record_signals(session, judge(*args) if judge else [])
+
+
+def _record_signals(session: Session, signals: Any) -> list[int]:
+    """Record judged signals (``turn``, ``ok``, ``kind``, ``evidence``) with the monitor; the workers blocked."""
+    return [signal.turn.worker_id for signal in signals
             if monitor.judge_signal(session, signal.turn, ok=signal.ok, kind=signal.kind, evidence=signal.evidence)]
+
+
+def review_gold(settings: Settings, providers: Providers, unit_id: int) -> list[int]:
+    """Judge every annotation of a turn the requester has just marked gold against it (the annotate protocol's
+    ``judged_gold``; an annotation is judged against gold once); returns who was blocked."""
+    with session_scope(settings.database_url) as session:
+        blocked = _record_signals(session, registry.parts("annotate").judged_gold(session, unit_id))
+    _carry_out_blocks(settings, providers, blocked)
+    return blocked
 
 
 def review_survey(settings: Settings, providers: Providers, conversation_id: int, worker_id: int) -> list[int]:

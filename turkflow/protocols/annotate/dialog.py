@@ -186,6 +186,12 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     return submission
 
 
+def judged_gold(session: Session, unit_id: int) -> list[results.Judged]:
+    """What a unit the requester has just marked gold says of its annotators (``results.judged_gold``), for
+    the pipeline to pass to the monitor."""
+    return results.judged_gold(session, unit_id)
+
+
 def judged_turn(session: Session, turn: Turn) -> list[results.Judged]:
     """What a submitted annotation says of annotators (``results.judged``), for the pipeline's review to pass
     to the monitor."""

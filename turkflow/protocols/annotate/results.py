@@ -59,10 +59,7 @@ def judged(session: Session, turn: Turn) -> list[Judged]:
     found = []
     verdict = session.exec(select(Adjudication).where(Adjudication.task_id == conversation.task_id)).first()
     if verdict is not None and verdict.gold:
-        given = turn.answers.get("labels", L.EMPTY)
-        found.append(Judged(turn, L.key(given) == L.key(verdict.labels), GOLD,
-                            {"unit": conversation.task_id, "gave": L.summary(given),
-                             "gold": L.summary(verdict.labels)}))
+        found.append(_against_gold(turn, verdict))
     replicas = session.exec(select(func.count()).select_from(Conversation).where(
         Conversation.batch_id == conversation.batch_id, Conversation.task_id == conversation.task_id)).one()
     done = annotations(session, conversation.batch_id, [conversation.task_id]).get(conversation.task_id, {})
@@ -72,6 +69,22 @@ def judged(session: Session, turn: Turn) -> list[Judged]:
                          {"unit": conversation.task_id, "gave": L.summary(given), "majority": L.summary(expected)})
                   for replica, given in done.values()]
     return found
+
+
+def judged_gold(session: Session, unit_id: int) -> list[Judged]:
+    """Every annotation of a unit the requester has just marked gold, judged against it (the monitor records
+    each once, so annotations judged against gold before count once)."""
+    verdict = session.exec(select(Adjudication).where(Adjudication.task_id == unit_id)).first()
+    if verdict is None or not verdict.gold:
+        return []
+    return [_against_gold(turn, verdict) for by in annotations(session, task_ids=[unit_id]).values()
+            for turn, _ in by.values()]
+
+
+def _against_gold(turn: Turn, verdict: Adjudication) -> Judged:
+    given = turn.answers.get("labels", L.EMPTY)
+    return Judged(turn, L.key(given) == L.key(verdict.labels), GOLD,
+                  {"unit": verdict.task_id, "gave": L.summary(given), "gold": L.summary(verdict.labels)})
 
 
 def batch_agreement(session: Session, batch_id: int) -> dict[str, Any]:

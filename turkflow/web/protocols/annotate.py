@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, url_for
 from flask_login import current_user
 from sqlmodel import Session
 
+from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.models import Batch, Turn, Worker
@@ -115,6 +116,8 @@ def decide(batch_id: int, unit_id: int) -> Any:
         verdict = results.adjudicate(session, unit_id, chosen_turn_id=body.get("chosen"),
                                      gold=body.get("gold") in (True, "yes", "on"), actor=current_user.actor)
         decided = {"unit": unit_id, "labels": verdict.labels, "gold": verdict.gold}
+    if decided["gold"]:  # its annotations so far are judged against it now, later ones as they come
+        pipeline.review_gold(_settings(), current_app.config["TURKFLOW_PROVIDERS"], unit_id)
     if wants_json():
         return jsonify(decided)
     return redirect(url_for("annotation.batch_page", batch_id=batch_id,

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from sqlalchemy import insert
 from sqlmodel import Session, select
 
-from turkflow.models import Event, utcnow
-
-# Built once: every take, submit, opening and review writes events.
-_INSERT = insert(Event.__table__)
+from turkflow.models import Event
 
 
 def record(
@@ -24,13 +20,11 @@ def record(
     turn_id: Optional[int] = None,
     worker_id: Optional[int] = None,
     **data: Any,
-) -> None:
-    """Append an event in the session's transaction. A plain INSERT, not an ORM object: nothing reads an
-    event back in the transaction that writes it, and building and flushing an object cost several times
-    the insert (``python -m bench floor``)."""
-    session.connection().execute(_INSERT, {"at": utcnow(), "kind": kind, "actor": actor, "batch_id": batch_id,
-                                           "conversation_id": conversation_id, "turn_id": turn_id,
-                                           "worker_id": worker_id, "data": data})
+) -> Event:
+    event = Event(kind=kind, actor=actor, batch_id=batch_id, conversation_id=conversation_id,
+                  turn_id=turn_id, worker_id=worker_id, data=data)
+    session.add(event)
+    return event
 
 
 def conversation_events(session: Session, conversation_id: int) -> list[Event]:

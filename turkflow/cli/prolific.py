@@ -113,7 +113,7 @@ def prolific() -> None:
       turkflow batch launch --provider prolific --all -n 2 --max-turns 6 --reward 0.50 --dry-run
     A rehearsal without an account: `turkflow prolific rehearse` (the fake Prolific).
     STAR: an onboarding study per role (user, wizard) and stage (--stage 1, then 2 for multi-task),
-    then `turkflow prolific check --protocol star`.
+    then `turkflow prolific check --protocol star`. Frames and MEEP use the same roles and stage 1.
     """
 
 

@@ -8,9 +8,10 @@ uniformly from half to one and a half times the mean), takes the first turn nobo
 idle until an arrival picks them again. Every write goes through the pages; the launch and the invites are
 the requester's, as in ``bench.e2e``.
 
-The rate is stepped up (``--rates``), each step ``--seconds`` long, on one stack per backend (gunicorn 3 x 4
-threads, Celery 2 processes, its own Redis on a free port, no gunicorn control socket; one backend after the
-other). After each step the bench waits until every turn the step stored has its next turn open and its
+After a warm-up at the first rate (``--warm-up`` seconds, not measured: the Celery worker loads spaCy at
+its first review), the rate is stepped up (``--rates``), each step ``--seconds`` long, on one stack per
+backend (gunicorn 3 x 4 threads, Celery 2 processes, its own Redis on a free port, no gunicorn control
+socket; one backend after the other). After each step the bench waits until every turn the step stored has its next turn open and its
 review done, or ``--settle`` seconds. A step passes when the submit-to-next-turn-open p99 is within the
 target, nothing is lost (a turn without its next turn or its review after the settle, an HTTP error or a
 dropped connection) and at least 95% of the workers who arrived submitted a turn; the knee is the last
@@ -319,6 +320,9 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                               scripts, args.seed, args.read, args.write, 2 * args.mean_turns)
                 scheduler = Scheduler(args.threads)
                 try:
+                    # not measured: the Celery worker loads spaCy at its first review, and caches fill
+                    run_step(scheduler, crowd, args.rates[0], args.warm_up, args.seed)
+                    settle(settings, batch_id, list(crowd.sent), args.settle)
                     for rate in args.rates:
                         crowd.reset()
                         http.durations.clear()
@@ -395,6 +399,8 @@ def main(argv: list[str] | None = None) -> None:
                         type=lambda text: [float(r) for r in text.split(",")],
                         help="turns a second offered, step by step, until one fails")
     parser.add_argument("--seconds", type=float, default=30, help="arrivals per step")
+    parser.add_argument("--warm-up", type=float, default=20,
+                        help="seconds of arrivals at the first rate before the first step, not measured")
     parser.add_argument("--read", type=float, default=2.0, help="mean seconds on the queue page before taking")
     parser.add_argument("--write", type=float, default=6.0, help="mean seconds on the turn page before submitting")
     parser.add_argument("--conversations", type=int, default=1000)

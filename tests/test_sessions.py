@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
+from itsdangerous import URLSafeTimedSerializer
 from sqlmodel import select, update
 
 from tests.test_dashboard import csrf_token, sign_in
@@ -200,7 +201,9 @@ def test_json_clients_send_the_queues_token_as_a_header(app, settings, providers
     launch(settings, providers)
     program = joined(app, settings, "student")
     queue = program.get("/queue", headers=JSON).get_json()
-    assert program.environ_base["HTTP_X_CSRFTOKEN"] == queue["csrf_token"]
+    # the same session token, signed anew with the time of each answer (a second apart, they differ)
+    signed = URLSafeTimedSerializer(settings.secret_key, salt="wtf-csrf-token")
+    assert signed.loads(program.environ_base["HTTP_X_CSRFTOKEN"]) == signed.loads(queue["csrf_token"])
     taken = program.post(f"/queue/take/{queue['open'][0]['hit_id']}", headers=JSON)
     assert taken.status_code == 200
     stored = program.post(taken.get_json()["turn_url"], data=FIRST_STUDENT_ANSWERS, headers=JSON)

@@ -154,7 +154,7 @@ def test_batch_pages_show_progress_charts_and_conversations(client, seeded, sett
     assert "Progress and money as of" in html and "16 <span class=\"muted\">submitted" in html
     assert "Turns per hour" in html and "<svg" in html
     assert 'aria-label="student labels"' in html and 'aria-label="Quality over time"' in html
-    assert "Block policy: <code>k=5,p=0.5</code>" in html
+    assert "Block policy: <code>k=5,p=0.5, judged off</code>" in html  # launched without a judged rule
     assert "Stuck conversations" in html
     listing = client.get(f"/admin/batches/{batch_id}/conversations?status=active").get_data(as_text=True)
     assert listing.count("/admin/conversations/") == 7

@@ -20,6 +20,8 @@ def test_the_judged_rule_is_part_of_the_policy_text_and_on_by_default():
     custom = Policy.parse("recommended, judged 2 of 4")
     assert custom.judged_text == "judged 2 of 4" and Policy.parse(custom.text) == custom
     assert Policy.parse("k=5,p=0.5, judged 0 of 6").judged_block == 0  # off
+    off = Policy.parse("k=5,p=0.5, judged off")  # how the dashboard shows a batch that judges nothing so
+    assert off.judged_block == 0 and off.text == "k=5,p=0.5, judged off" and Policy.parse(off.text) == off
     assert Policy.parse("none").judged_block == 0 and Policy.parse("none, judged 1 of 2").judged_block == 1
     assert monitor.judge_judged(custom, [True, False, True, False]) and not monitor.judge_judged(custom, [False])
 

@@ -71,7 +71,7 @@ RULES = (EITHER, POOLED, WEIGHTED)
 _WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
 _POLICY_TEXT = re.compile(rf"^\s*(pooled\s+|weighted\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?"
                           r"(?:[,;]\s*not\s+typed\s+(\d+)\s+of\s+(\d+)\s*)?$")
-_JUDGED_TEXT = re.compile(r"(?:^|[,;])\s*judged\s+(\d+)\s+of\s+(\d+)\s*$")
+_JUDGED_TEXT = re.compile(r"(?:^|[,;])\s*judged\s+(?:(\d+)\s+of\s+(\d+)|off)\s*$")
 
 
 class PolicyError(InvalidInput, ValueError):
@@ -131,11 +131,11 @@ class Policy:
               bonus_cents: int = default("bonus_cents")) -> "Policy":
         """A named policy (``paper``, ``probation``, ``recommended``), ``k=5,p=0.5``, ``none`` (never blocks),
         ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any of them ``pooled`` or ``weighted``, and any
-        followed by ``, not typed 3 of 6`` and ``, judged 3 of 6`` (without it: TURKFLOW_JUDGED_*; ``none``
-        alone judges nothing)."""
+        followed by ``, not typed 3 of 6`` and ``, judged 3 of 6`` or ``, judged off`` (without it:
+        TURKFLOW_JUDGED_*; ``none`` alone judges nothing)."""
         judged_rule = _JUDGED_TEXT.search(text)
-        judged = {} if judged_rule is None else {"judged_block": int(judged_rule[1]),
-                                                 "judged_window": int(judged_rule[2])}
+        judged = ({} if judged_rule is None else {"judged_block": 0} if judged_rule[1] is None
+                  else {"judged_block": int(judged_rule[1]), "judged_window": int(judged_rule[2])})
         text = text[:judged_rule.start()] if judged_rule else text
         text = NAMED_POLICIES.get(text.strip(), text)
         if text.strip() == "none":
@@ -186,8 +186,9 @@ class Policy:
 
     @property
     def judged_text(self) -> str:
-        """The judged rule as the policy's text writes it (``judged 0 of 6``: off)."""
-        return f"judged {self.judged_block} of {self.judged_window}"
+        """The judged rule as the policy's text writes it (``judged off`` for a batch that judges nothing so,
+        as every batch launched before the rule existed)."""
+        return f"judged {self.judged_block} of {self.judged_window}" if self.judged_block else "judged off"
 
     @property
     def weighted(self) -> bool:

@@ -133,7 +133,7 @@ def estimate(provider: str, conversations: int, max_turns: int, reward_cents: in
     turns = conversations * per_conversation
     assumptions = [
         f"{per_conversation} turns per conversation"
-        + (" (the maximum; the student may stop earlier)" if per_conversation == max_turns else ""),
+        + (" (the maximum; a conversation may end earlier)" if per_conversation == max_turns else ""),
         no_bonus or f"{bonus_share:.0%} of turns earn the {shown(bonus_cents, currency)} bonus",
     ]
     if no_bonus:

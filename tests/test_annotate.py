@@ -19,11 +19,12 @@ from turkflow.dataset.sgd import export_sgd
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, InvalidDocument, InvalidInput
 from turkflow.hits import lifecycle
-from turkflow.models import Hit, JudgedSignal, Turn, Worker, WorkerStatus
+from turkflow.models import Hit, JudgedSignal, Task, Turn, TurnStatus, Worker, WorkerStatus
 from turkflow.protocols.annotate import agreement, results
 from turkflow.protocols.annotate import dialog as annotate
 from turkflow.protocols.annotate.labels import collect, label_item, summary
 from turkflow.protocols.annotate.scheme import load_scheme
+from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.quality.monitor import Policy
 from turkflow.requesters import create_requester
 from turkflow.simulator import annotate as sim
@@ -194,6 +195,22 @@ def test_annotate_batch_launch_refuses_a_scheme_file_that_does_not_fit_in_one_li
     refused = command(settings, "batch", "launch", "--protocol", "annotate", "--of", str(frames_id),
                       "--scheme", str(bad))
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "acts[0].speakers" in refused.stderr
+
+
+@SQLITE
+def test_a_database_scheme_over_a_batch_whose_tasks_have_no_database_is_refused_naming_the_scheme(settings):
+    """The Frames scheme's database slots take the collected protocol's database; a Wizard of Tasks batch
+    has none, so the launch says so instead of failing."""
+    with session_scope(settings.database_url) as s:
+        load_documents(s, read_documents(sample_tasks_path()))
+        batch, _ = lifecycle.launch_batch(s, list(s.exec(select(Task))), 1, name="wot")
+        turn = s.exec(select(Turn)).first()
+        turn.status, turn.text = TurnStatus.submitted, "How do I start?"
+        s.add(turn)
+        s.flush()
+        with pytest.raises(InvalidInput) as refused:
+            annotate.launch(s, batch.id, load_scheme("frames"), 3)
+    assert refused.value.field == "scheme" and "have no database" in str(refused.value)
 
 
 @SQLITE

@@ -17,7 +17,8 @@ MODULES = {name: protocol.module for name, protocol in registry.LOGGED.items()}
 @pytest.mark.parametrize("name", sorted(registry.LOGGED))
 def test_every_logged_protocols_dialog_module_provides_what_the_registry_promises(name):
     module = registry.parts(name)
-    promised = ("read_tasks", "make_scenarios", "submit_turn", "replay") + (
+    launched_by = "make_scenarios" if registry.LOGGED[name].dialog else "launch"  # annotation: over a batch
+    promised = ("read_tasks", launched_by, "submit_turn", "replay") + (
         ("sgd_dialogues", "sgd_services") if name in OWN_CONVERTERS else ())
     for function in promised:
         assert callable(getattr(module, function)), f"{module.__name__}.{function}"

@@ -8,7 +8,8 @@ provides:
 - ``read_tasks(path) -> list[Task]``: the requester's files as unsaved tasks, all checked before any is
   returned (``turkflow tasks load --protocol NAME PATH``, then ``load_tasks`` below);
 - ``make_scenarios(tasks, conversations, *, seed=0, **options) -> list[(Task, scenario)]``: a task and a
-  scenario (``Conversation.scenario``) per conversation of a launch;
+  scenario (``Conversation.scenario``) per conversation of a launch (annotation, whose conversations are
+  another batch's turns, has ``launch(session, of_batch_id, scheme, annotators)`` instead);
 - ``submit_turn(session, assignment_id, worker, body, *, as_answers=False) -> lifecycle.Submission``: a
   paid turn closed, its answers read off the events its worker logged;
 - ``replay(session, conversation_ids) -> (count, differences)``: the logged actions run again, each
@@ -17,7 +18,8 @@ provides:
   Schema-Guided Dialogue format and the services they name (Frames and MEEP; ``turkflow.dataset.sgd``
   converts STAR's own export; annotation, ``dialog=False``, has no dialog of its own);
 - optionally ``survey_shows(session, conversation_id, role) -> str | None``: what a role's end-of-dialog
-  page shows beside the questions (Frames shows the wizard the user's goal).
+  page shows beside the questions (Frames shows the wizard the user's goal), and ``database_values(task)
+  -> {column: [value, ...]}``: the task's database as an annotator picks from it (Frames).
 
 What the three modules do alike lives below the registry, once: who may log in a turn (``loggable``), the
 event queries, a submit's fields (``one``, ``message_text``) and the closing of a paid turn, whose answers

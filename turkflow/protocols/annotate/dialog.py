@@ -15,7 +15,7 @@ monitor.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
@@ -25,8 +25,10 @@ from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnSt
 from turkflow.protocols.annotate import labels as L
 from turkflow.protocols.annotate import results
 from turkflow.protocols.annotate.scheme import MAX_FRAMES, RELATIONS, Scheme, scheme_from_dict
-from turkflow.protocols.questions import ANNOTATE, FRAMES
-from turkflow.protocols.registry import ReplayDifference, load_tasks, loggable, open_submit, own_events
+from turkflow.protocols.questions import ANNOTATE
+from turkflow.protocols.registry import (
+    LOGGED, ReplayDifference, load_tasks, loggable, open_submit, own_events, parts,
+)
 
 AGENT = "Annotator"  # as DialogEvent names the one who clicked
 CONTEXT_TURNS = 12  # turns before the labelled one the page shows
@@ -48,10 +50,11 @@ def unit_tasks(session: Session, of_batch: Batch, scheme: Scheme) -> list[Task]:
     if not rows:
         raise InvalidInput(f"batch {of_batch.id} has no submitted turns to annotate", "of")
     if scheme.database_slots:
-        if of_batch.protocol != FRAMES.name:
-            raise InvalidInput(f"the {scheme.name} scheme's slots are a Frames database's columns; batch "
-                               f"{of_batch.id} is {of_batch.protocol}", "scheme")
-        scheme = scheme.with_columns(_frames_db(rows[0][2]).columns)
+        values = _database_values(of_batch.protocol)
+        if values is None:
+            raise InvalidInput(f"the {scheme.name} scheme's slots are a database's columns; batch {of_batch.id} "
+                               f"is {of_batch.protocol}, whose tasks have no database", "scheme")
+        scheme = scheme.with_columns(values(rows[0][2]))
     snapshot = scheme.as_dict()
     return [Task(key=results.unit_key(scheme.name, turn.id), protocol=ANNOTATE.name,
                  title=f"{task.title}: turn {turn.index + 1}", domain=task.domain,
@@ -94,27 +97,20 @@ def scheme_of(unit: Task) -> Scheme:
 
 
 def database_values(session: Session, unit: Task) -> dict[str, list[str]]:
-    """The values an annotator may pick for each database column of the unit's scheme (Frames' database)."""
+    """The values an annotator may pick for each database column of the unit's scheme: the collected
+    protocol's own (``database_values`` of its dialog module: Frames' database), none for the others."""
     scheme = scheme_of(unit)
     if not scheme.columns:
         return {}
-    db = _frames_db(session.get(Task, unit.star["source_task"]))
-    return {c: sorted({str(_shown(v)) for v in db.values(c) if v is not None}) for c in scheme.columns if c in db.columns}
+    source = session.get(Task, unit.star["source_task"])
+    values = _database_values(source.protocol)
+    found = values(source) if values is not None else {}
+    return {c: found[c] for c in scheme.columns if c in found}
 
 
-def _frames_db(task: Task) -> Any:
-    from turkflow.protocols.frames.dialog import domain_of  # only Frames batches have a database
-
-    return domain_of(task).db
-
-
-def _shown(value: Any) -> Any:
-    from turkflow.protocols.frames.database import to_json
-
-    return to_json(value)
-
-
-# ---- the clicks --------------------------------------------------------------------------------------
+def _database_values(protocol: str) -> Optional[Callable[[Task], dict[str, list[str]]]]:
+    """The collected protocol's ``database_values`` (its tasks' database), or None where it has none."""
+    return getattr(parts(protocol), "database_values", None) if protocol in LOGGED else None
 
 
 def record_action(session: Session, turn: Turn, worker: Worker, action: Any,

@@ -86,6 +86,13 @@ def domain_of(task: Task) -> Domain:
     return loaded(task).domain
 
 
+def database_values(task: Task) -> dict[str, list[str]]:
+    """Every value of each column of the task's database as the pages show it: what an annotator may pick
+    for a slot of that column (``protocols.annotate``, through the registry)."""
+    db = domain_of(task).db
+    return {c: sorted({str(to_json(v)) for v in db.values(c) if v is not None}) for c in db.columns}
+
+
 def read_tasks(path: Path) -> list[Task]:
     """A domain file's goal templates as unsaved tasks, one per template (``frames:<database>:<template>``);
     a bad file or database is one ``InvalidDocument`` naming it, before anything is returned."""

@@ -110,9 +110,11 @@ def redis_url(redis_proc) -> str:  # noqa: ANN001
 
 @pytest.fixture
 def settings(tmp_path: Path, database_url: str, redis_url: str) -> Settings:
+    # queue_refresh_seconds=0: the tests open the queue themselves, and an empty queue page reloading itself
+    # would abort a browser test's own navigation when both fall together (net::ERR_ABORTED)
     return Settings(data_dir=tmp_path / "var", database_url=database_url, redis_url=redis_url,
                     secret_key="test-secret", worker_hash_key="test-hash-key", public_url="http://127.0.0.1:5000",
-                    stuck_after_seconds=0, reopen_after_seconds=0, review_after_seconds=0)
+                    stuck_after_seconds=0, reopen_after_seconds=0, review_after_seconds=0, queue_refresh_seconds=0)
 
 
 @pytest.fixture

@@ -109,6 +109,15 @@ def test_queue_lists_the_open_turns_of_the_workers_role_only(app, settings, prov
     assert "Roasted tomato soup" in page and f'action="/queue/take/{listed[1]["hit_id"]}"' in page
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # a page's markup: storage is not the subject
+def test_an_empty_queue_page_checks_again_as_often_as_the_requester_set_or_never(app, settings):
+    teacher = joined(app, settings, "teacher")
+    assert "data-refresh-seconds" not in teacher.get("/queue").get_data(as_text=True)  # 0: the worker checks
+    settings.queue_refresh_seconds = 7
+    page = teacher.get("/queue").get_data(as_text=True)
+    assert 'id="no-open-turns" data-refresh-seconds="7"' in page and "checks again every few seconds" in page
+
+
 def test_taking_a_turn_leases_it_for_the_configured_time_and_hides_it_from_others(app, settings, providers):
     settings.lease_seconds = 120
     launch(settings, providers)

@@ -157,7 +157,7 @@ def queue() -> Any:
     if not worker.onboarded:  # the role's quiz comes before the first turn
         return redirect(url_for("onboarding.quiz"), 303)
     return render_template("queue.html", worker=worker, entries=entries, held=held, submitted=submitted,
-                           last_turn=last_turn, surveys=owed)
+                           last_turn=last_turn, surveys=owed, refresh_seconds=_settings().queue_refresh_seconds)
 
 
 def queue_json(worker: Worker, entries: list[dict[str, Any]], owed: list[Any]) -> dict[str, Any]:

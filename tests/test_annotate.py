@@ -14,7 +14,6 @@ from sqlmodel import select
 from tests.test_dashboard import csrf_token, sign_in
 from tests.test_star_dialog import command
 from turkflow import invites, pipeline
-from turkflow.dataset.frames import export_frames
 from turkflow.dataset.sgd import export_sgd
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, InvalidDocument, InvalidInput
@@ -224,11 +223,18 @@ def test_an_annotated_batch_exports_as_frames_json_and_its_sgd_acts_come_from_th
     for annotator in ("ann-1", "ann-2"):
         for _ in truth:
             label(settings, providers, annotator, {}, truth=truth)
+    refused = command(settings, "export", "--format", "frames", "--out", str(tmp_path / "R"), "--scrub-pii")
+    assert refused.returncode != 0 and refused.stderr.strip().splitlines() == [
+        "error: --exclude-blocked and --scrub-pii do not apply to --format frames yet"]
+    exported = command(settings, "export", "--format", "frames", "--out", str(tmp_path / "F"))
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.rstrip().endswith(str(tmp_path / "F" / "frames.json"))
     with session_scope(settings.database_url) as s:
-        export_frames(s, tmp_path / "F", hash_key=settings.worker_hash_key)
         export_sgd(s, tmp_path / "S", hash_key=settings.worker_hash_key)
 
     (dialogue,) = json.loads((tmp_path / "F" / "frames.json").read_text())
+    turns = len(dialogue["turns"])  # every turn was annotated by both annotators
+    assert exported.stdout.startswith(f"exported 1 Frames dialogues ({turns} turns, {turns} with annotated acts) from ")
     assert {"id", "user_id", "wizard_id", "labels", "turns", "wizard_survey"} <= set(dialogue)
     assert set(dialogue["labels"]) == {"userSurveyRating", "wizardSurveyTaskSuccessful"}
     first, offer = dialogue["turns"][0], dialogue["turns"][1]

@@ -15,6 +15,8 @@ import click
 from turkflow.cli.common import CONTEXT, App, CommandError, pass_app, progress_bar, shown_url
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
     from turkflow.dataset.export import ExportFilters
 
 
@@ -65,24 +67,8 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     if format_ == "sgd":
         _export_sgd(app, out_dir, filters, scrub_pii)
         return
-    if format_ == "frames":
-        _export_frames(app, out_dir, filters, exclude_blocked or scrub_pii)
-        return
-    if format_ == "star":
-        if exclude_blocked or scrub_pii:
-            raise CommandError("--exclude-blocked and --scrub-pii do not apply to --format star yet")
-        from turkflow.protocols.star.dialog import export_star
-
-        with app.session() as session:
-            total = count_conversations(session, filters)
-            if total == 0:
-                raise CommandError("no STAR conversations match these filters; nothing exported")
-            try:
-                star = export_star(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters)
-            except ExportError as exc:
-                raise CommandError(str(exc)) from None
-        click.echo(f"exported {star.dialogues} STAR dialogues ({star.turns} STAR turns in complete ones) "
-                   f"from {shown_url(app.database_url)} to {star.out_dir}")
+    if format_ in ("star", "frames"):
+        _export_corpus(app, out_dir, filters, format_, refused=exclude_blocked or scrub_pii)
         return
     try:
         with app.session() as session, progress_bar(transient=True) as bar:
@@ -99,21 +85,35 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
                f"{shown_url(app.database_url)} to {summary.out_dir}")
 
 
-def _export_frames(app: App, out_dir: Path, filters: ExportFilters, refused: bool) -> None:
+def _export_corpus(app: App, out_dir: Path, filters: ExportFilters, format_: str, *, refused: bool) -> None:
+    """STAR's and Frames' own corpus formats: written from the conversations as the corpus lays them out."""
     from turkflow.dataset.export import ExportError, count_conversations
-    from turkflow.dataset.frames import export_frames
 
+    name = {"star": "STAR", "frames": "Frames"}[format_]
     if refused:
-        raise CommandError("--exclude-blocked and --scrub-pii do not apply to --format frames yet")
+        raise CommandError(f"--exclude-blocked and --scrub-pii do not apply to --format {format_} yet")
     with app.session() as session:
         if count_conversations(session, filters) == 0:
-            raise CommandError("no Frames conversations match these filters; nothing exported")
+            raise CommandError(f"no {name} conversations match these filters; nothing exported")
         try:
-            summary = export_frames(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters)
+            said, written = _write_corpus(session, out_dir, app.settings.worker_hash_key, filters, format_)
         except ExportError as exc:
             raise CommandError(str(exc)) from None
-    click.echo(f"exported {summary.dialogues} Frames dialogues ({summary.turns} turns, {summary.annotated_turns} "
-               f"with annotated acts) from {shown_url(app.database_url)} to {summary.out_file}")
+    click.echo(f"exported {said} from {shown_url(app.database_url)} to {written}")
+
+
+def _write_corpus(session: Session, out_dir: Path, hash_key: str, filters: ExportFilters,
+                  format_: str) -> tuple[str, Path]:
+    if format_ == "star":
+        from turkflow.protocols.star.dialog import export_star
+
+        star = export_star(session, out_dir, hash_key=hash_key, filters=filters)
+        return f"{star.dialogues} STAR dialogues ({star.turns} STAR turns in complete ones)", star.out_dir
+    from turkflow.dataset.frames import export_frames
+
+    frames = export_frames(session, out_dir, hash_key=hash_key, filters=filters)
+    return (f"{frames.dialogues} Frames dialogues ({frames.turns} turns, {frames.annotated_turns} "
+            f"with annotated acts)", frames.out_file)
 
 
 def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:

@@ -1,8 +1,26 @@
 """Real services for the tests: redis-server, a Celery worker, SQLite and PostgreSQL, headless Chromium.
 
-Database tests run once per backend (``database_url`` is parametrized); set
-``TURKFLOW_TEST_BACKENDS=sqlite`` to run one backend while iterating. Every test gets a fresh, migrated
-database cloned from a template, so tests never see each other's rows.
+Every test gets a fresh, migrated database cloned from a template, so tests never see each other's rows.
+
+Which backend a database test runs on (``database_url``): on SQLite and on PostgreSQL when its subject is
+the storage, on SQLite only when it is not. The storage is the subject where the code under test branches
+on the dialect or where only the database keeps the promise the test checks: locking and concurrent
+requests (the queue's take race, simultaneous sign-ins), unique constraints and partial unique indexes,
+compare-and-set status updates, savepoints, aggregates and time windows in SQL, migrations, money and bonus
+idempotency, reconciliation after crashes and lost messages, a crowd of simulated workers at once through
+the real stack (local queue and Prolific), and one end-to-end collection per protocol (its browser test).
+Page markup and content, validation messages, text rules, a protocol's dialog logic, CLI wording, export
+formats and analysis run on SQLite only: their code does not branch on the dialect, and running them on
+PostgreSQL too cost half of the suite's test time (about 900 of 1,830 s). The rule is applied here, in one
+place: ``BOTH_BACKENDS_MODULES`` (every database test of a module) and ``BOTH_BACKENDS_TESTS`` (single
+tests of modules that are otherwise about something else), each entry with its reason; a test may also say
+so itself with ``@pytest.mark.both_backends``, and one that parametrizes ``database_url`` itself keeps its
+choice. ``tests/test_backends.py`` fails when a listed name stops naming a test.
+
+``TURKFLOW_TEST_BACKENDS`` overrides the rule: ``all`` runs every database test on both backends (as before
+the rule; worth it before a release or after changing ``turkflow/db.py``, the models or a migration), and a
+list such as ``sqlite`` or ``postgresql`` runs every database test on each backend listed (``sqlite`` while
+iterating).
 """
 
 from __future__ import annotations
@@ -42,10 +60,6 @@ def postgres() -> Iterator[PostgresCluster]:
 
 
 _counter = itertools.count()
-
-
-def _backends() -> list[str]:
-    return [b for b in os.environ.get("TURKFLOW_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 
 
 @pytest.fixture(scope="session")
@@ -88,9 +102,9 @@ def _new_database(request: pytest.FixtureRequest, backend: str, tmp_path: Path) 
     admin.dispose()
 
 
-@pytest.fixture(params=_backends())
+@pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh migrated database, once on SQLite and once on PostgreSQL."""
+    """A fresh migrated database on the backend ``pytest_generate_tests`` chose for this test."""
     yield from _new_database(request, request.param, tmp_path)
 
 
@@ -98,6 +112,149 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh migrated SQLite database, for tests whose subject is not the storage backend."""
     yield from _new_database(request, "sqlite", tmp_path)
+
+
+# ---- which database tests run on both backends (see the module docstring) --------------------------------
+
+BACKENDS = ("sqlite", "postgresql")
+
+BOTH_BACKENDS_MODULES = {
+    "test_db": "savepoints around pysqlite's deferred BEGIN (turkflow.db.savepoint branches on the dialect)",
+    "test_migrations": "the migrated schema per dialect (batch mode on SQLite, named constraints on PostgreSQL)",
+    "test_lifecycle": "one open turn per conversation (a partial unique index), advancing twice, leases",
+    "test_pipeline": "double submits and the reconciler that repairs lost messages",
+    "test_states": "compare-and-set status updates",
+    "test_affinity": "the queue's take of a kept turn, a time window in SQL",
+    "test_queue_listing": "the queue's one query",
+    "test_quality_checks": "the checks' query count",
+    "test_quality_monitor": "blocks and bonuses once however often the pipeline runs (unique constraints)",
+    "test_mturk": "idempotent request tokens, bonuses paid once, the reconciler",
+    "test_mturk_money": "spend as SQL aggregates",
+    "test_prolific_provider": "studies created once by concurrent workers, pay claims and bulk payments once",
+    "test_prolific_settle": "settlement after crashes and time-outs, each turn paid once",
+    "test_prolific_hooks": "an event delivered twice is dropped (a unique constraint)",
+}
+
+BOTH_BACKENDS_TESTS = {
+    "test_signin::test_sixty_simultaneous_guesses_get_only_the_limit_checked_and_then_the_right_password_is_refused":
+        "count-then-record under a lock: BEGIN IMMEDIATE on SQLite, LOCK TABLE on PostgreSQL",
+    "test_sessions::test_repeated_wrong_passwords_lock_the_username_even_for_the_right_password":
+        "sign-in failures counted in SQL",
+    "test_sessions::test_a_client_guessing_many_usernames_is_throttled_and_other_clients_are_not":
+        "sign-in failures counted in SQL",
+    "test_sessions::test_failed_sign_ins_stop_counting_after_the_window": "a time window in SQL",
+    "test_sessions::test_an_expired_dashboard_session_signs_nobody_in_and_is_dropped_at_the_next_sign_in":
+        "expiry times compared in SQL",
+    "test_worker_pages::test_taking_a_turn_leases_it_for_the_configured_time_and_hides_it_from_others":
+        "the take and its lease",
+    "test_worker_pages::test_double_submit_of_one_assignment_stores_one_turn": "one turn per assignment",
+    "test_worker_pages::test_concurrent_submits_of_one_assignment_store_one_turn": "concurrent submits",
+    "test_worker_pages::test_abandoned_lease_returns_the_turn_to_the_pool_and_the_late_submit_is_refused":
+        "lease expiry",
+    "test_mturk_web::test_submitting_twice_stores_one_turn_and_finishes_on_mturk_again": "one turn per assignment",
+    "test_mturk_web::test_a_database_taking_no_writes_answers_503_keeps_the_typed_text_and_stores_it_on_the_next_submit":
+        "each dialect's refusal to write is told apart (turkflow.db)",
+    "test_error_paths::test_a_read_only_database_answers_503_to_a_submit_keeps_the_typed_text_and_takes_it_afterwards":
+        "each dialect's refusal to write is told apart (turkflow.db)",
+    "test_error_paths::test_a_take_that_cannot_be_recorded_answers_503_and_leaves_the_turn_takeable":
+        "a take the database refuses",
+    "test_error_paths::test_a_turn_sent_again_with_other_text_is_a_409_naming_what_was_stored":
+        "one turn per assignment",
+    "test_prolific_web::test_two_participants_arriving_at_once_never_get_the_same_turn": "the take race",
+    "test_prolific_web::test_a_participant_holds_one_role_for_the_whole_collection": "a unique constraint",
+    "test_prolific_web::test_a_timed_out_submission_gives_its_turn_back_through_the_webhook_once":
+        "a webhook event applied once",
+    "test_prolific_web::test_a_bonus_is_paid_once_when_the_task_dies_between_set_up_and_pay_and_runs_again":
+        "bonus idempotency",
+    "test_prolific_web::test_a_bonus_whose_worker_died_after_the_pay_call_is_settled_by_the_poller_never_paid_again":
+        "reconciliation after a crash",
+    "test_prolific_web::test_stored_turns_are_approved_in_bulk_after_the_review_delay_and_never_rejected":
+        "bulk approval once, a delay compared in SQL",
+    "test_prolific_onboarding::test_setting_up_twice_makes_one_study_and_one_group_and_check_reports_it":
+        "set-up idempotency",
+    "test_star_qualification::test_multi_task_in_sql_agrees_with_python_on_every_scenario":
+        "multi_task compiles per dialect (turkflow.protocols.star.stages)",
+    "test_star_qualification::test_the_queue_never_offers_a_multi_task_turn_before_stage_two": "multi_task in SQL",
+    "test_star_qualification::test_a_star_turn_hit_requires_the_stage_its_conversation_needs": "multi_task in SQL",
+    "test_star_qualification::test_a_prolific_participant_is_given_only_turns_of_a_stage_they_passed":
+        "multi_task in SQL",
+    "test_star_qualification::test_the_hint_budget_is_kept_by_the_server_and_an_attempt_is_graded_once":
+        "an attempt graded once",
+    "test_stall::test_every_student_blocked_stalls_the_batch_once_after_the_grace_period":
+        "the stall's aggregates and grace period in SQL (turkflow.quality.stall)",
+    "test_stall::test_unblocking_one_worker_clears_the_stall": "the stall's aggregates in SQL",
+    "test_stall::test_a_short_starvation_that_ends_within_the_grace_period_is_never_reported":
+        "the stall's grace period in SQL",
+    "test_stall::test_workers_who_never_onboarded_or_never_came_do_not_make_a_stall": "the stall's aggregates in SQL",
+    "test_stall::test_inviting_and_onboarding_a_new_student_clears_the_stall": "the stall's aggregates in SQL",
+    "test_stall::test_a_local_worker_who_cannot_take_a_prolific_batchs_turns_does_not_hide_its_stall":
+        "the stall's aggregates in SQL",
+    "test_export::test_filters_select_batch_domain_completed_conversations_and_drop_blocked_workers_turns":
+        "the export's filters in SQL",
+    "test_export::test_conversations_are_read_page_by_page_in_id_order": "keyset paging in SQL",
+    "test_cli::test_batch_status_reports_turns_open_hits_and_spend": "progress and spend as SQL aggregates",
+    "test_cli::test_skip_if_exists_launches_a_named_batch_once": "a named batch launched once",
+    "test_annotate::test_each_turn_goes_to_different_annotators_one_who_keeps_disagreeing_is_blocked_and_a_person_decides":
+        "the queue's take for annotators",
+    "test_simulator::test_simulation_report_counts_equal_the_database":
+        "end-to-end collection (wizard of tasks), many workers at once",
+    "test_simulator_prolific::test_a_simulation_on_prolific_reports_what_the_database_and_prolific_hold":
+        "end-to-end collection on Prolific, its payments",
+    "test_frames_browser::test_a_wizard_refines_a_search_without_retyping_with_flexible_dates_and_books_which_ends_the_dialog":
+        "end-to-end collection (Frames): its searches logged, a booking ends the dialog",
+    "test_meep_browser::test_the_agent_clicks_makes_a_template_drives_and_the_user_approves_on_the_map":
+        "end-to-end collection (MEEP): clicks and a template shared with the batch",
+    "test_star_browser::test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser":
+        "end-to-end collection (STAR): queries logged, multi_task in the queue's SQL",
+    "test_quality_review::test_daily_review_queues_each_blocked_worker_with_low_rated_turns_in_context":
+        "the review day in SQL",
+    "test_quality_review::test_rebuilding_the_queue_keeps_one_entry_per_worker_and_day":
+        "one entry per worker and day (a unique constraint)",
+    "test_quality_review::test_a_rater_who_contradicts_everyone_is_an_outlier": "agreement as SQL aggregates",
+    "test_quality_review::test_activity_rollup_counts_turns_labels_and_ratings_once_however_often_it_runs":
+        "hourly rollups (aggregates by date) once",
+    "test_quality_review::test_batch_snapshots_recount_running_batches_and_finished_ones_once_more":
+        "snapshots as aggregates",
+    "test_quality_review::test_a_rater_giving_split_answers_is_identified_stops_counting_and_shows_on_the_review_page":
+        "agreement as SQL aggregates",
+}
+
+
+def _backends() -> list[str]:
+    """The backends this run may use: both unless ``TURKFLOW_TEST_BACKENDS`` lists fewer."""
+    chosen = os.environ.get("TURKFLOW_TEST_BACKENDS", "").strip()
+    if chosen in ("", "all"):
+        return list(BACKENDS)
+    listed = [b for b in chosen.split(",") if b]
+    unknown = sorted(set(listed) - set(BACKENDS))
+    if unknown:
+        raise pytest.UsageError(f"TURKFLOW_TEST_BACKENDS: unknown backend {', '.join(unknown)}; "
+                                f"use all or a list of {', '.join(BACKENDS)}")
+    return listed
+
+
+def _backends_of(module: str, test: str, marked: bool) -> list[str]:
+    """The backends one database test runs on: ``TURKFLOW_TEST_BACKENDS`` when set, else the rule above."""
+    if os.environ.get("TURKFLOW_TEST_BACKENDS", "").strip():
+        return _backends()
+    both = marked or module in BOTH_BACKENDS_MODULES or f"{module}::{test}" in BOTH_BACKENDS_TESTS
+    return list(BACKENDS) if both else ["sqlite"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``database_url`` by the rule, unless the test names its backends itself."""
+    if "database_url" not in metafunc.fixturenames:
+        return
+    if any("database_url" in _argnames(mark) for mark in metafunc.definition.iter_markers("parametrize")):
+        return
+    module = metafunc.module.__name__.rpartition(".")[2]
+    marked = metafunc.definition.get_closest_marker("both_backends") is not None
+    metafunc.parametrize("database_url", _backends_of(module, metafunc.function.__name__, marked), indirect=True)
+
+
+def _argnames(mark: pytest.Mark) -> list[str]:
+    names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+    return [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
 
 
 # ---- settings, Redis, Celery --------------------------------------------------------------------------

@@ -9,7 +9,11 @@ For each seed, one simulation of the issue's size (150 conversations of about 24
 runs through the real stack (SQLite) with the policy ``none``: the monitor judges every rating and learns
 about every rater but blocks nobody, so every worker's complete stream of ratings and turns is collected.
 Every policy is then replayed on that database exactly as the live monitor runs it (the trust model, the
-weighted rule and the machine-written rule included: ``turkflow.simulator.policies.replay``). The run's
+weighted rule, the sequential test and the machine-written rule included:
+``turkflow.simulator.policies.replay``), every rater starting with the record their gold answers at
+onboarding gave them (``crowd.answer_gold``: the answers the live crowd sends, drawn per seed and worker;
+a database kept from before the gold turns replays as a run with them would, since with the policy
+``none`` nothing the monitor learns changes who writes which turn). The run's
 database is kept (``bench/out/quality-seed<N>/``); ``--reuse`` replays a kept one instead of simulating
 again. ``--live POLICY`` also runs the batch live with that policy, for what its blocks do to the batch.
 
@@ -64,8 +68,8 @@ def replay_database(directory: Path, seed: int, workers: int) -> list[dict[str, 
     from turkflow.db import session_scope
     from turkflow.models import Batch, Worker
     from turkflow.quality.monitor import Policy
-    from turkflow.simulator.crowd import Behaviour, build_crowd
-    from turkflow.simulator.policies import DEFAULT_POLICIES, compare
+    from turkflow.simulator.crowd import Behaviour, answer_gold, build_crowd
+    from turkflow.simulator.policies import DEFAULT_POLICIES, compare, gold_records
     from turkflow.simulator.report import turn_stream
 
     settings = Settings()
@@ -75,7 +79,9 @@ def replay_database(directory: Path, seed: int, workers: int) -> list[dict[str, 
         names = dict(session.exec(select(Worker.id, Worker.name)).all())
         stream = turn_stream(session, batch_id, names, settings.typed_keys_per_char)
     policies = [Policy.parse(text, settings.bonus_above, settings.bonus_cents) for text in DEFAULT_POLICIES]
-    return [{**e.__dict__, "misses": e.misses()} for e in compare(crowd, stream, policies, reward_cents=reward)]
+    start = gold_records(crowd, {w.name: answer_gold(w, seed) for w in crowd})  # as the live crowd onboards
+    return [{**e.__dict__, "misses": e.misses()}
+            for e in compare(crowd, stream, policies, reward_cents=reward, start=start)]
 
 
 def pay_floor(directory: Path, seed: int, workers: int) -> dict[tuple[int, int], float]:

@@ -133,6 +133,9 @@ class Batch(SQLModel, table=True):
     judged_block: int = Field(default=0, description="Block a worker when this many of their last judged_window "
                               "judged signals of one kind are not ok (turkflow.quality.monitor.judge_signal); 0: never.")
     judged_window: int = 0
+    sprt_alpha: float = Field(default=0.0, description="The sprt block rule: the share of honest writers it may "
+                              "block (turkflow.quality.monitor.sequential_evidence).")
+    sprt_beta: float = Field(default=0.0, description="The sprt block rule: the share of spammers it may miss.")
     affinity_seconds: int = Field(default=default("affinity_seconds"), description="How long a conversation's next "
                                   "turn of a role is kept for the worker who wrote that role's last turn (the "
                                   "local queue; 0: offered to anyone at once).")
@@ -548,7 +551,9 @@ class RaterReliability(SQLModel, table=True):
     answers_nn: int = 0
     verdict: Optional[str] = Field(default=None, index=True,
                                    description="careless or harsh once identified; a person clears it.")
-    identified_after: Optional[int] = Field(default=None, description="Ratings given when identified.")
+    identified_after: Optional[int] = Field(default=None, description="Ratings given when identified (0: by the "
+                                            "gold turns rated at onboarding).")
+    gold: int = Field(default=0, description="Gold turns rated at onboarding (turkflow.quality.gold).")
     updated_at: datetime = Field(default_factory=utcnow)
 
 

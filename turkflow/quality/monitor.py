@@ -10,13 +10,22 @@ That is the paper's rule (the named policy ``paper``). A batch may also pool the
 their average is below p) and put workers on probation: (k, p) judge a worker's first N rated turns, a
 longer settled window (k2, p2) judges the rest. Written as text: ``pooled k=6,p=0.5 for 6, then k=20,p=0.4``.
 
-``weighted`` (the ``recommended`` policy) pools the two means too, but counts each rating as much as its
+``weighted`` pools the two means too, but counts each rating as much as its
 rater is trusted (``turkflow.quality.reliability``: every rating also updates its rater's record): a rater
 identified as careless or harsh stops counting at all, and the window holds the last k ratings that still
 count. An identified rater earns no bonus. A policy may also judge how turns were written: with ``not
 typed m of n``, a worker m of whose last n written turns carry the ``not_typed`` flag with a paste's
 keystrokes (``machine_written``) is blocked temporarily and goes to the daily review, like one rated low
 (``judge_writing``, run by the pipeline on every submitted turn).
+
+``sprt k=20,a=0.05,b=0.05`` (the ``recommended`` policy's rule) replaces the windows by Wald's sequential
+probability ratio test on the same trust-weighted ratings (``sequential_evidence``): each rating adds its
+log-likelihood ratio of "the writer is a spammer" against "an honest writer", times its rater's trust, and
+the writer is blocked as soon as the sum crosses log((1-b)/a), a the share of honest writers it may block
+and b the share of spammers it may miss. So two (a=0.05) or three (a=0.01) no/no answers from trusted
+raters block a spammer at that rating, and a no/no from a rater whose gold answers at onboarding showed
+them careless (trust near 0) moves nothing. Bonuses are judged as the weighted rule judges them, over the
+last ``SPRT_BONUS_RATINGS``.
 
 Where no peer rates a turn, something else may judge its writer: the other role's answers at the end of a
 STAR dialog, the wizard's agreement with the knowledge base, an annotator's agreement with the others. Each
@@ -26,6 +35,7 @@ policy's ``judged m of n`` sends a worker m of whose last n signals of one kind 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -66,11 +76,14 @@ from turkflow.quality import checks, reliability
 EITHER = "either"
 POOLED = "pooled"
 WEIGHTED = "weighted"  # POOLED, each rating weighted by its rater's trust (turkflow.quality.reliability)
-RULES = (EITHER, POOLED, WEIGHTED)
+SPRT = "sprt"  # Wald's sequential test on trust-weighted ratings instead of a window's means
+RULES = (EITHER, POOLED, WEIGHTED, SPRT)
 
 _WINDOW = r"k\s*=\s*(\d+)\s*,\s*p\s*=\s*([0-9]*\.?[0-9]+)"
 _POLICY_TEXT = re.compile(rf"^\s*(pooled\s+|weighted\s+)?{_WINDOW}\s*(?:for\s+(\d+)\s*,\s*then\s+{_WINDOW}\s*)?"
                           r"(?:[,;]\s*not\s+typed\s+(\d+)\s+of\s+(\d+)\s*)?$")
+_SPRT_TEXT = re.compile(r"^\s*sprt\s+k\s*=\s*(\d+)\s*,\s*a\s*=\s*([0-9]*\.?[0-9]+)\s*,\s*b\s*=\s*([0-9]*\.?[0-9]+)\s*"
+                        r"(?:[,;]\s*not\s+typed\s+(\d+)\s+of\s+(\d+)\s*)?$")
 _JUDGED_TEXT = re.compile(r"(?:^|[,;])\s*judged\s+(?:(\d+)\s+of\s+(\d+)|off)\s*$")
 
 
@@ -81,12 +94,13 @@ class PolicyError(InvalidInput, ValueError):
 # Policies a requester can name. ``paper`` is the Wizard of Tasks heuristic; with a quarter of raters
 # answering at random it blocks most honest workers over a long batch and can stall it. ``probation`` is
 # the one the crowd simulator found to catch >=90% of spammers within 6 rated turns while blocking <=3% of
-# honest workers (issue 6). ``recommended`` trusts raters by their record and sends pasters to review
-# (issue 25; bench/RESULTS.md, Quality policies, compares them all on the same ratings).
+# honest workers (issue 6). ``recommended`` trusts raters by their record (gold turns at onboarding, then
+# every rating), judges writers by the sequential test and sends pasters to review (issue 25; bench/RESULTS.md,
+# Quality-control efficacy, compares them all on the same ratings; a and b were chosen on seeds 101 and 102).
 NAMED_POLICIES = {
     "paper": "k=5,p=0.5",
     "probation": "pooled k=6,p=0.5 for 6, then k=20,p=0.4",
-    "recommended": "weighted k=4,p=0.4 for 6, then k=20,p=0.4, not typed 2 of 6",
+    "recommended": "sprt k=20,a=0.05,b=0.05, not typed 2 of 6",
 }
 RECOMMENDED = "recommended"
 
@@ -106,13 +120,16 @@ class Policy:
     typed_window: int = 0  # n
     judged_block: int = default("judged_block")  # m: block when m of the last n judged signals of a kind are
     judged_window: int = default("judged_window")  # not ok (judge_signal); 0: never
+    sprt_alpha: float = 0.0  # the sprt rule: the share of honest writers it may block ...
+    sprt_beta: float = 0.0  # ... and of spammers it may miss
 
     @classmethod
     def of(cls, batch: Batch) -> "Policy":
         return cls(batch.quality_window, batch.block_below, batch.bonus_above, batch.bonus_cents, batch.block_rule,
                    batch.probation_rated_turns, batch.settled_window, batch.settled_block_below,
                    typed_block=batch.typed_block, typed_window=batch.typed_window,
-                   judged_block=batch.judged_block, judged_window=batch.judged_window)
+                   judged_block=batch.judged_block, judged_window=batch.judged_window,
+                   sprt_alpha=batch.sprt_alpha, sprt_beta=batch.sprt_beta)
 
     @classmethod
     def of_settings(cls, settings: Settings, bonus_cents: Optional[int] = None) -> "Policy":
@@ -130,8 +147,8 @@ class Policy:
     def parse(cls, text: str, bonus_above: float = default("bonus_above"),
               bonus_cents: int = default("bonus_cents")) -> "Policy":
         """A named policy (``paper``, ``probation``, ``recommended``), ``k=5,p=0.5``, ``none`` (never blocks),
-        ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any of them ``pooled`` or ``weighted``, and any
-        followed by ``, not typed 3 of 6`` and ``, judged 3 of 6`` or ``, judged off`` (without it:
+        ``k=5,p=0.5 for 6, then k=20,p=0.4`` (probation), any of them ``pooled`` or ``weighted``,
+        ``sprt k=20,a=0.01,b=0.05`` (the sequential test over the last k ratings), and any followed by ``, not typed 3 of 6`` and ``, judged 3 of 6`` or ``, judged off`` (without it:
         TURKFLOW_JUDGED_*; ``none`` alone judges nothing)."""
         judged_rule = _JUDGED_TEXT.search(text)
         judged = ({} if judged_rule is None else {"judged_block": 0} if judged_rule[1] is None
@@ -144,11 +161,19 @@ class Policy:
             if policy.judged_block and not 1 <= policy.judged_block <= policy.judged_window:
                 raise PolicyError(f"policy {policy.text!r}: judged m of n needs 1 <= m <= n")
             return policy
+        sprt = _SPRT_TEXT.match(text)
+        if sprt:
+            k, alpha, beta, typed_m, typed_n = sprt.groups()
+            typed = {} if typed_m is None else {"typed_block": int(typed_m), "typed_window": int(typed_n)}
+            policy = cls(window=int(k), block_below=1.0, bonus_above=bonus_above, bonus_cents=bonus_cents,
+                         rule=SPRT, sprt_alpha=float(alpha), sprt_beta=float(beta), **typed, **judged)
+            policy.check()
+            return policy
         match = _POLICY_TEXT.match(text)
         if not match:
             raise PolicyError(f"policy {text!r} is not {' or '.join(NAMED_POLICIES)} nor of the form k=5,p=0.5 "
                               "(or none, or k=5,p=0.4 for 6, then k=20,p=0.4, or pooled k=5,p=0.5, or weighted "
-                              "k=6,p=0.5, any of them followed by , not typed 3 of 6, and by , judged 3 of 6)")
+                              "k=6,p=0.5, or sprt k=20,a=0.01,b=0.05, any of them followed by , not typed 3 of 6, and by , judged 3 of 6)")
         rule, k1, p1, until, k2, p2, typed_m, typed_n = match.groups()
         staged = {} if until is None else {"probation": int(until), "settled_window": int(k2),
                                            "settled_block_below": float(p2)}
@@ -166,6 +191,9 @@ class Policy:
             raise PolicyError(f"block rule {self.rule!r} is not one of {', '.join(RULES)}")
         if self.probation < 0 or any(k < 1 or not 0 < p <= 1 for k, p in windows):
             raise PolicyError(f"policy {self.text!r}: k must be at least 1, p in (0, 1] and probation not negative")
+        if self.rule == SPRT and not (0 < self.sprt_alpha < 1 and 0 < self.sprt_beta < 1
+                                      and self.sprt_alpha + self.sprt_beta < 1):
+            raise PolicyError(f"policy {self.text!r}: the sequential test needs a and b in (0, 1), a + b < 1")
         if self.typed_block and not 1 <= self.typed_block <= self.typed_window:
             raise PolicyError(f"policy {self.text!r}: not typed m of n needs 1 <= m <= n")
         if self.judged_block and not 1 <= self.judged_block <= self.judged_window:
@@ -175,7 +203,10 @@ class Policy:
     def text(self) -> str:
         if self.block_below == 0:
             return "none" + (f", {self.judged_text}" if self.judged_block else "")
-        text = ("" if self.rule == EITHER else f"{self.rule} ") + f"k={self.window},p={self.block_below:g}"
+        if self.rule == SPRT:
+            text = f"sprt k={self.window},a={self.sprt_alpha:g},b={self.sprt_beta:g}"
+        else:
+            text = ("" if self.rule == EITHER else f"{self.rule} ") + f"k={self.window},p={self.block_below:g}"
         if self.probation:
             text += f" for {self.probation}, then k={self.settled_window},p={self.settled_block_below:g}"
         if self.typed_block:
@@ -193,7 +224,12 @@ class Policy:
     @property
     def weighted(self) -> bool:
         """Whether ratings count by their rater's trust (and identified raters earn no bonus)."""
-        return self.rule == WEIGHTED
+        return self.rule in (WEIGHTED, SPRT)
+
+    @property
+    def sprt_bounds(self) -> tuple[float, float]:
+        """Wald's bounds on the sequential test's evidence: (log(b/(1-a)), log((1-b)/a))."""
+        return (math.log(self.sprt_beta / (1 - self.sprt_alpha)), math.log((1 - self.sprt_beta) / self.sprt_alpha))
 
     def stage(self, rated_turns: int) -> "Policy":
         """The single-window policy that judges an author who has received ``rated_turns`` ratings."""
@@ -213,7 +249,7 @@ class Policy:
     @property
     def reads(self) -> int:
         """How many of an author's most recent ratings a decision reads."""
-        return max(self.window, self.bonus_window)
+        return max(self.window, self.bonus_window, SPRT_BONUS_RATINGS if self.rule == SPRT else 0)
 
     def batch_fields(self) -> dict[str, object]:
         """The batch columns that hold this policy (``Policy.of`` reads them back)."""
@@ -221,22 +257,46 @@ class Policy:
                 "bonus_cents": self.bonus_cents, "block_rule": self.rule, "probation_rated_turns": self.probation,
                 "settled_window": self.settled_window, "settled_block_below": self.settled_block_below,
                 "typed_block": self.typed_block, "typed_window": self.typed_window,
-                "judged_block": self.judged_block, "judged_window": self.judged_window}
+                "judged_block": self.judged_block, "judged_window": self.judged_window,
+                "sprt_alpha": self.sprt_alpha, "sprt_beta": self.sprt_beta}
 
 
 # The weighted rule decides on a window only if its ratings' trust adds up to this share of k: a window of
 # mostly untrusted ratings waits for more.
 WEIGHED_SHARE = 0.5
 
+# The sprt rule judges a bonus over this many of the last ratings (the paper's k).
+SPRT_BONUS_RATINGS = 5
+
+
+def sequential_evidence(policy: Policy, relevance: list[bool], usefulness: list[bool], trust: list[float],
+                        model: reliability.Model = reliability.Model()) -> float:
+    """The sprt rule's evidence that the author is a spammer, over their last k ratings (oldest first): each
+    rating's ``reliability.spammer_evidence`` times its rater's trust, summed as Wald's test sums it, never
+    below the lower bound (where the test would accept "honest" and start again), so an honest record buys
+    no credit a writer who turns to spam could spend."""
+    low, _ = policy.sprt_bounds
+    evidence = 0.0
+    for relevant, useful, weight in list(zip(relevance, usefulness, trust))[-policy.window:]:
+        evidence = max(low, evidence + weight * reliability.spammer_evidence(
+            model, reliability.answer_of(relevant, useful)))
+    return evidence
+
 
 def decide(policy: Policy, relevance: list[bool], usefulness: list[bool],
-           trust: Optional[list[float]] = None) -> tuple[str, float, float]:
+           trust: Optional[list[float]] = None,
+           model: reliability.Model = reliability.Model()) -> tuple[str, float, float]:
     """The pure rule: (outcome, mean relevance, mean usefulness over the window) for an author's ratings,
     oldest first; only the last ``policy.reads`` matter. ``trust``: each rating's rater's trust, for the
     weighted rule: each rating counts as much as its rater is trusted (an identified rater's not at all), and
-    a full window decides only if it holds at least WEIGHED_SHARE of k trusted ratings."""
+    a full window decides only if it holds at least WEIGHED_SHARE of k trusted ratings. The sprt rule blocks
+    once ``sequential_evidence`` reaches its upper bound, however few ratings."""
     weights = trust if policy.weighted and trust is not None else [1.0] * len(relevance)
     counted = list(zip(relevance, usefulness, weights))
+    if policy.rule == SPRT:
+        if sequential_evidence(policy, relevance, usefulness, weights, model) >= policy.sprt_bounds[1]:
+            return ("block", *reliability.weighted_means(counted[-policy.window:])[:2])
+        policy = replace(policy, window=SPRT_BONUS_RATINGS, block_below=0.0)  # only a bonus is left to judge
     window = counted[-policy.window:]
     mean_rel, mean_use, weight = reliability.weighted_means(window)
     if not weight:
@@ -322,7 +382,8 @@ def evaluate_rating(session: Session, rating_id: int,
                                                  quality)
     judged = oldest_first[-policy.reads:]
     trust = [records[r.rater_id].trust(model) for r in judged]
-    outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in judged], [r.useful for r in judged], trust)
+    outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in judged], [r.useful for r in judged], trust,
+                                         model)
     if outcome == "bonus" and policy.weighted and records[author.id].verdict:
         outcome = "none"  # an identified rater earns no bonus
     decision = QualityDecision(
@@ -347,13 +408,23 @@ def evaluate_rating(session: Session, rating_id: int,
                   mean_usefulness=mean_use, window=policy.window, policy=asdict(policy))
     blocked = False
     if outcome == "block" and author.status == WorkerStatus.active:
-        what = "trust-weighted " if policy.weighted else ""
-        block_worker(session, author, permanent=False, actor="system",
-                     reason=f"{what}mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f} over the last "
-                            f"{policy.window} rated turns (threshold {policy.block_below})")
+        block_worker(session, author, permanent=False, actor="system", reason=_block_reason(
+            policy, model, mean_rel, mean_use, [r.relevant for r in judged], [r.useful for r in judged], trust))
         blocked = True
     bonus = _record_bonus(session, policy, batch, rated, author, decision) if outcome == "bonus" else None
     return Evaluation(decision=decision, blocked=blocked, bonus=bonus)
+
+
+def _block_reason(policy: Policy, model: reliability.Model, mean_rel: float, mean_use: float,
+                  relevance: list[bool], usefulness: list[bool], trust: list[float]) -> str:
+    if policy.rule == SPRT:
+        evidence = sequential_evidence(policy, relevance, usefulness, trust, model)
+        return (f"sequential test: evidence {evidence:.2f} that the writer is a spammer reached "
+                f"{policy.sprt_bounds[1]:.2f} over the last {min(len(trust), policy.window)} trust-weighted ratings "
+                f"(mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f})")
+    what = "trust-weighted " if policy.weighted else ""
+    return (f"{what}mean relevance {mean_rel:.2f}, usefulness {mean_use:.2f} over the last {policy.window} rated "
+            f"turns (threshold {policy.block_below})")
 
 
 _WRITTEN = (select(Turn.text, Turn.flags, Turn.signals, Turn.id)

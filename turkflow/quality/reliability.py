@@ -20,6 +20,14 @@ their ratings stop counting and they earn no bonus until a person trusts them ag
 ten, a coin for one in two. ``Model`` holds the constants; the functions are pure and replayed offline by
 the simulator (``turkflow.simulator.policies``) exactly as the monitor runs them.
 
+**Gold, at onboarding.** A rater of unknown record gets only the prior, so the first ratings a newcomer
+receives are judged as if every rater were attentive, and an honest writer who meets a careless rater
+early is blocked. Rating example turns whose answer is known (``turkflow.quality.gold``) gives every rater
+a record before the batch starts: ``learn_gold`` is ``learn`` with the turn's quality known (1.0 or 0.0),
+counted in ``gold``, not in ``ratings``. Gold answers count towards ``min_ratings``, so a rater whose gold
+answers alone make them ``identify_at`` likely careless or harsh starts identified (trust 0: they may
+still write, their ratings just do not count).
+
 **Agreement, daily (the dashboard's).** A rater's agreement is the chance that another rater of the same
 author gave the same yes/no answer, averaged over both questions and all their ratings: 1.0 agrees with
 everyone, 0.5 is a coin, 0.0 says the opposite of everyone else. It reads the most recent ratings only (a
@@ -67,7 +75,9 @@ class Model:
     typical_quality: float = 0.75  # a new author's turn-good rate ...
     quality_ratings: float = 2.0  # ... held as strongly as this many trusted ratings
     identify_at: float = 0.99  # a rater this likely careless or harsh is identified ...
-    min_ratings: int = 6  # ... once they have given this many ratings
+    min_ratings: int = 6  # ... once they have given this many ratings (gold answers included)
+    spammer_quality: float = 0.10  # the sequential test's two writers: a spammer's turn-good rate ...
+    honest_quality: float = 0.85  # ... and the lowest an honest writer's is
 
     @classmethod
     def of(cls, settings: Settings) -> "Model":
@@ -100,6 +110,7 @@ class RaterRecord:
     harsh: float = 0.0
     answers: tuple[int, int, int, int] = (0, 0, 0, 0)
     verdict: Optional[str] = None
+    gold: int = 0  # gold turns rated at onboarding (their answers are not in ``answers``)
 
     def posterior(self, model: Model) -> dict[str, float]:
         """P(community | their ratings) for attentive, careless and harsh."""
@@ -125,20 +136,28 @@ def learn(model: Model, record: RaterRecord, answer: int, quality: float) -> Rat
     *other* raters show it): each community's likelihood of the answer, against the attentive one's, added
     to the rater's evidence. A rater is identified at most once; a person clears it (``trust_again``)."""
     answers = tuple(n + (i == answer) for i, n in enumerate(record.answers))
-    if record.verdict:
-        return replace(record, ratings=record.ratings + 1, answers=answers)
+    return _learned(model, replace(record, ratings=record.ratings + 1, answers=answers), answer, quality)
+
+
+def learn_gold(model: Model, record: RaterRecord, answer: int, good: bool) -> RaterRecord:
+    """The rater's record after rating a gold turn at onboarding: ``learn`` with the turn's quality known."""
+    return _learned(model, replace(record, gold=record.gold + 1), answer, 1.0 if good else 0.0)
+
+
+def _learned(model: Model, counted: RaterRecord, answer: int, quality: float) -> RaterRecord:
+    if counted.verdict:
+        return counted
     attentive = answer_chance(model, ATTENTIVE, answer, quality)
-    learned = RaterRecord(
-        ratings=record.ratings + 1, answers=answers,
-        careless=record.careless + math.log(answer_chance(model, CARELESS, answer, quality) / attentive),
-        harsh=record.harsh + math.log(answer_chance(model, HARSH, answer, quality) / attentive))
+    learned = replace(
+        counted, careless=counted.careless + math.log(answer_chance(model, CARELESS, answer, quality) / attentive),
+        harsh=counted.harsh + math.log(answer_chance(model, HARSH, answer, quality) / attentive))
     return replace(learned, verdict=judge_rater(model, learned))
 
 
 def judge_rater(model: Model, record: RaterRecord) -> Optional[str]:
     """careless, harsh or None: identified once that community is ``identify_at`` likely, after
-    ``min_ratings`` ratings."""
-    if record.ratings < model.min_ratings:
+    ``min_ratings`` ratings and gold answers."""
+    if record.ratings + record.gold < model.min_ratings:
         return None
     posterior = record.posterior(model)
     community = max((CARELESS, HARSH), key=posterior.__getitem__)
@@ -150,6 +169,14 @@ def turn_good_chance(model: Model, answer: int) -> float:
     split answer, 0.003 for no/no (with a 5% slip)."""
     good, bad = model.attentive_chance(answer, True), model.attentive_chance(answer, False)
     return good / (good + bad)
+
+
+def spammer_evidence(model: Model, answer: int) -> float:
+    """What one attentive rater's answer says of the writer: log P(answer | a spammer's turn) against
+    P(answer | an honest writer's), with the turn-good rates ``spammer_quality`` and ``honest_quality``
+    (+1.78 for no/no, -2.11 for yes/yes, 0 for a split answer, with the defaults)."""
+    return math.log(answer_chance(model, ATTENTIVE, answer, model.spammer_quality)
+                    / answer_chance(model, ATTENTIVE, answer, model.honest_quality))
 
 
 def author_quality(model: Model, rated: Iterable[tuple[int, float]]) -> float:
@@ -178,7 +205,7 @@ def evidence(model: Model, record: RaterRecord) -> dict[str, Any]:
     """What the review page shows of a rater: their ratings, how likely each community is, and the answer
     pairs they gave (a careless rater's are spread evenly, split answers included; a harsh one's are no/no)."""
     unjudged = replace(record, verdict=None)
-    return {"ratings": record.ratings, "verdict": record.verdict,
+    return {"ratings": record.ratings, "gold": record.gold, "verdict": record.verdict,
             "trust": round(unjudged.trust(model), 3),
             "posterior": {name: round(p, 3) for name, p in unjudged.posterior(model).items()},
             "answers": dict(zip(ANSWERS, record.answers))}
@@ -274,7 +301,8 @@ def record_of(row: Optional[RaterReliability]) -> RaterRecord:
     if row is None:
         return RaterRecord()
     return RaterRecord(ratings=row.ratings, careless=row.careless, harsh=row.harsh,
-                       answers=tuple(getattr(row, name) for name in _ANSWER_COLUMNS), verdict=row.verdict)
+                       answers=tuple(getattr(row, name) for name in _ANSWER_COLUMNS), verdict=row.verdict,
+                       gold=row.gold)
 
 
 def records(session: Session, rater_ids: Iterable[int]) -> dict[int, RaterRecord]:
@@ -286,9 +314,11 @@ def records(session: Session, rater_ids: Iterable[int]) -> dict[int, RaterRecord
 
 
 def add_rating(session: Session, rater_id: int, before: RaterRecord, after: RaterRecord) -> bool:
-    """Store what one rating taught about its rater (``after`` minus ``before``) as increments, so two
-    reviews at once never lose one; True if this rating identified the rater (their verdict is set once)."""
-    deltas = {"ratings": 1, "careless": after.careless - before.careless, "harsh": after.harsh - before.harsh,
+    """Store what one rating (or the gold answers of onboarding) taught about its rater (``after`` minus
+    ``before``) as increments, so two reviews at once never lose one; True if this identified the rater
+    (their verdict is set once)."""
+    deltas = {"ratings": after.ratings - before.ratings, "gold": after.gold - before.gold,
+              "careless": after.careless - before.careless, "harsh": after.harsh - before.harsh,
               **{name: a - b for name, a, b in zip(_ANSWER_COLUMNS, after.answers, before.answers)}}
     increments = {name: getattr(RaterReliability, name) + delta for name, delta in deltas.items()}
     where = RaterReliability.rater_id == rater_id

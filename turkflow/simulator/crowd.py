@@ -11,7 +11,8 @@ completion needs fewer keys than characters; a paster writes good text with a la
 it, so it arrives without keystrokes. The not_typed flag is judged against this truth (``bench.typing_flag``).
 
 All randomness is drawn from generators seeded by (seed, what is being decided, which turn), never from
-shared state, so the answers do not depend on which thread or process got there first.
+shared state, so the answers do not depend on which thread or process got there first. A worker answers
+the gold turns of onboarding as their behaviour rates (``answer_gold``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from turkflow.models import Role
+from turkflow.quality import gold
 from turkflow.simulator.utterances import Script
 
 
@@ -210,6 +212,14 @@ def writing_report(worker: SimWorker, text: str, rng: random.Random, seed: int) 
     return {"page_ms": round(reading_ms + typing_ms + rating_ms), "first_key_ms": round(reading_ms),
             "keys": round(len(text) * keys_per_char * rng.uniform(0.95, 1.05)), "pastes": 0, "drops": 0,
             "blurs": blurs}
+
+
+def answer_gold(worker: SimWorker, seed: int) -> dict[str, tuple[bool, bool]]:
+    """How ``worker`` rates the gold turns of onboarding (``turkflow.quality.gold``): as they rate turns in
+    the batch (truthfully with an honest rater's slips, at random, or no/no), each turn's key the truth.
+    Drawn per (seed, worker, gold turn), so the live run and the replay give the same answers."""
+    return {item.name: _rate(worker.profile.rates, item.good, random.Random(f"{seed}:gold:{worker.name}:{item.name}"))
+            for item in gold.gold_for(worker.role)}
 
 
 def _rate(rates: str, truth: bool, rng: random.Random) -> tuple[bool, bool]:

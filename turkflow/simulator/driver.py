@@ -60,8 +60,9 @@ from turkflow import invites
 from turkflow.config import Settings, default
 from turkflow.db import session_scope
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
-from turkflow.hits import lifecycle
+from turkflow.hits import lifecycle, onboarding
 from turkflow.hits import registry
+from turkflow.quality import gold
 from turkflow.models import (
     Assignment,
     Bonus,
@@ -82,7 +83,7 @@ from turkflow.models import (
 )
 from turkflow.protocols.questions import get_protocol
 from turkflow.quality.monitor import Policy
-from turkflow.simulator.crowd import SimWorker, Written, revise, write_turn
+from turkflow.simulator.crowd import SimWorker, Written, answer_gold, revise, write_turn
 from turkflow.simulator.fake_prolific import Refused
 from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.utterances import Script
@@ -296,6 +297,7 @@ class Outcome:
     # whose participant never went back to Prolific
     stop_reason: str = "all conversations finished"
     http: HttpLog = field(default_factory=HttpLog)
+    gold: dict[str, dict[str, tuple[bool, bool]]] = field(default_factory=dict)  # worker -> gold answers sent
 
     @cached_property
     def by_name(self) -> dict[str, SimWorker]:
@@ -324,7 +326,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
         join_urls, worker_ids = {}, {}
         for worker in crowd if provider == "local" else ():
             row, url = invites.invite_worker(session, settings.secret_key, base_url, worker.role, name=worker.name,
-                                             onboarded=play is None)  # Wizard of Tasks' crowd skips the quiz
+                                             onboarded=False)  # each takes their role's quiz (onboard)
             join_urls[worker.name], worker_ids[worker.name] = url, row.id
         batch, hits = lifecycle.launch_batch(
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
@@ -375,6 +377,21 @@ class Simulation:
         self.protocol = get_protocol(play.protocol if play else "wizard_of_tasks")
         self._lock = threading.Lock()
 
+    def onboard(self, name: str, out: Outcome) -> None:
+        """Wizard of Tasks' quiz, answered right, with the gold turns rated as the worker rates
+        (``crowd.answer_gold``); the answers sent are kept for the replay."""
+        worker = self.by_name[name]
+        rated = answer_gold(worker, self.seed)
+        form = {q.name: q.answer for q in onboarding.quiz_for(worker.role).questions}
+        for item in gold.gold_for(worker.role):
+            for question, answer in zip(("relevant", "useful"), rated[item.name]):
+                form[gold.field(item, question)] = "yes" if answer else "no"
+        graded = self.clients[name].post("POST /onboarding", "/onboarding", data=form)
+        if not graded["passed"]:
+            raise SimulationError(f"{name} failed onboarding: {graded['wrong']}")
+        with self._lock:
+            out.gold[name] = rated
+
     def run(self) -> Outcome:
         batch_id, join_urls, worker_ids, conversation_ids = launch(
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
@@ -394,7 +411,9 @@ class Simulation:
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sim") as pool:
             list(pool.map(lambda client: client.join(), self.clients.values()))
-            if self.play is not None:
+            if self.play is None:
+                list(pool.map(lambda name: self.onboard(name, out), self.clients))
+            else:
                 list(pool.map(lambda name: self.play.join(self.clients[name], self.by_name[name]),
                               self.clients))
             role, idle_rounds, written = self.protocol.first_role, 0, None

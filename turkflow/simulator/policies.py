@@ -14,6 +14,8 @@ The replay runs the monitor's trust model too (``turkflow.quality.reliability``)
 order they were given, as the live monitor does: so a ``weighted`` policy replays exactly, and the report
 says for every policy which careless and harsh raters the model identified, and after how many ratings.
 Turns carry whether they count as machine-written, so a policy's ``not typed m of n`` rule replays too.
+Raters start with the record their gold answers at onboarding gave them (``gold_records``, from the answers
+the live crowd sent), as they start live.
 
 The replay is exact up to the last rating an author actually received. A worker the live policy blocked
 wrote nothing afterwards, so a policy that would have blocked them only later cannot be seen doing so:
@@ -24,9 +26,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from types import MappingProxyType
+from typing import Iterable, Mapping, Optional
 
-from turkflow.quality import reliability
+from turkflow.quality import gold, reliability
 from turkflow.quality.monitor import LEARN_FROM, NAMED_POLICIES, Policy, decide, judge_typing
 from turkflow.simulator.crowd import Behaviour, SimWorker
 
@@ -34,12 +37,15 @@ from turkflow.simulator.crowd import Behaviour, SimWorker
 RECOMMENDED = NAMED_POLICIES["recommended"]
 
 # The paper's policy first, then the alternatives a lab would consider, the probation policy of issue 6, the
-# same with the machine-written rule, and the recommended one.
+# same with the machine-written rule, the trust-weighted windows, the sequential tests, and the recommended one.
 DEFAULT_POLICIES = ("k=5,p=0.5", "k=5,p=0.4", "k=10,p=0.4", "k=5,p=0.4 for 6, then k=20,p=0.4", "pooled k=5,p=0.5",
                     NAMED_POLICIES["probation"], NAMED_POLICIES["probation"] + ", not typed 2 of 6",
                     "weighted k=6,p=0.5 for 6, then k=20,p=0.4", "weighted k=4,p=0.4 for 6, then k=20,p=0.4",
                     "weighted k=3,p=0.4 for 6, then k=20,p=0.4, not typed 2 of 6",
-                    RECOMMENDED)
+                    "weighted k=4,p=0.4 for 6, then k=20,p=0.4, not typed 2 of 6",
+                    "sprt k=20,a=0.01,b=0.05, not typed 2 of 6", "sprt k=20,a=0.05,b=0.05",
+                    "sprt k=20,a=0.05,b=0.05, not typed 2 of 6", RECOMMENDED)
+DEFAULT_POLICIES = tuple(dict.fromkeys(DEFAULT_POLICIES))  # the recommended one once
 
 # The targets' horizons: a spammer should be blocked within this many rated turns, a paster within this many
 # written turns, and a careless or harsh rater identified within IDENTIFIED_RATINGS of their ratings.
@@ -85,17 +91,27 @@ class Replay:
     written: dict[str, int] = field(default_factory=dict)  # worker -> turns written until blocked (or in all)
 
 
+def gold_records(crowd: Iterable[SimWorker], answers: Mapping[str, Mapping[str, tuple[bool, bool]]],
+                 model: reliability.Model = reliability.Model()) -> dict[str, reliability.RaterRecord]:
+    """Each worker's record as a rater when the batch starts: what their gold answers at onboarding taught
+    (``turkflow.quality.gold.teach``, as the onboarding page runs it)."""
+    return {w.name: gold.teach(model, reliability.RaterRecord(), w.role, answers[w.name])
+            for w in crowd if w.name in answers}
+
+
 def replay(policy: Policy, stream: Iterable[TurnRecord | RatingRecord],
-           model: reliability.Model = reliability.Model()) -> Replay:
+           model: reliability.Model = reliability.Model(),
+           start: Mapping[str, reliability.RaterRecord] = MappingProxyType({})) -> Replay:
     """Run the monitor over the submitted turns in order, as the pipeline does live: the machine-written rule
     on each turn's writer (``judge_writing``), then the rating it carries teaches about its rater and judges
-    the rated author (``evaluate_rating``). A bare ``RatingRecord`` is a turn of an unknown writer."""
+    the rated author (``evaluate_rating``). A bare ``RatingRecord`` is a turn of an unknown writer. ``start``:
+    the raters' records when the batch starts (``gold_records``)."""
     received: dict[str, list[RatingRecord]] = {}
-    raters: dict[str, reliability.RaterRecord] = {}
+    raters: dict[str, reliability.RaterRecord] = dict(start)
     machine: dict[str, list[bool]] = {}
     blocked_after: dict[str, int] = {}
     blocked_written: dict[str, int] = {}
-    identified_after: dict[str, int] = {}
+    identified_after: dict[str, int] = {name: 0 for name, record in start.items() if record.verdict}
     bonus_turns: dict[str, int] = {}
     written: dict[str, int] = {}
 
@@ -129,7 +145,7 @@ def replay(policy: Policy, stream: Iterable[TurnRecord | RatingRecord],
         now = policy.stage(len(earlier))
         judged = earlier[-now.reads:]
         outcome, _, _ = decide(now, [r.relevant for r in judged], [r.useful for r in judged],
-                               [raters.get(r.rater, _NEW).trust(model) for r in judged])
+                               [raters.get(r.rater, _NEW).trust(model) for r in judged], model)
         if outcome == "bonus" and policy.weighted and raters.get(rating.author, _NEW).verdict:
             outcome = "none"
         if outcome == "block":
@@ -246,10 +262,11 @@ def judge(crowd: Iterable[SimWorker], blocked_after: dict[str, int], bonus_turns
 
 def compare(crowd: list[SimWorker], stream: list[TurnRecord | RatingRecord], policies: Iterable[Policy],
             stopped: frozenset[str] = frozenset(), reward_cents: Optional[int] = None,
-            model: reliability.Model = reliability.Model()) -> list[Efficacy]:
+            model: reliability.Model = reliability.Model(),
+            start: Mapping[str, reliability.RaterRecord] = MappingProxyType({})) -> list[Efficacy]:
     results = []
     for policy in policies:
-        outcome = replay(policy, stream, model)
+        outcome = replay(policy, stream, model, start)
         results.append(judge(crowd, outcome.blocked_after, outcome.bonus_turns, policy, stopped,
                              blocked_written=outcome.blocked_written, identified_after=outcome.identified_after,
                              written=outcome.written, reward_cents=reward_cents))

@@ -17,12 +17,13 @@ from sqlmodel import Session, col, select
 
 from turkflow.config import default
 from turkflow.hits.money import fee_cents
-from turkflow.models import Batch, Bonus, Conversation, Event, QualityDecision, Rating, Turn, TurnStatus, Worker, WorkerStatus
+from turkflow.models import (Batch, Bonus, Conversation, Event, QualityDecision, RaterReliability, Rating, Turn,
+                             TurnStatus, Worker, WorkerStatus)
 from turkflow.quality import stall
 from turkflow.quality.monitor import Policy, machine_written
 from turkflow.simulator.crowd import Behaviour, SimWorker
 from turkflow.simulator.driver import Outcome, as_utc
-from turkflow.simulator.policies import Efficacy, RatingRecord, TurnRecord, compare, judge
+from turkflow.simulator.policies import Efficacy, RatingRecord, TurnRecord, compare, gold_records, judge
 
 
 def turn_stream(session: Session, batch_id: int, names: dict[int, str], keys_per_char: float,
@@ -97,7 +98,7 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
                  identified_after=_live_identified(session, outcome, names),
                  paid_share=money["share_paid_to_spammers_and_pasters"])
     comparison = compare(outcome.crowd, stream, policies, stopped=frozenset(live_blocked),
-                         reward_cents=batch.reward_cents)
+                         reward_cents=batch.reward_cents, start=gold_records(outcome.crowd, outcome.gold))
     replayed_live = next((e for e in comparison if e.policy == live_policy.text), None)
 
     reproducible = {
@@ -128,10 +129,11 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
 
 
 def _live_identified(session: Session, outcome: Outcome, names: dict[int, str]) -> dict[str, int]:
-    """Raters the live monitor identified: ratings they had given when it did."""
-    return {names[worker_id]: data.get("ratings", 0) for worker_id, data in session.exec(
-        select(Event.worker_id, Event.data).where(Event.batch_id == outcome.batch_id, Event.kind == "rater_identified")
-    ) if worker_id in names}
+    """Raters the live monitor identified: ratings they had given when it did (0: by their gold answers)."""
+    return {names[worker_id]: after for worker_id, after in session.exec(
+        select(RaterReliability.rater_id, RaterReliability.identified_after)
+        .where(col(RaterReliability.verdict).is_not(None), col(RaterReliability.rater_id).in_(list(names)))
+    )}
 
 
 def _worker(outcome: Outcome, name: str) -> SimWorker:

@@ -6,6 +6,9 @@ stage they may take now (or ``?stage=N``), its tutorial and, once started, its q
 ``POST /onboarding/stage/<n>/start`` opens an attempt, ``POST /onboarding/stage/<n>/hint`` records a hint
 and shows it (the answers given so far stay on the page), ``POST /onboarding/stage/<n>`` grades the attempt
 once. ``Accept: application/json`` gives each as JSON.
+
+Wizard of Tasks' quiz also asks the worker to rate a few gold turns (``turkflow.quality.gold``): their
+answers never fail anyone, they start the worker's record as a rater when they first pass.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from sqlmodel import Session
 from turkflow.db import session_scope
 from turkflow.errors import Forbidden, InvalidAnswer
 from turkflow.hits import onboarding
+from turkflow.quality import gold, reliability
 from turkflow.protocols.star import stages
 from turkflow.models import Worker
 from turkflow.web.http import id_arg, wants_json
@@ -46,7 +50,7 @@ def quiz() -> Any:
             return _stage_page(session, worker, id_arg("stage"))
         _has_quiz(worker)
     return render_template("onboarding.html", worker=worker, quiz=onboarding.quiz_for(worker.role), answers={},
-                           result=None)
+                           result=None, gold=gold.gold_for(worker.role), gold_field=gold.field)
 
 
 @bp.post("/onboarding")
@@ -58,11 +62,18 @@ def grade() -> Any:
         if stages.has_stages(worker.role):
             return redirect(url_for("onboarding.quiz"), 303)  # STAR's stages post to their own addresses
         _has_quiz(worker)
+        rated = gold.answers_from(worker.role, request.form)
+        first_pass = not worker.onboarded
         result = onboarding.onboard_worker(session, worker, answers, settings.onboarding_pass_percent)
+        rater = (gold.record_gold(session, worker.id, worker.role, rated, reliability.Model.of(settings))
+                 if result.passed and first_pass and rated else None)
+    if wants_json():
+        return jsonify(passed=result.passed, score=result.score, wrong=result.wrong, rater=rater)
     if result.passed:
         return redirect(url_for("worker.queue"), 303)
     page = render_template("onboarding.html", worker=worker, quiz=onboarding.quiz_for(worker.role), answers=answers,
-                           result=result, pass_percent=settings.onboarding_pass_percent)
+                           result=result, pass_percent=settings.onboarding_pass_percent,
+                           gold=gold.gold_for(worker.role), gold_field=gold.field)
     return page, 200
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import queue
 import shutil
 import threading
 import time
@@ -37,7 +38,7 @@ from typing import Iterator
 import pytest
 from pytest_redis import factories
 from redis import Redis
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 from werkzeug.serving import make_server
 
 from turkflow.config import Settings
@@ -77,7 +78,64 @@ def postgres_template(postgres: PostgresCluster) -> str:
         conn.execute(text("CREATE DATABASE turkflow_template"))
     admin.dispose()
     upgrade(postgres.url("turkflow_template"))
+    dispose_engine(postgres.url("turkflow_template"))
     return "turkflow_template"
+
+
+class PostgresCopies:
+    """Fresh copies of the migrated template, each made before a test asks for it, in a thread: a copy
+    took about half a second of a test's setup, most of it waiting on PostgreSQL's checkpoints, which the
+    test running meanwhile overlaps. Each copy is handed out once, so every test still gets its own
+    database, never touched before. A copy that failed raises in the test that asked for it."""
+
+    def __init__(self, postgres: PostgresCluster, template: str) -> None:
+        self._postgres = postgres
+        self._template = template
+        self._admin = create_engine(postgres.url("postgres"), isolation_level="AUTOCOMMIT")
+        self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=3)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._make, name="postgres-copies", daemon=True)
+        self._thread.start()
+
+    def _make(self) -> None:
+        while not self._stop.is_set():
+            name = f"t{os.getpid()}_{next(_counter)}"
+            made: str | BaseException = name
+            try:  # a file copy of the small template: a quarter of WAL_LOG's time (fsync is off)
+                with self._admin.connect() as conn:
+                    conn.execute(text(f"CREATE DATABASE {name} TEMPLATE {self._template} STRATEGY FILE_COPY"))
+            except Exception as error:  # noqa: BLE001 - handed to the test that waits for it
+                made = error
+            while not self._stop.is_set():
+                try:
+                    self._ready.put(made, timeout=0.2)
+                    break
+                except queue.Full:
+                    continue
+
+    def take(self) -> str:
+        """The URL of a fresh database for one test."""
+        made = self._ready.get(timeout=300)
+        if isinstance(made, BaseException):
+            raise made
+        return self._postgres.url(made)
+
+    def drop(self, url: str) -> None:
+        dispose_engine(url)
+        with self._admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE {make_url(url).database} WITH (FORCE)"))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self._admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_copies(postgres: PostgresCluster, postgres_template: str) -> Iterator[PostgresCopies]:
+    copies = PostgresCopies(postgres, postgres_template)
+    yield copies
+    copies.close()
 
 
 def _new_database(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[str]:
@@ -88,18 +146,10 @@ def _new_database(request: pytest.FixtureRequest, backend: str, tmp_path: Path) 
         yield url
         dispose_engine(url)
         return
-    postgres: PostgresCluster = request.getfixturevalue("postgres")
-    template = request.getfixturevalue("postgres_template")
-    name = f"t{os.getpid()}_{next(_counter)}"
-    admin = create_engine(postgres.url("postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:  # a file copy of the small template: a quarter of WAL_LOG's time (fsync is off)
-        conn.execute(text(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY"))
-    url = postgres.url(name)
+    copies: PostgresCopies = request.getfixturevalue("postgres_copies")
+    url = copies.take()
     yield url
-    dispose_engine(url)
-    with admin.connect() as conn:
-        conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
-    admin.dispose()
+    copies.drop(url)
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ def test_queue_lists_the_open_turns_of_the_workers_role_only(app, settings, prov
     launch(settings, providers, conversations=2)
     student, teacher = joined(app, settings, "student"), joined(app, settings, "teacher")
     listed = open_turns(student)
-    assert [(t["turn_index"], t["title"]) for t in listed] == [
+    assert sorted((t["turn_index"], t["title"]) for t in listed) == [
         (0, "Fluffy buttermilk pancakes"), (0, "Roasted tomato soup")]
     assert open_turns(teacher) == []
     page = student.get("/queue").get_data(as_text=True)
@@ -110,6 +110,14 @@ def test_queue_lists_the_open_turns_of_the_workers_role_only(app, settings, prov
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # a page's markup: storage is not the subject
+def test_two_workers_queues_offer_the_same_turns_each_starting_on_another(app, settings, providers):
+    launch(settings, providers, conversations=4)
+    first, second = joined(app, settings, "student"), joined(app, settings, "student")
+    pages = [[entry["hit_id"] for entry in open_turns(client)] for client in (first, second)]
+    assert pages[0][0] != pages[1][0]
+    assert sorted(pages[0]) == sorted(pages[1]) and len(pages[0]) == 4
+
+
 def test_an_empty_queue_page_checks_again_as_often_as_the_requester_set_or_never(app, settings):
     teacher = joined(app, settings, "teacher")
     assert "data-refresh-seconds" not in teacher.get("/queue").get_data(as_text=True)  # 0: the worker checks

@@ -369,8 +369,8 @@ def _queue_params(worker: Worker, now: Optional[datetime], limit: int) -> dict[s
 def _queue_statement(multi_task_passed: bool) -> Any:
     previous = aliased(Turn)
     return (
-        _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text, previous.role),
-                  multi_task_passed)
+        _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text, previous.role,
+                         _KEPT_FIRST[0]), multi_task_passed)
         .join(Task, Task.id == Conversation.task_id)
         .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id, previous.index == Turn.index - 1))
         .order_by(*_KEPT_FIRST).limit(bindparam("limit"))
@@ -383,14 +383,32 @@ _QUEUE = {passed: _queue_statement(passed) for passed in (True, False)}
 
 def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = None,
                   limit: int = 50) -> list[dict[str, Any]]:
-    """The queue's rows: each HIT ``open_hits_for`` offers, with its task title and the message it answers.
+    """The queue's rows: each HIT ``open_hits_for`` offers, with its task title and the message it answers,
+    in the worker's own order (``_spread``).
 
     One query for the whole list, built once: workers reload the queue after every submission.
     """
-    rows = session.execute(_QUEUE[stages.sees_multi_task(worker)], _queue_params(worker, now, limit)).all()
-    return [{"hit_id": hit_id, "conversation_id": conversation_id, "turn_index": index, "title": title,
-             "last_message": last_message, "last_role": last_role}
-            for hit_id, conversation_id, index, title, last_message, last_role in rows]
+    rows = _core(session, _QUEUE[stages.sees_multi_task(worker)], _queue_params(worker, now, limit)).all()
+    entries = [{"hit_id": hit_id, "conversation_id": conversation_id, "turn_index": index, "title": title,
+                "last_message": last_message, "last_role": last_role}
+               for hit_id, conversation_id, index, title, last_message, last_role, _ in rows]
+    kept = sum(1 for row in rows if row[-1] == 0)
+    return entries[:kept] + _spread(entries[kept:], worker.id)
+
+
+_SPREAD = 10  # how many of the oldest open turns each worker's queue starts with, in an order of their own
+
+
+def _spread(oldest_first: list[Any], worker_id: int) -> list[Any]:
+    """The oldest ``_SPREAD`` turns turned round by the worker's id, then the rest oldest first. When every
+    queue listed the same turn first, workers who took the first turn of a page read a little earlier all
+    went for the one turn (one got it; the others a 409 and a reload); now they start on different turns,
+    and the oldest stay on top of every queue, so none waits behind newer work."""
+    window = min(_SPREAD, len(oldest_first))
+    if window < 2:
+        return oldest_first
+    start = worker_id % window
+    return oldest_first[start:window] + oldest_first[:start] + oldest_first[window:]
 
 
 def check_can_work(worker: Worker, role: str) -> None:
@@ -408,9 +426,18 @@ def check_can_work(worker: Worker, role: str) -> None:
 # off); the functions set what they changed on the objects they hold.
 _QUICK = {"synchronize_session": False}
 
+
+def _core(session: Session, statement: Any, params: dict[str, Any]) -> Any:
+    """Run a hot-path statement that reads or writes columns, not objects, as Core on the session's
+    connection, after flushing what the session holds (as ``session.execute`` would): the ORM's handling of
+    such a statement costs two to three times what SQLite takes to run it (``python -m bench floor``)."""
+    session.flush()
+    return session.connection().execute(statement, params)
+
 _TAKING = (
-    select(Hit, Turn, Conversation, Assignment)
+    select(Hit, Turn, Conversation, Batch, Task, Assignment)
     .join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+    .join(Batch, Batch.id == Conversation.batch_id).join(Task, Task.id == Conversation.task_id)
     .outerjoin(Assignment, and_(Assignment.hit_id == Hit.id, Assignment.worker_id == bindparam("worker"),
                                 Assignment.status == AssignmentStatus.accepted))
     .where(Hit.id == bindparam("hit")).limit(1)
@@ -425,20 +452,27 @@ _LEASE = (
 def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
               now: Optional[datetime] = None) -> Assignment:
     """Lease a HIT to a worker. Taking a turn you already hold returns your lease (double clicks)."""
+    return take(session, worker, hit_id, lease_seconds, now).assignment
+
+
+def take(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
+         now: Optional[datetime] = None) -> Held:
+    """``take_turn``, answering with everything the turn page shows (one statement reads it). Hold on to it:
+    the session keeps only objects something refers to, and a ``session.get`` of a dropped one queries again."""
     now = now or utcnow()
     row = session.execute(_TAKING, {"hit": hit_id, "worker": worker.id}).first()
     if row is None or row[0].provider != LOCAL:
         raise NotFound(f"turn {hit_id} does not exist")
-    hit, turn, conversation, mine = row
+    hit, turn, conversation, batch, task, mine = row
     check_can_work(worker, hit.role)
     stages.check_stage(worker, conversation.scenario)
-    _check_task_not_taken(session, worker, conversation)
+    _check_task_not_taken(session, worker, batch, conversation)
     _check_not_kept(session, hit, worker, now)
     leased_before = hit.lease_expires_at
     if mine is not None and leased_before and leased_before >= now:
-        return mine
+        return Held(mine, hit, turn, conversation, batch, task)
     until = now + timedelta(seconds=lease_seconds)
-    if session.execute(_LEASE, {"hit": hit.id, "now": now, "until": until}).rowcount != 1:
+    if _core(session, _LEASE, {"hit": hit.id, "now": now, "until": until}).rowcount != 1:
         raise Conflict("another worker has taken this turn; pick another one from the queue")
     set_committed_value(hit, "lease_expires_at", until)
     if leased_before is not None:  # a lease that ran out: its holder's assignment ends (none without one)
@@ -450,14 +484,13 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
     events.record(session, "turn_taken", f"worker:{worker.id}", conversation_id=turn.conversation_id,
                   turn_id=turn.id, worker_id=worker.id, assignment_id=assignment.id,
                   lease_expires_at=until.isoformat())
-    return assignment
+    return Held(assignment, hit, turn, conversation, batch, task)
 
 
-def _check_task_not_taken(session: Session, worker: Worker, conversation: Conversation) -> None:
+def _check_task_not_taken(session: Session, worker: Worker, batch: Batch, conversation: Conversation) -> None:
     """Refuse a second conversation of one task to a worker of a ``distinct_writers`` protocol: an annotator
     labels each turn once, so its replicas have as many annotators."""
-    batch = session.get(Batch, conversation.batch_id)
-    if batch.protocol in DISTINCT_WRITERS and session.execute(_TASK_TAKEN, {
+    if batch.protocol in DISTINCT_WRITERS and _core(session, _TASK_TAKEN, {
             "worker": worker.id, "batch": batch.id, "task": conversation.task_id}).first() is not None:
         raise Conflict("you have this turn already (each turn goes to different workers); pick another one from "
                        "the queue")
@@ -542,6 +575,14 @@ _WRITTEN = (
             submitted_at=bindparam("now"))
     .execution_options(**_QUICK)
 )
+_HIT_DONE = (
+    states.update_to(Hit, HitStatus.submitted).where(Hit.id == bindparam("hit")).values(lease_expires_at=None)
+    .execution_options(**_QUICK)
+)
+_COUNTED = (
+    update(Conversation).where(Conversation.id == bindparam("conversation"))
+    .values(turn_count=bindparam("count"), updated_at=bindparam("now")).execution_options(**_QUICK)
+)
 
 
 def held(session: Session, assignment_external_id: str) -> Optional[Held]:
@@ -568,7 +609,7 @@ class Earlier:
 def earlier_turns(session: Session, turn: Turn) -> list[Earlier]:
     """The submitted turns before ``turn`` in its conversation, in order."""
     return [Earlier(*row) for row in
-            session.execute(_EARLIER, {"conversation": turn.conversation_id, "index": turn.index})]
+            _core(session, _EARLIER, {"conversation": turn.conversation_id, "index": turn.index})]
 
 
 def turn_context(session: Session, turn: Turn, task: Task,
@@ -620,25 +661,24 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
     label = answers[form.label_question().name]
     text = next(answers[q.name] for q in form.questions if q.is_response)
 
-    if session.execute(_SUBMITTED, {"assignment": assignment.id, "now": now}).rowcount != 1:
+    if _core(session, _SUBMITTED, {"assignment": assignment.id, "now": now}).rowcount != 1:
         session.rollback()  # a concurrent submit of the same assignment got there first
         return submit_turn(session, assignment_external_id, worker, raw, now)
     signals = writing_signals(raw)
-    if session.execute(_WRITTEN, {"turn": turn.id, "author": worker.id, "written": text, "labelled": label,
+    if _core(session, _WRITTEN, {"turn": turn.id, "author": worker.id, "written": text, "labelled": label,
                                   "given": answers, "seen": signals, "now": now}).rowcount != 1:
         raise Conflict("this turn has already been written by another worker")
+    if _core(session, _HIT_DONE, {"hit": hit.id}).rowcount != 1:
+        states.move(hit, HitStatus.submitted)  # refused as an illegal move (it was not open), as it would be
+    _core(session, _COUNTED, {"conversation": conversation.id, "count": turn.index + 1, "now": now})
     for obj, values in ((assignment, {"status": AssignmentStatus.submitted, "submitted_at": now}),
                         (turn, {"status": TurnStatus.submitted, "worker_id": worker.id, "text": text,
-                                "label": label, "answers": answers, "signals": signals, "submitted_at": now})):
+                                "label": label, "answers": answers, "signals": signals, "submitted_at": now}),
+                        (hit, {"status": HitStatus.submitted, "lease_expires_at": None}),
+                        (conversation, {"turn_count": turn.index + 1, "updated_at": now})):
         for name, value in values.items():  # what the UPDATEs wrote, so the session's objects say it too
             set_committed_value(obj, name, value)
-    states.move(hit, HitStatus.submitted)
-    hit.lease_expires_at = None
-    session.add(hit)
     rating = _store_rating(session, turn, worker, answers, now, earlier)
-    conversation.turn_count = turn.index + 1
-    conversation.updated_at = now
-    session.add(conversation)
     events.record(session, "turn_submitted", f"worker:{worker.id}", batch_id=batch.id,
                   conversation_id=conversation.id, turn_id=turn.id, worker_id=worker.id,
                   assignment_id=assignment.id, index=turn.index, role=turn.role, label=label, text=text,
@@ -691,11 +731,15 @@ class TurnView:
     items: list[dict[str, Any]]
 
 
-def turn_view(session: Session, turn: Turn) -> TurnView:
-    """Everything the turn page renders: the history with each turn's shared items resolved."""
-    conversation = session.get(Conversation, turn.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
-    task = session.get(Task, conversation.task_id)
+def turn_view(session: Session, turn: Turn, loaded: Optional[Held] = None) -> TurnView:
+    """Everything the turn page renders: the history with each turn's shared items resolved. ``loaded``: what
+    ``held`` or ``take`` read of this turn, if the caller has it (no query for its rows then)."""
+    if loaded is not None:
+        conversation, batch, task = loaded.conversation, loaded.batch, loaded.task
+    else:
+        conversation = session.get(Conversation, turn.conversation_id)
+        batch = session.get(Batch, conversation.batch_id)
+        task = session.get(Task, conversation.task_id)
     items = document_items(task)
     by_id = {item["id"]: item for item in items}
     earlier = earlier_turns(session, turn)
@@ -848,6 +892,6 @@ __all__ = [
     "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "check_resent", "committed_cents",
     "earlier_turns", "held", "launch_batch", "open_hits_for", "queue_entries", "publish_hit",
     "release_expired_leases", "reopen_turn",
-    "set_batch_status", "settle_assignment", "stalled_conversations", "submit_turn", "take_turn", "turn_context",
-    "turn_for_assignment", "turn_view", "unpublished_hits", "unreviewed_turns",
+    "set_batch_status", "settle_assignment", "stalled_conversations", "submit_turn", "take", "take_turn",
+    "turn_context", "turn_for_assignment", "turn_view", "unpublished_hits", "unreviewed_turns",
 ]

@@ -209,13 +209,10 @@ def take(hit_id: int) -> Any:
     page = None
     with session_scope(settings.database_url) as session:
         worker = _current_worker(session)
-        assignment = lifecycle.take_turn(session, worker, hit_id, settings.lease_seconds)
-        assignment_id = assignment.external_id
-        if wants_json():
-            hit = session.get(Hit, assignment.hit_id)  # loaded by the take: no query
-            view = lifecycle.turn_view(session, session.get(Turn, hit.turn_id))
-            if registry.logged(view.protocol.name) is None:
-                page = turn_json(view, assignment, hit)
+        taken = lifecycle.take(session, worker, hit_id, settings.lease_seconds)
+        assignment_id = taken.assignment.external_id
+        if wants_json() and registry.logged(taken.batch.protocol) is None:
+            page = turn_json(lifecycle.turn_view(session, taken.turn, taken), taken.assignment, taken.hit)
     turn_url = url_for("worker.turn", assignment_id=assignment_id)
     if wants_json():
         return jsonify(assignment_id=assignment_id, turn_url=turn_url, **({"turn": page} if page else {}))
@@ -229,9 +226,9 @@ def take(hit_id: int) -> Any:
 def turn(assignment_id: str) -> Any:
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
-        # ``loaded`` (conversation, batch, task) is kept so that turn_view finds them in the session
-        assignment, hit, current, *loaded = _own_turn(session, worker, assignment_id)
-        view = lifecycle.turn_view(session, current)
+        found = _own_turn(session, worker, assignment_id)
+        assignment, hit, current = found.assignment, found.hit, found.turn
+        view = lifecycle.turn_view(session, current, found)
     logged = registry.logged(view.protocol.name)
     if logged is not None:  # STAR's, Frames' and MEEP's own pages
         return redirect(url_for(logged.page, assignment_id=assignment_id), 303)
@@ -246,18 +243,20 @@ def turn(assignment_id: str) -> Any:
 @bp.post("/turn/<assignment_id>")
 def submit(assignment_id: str) -> Any:
     raw = _raw_answers()
+    listing = None
     try:
         with session_scope(_settings().database_url) as session:
             worker = _current_worker(session)
             submission = submit_answers(session, assignment_id, worker, raw)
             turn_id, created = submission.turn.id, submission.created
+            session.commit()  # stored before the next turn is asked for (a refusal rolls back all of it)
+            if created:
+                queue_next_turn(turn_id, worker)
+            if wants_json():  # with the queue, read after the commit: the page a program goes back to
+                listing = _read_queue(session, worker)
     except (InvalidAnswer, ServiceUnavailable) as error:  # rolled back: nothing of this submission is stored
         return _refused_answers(assignment_id, error, raw)
-    if created:
-        queue_next_turn(turn_id, worker)
-    if wants_json():  # with the queue, read after the commit: the page a program goes back to
-        with session_scope(_settings().database_url) as session:
-            listing = _read_queue(session, worker)
+    if listing is not None:
         return jsonify(turn_id=turn_id, created=created, queue=listing)
     return redirect(url_for("worker.queue", submitted=turn_id), 303)
 
@@ -282,8 +281,7 @@ def _own_assignment(session: Session, worker: Worker, assignment_id: str) -> tup
 
 
 def _own_turn(session: Session, worker: Worker, assignment_id: str) -> lifecycle.Held:
-    """``_own_assignment`` with the turn's conversation, batch and task, so ``lifecycle.turn_view`` reads them
-    from the session (no query) while the caller holds what this returns."""
+    """``_own_assignment`` with the turn's conversation, batch and task, for ``lifecycle.turn_view``."""
     found = lifecycle.held(session, assignment_id)
     if found is None:
         raise NotFound("this turn does not exist")
@@ -312,8 +310,9 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer | ServiceUnavailab
         raise error
     with session_scope(_settings().database_url) as session:
         worker = _current_worker(session)
-        _, hit, current, *loaded = _own_turn(session, worker, assignment_id)  # loaded: as in turn()
-        view = lifecycle.turn_view(session, current)
+        found = _own_turn(session, worker, assignment_id)
+        hit = found.hit
+        view = lifecycle.turn_view(session, found.turn, found)
     page = render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
                        errors={error.field: error.reason} if isinstance(error, InvalidAnswer) else {},
                        retry=isinstance(error, ServiceUnavailable), answers=raw,

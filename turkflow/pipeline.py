@@ -88,54 +88,134 @@ def open_after(settings: Settings, providers: Providers, turn_id: int) -> Option
     """Open the turn that follows a submitted one; the Celery task does only this before queueing the
     review, so in a burst of submissions every next turn opens before any judging starts."""
     with session_scope(settings.database_url) as session:
-        opened = _advance(session, providers, session.get(Turn, turn_id).conversation_id)
+        opened = _advance(session, providers, session.execute(_CONVERSATION_OF, {"turn": turn_id}).scalar_one())
     return _publish_opened(settings, providers, opened)
 
 
-_CLAIM_REVIEW = (
-    update(Turn).where(Turn.id == bindparam("turn"), Turn.status == TurnStatus.submitted,
-                       col(Turn.reviewed_at).is_(None))
-    .values(reviewed_at=bindparam("now")).execution_options(synchronize_session=False)
+_CONVERSATION_OF = select(Turn.conversation_id).where(Turn.id == bindparam("turn"))
+
+
+# A review takes at most this many waiting turns: on SQLite its transaction holds the one write lock while it
+# judges them (about 5 ms a turn), and a submission waits that long.
+REVIEW_BATCH = 16
+
+_WAITING = (  # turns waiting for their review, oldest first (the partial index ix_turn_unreviewed)
+    select(Turn.id).where(Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
+    .order_by(Turn.submitted_at).limit(bindparam("limit"))
 )
-_RATING_BY = select(Rating.id).where(Rating.rater_turn_id == bindparam("turn"))
+_REVIEWING = (  # the turns with what their checks and judges read of their conversation and batch
+    select(Turn, Conversation.batch_id, Conversation.task_id, Batch.protocol, Batch.typed_block)
+    .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
+    .where(col(Turn.id).in_(bindparam("turns", expanding=True))).order_by(Turn.id)
+)
+_CLAIM_REVIEWS = (
+    update(Turn).where(col(Turn.id).in_(bindparam("turns", expanding=True)), Turn.status == TurnStatus.submitted,
+                       col(Turn.reviewed_at).is_(None))
+    .values(reviewed_at=bindparam("now")).returning(Turn.id).execution_options(synchronize_session=False)
+)
+_RATINGS_BY = select(Rating.rater_turn_id, Rating.id).where(
+    col(Rating.rater_turn_id).in_(bindparam("turns", expanding=True)))
+
+
+@dataclass
+class Reviews:
+    """What one review of waiting turns did: each turn it reviewed (a turn reviewed already is not among
+    them), and whether more turns wait than it took."""
+
+    turns: dict[int, AfterSubmission] = field(default_factory=dict)
+    more: bool = False
+
+    @property
+    def bonus_ids(self) -> list[int]:
+        return [bonus_id for turn in self.turns.values() for bonus_id in turn.bonus_ids]
 
 
 def review_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:
-    """Flag the submission's content and judge the author of the turn it rated, once, in one transaction.
+    """Review one submitted turn (``review_turns``); a turn reviewed already is left alone."""
+    return review_turns(settings, providers, [turn_id]).turns.get(turn_id, AfterSubmission())
+
+
+def review_waiting(settings: Settings, providers: Providers, turn_id: Optional[int] = None) -> Reviews:
+    """Review ``turn_id`` with every other turn waiting for its review (at most ``REVIEW_BATCH``, oldest
+    first), so a burst of submissions costs one transaction and one set of loads, not one each.
+
+    A review that raises is done again turn by turn, each in its own transaction, so one turn whose review
+    trips holds up no other (the reconciler's rule); the error of ``turn_id`` itself is raised after, for
+    its message to be retried. Nothing is lost if the process dies half-way: the turns not committed are
+    still waiting, for the next review or the reconciler."""
+    with session_scope(settings.database_url) as session:
+        waiting = list(session.execute(_WAITING, {"limit": REVIEW_BATCH + 1}).scalars())
+    more = len(waiting) > REVIEW_BATCH
+    turn_ids = ([turn_id] if turn_id is not None else []) + [t for t in waiting if t != turn_id]
+    turn_ids = turn_ids[:REVIEW_BATCH]
+    try:
+        reviews = review_turns(settings, providers, turn_ids)
+    except Exception:  # noqa: BLE001 - one turn's trouble must not stop the others' reviews
+        if len(turn_ids) <= 1:
+            raise
+        log.warning("a review of %s turns failed; reviewing them one by one", len(turn_ids), exc_info=True)
+        reviews, failure = Reviews(), None
+        for one in turn_ids:
+            try:
+                reviews.turns.update(review_turns(settings, providers, [one]).turns)
+            except Exception as exc:  # noqa: BLE001
+                log.error("the review of turn %s failed (%s: %s)", one, type(exc).__name__, exc)
+                failure = exc if one == turn_id else failure
+        if failure is not None:
+            raise failure
+    reviews.more = more
+    return reviews
+
+
+def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) -> Reviews:
+    """Flag the submissions' content and judge their writers and the authors of the turns they rate, each
+    turn once, in one transaction.
 
     The Celery task and the reconciler's sweep may both get here for one turn (a redelivered message, a slow
-    task): the turn is claimed as reviewed only if no one did first, and a run that loses the claim rolls its
-    flags and decision back, so flags, blocks and bonuses never double. A reviewed turn is left alone. The
-    content checks only read until they are done (their NLP is the tokenizer, well under a millisecond), so
-    the transaction takes its write lock at the end. A block is recorded in the worker's status with the
-    decision; the platform is told after commit (``carry_out_status``), so no platform call holds the
-    decision's locks, and a failed one loses nothing: the status is the durable intent the reconciler sweeps.
+    task): a turn is claimed as reviewed only if no one did first, and one claimed by another review is left
+    to it, so flags, blocks and bonuses never double. The content checks only read, and run before the
+    claim, so on SQLite the transaction takes its write lock only when it has the flags to write. A block is
+    recorded in the worker's status with the decision; the platform is told after commit
+    (``carry_out_status``), so no platform call holds the decision's locks, and a failed one loses nothing:
+    the status is the durable intent the reconciler sweeps.
     """
-    result = AfterSubmission()
+    reviews, blocked = Reviews(), []
+    if not turn_ids:
+        return reviews
+    policy, model = checks.CheckPolicy.of(settings), reliability.Model.of(settings)
     with session_scope(settings.database_url) as session:
-        turn = session.get(Turn, turn_id)
-        if turn is None or turn.status != TurnStatus.submitted or turn.reviewed_at is not None:
-            return result
-        flags = checks.check_turn(session, turn, checks.CheckPolicy.of(settings))
-        writer_blocked = turn.worker_id if monitor.judge_writing(session, turn, settings.typed_keys_per_char) else None
-        judged_blocked = _judge(session, turn, "judged_turn", session, turn)
-        rating_id = session.execute(_RATING_BY, {"turn": turn_id}).scalar()
-        evaluation = (monitor.evaluate_rating(session, rating_id, reliability.Model.of(settings))
-                      if rating_id is not None else None)
-        if session.execute(_CLAIM_REVIEW, {"turn": turn_id, "now": utcnow()}).rowcount != 1:
-            session.rollback()
-            return result
-        events.record(session, "turn_reviewed", "system", conversation_id=turn.conversation_id,
-                      turn_id=turn_id, worker_id=turn.worker_id, flags=flags)
-        result.reviewed, result.flags = True, flags
-        if evaluation is not None and evaluation.blocked:
-            result.blocked_worker_id = evaluation.decision.worker_id
-        if evaluation is not None and evaluation.bonus:
-            result.bonus_ids.append(evaluation.bonus.id)
-    _carry_out_blocks(settings, providers, ([writer_blocked] if result.reviewed and writer_blocked else [])
-                      + (judged_blocked if result.reviewed else [])
-                      + ([result.blocked_worker_id] if result.blocked_worker_id is not None else []))
-    return result
+        rows = session.execute(_REVIEWING, {"turns": turn_ids}).all()
+        documents: dict[int, str] = {}
+        found = {}
+        for turn, batch_id, task_id, protocol, typed_block in rows:
+            if turn.status == TurnStatus.submitted and turn.reviewed_at is None:
+                place = checks.Place(batch_id, task_id, protocol)
+                found[turn.id] = (turn, place, typed_block, checks.turn_flags(session, turn, policy, place, documents))
+        if not found:
+            return reviews
+        ratings = dict(session.execute(_RATINGS_BY, {"turns": list(found)}).all())
+        claimed = set(session.execute(_CLAIM_REVIEWS, {"turns": list(found), "now": utcnow()}).scalars())
+        for turn_id, (turn, place, typed_block, flags) in found.items():
+            if turn_id not in claimed:
+                continue  # another review has it
+            result = reviews.turns[turn_id] = AfterSubmission(reviewed=True)
+            result.flags = checks.record_flags(session, turn, flags, place)
+            # The monitor's rule for machine-written turns reads only when the batch's policy has one.
+            if typed_block and monitor.judge_writing(session, turn, settings.typed_keys_per_char):
+                blocked.append(turn.worker_id)
+            if registry.logged(place.protocol):
+                blocked += _judge(session, turn, "judged_turn", session, turn, protocol=place.protocol)
+            evaluation = (monitor.evaluate_rating(session, ratings[turn_id], model)
+                          if turn_id in ratings else None)
+            events.record(session, "turn_reviewed", "system", conversation_id=turn.conversation_id,
+                          turn_id=turn_id, worker_id=turn.worker_id, flags=result.flags)
+            if evaluation is not None and evaluation.blocked:
+                result.blocked_worker_id = evaluation.decision.worker_id
+                blocked.append(result.blocked_worker_id)
+            if evaluation is not None and evaluation.bonus:
+                result.bonus_ids.append(evaluation.bonus.id)
+    _carry_out_blocks(settings, providers, blocked)
+    return reviews
 
 
 def _carry_out_blocks(settings: Settings, providers: Providers, blocked_ids: list[int]) -> None:
@@ -146,11 +226,13 @@ def _carry_out_blocks(settings: Settings, providers: Providers, blocked_ids: lis
             log.warning("worker %s is blocked here; their platform could not be told yet (%s)", blocked_id, exc)
 
 
-def _judge(session: Session, turn: Turn, part: str, *args: Any) -> list[int]:
+def _judge(session: Session, turn: Turn, part: str, *args: Any, protocol: Optional[str] = None) -> list[int]:
     """Pass what the turn's protocol says of its writers (its dialog module's ``part``, if it has one: STAR's
-    ``judged_turn`` and ``judged_survey``) to the monitor as judged signals; the workers this blocked."""
-    protocol = session.exec(select(Batch.protocol).join(Conversation, Conversation.batch_id == Batch.id)
-                            .where(Conversation.id == turn.conversation_id)).one()
+    ``judged_turn`` and ``judged_survey``) to the monitor as judged signals; the workers this blocked.
+    ``protocol``: the turn's batch's, if read already."""
+    if protocol is None:
+        protocol = session.exec(select(Batch.protocol).join(Conversation, Conversation.batch_id == Batch.id)
+                                .where(Conversation.id == turn.conversation_id)).one()
     judge = getattr(registry.parts(protocol), part, None) if registry.logged(protocol) else None
     return _record_signals(session, judge(*args) if judge else [])
 

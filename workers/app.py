@@ -7,13 +7,16 @@ the Procfile does), and exactly one ``celery -A workers.app beat``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from functools import lru_cache
 from typing import Any, Optional
 
 from celery import Celery
 from celery.schedules import crontab
 from celery.signals import celeryd_after_setup, worker_process_init
 from kombu import Queue
+from redis import Redis
 
 from turkflow.config import Settings
 from turkflow.hits import registry
@@ -126,6 +129,22 @@ def use_broker(redis_url: str) -> None:
     amqp = celery_app.__dict__.get("amqp")
     if amqp is not None:
         amqp._producer_pool = None
+
+
+def broker_redis() -> Redis:
+    """A client of the broker's Redis, for the marks tasks leave there (``tasks.queue_review``); it gives up as
+    a sender does when Redis is away."""
+    return _redis(settings().redis_url)
+
+
+@lru_cache(maxsize=8)
+def _redis(url: str) -> Redis:
+    return Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+
+
+def review_mark() -> str:
+    """The key that says a review is queued, one per database (two deployments may share a Redis)."""
+    return "turkflow:review-queued:" + hashlib.sha256(settings().database_url.encode()).hexdigest()[:16]
 
 
 def settings() -> Settings:

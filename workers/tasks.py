@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 from celery.exceptions import SoftTimeLimitExceeded
 
 from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.quality import activity, review
-from workers.app import celery_app, providers, settings
+from workers.app import broker_redis, celery_app, providers, review_mark, settings
 
 log = logging.getLogger("turkflow.tasks")
 
@@ -22,18 +23,37 @@ def turn_submitted(turn_id: int) -> None:
     """A turn is stored: open the next HIT, then queue the review of the submission on the reviews queue,
     so workers waiting for their next turn never wait for the monitor."""
     opened = pipeline.open_after(settings(), providers(), turn_id)
-    review_submission.delay(turn_id)
+    queue_review(turn_id)
     log.info("turn %s submitted: opened hit %s", turn_id, opened)
 
 
+def queue_review(turn_id: Optional[int]) -> None:
+    """Queue a review unless one is queued and has not started yet: that one reviews this turn too (a review
+    takes the turns waiting when it starts), so a burst of submissions costs one message and one review,
+    not one each. The mark that a review is queued lapses after ``review_after_seconds``: a lost message
+    holds reviews back no longer than the reconciler, which reviews any turn waiting that long, would."""
+    mark = review_mark()
+    if not broker_redis().set(mark, turn_id or 0, nx=True, ex=max(1, settings().review_after_seconds)):
+        return
+    try:
+        review_submission.delay(turn_id)
+    except Exception:
+        broker_redis().delete(mark)  # not queued: the next submission queues one
+        raise
+
+
 @celery_app.task(name="workers.tasks.review_submission", **RETRY)
-def review_submission(turn_id: int) -> None:
-    """Judge the worker the submission rated, queue any bonus, and flag the submission's content."""
-    result = pipeline.review_submission(settings(), providers(), turn_id)
-    for bonus_id in result.bonus_ids:
+def review_submission(turn_id: Optional[int] = None) -> None:
+    """Review the turn, and every other turn waiting (``pipeline.review_waiting``): judge the workers the
+    submissions rated, queue any bonus, flag the submissions' content."""
+    broker_redis().delete(review_mark())  # from now on a submission queues a review of its own
+    reviews = pipeline.review_waiting(settings(), providers(), turn_id)
+    for bonus_id in reviews.bonus_ids:
         pay_bonus.delay(bonus_id)
-    if result.reviewed:
-        log.info("turn %s reviewed: blocked %s, bonuses %s, flags %s", turn_id, result.blocked_worker_id,
+    if reviews.more:
+        queue_review(None)
+    for reviewed, result in reviews.turns.items():
+        log.info("turn %s reviewed: blocked %s, bonuses %s, flags %s", reviewed, result.blocked_worker_id,
                  result.bonus_ids, result.flags)
 
 

@@ -188,13 +188,67 @@ _PREVIOUS_TEXT = select(Turn.text).where(Turn.conversation_id == bindparam("conv
                                           Turn.index == bindparam("index"))
 _RECENT_TEXTS = (select(Turn.text).where(Turn.worker_id == bindparam("worker"), Turn.id != bindparam("turn"))
                  .order_by(col(Turn.id).desc()).limit(bindparam("limit")))
+_PLACE = (select(Conversation.batch_id, Conversation.task_id, Batch.protocol)
+          .join(Batch, Batch.id == Conversation.batch_id).where(Conversation.id == bindparam("conversation")))
+_DOCUMENT = select(Task).where(Task.id == bindparam("task"))
 
 
-def _slot_values(session: Session, conversation: Conversation, turn: Turn) -> Optional[frozenset[str]]:
+@dataclass(frozen=True)
+class Place:
+    """Where a turn was written, as its checks need it: its conversation's batch and task, and the batch's
+    protocol. A review of many turns reads it with the turns (``pipeline``), so a check reads no more."""
+
+    batch_id: int
+    task_id: int
+    protocol: str
+
+
+def place_of(session: Session, turn: Turn) -> Place:
+    return Place(*session.execute(_PLACE, {"conversation": turn.conversation_id}).one())
+
+
+def _slot_values(session: Session, place: Place, turn: Turn) -> Optional[frozenset[str]]:
     """What the turn's protocol says it answers (its dialog module's ``slot_values``; STAR's), else None."""
-    protocol = session.get(Batch, conversation.batch_id).protocol
-    asked = getattr(registry.parts(protocol), "slot_values", None) if registry.logged(protocol) else None
+    asked = getattr(registry.parts(place.protocol), "slot_values", None) if registry.logged(place.protocol) else None
     return asked(session, turn) if asked else None
+
+
+def turn_flags(session: Session, turn: Turn, policy: CheckPolicy, place: Place,
+               documents: Optional[dict[int, str]] = None) -> dict[str, Any]:
+    """The flags a submitted turn earns, with their evidence; only reads, so a review can check its turns
+    before it takes any write lock. ``documents``: task documents' text by task id, filled as they are read
+    (a review of many turns reads each task once)."""
+    if turn.status != TurnStatus.submitted or turn.worker_id is None:
+        return {}
+    previous = session.execute(_PREVIOUS_TEXT, {"conversation": turn.conversation_id,
+                                                "index": turn.index - 1}).scalar()
+    recent = session.execute(_RECENT_TEXTS, {"worker": turn.worker_id, "turn": turn.id,
+                                             "limit": policy.recent_turns}).scalars().all()
+    document = ""
+    if turn.role == Role.teacher:
+        documents = {} if documents is None else documents
+        if place.task_id not in documents:
+            documents[place.task_id] = document_text(session.execute(_DOCUMENT, {"task": place.task_id})
+                                                     .scalar_one())
+        document = documents[place.task_id]
+    found = content_flags(policy, turn.text or "", turn.role, previous, document, recent,
+                          _slot_values(session, place, turn))
+    found.update(typing_flags(policy, turn.text or "", turn.signals))
+    return found
+
+
+def record_flags(session: Session, turn: Turn, found: dict[str, Any], place: Place) -> list[str]:
+    """Add the flags ``turn_flags`` found to ``Turn.flags`` and log them; returns the new flags. Flags already
+    on the turn are neither repeated nor logged again."""
+    new = [flag for flag in found if flag not in turn.flags]
+    if not new:
+        return []
+    turn.flags = [*turn.flags, *new]
+    session.add(turn)
+    events.record(session, "turn_flagged", "system", batch_id=place.batch_id,
+                  conversation_id=turn.conversation_id, turn_id=turn.id, worker_id=turn.worker_id,
+                  flags={flag: found[flag] for flag in new})
+    return new
 
 
 def check_turn(session: Session, turn: Turn, policy: CheckPolicy) -> list[str]:
@@ -204,21 +258,5 @@ def check_turn(session: Session, turn: Turn, policy: CheckPolicy) -> list[str]:
     """
     if turn.status != TurnStatus.submitted or turn.worker_id is None:
         return []
-    conversation = session.get(Conversation, turn.conversation_id)
-    previous = session.execute(_PREVIOUS_TEXT, {"conversation": turn.conversation_id,
-                                                "index": turn.index - 1}).scalar()
-    recent = session.execute(_RECENT_TEXTS, {"worker": turn.worker_id, "turn": turn.id,
-                                             "limit": policy.recent_turns}).scalars().all()
-    document = document_text(session.get(Task, conversation.task_id)) if turn.role == Role.teacher else ""
-    found = content_flags(policy, turn.text or "", turn.role, previous, document, recent,
-                          _slot_values(session, conversation, turn))
-    found.update(typing_flags(policy, turn.text or "", turn.signals))
-    new = [flag for flag in found if flag not in turn.flags]
-    if not new:
-        return []
-    turn.flags = [*turn.flags, *new]
-    session.add(turn)
-    events.record(session, "turn_flagged", "system", batch_id=conversation.batch_id,
-                  conversation_id=conversation.id, turn_id=turn.id, worker_id=turn.worker_id,
-                  flags={flag: found[flag] for flag in new})
-    return new
+    place = place_of(session, turn)
+    return record_flags(session, turn, turn_flags(session, turn, policy, place), place)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,54 +61,61 @@ def simulate(policy: str, seed: int, conversations: int, workers: int, directory
     return report
 
 
-def replay_database(directory: Path, seed: int, workers: int) -> list[dict[str, Any]]:
-    """Every policy replayed on a kept run's database (the workers' simulated names are in the database)."""
+@dataclass(frozen=True)
+class Collected:
+    """A kept run: the crowd, the turns and ratings in the order the monitor judged them, the reward, and
+    every rater's record from their gold answers at onboarding (as the live crowd onboards)."""
+
+    crowd: list[Any]
+    stream: list[Any]
+    reward_cents: int
+    start: dict[str, Any]
+
+
+def kept_run(directory: Path, seed: int, workers: int) -> Collected:
+    """Read a kept run's database (the workers' simulated names are in the database)."""
     from sqlmodel import select
 
     from turkflow.config import Settings
     from turkflow.db import session_scope
     from turkflow.models import Batch, Worker
-    from turkflow.quality.monitor import Policy
     from turkflow.simulator.crowd import Behaviour, answer_gold, build_crowd
-    from turkflow.simulator.policies import DEFAULT_POLICIES, compare, gold_records
+    from turkflow.simulator.policies import gold_records
     from turkflow.simulator.report import turn_stream
 
-    settings = Settings()
     crowd = build_crowd(workers // 2, workers - workers // 2, {Behaviour(b): s for b, s in MIX.items()}, seed)
     with session_scope(f"sqlite:///{directory / 'turkflow.db'}") as session:
         batch_id, reward = session.exec(select(Batch.id, Batch.reward_cents).order_by(Batch.id)).first()
         names = dict(session.exec(select(Worker.id, Worker.name)).all())
-        stream = turn_stream(session, batch_id, names, settings.typed_keys_per_char)
+        stream = turn_stream(session, batch_id, names, Settings().typed_keys_per_char)
+    return Collected(crowd, stream, reward, gold_records(crowd, {w.name: answer_gold(w, seed) for w in crowd}))
+
+
+def replay_database(run: Collected) -> list[dict[str, Any]]:
+    """Every policy replayed on a kept run."""
+    from turkflow.config import Settings
+    from turkflow.quality.monitor import Policy
+    from turkflow.simulator.policies import DEFAULT_POLICIES, compare
+
+    settings = Settings()
     policies = [Policy.parse(text, settings.bonus_above, settings.bonus_cents) for text in DEFAULT_POLICIES]
-    start = gold_records(crowd, {w.name: answer_gold(w, seed) for w in crowd})  # as the live crowd onboards
     return [{**e.__dict__, "misses": e.misses()}
-            for e in compare(crowd, stream, policies, reward_cents=reward, start=start)]
+            for e in compare(run.crowd, run.stream, policies, reward_cents=run.reward_cents, start=run.start)]
 
 
-def pay_floor(directory: Path, seed: int, workers: int) -> dict[tuple[int, int], float]:
+def pay_floor(run: Collected) -> dict[tuple[int, int], float]:
     """The least share of the rewards spammers and pasters earn if every spammer is blocked exactly at their
     k-th rating and every paster at their m-th machine-written turn, by (k, m): a rating arrives only after
     the next turn is written, and a worker has other turns in flight meanwhile, so no policy that waits for k
     ratings can pay them less."""
-    from sqlmodel import select
+    from turkflow.simulator.crowd import Behaviour
 
-    from turkflow.config import Settings
-    from turkflow.db import session_scope
-    from turkflow.models import Batch, Worker
-    from turkflow.simulator.crowd import Behaviour, build_crowd
-    from turkflow.simulator.report import turn_stream
-
-    crowd = build_crowd(workers // 2, workers - workers // 2, {Behaviour(b): s for b, s in MIX.items()}, seed)
-    with session_scope(f"sqlite:///{directory / 'turkflow.db'}") as session:
-        batch_id = session.exec(select(Batch.id).order_by(Batch.id)).first()
-        names = dict(session.exec(select(Worker.id, Worker.name)).all())
-        stream = turn_stream(session, batch_id, names, Settings().typed_keys_per_char)
     written: dict[str, int] = {}
     rated: dict[str, int] = {}
     pasted: dict[str, int] = {}
     at_rating: dict[tuple[str, int], int] = {}
     at_paste: dict[tuple[str, int], int] = {}
-    for turn in stream:
+    for turn in run.stream:
         written[turn.writer] = written.get(turn.writer, 0) + 1
         if turn.machine_written:
             pasted[turn.writer] = pasted.get(turn.writer, 0) + 1
@@ -116,11 +124,38 @@ def pay_floor(directory: Path, seed: int, workers: int) -> dict[tuple[int, int],
             author = turn.rating.author
             rated[author] = rated.get(author, 0) + 1
             at_rating.setdefault((author, rated[author]), written.get(author, 0))
-    spammers = [w.name for w in crowd if w.behaviour == Behaviour.spammer]
-    pasters = [w.name for w in crowd if w.behaviour == Behaviour.paster]
+    spammers = [w.name for w in run.crowd if w.behaviour == Behaviour.spammer]
+    pasters = [w.name for w in run.crowd if w.behaviour == Behaviour.paster]
     return {(k, m): (sum(at_rating.get((n, k), written.get(n, 0)) for n in spammers)
-                     + sum(at_paste.get((n, m), written.get(n, 0)) for n in pasters)) / len(stream)
-            for k in (1, 3, 4, 6) for m in (1, 2)}
+                     + sum(at_paste.get((n, m), written.get(n, 0)) for n in pasters)) / len(run.stream)
+            for k in (1, 2, 3, 4, 6) for m in (1, 2)}
+
+
+def trusted_noes(run: Collected, ratings: int = 6, trusted: float = 0.5) -> dict[str, float]:
+    """How much the first ``ratings`` ratings of a writer can tell: the share of spammers whose first ratings
+    hold at least one, and at least two, no/no answers from raters trusted over ``trusted`` when they rated
+    (no rule that needs two such answers can block the others within ``ratings``), and the share of honest
+    workers whose ratings ever hold one, or two in a row (what blocking on one, or on two, would cost)."""
+    from turkflow.quality import reliability
+    from turkflow.quality.monitor import Policy
+    from turkflow.simulator.crowd import Behaviour
+    from turkflow.simulator.policies import replay
+
+    received = replay(Policy.parse("none"), run.stream, start=run.start).received
+    no_no = reliability.answer_of(False, False)
+
+    def noes(answers: list[tuple[int, float]]) -> int:
+        return sum(1 for answer, trust in answers if answer == no_no and trust > trusted)
+
+    def in_a_row(answers: list[tuple[int, float]]) -> bool:
+        return any(noes(answers[i:i + 2]) == 2 for i in range(len(answers) - 1))
+
+    spammers = [received.get(w.name, [])[:ratings] for w in run.crowd if w.behaviour == Behaviour.spammer]
+    honest = [received.get(w.name, []) for w in run.crowd if w.behaviour == Behaviour.honest]
+    return {"spammers with 1+": sum(noes(a) >= 1 for a in spammers) / len(spammers),
+            "spammers with 2+": sum(noes(a) >= 2 for a in spammers) / len(spammers),
+            "honest ever 1": sum(noes(a) >= 1 for a in honest) / len(honest),
+            "honest ever 2 in a row": sum(in_a_row(a) for a in honest) / len(honest)}
 
 
 def pct(x: Any) -> str:
@@ -154,10 +189,14 @@ def main(argv: list[str] | None = None) -> None:
             done = collected["reproducible"]
             print(f"  seed {seed}: {done['turns']['stored']} turns, {done['ratings']} ratings, "
                   f"{done['stop_reason']}", flush=True)
-        floor = pay_floor(directory, seed, args.workers)
+        run = kept_run(directory, seed, args.workers)
+        floor = pay_floor(run)
         print(f"    seed {seed} least pay to spammers and pasters, blocked at their k-th rating and m-th pasted turn: "
               + ", ".join(f"k={k},m={m} {pct(share)}" for (k, m), share in floor.items()), flush=True)
-        for efficacy in replay_database(directory, seed, args.workers):
+        print(f"    seed {seed} trusted no/no answers (rater trusted over 0.5 when rating), first 6 ratings of a "
+              "spammer, all ratings of an honest worker: " + ", ".join(
+                  f"{name} {pct(share)}" for name, share in trusted_noes(run).items()), flush=True)
+        for efficacy in replay_database(run):
             by_policy.setdefault(efficacy["policy"], []).append(efficacy)
             print(f"    seed {seed} {efficacy['policy']:60} " + " | ".join(
                 f"{pct(efficacy[key])}" for _, key, _ in COLUMNS) + f" | misses {efficacy['misses']}", flush=True)

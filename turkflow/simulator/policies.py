@@ -89,6 +89,9 @@ class Replay:
     blocked_written: dict[str, int] = field(default_factory=dict)  # worker -> turns written when first blocked
     identified_after: dict[str, int] = field(default_factory=dict)  # rater -> ratings given when identified
     written: dict[str, int] = field(default_factory=dict)  # worker -> turns written until blocked (or in all)
+    # author -> each rating received as (answer pair, its rater's trust when it was judged): what any rule
+    # could have known (bench.quality counts the trusted no/no answers a spammer's first ratings hold)
+    received: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
 def gold_records(crowd: Iterable[SimWorker], answers: Mapping[str, Mapping[str, tuple[bool, bool]]],
@@ -114,6 +117,7 @@ def replay(policy: Policy, stream: Iterable[TurnRecord | RatingRecord],
     identified_after: dict[str, int] = {name: 0 for name, record in start.items() if record.verdict}
     bonus_turns: dict[str, int] = {}
     written: dict[str, int] = {}
+    seen: dict[str, list[tuple[int, float]]] = {}
 
     def block(worker: str) -> None:
         if worker not in blocked_after:
@@ -142,6 +146,8 @@ def replay(policy: Policy, stream: Iterable[TurnRecord | RatingRecord],
         if after.verdict and not before.verdict:
             identified_after[rating.rater] = after.ratings
         earlier.append(rating)
+        seen.setdefault(rating.author, []).append((reliability.answer_of(rating.relevant, rating.useful),
+                                                   after.trust(model)))
         now = policy.stage(len(earlier))
         judged = earlier[-now.reads:]
         outcome, _, _ = decide(now, [r.relevant for r in judged], [r.useful for r in judged],
@@ -153,7 +159,8 @@ def replay(policy: Policy, stream: Iterable[TurnRecord | RatingRecord],
         elif outcome == "bonus" and rating.author not in blocked_after:
             bonus_turns[rating.author] = bonus_turns.get(rating.author, 0) + 1
     return Replay(policy=policy, blocked_after=blocked_after, bonus_turns=bonus_turns,
-                  blocked_written=blocked_written, identified_after=identified_after, written=written)
+                  blocked_written=blocked_written, identified_after=identified_after, written=written,
+                  received=seen)
 
 
 _NEW = reliability.RaterRecord()

@@ -145,9 +145,8 @@ def review_waiting(settings: Settings, providers: Providers, turn_id: Optional[i
     still waiting, for the next review or the reconciler."""
     with session_scope(settings.database_url) as session:
         waiting = list(session.execute(_WAITING, {"limit": REVIEW_BATCH + 1}).scalars())
-    more = len(waiting) > REVIEW_BATCH
     turn_ids = ([turn_id] if turn_id is not None else []) + [t for t in waiting if t != turn_id]
-    turn_ids = turn_ids[:REVIEW_BATCH]
+    more, turn_ids = len(turn_ids) > REVIEW_BATCH, turn_ids[:REVIEW_BATCH]
     try:
         reviews = review_turns(settings, providers, turn_ids)
     except Exception:  # noqa: BLE001 - one turn's trouble must not stop the others' reviews

@@ -27,16 +27,22 @@ def turn_submitted(turn_id: int) -> None:
     log.info("turn %s submitted: opened hit %s", turn_id, opened)
 
 
-def queue_review(turn_id: Optional[int]) -> None:
-    """Queue a review unless one is queued and has not started yet: that one reviews this turn too (a review
-    takes the turns waiting when it starts), so a burst of submissions costs one message and one review,
-    not one each. The mark that a review is queued lapses after ``review_after_seconds``: a lost message
-    holds reviews back no longer than the reconciler, which reviews any turn waiting that long, would."""
+# A review starts this long after it is queued, and takes every turn submitted meanwhile: the submissions of
+# one second cost one message and one review, not one each (nobody waits for a review; workers wait for
+# their next turn, which the turns task opens first).
+REVIEW_GATHER_SECONDS = 1.0
+
+
+def queue_review(turn_id: Optional[int], gather: float = REVIEW_GATHER_SECONDS) -> None:
+    """Queue a review, ``gather`` seconds from now, unless one is queued and has not started yet: that one
+    reviews this turn too (a review takes the turns waiting when it starts). The mark that a review is
+    queued lapses after ``review_after_seconds``: a lost message holds reviews back no longer than the
+    reconciler, which reviews any turn waiting that long, would."""
     mark = review_mark()
     if not broker_redis().set(mark, turn_id or 0, nx=True, ex=max(1, settings().review_after_seconds)):
         return
     try:
-        review_submission.delay(turn_id)
+        review_submission.apply_async((turn_id,), countdown=gather)
     except Exception:
         broker_redis().delete(mark)  # not queued: the next submission queues one
         raise
@@ -51,7 +57,7 @@ def review_submission(turn_id: Optional[int] = None) -> None:
     for bonus_id in reviews.bonus_ids:
         pay_bonus.delay(bonus_id)
     if reviews.more:
-        queue_review(None)
+        queue_review(None, gather=0)  # more waited than one review takes: the next starts at once
     for reviewed, result in reviews.turns.items():
         log.info("turn %s reviewed: blocked %s, bonuses %s, flags %s", reviewed, result.blocked_worker_id,
                  result.bonus_ids, result.flags)

@@ -76,7 +76,8 @@ class Settings(BaseSettings):
     block_rule: Literal["either", "pooled", "weighted"] = Field(
         "either", description="either: block when the mean relevance or the mean usefulness is below p (the "
                               "paper); pooled: when the mean of both together is; weighted: pooled, each rating "
-                              "counted by its rater's trust (batch launch --policy recommended sets it).")
+                              "counted by its rater's trust. The recommended policy's sequential test (sprt) is chosen "
+                              "with batch launch --policy.")
     probation_turns: int = Field(
         0, ge=0, description="Judge a worker's first N rated turns with k and p, the rest with the settled window "
                              "(0: k and p judge all). Try 6 with pooled, k=6, settled 20 and 0.4.")

@@ -165,8 +165,9 @@ def batch() -> None:
 @click.option("--skip-if-exists", is_flag=True,
               help="Launch nothing if an active or paused batch with this --name exists (safe re-runs).")
 @click.option("--policy", "policy_text", metavar="POLICY",
-              help="Quality policy: recommended (ratings weighted by each rater's record, careless and harsh "
-                   "raters' not counted, pasters sent to review), paper (k=5,p=0.5, either mean: the Wizard of "
+              help="Quality policy: recommended (a sequential test on ratings weighted by each rater's record, "
+                   "which gold turns at onboarding start; careless and harsh raters' not counted, pasters sent "
+                   "to review), paper (k=5,p=0.5, either mean: the Wizard of "
                    "Tasks heuristic), probation (pooled k=6,p=0.5 for 6, then k=20,p=0.4), or a rule such as "
                    "'pooled k=6,p=0.5'.  "
                    "[default: from TURKFLOW_QUALITY_WINDOW, TURKFLOW_BLOCK_BELOW, TURKFLOW_BLOCK_RULE, "
@@ -299,8 +300,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         click.echo("  with noisy raters the paper's rule can block every worker of a role and stall the batch; "
                    "compare policies first: turkflow simulate --policy paper --compare recommended")
     if rated and not policy_text:
-        click.echo("  (no --policy: the TURKFLOW_* quality settings' policy; --policy recommended weighs each rating "
-                   "by its rater's record and sends pasters to review)")
+        click.echo("  (no --policy: the TURKFLOW_* quality settings' policy; --policy recommended judges writers by a "
+                   "sequential test on ratings weighted by each rater's record and sends pasters to review)")
     if dry_run:
         return
     if docs is None:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func
+from sqlalchemy import bindparam, func, insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -66,6 +66,7 @@ from turkflow.models import (
     TurnStatus,
     Worker,
     WorkerStatus,
+    utcnow,
 )
 from turkflow.quality import checks, reliability
 
@@ -354,7 +355,13 @@ _JUDGING = (  # the rating with its author, the rated turn, its conversation and
 _RECEIVED = (Rating.author_id == bindparam("author"), Rating.id > bindparam("after"), Rating.id <= bindparam("rating"))
 _RECEIVED_COUNT = select(func.count()).select_from(
     select(Rating.id).where(*_RECEIVED).limit(bindparam("upto")).subquery())
-_WINDOW = select(Rating).where(*_RECEIVED).order_by(col(Rating.id).desc()).limit(bindparam("reads"))
+_RATINGS = Rating.__table__  # the window is read as plain rows, on the table: no ORM objects to build
+_WINDOW = (select(_RATINGS.c.id, _RATINGS.c.rated_turn_id, _RATINGS.c.rater_id, _RATINGS.c.relevant,
+                  _RATINGS.c.useful)
+           .where(_RATINGS.c.author_id == bindparam("author"), _RATINGS.c.id > bindparam("after"),
+                  _RATINGS.c.id <= bindparam("rating"))
+           .order_by(_RATINGS.c.id.desc()).limit(bindparam("reads")))
+_DECIDE = insert(QualityDecision.__table__)  # unique per rating (rating_id): the second of two evaluations fails
 
 
 def evaluate_rating(session: Session, rating_id: int,
@@ -370,7 +377,7 @@ def evaluate_rating(session: Session, rating_id: int,
     if policy.probation:  # still on probation? count no further than needed to know (cost stays flat)
         policy = policy.stage(session.execute(_RECEIVED_COUNT, {**received, "upto": policy.probation + 1})
                               .scalar_one())
-    window = list(session.execute(_WINDOW, {**received, "reads": max(policy.reads, LEARN_FROM)}).scalars())
+    window = session.execute(_WINDOW, {**received, "reads": max(policy.reads, LEARN_FROM)}).all()
     oldest_first = window[::-1]
     records = reliability.records(session, {r.rater_id for r in window} | {author.id})
     before = records[rating.rater_id]
@@ -388,15 +395,14 @@ def evaluate_rating(session: Session, rating_id: int,
         outcome = "none"  # an identified rater earns no bonus
     decision = QualityDecision(
         worker_id=author.id, rating_id=rating.id, outcome=outcome, mean_relevance=mean_rel,
-        mean_usefulness=mean_use,
+        mean_usefulness=mean_use, created_at=utcnow(),
         window=[{"rating_id": r.id, "turn_id": r.rated_turn_id, "rater_id": r.rater_id,
                  "relevant": r.relevant, "useful": r.useful,
                  **({"trust": round(t, 3)} if policy.weighted else {})} for r, t in zip(judged, trust)][::-1],
     )
     try:
         with savepoint(session):
-            session.add(decision)
-            session.flush()
+            decision.id = session.execute(_DECIDE, decision.model_dump(exclude={"id"})).inserted_primary_key[0]
     except IntegrityError:
         return None  # a concurrent evaluation of the same rating won
     if reliability.add_rating(session, rating.rater_id, before, records[rating.rater_id]):

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, Iterable, Optional
 
-from sqlalchemy import Integer, cast, delete, func, update
+from sqlalchemy import Integer, bindparam, cast, delete, func, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -295,9 +295,22 @@ def summary(session: Session, day: date) -> tuple[int, float | None]:
 # ---- trust, stored: one RaterReliability row per rater -------------------------------------------------
 
 _ANSWER_COLUMNS = ("answers_yy", "answers_yn", "answers_ny", "answers_nn")
+_COUNTED = ("ratings", "gold", "careless", "harsh", *_ANSWER_COLUMNS)  # what a rating adds to a record
+
+# Built once, on the table rather than the mapped class: every rating runs them, and building a statement
+# (or the ORM's bookkeeping around it) cost more than running it. Records are read as plain rows.
+_TABLE = RaterReliability.__table__
+_RECORDS = select(_TABLE.c.rater_id, *(_TABLE.c[name] for name in _COUNTED), _TABLE.c.verdict).where(
+    _TABLE.c.rater_id.in_(bindparam("raters", expanding=True)))
+_ADD = update(_TABLE).where(_TABLE.c.rater_id == bindparam("rater")).values(
+    updated_at=bindparam("now"), **{name: _TABLE.c[name] + bindparam(f"add_{name}") for name in _COUNTED})
+_FIRST = insert(_TABLE)
+_IDENTIFY = update(_TABLE).where(_TABLE.c.rater_id == bindparam("rater"), _TABLE.c.verdict.is_(None)).values(
+    verdict=bindparam("identified_as"), identified_after=bindparam("after"))
 
 
 def record_of(row: Optional[RaterReliability]) -> RaterRecord:
+    """The record a stored row (a ``RaterReliability`` or a row of its columns) holds."""
     if row is None:
         return RaterRecord()
     return RaterRecord(ratings=row.ratings, careless=row.careless, harsh=row.harsh,
@@ -308,8 +321,8 @@ def record_of(row: Optional[RaterReliability]) -> RaterRecord:
 def records(session: Session, rater_ids: Iterable[int]) -> dict[int, RaterRecord]:
     """The records of these raters (a fresh one for a rater who never rated), one primary-key read."""
     wanted = set(rater_ids)
-    found = {row.rater_id: record_of(row) for row in session.exec(
-        select(RaterReliability).where(col(RaterReliability.rater_id).in_(wanted)))} if wanted else {}
+    found = {row.rater_id: record_of(row) for row in session.execute(_RECORDS, {"raters": list(wanted)})
+             } if wanted else {}
     return {rater: found.get(rater, RaterRecord()) for rater in wanted}
 
 
@@ -320,21 +333,17 @@ def add_rating(session: Session, rater_id: int, before: RaterRecord, after: Rate
     deltas = {"ratings": after.ratings - before.ratings, "gold": after.gold - before.gold,
               "careless": after.careless - before.careless, "harsh": after.harsh - before.harsh,
               **{name: a - b for name, a, b in zip(_ANSWER_COLUMNS, after.answers, before.answers)}}
-    increments = {name: getattr(RaterReliability, name) + delta for name, delta in deltas.items()}
-    where = RaterReliability.rater_id == rater_id
-    if session.execute(update(RaterReliability).where(where).values(**increments, updated_at=utcnow())).rowcount == 0:
+    increments = {"rater": rater_id, "now": utcnow(), **{f"add_{name}": delta for name, delta in deltas.items()}}
+    if session.execute(_ADD, increments).rowcount == 0:
         try:
             with savepoint(session):
-                session.add(RaterReliability(rater_id=rater_id, **deltas))
-                session.flush()
+                session.execute(_FIRST, {"rater_id": rater_id, "updated_at": increments["now"], **deltas})
         except IntegrityError:  # the rater's first two ratings were reviewed at once
-            session.execute(update(RaterReliability).where(where).values(**increments, updated_at=utcnow()))
+            session.execute(_ADD, increments)
     if after.verdict is None or before.verdict is not None:
         return False
-    return session.execute(
-        update(RaterReliability).where(where, col(RaterReliability.verdict).is_(None))
-        .values(verdict=after.verdict, identified_after=after.ratings)
-    ).rowcount == 1
+    return session.execute(_IDENTIFY, {"rater": rater_id, "identified_as": after.verdict,
+                                       "after": after.ratings}).rowcount == 1
 
 
 def trust_again(session: Session, rater_id: int) -> None:

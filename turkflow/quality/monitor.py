@@ -126,6 +126,7 @@ class Policy:
 
     @classmethod
     def of(cls, batch: Batch) -> "Policy":
+        """The policy a batch holds (a ``Batch`` or a row of its columns, as the monitor reads it)."""
         return cls(batch.quality_window, batch.block_below, batch.bonus_above, batch.bonus_cents, batch.block_rule,
                    batch.probation_rated_turns, batch.settled_window, batch.settled_block_below,
                    typed_block=batch.typed_block, typed_window=batch.typed_window,
@@ -344,42 +345,50 @@ class Evaluation:
     bonus: Optional[Bonus]  # the bonus this evaluation recorded (pay it with the provider)
 
 
-# Built once: every submission that rates a turn runs them (building a statement costs more than running it).
-_JUDGING = (  # the rating with its author, the rated turn, its conversation and batch; a decision if taken
-    select(Rating, Worker, Turn, Conversation, Batch, QualityDecision.id)
-    .join(Worker, Worker.id == Rating.author_id).join(Turn, Turn.id == Rating.rated_turn_id)
-    .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
-    .outerjoin(QualityDecision, QualityDecision.rating_id == Rating.id)
-    .where(Rating.id == bindparam("rating"))
+# Built once: every submission that rates a turn runs them (building a statement costs more than running it),
+# on the tables rather than the mapped classes: they read plain rows, no ORM objects to build.
+_POLICY_COLUMNS = tuple(Policy().batch_fields())  # the batch columns Policy.of reads
+_RATINGS, _BATCHES, _WORKERS, _TURNS = Rating.__table__, Batch.__table__, Worker.__table__, Turn.__table__
+_CONVERSATIONS, _DECISIONS = Conversation.__table__, QualityDecision.__table__
+_JUDGING = (  # the rating with its author, the rated turn's conversation and the batch's policy; a decision if
+    select(_RATINGS.c.id, _RATINGS.c.rated_turn_id, _RATINGS.c.rater_id,  # taken
+           _RATINGS.c.author_id, _RATINGS.c.relevant, _RATINGS.c.useful,
+           _WORKERS.c.window_after_rating_id, _WORKERS.c.status.label("author_status"), _TURNS.c.conversation_id,
+           _BATCHES.c.id.label("batch_id"), *(_BATCHES.c[name] for name in _POLICY_COLUMNS),
+           _DECISIONS.c.id.label("decided"))
+    .join(_WORKERS, _WORKERS.c.id == _RATINGS.c.author_id)
+    .join(_TURNS, _TURNS.c.id == _RATINGS.c.rated_turn_id)
+    .join(_CONVERSATIONS, _CONVERSATIONS.c.id == _TURNS.c.conversation_id)
+    .join(_BATCHES, _BATCHES.c.id == _CONVERSATIONS.c.batch_id)
+    .outerjoin(_DECISIONS, _DECISIONS.c.rating_id == _RATINGS.c.id)
+    .where(_RATINGS.c.id == bindparam("rating"))
 )
-_RECEIVED = (Rating.author_id == bindparam("author"), Rating.id > bindparam("after"), Rating.id <= bindparam("rating"))
+_RECEIVED = (_RATINGS.c.author_id == bindparam("author"), _RATINGS.c.id > bindparam("after"),
+             _RATINGS.c.id <= bindparam("rating"))
 _RECEIVED_COUNT = select(func.count()).select_from(
-    select(Rating.id).where(*_RECEIVED).limit(bindparam("upto")).subquery())
-_RATINGS = Rating.__table__  # the window is read as plain rows, on the table: no ORM objects to build
+    select(_RATINGS.c.id).where(*_RECEIVED).limit(bindparam("upto")).subquery())
 _WINDOW = (select(_RATINGS.c.id, _RATINGS.c.rated_turn_id, _RATINGS.c.rater_id, _RATINGS.c.relevant,
                   _RATINGS.c.useful)
-           .where(_RATINGS.c.author_id == bindparam("author"), _RATINGS.c.id > bindparam("after"),
-                  _RATINGS.c.id <= bindparam("rating"))
-           .order_by(_RATINGS.c.id.desc()).limit(bindparam("reads")))
-_DECIDE = insert(QualityDecision.__table__)  # unique per rating (rating_id): the second of two evaluations fails
+           .where(*_RECEIVED).order_by(_RATINGS.c.id.desc()).limit(bindparam("reads")))
+_DECIDE = insert(_DECISIONS)  # unique per rating (rating_id): the second of two evaluations fails
 
 
 def evaluate_rating(session: Session, rating_id: int,
                     model: reliability.Model = reliability.Model()) -> Optional[Evaluation]:
     """Judge the author of the rated turn, and learn from the rating about its rater; running it twice for
     one rating changes nothing (the decision row is unique per rating, and the rater learns only with it)."""
-    row = session.execute(_JUDGING, {"rating": rating_id}).first()
-    if row is None or row[-1] is not None:
+    session.flush()  # the reads below are plain (no autoflush): they must see, e.g., a block not yet flushed
+    rating = session.execute(_JUDGING, {"rating": rating_id}).first()
+    if rating is None or rating.decided is not None:
         return None
-    rating, author, rated, conversation, batch, _ = row
-    policy = Policy.of(batch)
-    received = {"author": author.id, "after": author.window_after_rating_id, "rating": rating.id}
+    policy = Policy.of(rating)
+    received = {"author": rating.author_id, "after": rating.window_after_rating_id, "rating": rating.id}
     if policy.probation:  # still on probation? count no further than needed to know (cost stays flat)
         policy = policy.stage(session.execute(_RECEIVED_COUNT, {**received, "upto": policy.probation + 1})
                               .scalar_one())
     window = session.execute(_WINDOW, {**received, "reads": max(policy.reads, LEARN_FROM)}).all()
     oldest_first = window[::-1]
-    records = reliability.records(session, {r.rater_id for r in window} | {author.id})
+    records = reliability.records(session, {r.rater_id for r in window} | {rating.author_id})
     before = records[rating.rater_id]
     # What the rating says of its rater, against the author's record as the other raters show it.
     quality = reliability.author_quality(model, [
@@ -391,10 +400,10 @@ def evaluate_rating(session: Session, rating_id: int,
     trust = [records[r.rater_id].trust(model) for r in judged]
     outcome, mean_rel, mean_use = decide(policy, [r.relevant for r in judged], [r.useful for r in judged], trust,
                                          model)
-    if outcome == "bonus" and policy.weighted and records[author.id].verdict:
+    if outcome == "bonus" and policy.weighted and records[rating.author_id].verdict:
         outcome = "none"  # an identified rater earns no bonus
     decision = QualityDecision(
-        worker_id=author.id, rating_id=rating.id, outcome=outcome, mean_relevance=mean_rel,
+        worker_id=rating.author_id, rating_id=rating.id, outcome=outcome, mean_relevance=mean_rel,
         mean_usefulness=mean_use, created_at=utcnow(),
         window=[{"rating_id": r.id, "turn_id": r.rated_turn_id, "rater_id": r.rater_id,
                  "relevant": r.relevant, "useful": r.useful,
@@ -407,17 +416,18 @@ def evaluate_rating(session: Session, rating_id: int,
         return None  # a concurrent evaluation of the same rating won
     if reliability.add_rating(session, rating.rater_id, before, records[rating.rater_id]):
         identified = records[rating.rater_id]
-        events.record(session, "rater_identified", "system", batch_id=batch.id, worker_id=rating.rater_id,
+        events.record(session, "rater_identified", "system", batch_id=rating.batch_id, worker_id=rating.rater_id,
                       rating_id=rating.id, **reliability.evidence(model, identified))
-    events.record(session, "quality_decision", "system", batch_id=batch.id, conversation_id=conversation.id,
-                  turn_id=rated.id, worker_id=author.id, outcome=outcome, mean_relevance=mean_rel,
+    events.record(session, "quality_decision", "system", batch_id=rating.batch_id,
+                  conversation_id=rating.conversation_id, turn_id=rating.rated_turn_id, worker_id=rating.author_id,
+                  outcome=outcome, mean_relevance=mean_rel,
                   mean_usefulness=mean_use, window=policy.window, policy=asdict(policy))
     blocked = False
-    if outcome == "block" and author.status == WorkerStatus.active:
-        block_worker(session, author, permanent=False, actor="system", reason=_block_reason(
+    if outcome == "block" and rating.author_status == WorkerStatus.active:
+        block_worker(session, session.get(Worker, rating.author_id), permanent=False, actor="system", reason=_block_reason(
             policy, model, mean_rel, mean_use, [r.relevant for r in judged], [r.useful for r in judged], trust))
         blocked = True
-    bonus = _record_bonus(session, policy, batch, rated, author, decision) if outcome == "bonus" else None
+    bonus = _record_bonus(session, policy, rating, decision) if outcome == "bonus" else None
     return Evaluation(decision=decision, blocked=blocked, bonus=bonus)
 
 
@@ -525,25 +535,27 @@ def _shown(evidence: dict[str, Any]) -> str:
 KEPT = (AssignmentStatus.submitted, AssignmentStatus.approved, AssignmentStatus.unpaid, AssignmentStatus.compensated)
 
 
-def _record_bonus(session: Session, policy: Policy, batch: Batch, turn: Turn, author: Worker,
-                  decision: QualityDecision) -> Optional[Bonus]:
+def _record_bonus(session: Session, policy: Policy, rating: Any, decision: QualityDecision) -> Optional[Bonus]:
+    """The rated turn's bonus (``rating``: a row of ``_JUDGING``), once per turn."""
+    turn_id, author_id = rating.rated_turn_id, rating.author_id
     assignment = session.exec(
         select(Assignment).join(Hit, Hit.id == Assignment.hit_id)
-        .where(Hit.turn_id == turn.id, Hit.status == HitStatus.submitted, Assignment.worker_id == author.id,
+        .where(Hit.turn_id == turn_id, Hit.status == HitStatus.submitted, Assignment.worker_id == author_id,
                col(Assignment.status).in_(KEPT))
     ).first()
     if assignment is None:
         return None
-    bonus = Bonus(turn_id=turn.id, worker_id=author.id, assignment_id=assignment.id, decision_id=decision.id,
-                  amount_cents=policy.bonus_cents, request_token=f"turkflow-bonus-turn-{turn.id}")
+    bonus = Bonus(turn_id=turn_id, worker_id=author_id, assignment_id=assignment.id, decision_id=decision.id,
+                  amount_cents=policy.bonus_cents, request_token=f"turkflow-bonus-turn-{turn_id}")
     try:
         with savepoint(session):
             session.add(bonus)
             session.flush()
     except IntegrityError:
         return None  # this turn already earned its bonus
-    events.record(session, "bonus_recorded", "system", batch_id=batch.id, conversation_id=turn.conversation_id,
-                  turn_id=turn.id, worker_id=author.id, amount_cents=bonus.amount_cents, bonus_id=bonus.id)
+    events.record(session, "bonus_recorded", "system", batch_id=rating.batch_id,
+                  conversation_id=rating.conversation_id, turn_id=turn_id, worker_id=author_id,
+                  amount_cents=bonus.amount_cents, bonus_id=bonus.id)
     return bonus
 
 

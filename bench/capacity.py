@@ -310,7 +310,7 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                 settings = stack.settings
                 batch_id, join_urls, _, conversation_ids = launch(
                     settings, stack.url, people, scripts, max_turns=2 * args.mean_turns, policy=policy,
-                    reward_cents=default("reward_cents"), seed=args.seed)
+                    reward_cents=default("reward_cents"), seed=args.seed, onboarded=True)  # turns, not the quiz
                 http = HttpLog()
                 clients = {name: WorkerClient(stack.url, join, http) for name, join in join_urls.items()}
                 with ThreadPoolExecutor(16) as pool:

@@ -306,11 +306,12 @@ class Outcome:
 
 def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
            max_turns: int, policy: Policy, reward_cents: int, seed: int, provider: str = "local",
-           play: Optional[ProtocolPlay] = None,
-           affinity_seconds: int = 0) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
+           play: Optional[ProtocolPlay] = None, affinity_seconds: int = 0,
+           onboarded: bool = False) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
     """The requester's part: task documents, one invite per simulated worker (local only: Prolific's
     participants arrive through the study), the batch and its first HITs (on Prolific, its studies).
     Another protocol's ``play`` gives the tasks and scenarios; its workers qualify on the pages themselves.
+    ``onboarded`` invites workers who skip the quiz (and its gold turns): for benchmarks of the turns alone.
 
     Returns the batch id, each worker's join URL and database id, and the conversation ids in batch order.
     """
@@ -326,7 +327,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
         join_urls, worker_ids = {}, {}
         for worker in crowd if provider == "local" else ():
             row, url = invites.invite_worker(session, settings.secret_key, base_url, worker.role, name=worker.name,
-                                             onboarded=False)  # each takes their role's quiz (onboard)
+                                             onboarded=onboarded)  # else each takes their role's quiz
             join_urls[worker.name], worker_ids[worker.name] = url, row.id
         batch, hits = lifecycle.launch_batch(
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,

@@ -392,7 +392,7 @@ def knee(result: dict[str, Any]) -> str:
     return f"{text} ({', '.join(parts)})"
 
 
-def main(argv: list[str] | None = None) -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench capacity", description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--rates", default="10,15,20,25,30,35,40,45,50,60,70,80",
@@ -413,7 +413,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=64, help="crowd threads making requests at once")
     parser.add_argument("--settle", type=float, default=60, help="seconds after a step for the pipeline to catch up")
     parser.add_argument("--target-ms", type=float, default=TARGET_P99_MS)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
     OUT.mkdir(exist_ok=True)
     print(f"capacity: open-loop crowd, {args.workers} workers on {args.conversations} conversations; read "
           f"{args.read} s, write {args.write} s (means); {args.seconds:.0f} s a step; gunicorn {args.web_workers} "

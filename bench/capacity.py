@@ -30,6 +30,7 @@ import heapq
 import itertools
 import json
 import math
+import os
 import random
 import tempfile
 import threading
@@ -328,9 +329,9 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                         http.durations.clear()
                         http.errors.clear()
                         http.statuses.clear()
-                        before = cpu_seconds(stack.processes)
+                        before = _cpu(stack, cluster)
                         run_step(scheduler, crowd, rate, args.seconds, args.seed)
-                        used = cpu_seconds(stack.processes)
+                        used = _cpu(stack, cluster)
                         owed = settle(settings, batch_id, list(crowd.sent), args.settle)
                         waits = next_turn_open(settings, batch_id, crowd.sent)
                         submitted = crowd.counts["submitted"]
@@ -352,7 +353,9 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                         print(f"  {backend:10} | {rate:5.0f} | {step['achieved']:6.1f} | {submitted:5} | "
                               f"{step['p50_ms']} / {step['p95_ms']} / {step['p99_ms']} / {step['max_ms']} | "
                               f"{sum(owed.values())} | {sum(http.errors.values())} | "
-                              f"{'pass' if step['passed'] else 'FAIL'} | {step['load']}", flush=True)
+                              f"{'pass' if step['passed'] else 'FAIL'} | "
+                              f"{' '.join(f'{k} {v}' for k, v in step['cpu_ms_per_turn'].items())} | "
+                              f"{step['load']}", flush=True)
                         if not step["passed"]:
                             break
                 finally:
@@ -361,6 +364,24 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             if cluster is not None:
                 cluster.stop()
     return {"backend": backend, "steps": steps}
+
+
+def _cpu(stack: Any, cluster: Any) -> dict[str, float]:
+    """CPU seconds of every part on the machine during a step: the stack's services, PostgreSQL's server
+    processes, and the crowd itself (this process), which shares the 2 cores with the stack it measures."""
+    used = cpu_seconds(stack.processes)
+    if cluster is not None:
+        used["postgresql"] = cpu_seconds({"postgresql": _Pid(cluster.pid())})["postgresql"]
+    own = os.times()
+    used["crowd"] = own.user + own.system
+    return used
+
+
+class _Pid:
+    """What ``cpu_seconds`` needs of a process it did not start."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
 
 
 def _ms(seconds: Optional[float]) -> Optional[float]:
@@ -423,7 +444,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.read} s, write {args.write} s (means); {args.seconds:.0f} s a step; gunicorn {args.web_workers} "
           f"x {args.web_threads} threads, Celery {args.celery_concurrency}; {load()}", flush=True)
     print("  backend    | rate  | turns/s | turns | next turn open p50 / p95 / p99 / max ms | lost | HTTP errors "
-          "| step | load", flush=True)
+          "| step | CPU ms per turn | load", flush=True)
     results = []
     for backend in args.backends.split(","):
         result = measure(backend, args)

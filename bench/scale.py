@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
             for run in args.runs.split(","):
                 if cluster is not None:
                     url = cluster.create_database(f"scale_{run.lower()}")
-                    pid = int((cluster.data / "postmaster.pid").read_text().split()[0])
+                    pid = cluster.pid()
                 else:
                     url, pid = f"sqlite:///{work / f'{run}.db'}", None
                 (work / run).mkdir()

@@ -95,6 +95,10 @@ class PostgresCluster:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
+    def pid(self) -> int:
+        """The postmaster's process id: a benchmark counts the CPU of it and its server processes."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 

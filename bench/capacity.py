@@ -11,7 +11,9 @@ the requester's, as in ``bench.e2e``.
 After a warm-up at the first rate (``--warm-up`` seconds, not measured: the Celery worker loads spaCy at
 its first review), the rate is stepped up (``--rates``), each step ``--seconds`` long, on one stack per
 backend (gunicorn 3 x 4 threads, Celery 2 processes, its own Redis on a free port, no gunicorn control
-socket; one backend after the other). After each step the bench waits until every turn the step stored has its next turn open and its
+socket; one backend after the other). The crowd shares the 2 cores with the stack it measures, at a lower
+priority (``--crowd-nice``), as a crowd on its own machines would leave the server's cores to the server;
+each step prints the CPU per turn of every part, the crowd's included. After each step the bench waits until every turn the step stored has its next turn open and its
 review done, or ``--settle`` seconds. A step passes when the submit-to-next-turn-open p99 is within the
 target, nothing is lost (a turn without its next turn or its review after the settle, an HTTP error or a
 dropped connection) and at least 95% of the workers who arrived submitted a turn; the knee is the last
@@ -309,6 +311,7 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
             with Stack(Settings(data_dir=work, database_url=url), work / "logs", web_workers=args.web_workers,
                        web_threads=args.web_threads, celery_concurrency=args.celery_concurrency) as stack:
                 settings = stack.settings
+                crowd_priority = _lower_priority(args.crowd_nice)  # before the crowd's threads: they inherit it
                 batch_id, join_urls, _, conversation_ids = launch(
                     settings, stack.url, people, scripts, max_turns=2 * args.mean_turns, policy=policy,
                     reward_cents=default("reward_cents"), seed=args.seed, onboarded=True)  # turns, not the quiz
@@ -360,10 +363,29 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
                             break
                 finally:
                     scheduler.close()
+                    _restore_priority(crowd_priority)
         finally:
             if cluster is not None:
                 cluster.stop()
     return {"backend": backend, "steps": steps}
+
+
+def _lower_priority(nice: int) -> int:
+    """Run the crowd (this thread and the threads it starts) at ``nice`` above the stack, which was started
+    before at the machine's normal priority: a real crowd sits on its own machines, so here it should take
+    the cores only when the stack leaves them idle. Its CPU is still counted and printed. Returns the old
+    niceness."""
+    old = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice:
+        os.setpriority(os.PRIO_PROCESS, 0, min(19, old + nice))  # on Linux: this thread and those it starts
+    return old
+
+
+def _restore_priority(old: int) -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, old)
+    except PermissionError:  # only root may lower a niceness again; the run is over anyway
+        pass
 
 
 def _cpu(stack: Any, cluster: Any) -> dict[str, float]:
@@ -432,6 +454,8 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--web-threads", type=int, default=4)
     parser.add_argument("--celery-concurrency", type=int, default=2)
     parser.add_argument("--threads", type=int, default=64, help="crowd threads making requests at once")
+    parser.add_argument("--crowd-nice", type=int, default=10,
+                        help="niceness the crowd runs at above the stack (0: the same priority)")
     parser.add_argument("--settle", type=float, default=60, help="seconds after a step for the pipeline to catch up")
     parser.add_argument("--target-ms", type=float, default=TARGET_P99_MS)
     return parser.parse_args(argv)

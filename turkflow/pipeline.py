@@ -50,14 +50,10 @@ def _advance(session: Session, providers: Providers, conversation_id: int) -> Op
     """Open the conversation's next turn: (HIT id, provider still to publish on, or None when the HIT is
     published already). A provider that calls no platform publishes in this transaction, so the local
     crowd's next turn is one commit away from its submission; a platform is called only after commit."""
-    hit = lifecycle.advance_conversation(session, conversation_id)
-    if hit is None:
+    opened = lifecycle.open_next_turn(session, conversation_id, providers)
+    if opened is None:
         return None
-    provider = providers.get(hit.provider)
-    if provider.calls_platform:
-        return hit.id, hit.provider
-    lifecycle.publish_hit(session, provider, hit.id)
-    return hit.id, None
+    return opened.hit_id, None if opened.published else opened.provider
 
 
 def _publish_opened(settings: Settings, providers: Providers, opened: Optional[tuple[int, Optional[str]]]

@@ -14,26 +14,28 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Optional, Sequence
 
-from sqlalchemy import JSON, and_, bindparam, case, func, or_, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import JSON, and_, bindparam, case, func, insert, or_, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select
 
 from turkflow import events, states
 from turkflow.config import default
-from turkflow.db import savepoint
 from turkflow.errors import AlreadySubmitted, Conflict, Forbidden, InvalidInput, NotFound
 from turkflow.protocols.star import stages
 from turkflow.hits.money import percent_cents
-from turkflow.hits.provider import CrowdProvider
+from turkflow.hits.provider import CrowdProvider, Providers
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
     Batch,
     BatchStatus,
+    Bonus,
+    BonusKind,
     Conversation,
     ConversationStatus,
+    Event,
     Hit,
     HitStatus,
     Rating,
@@ -126,29 +128,62 @@ def launch_batch(
         conversation = Conversation(batch_id=batch.id, task_id=task.id, scenario=scenario)
         session.add(conversation)
         session.flush()
-        hits.append(_open_turn(session, batch, conversation, index=0, role=get_protocol(protocol).first_role))
+        hit_id = _open_turn(session, batch, conversation.id, index=0, role=get_protocol(protocol).first_role)
+        session.expire(conversation, ["updated_at"])  # the opening's UPDATE set it
+        hits.append(session.get(Hit, hit_id))
     return batch, hits
 
 
-def _open_turn(session: Session, batch: Batch, conversation: Conversation, index: int, role: str,
-               keep_for: Optional[int] = None) -> Hit:
-    """Open a turn and its HIT; with the batch's affinity on, the HIT is kept for ``keep_for`` (the writer of
-    the role's last turn) for ``Batch.affinity_seconds``, a column the queue compares with the clock, so the
-    turn goes to anyone once it ends whether or not that worker ever comes back."""
-    turn = Turn(conversation_id=conversation.id, index=index, role=role)
-    session.add(turn)
-    session.flush()
-    hit = Hit(turn_id=turn.id, role=role, provider=batch.provider)
-    if batch.affinity_seconds and keep_for is not None and _may_keep(session, keep_for):
-        hit.reserved_for_id, hit.reserved_until = keep_for, hit.created_at + timedelta(seconds=batch.affinity_seconds)
-    session.add(hit)
-    conversation.updated_at = utcnow()
-    session.add(conversation)
-    session.flush()
-    events.record(session, "turn_opened", "system", batch_id=batch.id, conversation_id=conversation.id,
-                  turn_id=turn.id, index=index, role=role, hit_id=hit.id,
-                  **({"kept_for": hit.reserved_for_id} if hit.reserved_for_id is not None else {}))
-    return hit
+# The opening runs on every submitted turn: its statements are built once, on the tables, and write plain
+# values (no ORM objects; a flush of a Turn and a Hit cost more than the INSERTs themselves).
+_TURNS, _HITS, _CONVERSATIONS, _BATCHES = Turn.__table__, Hit.__table__, Conversation.__table__, Batch.__table__
+_WORKERS, _EVENTS = Worker.__table__, Event.__table__
+# One open turn per conversation and one turn per position: a turn another process opened first is not
+# opened again (no row returned), without the savepoint an IntegrityError would need on PostgreSQL.
+_NEW_TURN = {name: dialect.insert(_TURNS).on_conflict_do_nothing().returning(_TURNS.c.id)
+             for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))}
+_NEW_HIT = insert(_HITS).returning(_HITS.c.id)
+_TOUCHED = (update(_CONVERSATIONS).where(_CONVERSATIONS.c.id == bindparam("conversation"))
+            .values(updated_at=bindparam("now")))
+_PUBLISHED = states.update_to(Hit, HitStatus.open).where(Hit.id == bindparam("hit")).values(
+    external_id=bindparam("external"))
+_EVENT = insert(_EVENTS)
+
+
+def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int, role: str,
+               keep_for: Optional[int] = None, publisher: Optional[CrowdProvider] = None) -> Optional[int]:
+    """Open a turn and its HIT; returns the HIT's id, or None when the conversation has an open turn or this
+    one already (another worker process opened it first).
+
+    ``keep_for``: a worker who may take the turn (active), for whom the HIT is kept for
+    ``Batch.affinity_seconds``, a column the queue compares with the clock, so the turn goes to anyone once it
+    ends whether or not that worker ever comes back. ``publisher``: a provider that calls no platform,
+    which publishes the HIT in this transaction (``publish_hit`` does it for the others, after commit)."""
+    session.flush()  # what the session holds is written first, as the ORM's flush would order it
+    connection = session.connection()
+    now = utcnow()
+    turn_id = connection.execute(_NEW_TURN[connection.dialect.name], {
+        "conversation_id": conversation_id, "index": index, "role": role, "status": TurnStatus.open,
+        "worker_id": None, "text": None, "label": None, "answers": {}, "flags": [], "signals": {},
+        "opened_at": now, "submitted_at": None, "reviewed_at": None}).scalar()
+    if turn_id is None:
+        return None
+    hit = Hit(turn_id=turn_id, role=role, provider=batch.provider, created_at=now)
+    if batch.affinity_seconds and keep_for is not None:
+        hit.reserved_for_id, hit.reserved_until = keep_for, now + timedelta(seconds=batch.affinity_seconds)
+    hit.id = connection.execute(_NEW_HIT, hit.model_dump(exclude={"id"})).scalar_one()
+    connection.execute(_TOUCHED, {"conversation": conversation_id, "now": now})
+    ids = {"batch_id": batch.id, "conversation_id": conversation_id, "turn_id": turn_id, "worker_id": None}
+    written = [{"at": now, "kind": "turn_opened", "actor": "system", **ids, "data": {
+        "index": index, "role": role, "hit_id": hit.id,
+        **({"kept_for": hit.reserved_for_id} if hit.reserved_for_id is not None else {})}}]
+    if publisher is not None:
+        external_id = publisher.publish_turn(session, hit, batch)
+        connection.execute(_PUBLISHED, {"hit": hit.id, "external": external_id})
+        written.append({"at": utcnow(), "kind": "hit_published", "actor": "provider", **ids,
+                        "data": {"hit_id": hit.id, "external_id": external_id}})
+    connection.execute(_EVENT, written)
+    return hit.id
 
 
 def _may_keep(session: Session, worker_id: int) -> bool:
@@ -183,52 +218,80 @@ def publish_hit(session: Session, provider: CrowdProvider, hit_id: int) -> Hit:
 # ---- advancing ---------------------------------------------------------------------------------------
 
 
-_LAST_TURNS = (  # a conversation's last two turns (the one before the last may close it), with its batch
-    select(Turn, Conversation, Batch).join(Conversation, Conversation.id == Turn.conversation_id)
-    .join(Batch, Batch.id == Conversation.batch_id)
-    .where(Turn.conversation_id == bindparam("conversation")).order_by(col(Turn.index).desc()).limit(2)
+_BATCH_COLUMNS = tuple(column.name for column in _BATCHES.c)
+_LAST_TURNS = (  # a conversation's last two turns (the one before the last may close it, or its writer keep the
+    # next), with whether that writer may still work, and the conversation's and its batch's columns
+    select(_TURNS.c.index, _TURNS.c.role, _TURNS.c.status, _TURNS.c.label, _TURNS.c.worker_id,
+           _TURNS.c.conversation_id, _WORKERS.c.status.label("writer_status"),
+           _CONVERSATIONS.c.status.label("conversation_status"),
+           *(_BATCHES.c[name].label(f"batch_{name}") for name in _BATCH_COLUMNS))
+    .select_from(_TURNS.join(_CONVERSATIONS, _CONVERSATIONS.c.id == _TURNS.c.conversation_id)
+                 .join(_BATCHES, _BATCHES.c.id == _CONVERSATIONS.c.batch_id)
+                 .outerjoin(_WORKERS, _WORKERS.c.id == _TURNS.c.worker_id))
+    .where(_TURNS.c.conversation_id == bindparam("conversation")).order_by(_TURNS.c.index.desc()).limit(2)
 )
 
 
-def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit]:
+class Opened(NamedTuple):
+    """A turn ``open_next_turn`` opened: its HIT, the HIT's platform, and whether it is published already."""
+
+    hit_id: int
+    provider: str
+    published: bool
+
+
+def open_next_turn(session: Session, conversation_id: int, providers: Optional[Providers] = None
+                   ) -> Optional[Opened]:
     """Open the next turn of a conversation whose last turn is submitted, or close the conversation.
 
-    Returns the new HIT (still to publish), or None when there is nothing to open: the conversation is
-    over, its batch is paused or over budget, or its next turn is already open (a duplicate call).
+    Returns the new HIT, or None when there is nothing to open: the conversation is over, its batch is paused
+    or over budget, or its next turn is already open (a duplicate call, a redelivered message). With
+    ``providers``, a HIT whose platform is called by no one (the local queue) is published in this
+    transaction. Runs on every submitted turn: one read of plain rows, then the writes (``_open_turn``).
     """
-    rows = session.execute(_LAST_TURNS, {"conversation": conversation_id}).all()
+    rows = _core(session, _LAST_TURNS, {"conversation": conversation_id}).all()
     if not rows:
         if session.get(Conversation, conversation_id) is None:
             raise NotFound(f"conversation {conversation_id} does not exist")
         return None  # no turn at all: nothing follows
-    last, conversation, batch = rows[0]
-    before = rows[1][0] if len(rows) > 1 else None
-    if conversation.status != ConversationStatus.active or batch.status != BatchStatus.active:
+    last = rows[0]
+    before = rows[1] if len(rows) > 1 else None
+    if last.conversation_status != ConversationStatus.active or last.batch_status != BatchStatus.active:
         return None
     if last.status != TurnStatus.submitted:
         return None
+    batch = Batch(**{name: getattr(last, f"batch_{name}") for name in _BATCH_COLUMNS})  # as read, not loaded
     protocol = get_protocol(batch.protocol)
-    end_reason = _end_reason(session, protocol, batch, last, before)
+    end_reason = _end_reason(session, protocol, batch.max_turns, last, before)
     if end_reason:
-        _complete(session, batch, conversation, end_reason)
+        _complete(session, session.get(Batch, batch.id), session.get(Conversation, conversation_id), end_reason)
         return None
     if not _within_budget(session, batch):
-        states.move(batch, BatchStatus.paused)
-        session.add(batch)
+        paused = session.get(Batch, batch.id)
+        states.move(paused, BatchStatus.paused)
+        session.add(paused)
         events.record(session, "batch_paused", "system", batch_id=batch.id, reason="budget reached")
         return None
-    try:
-        with savepoint(session):
-            role = protocol.next_role(last.role)
-            writer = before.worker_id if before is not None and before.role == role else None
-            return _open_turn(session, batch, conversation, last.index + 1, role, keep_for=writer)
-    except IntegrityError:
-        return None  # another worker process opened it first: one open turn per conversation
+    role = protocol.next_role(last.role)
+    keep_for = (before.worker_id if before is not None and before.role == role
+                and before.writer_status == WorkerStatus.active else None)
+    provider = providers.get(batch.provider) if providers is not None else None
+    publisher = provider if provider is not None and not provider.calls_platform else None
+    hit_id = _open_turn(session, batch, conversation_id, last.index + 1, role, keep_for=keep_for,
+                        publisher=publisher)
+    return Opened(hit_id, batch.provider, publisher is not None) if hit_id is not None else None
 
 
-def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn,
-                before: Optional[Turn] = None) -> Optional[str]:
-    """Why the conversation ends with ``last``, or None; ``before``: the turn before it, if already read."""
+def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit]:
+    """``open_next_turn`` answering with the new HIT (still to publish), for callers that go on with it."""
+    opened = open_next_turn(session, conversation_id)
+    return session.get(Hit, opened.hit_id) if opened is not None else None
+
+
+def _end_reason(session: Session, protocol: Protocol, max_turns: int, last: Any,
+                before: Optional[Any] = None) -> Optional[str]:
+    """Why the conversation ends with ``last`` (a turn, or a row with its ``role``, ``label``, ``index`` and
+    ``conversation_id``), or None; ``before``: the turn before it, if already read."""
     closes = last.role == protocol.first_role and last.label == protocol.closing_label
     if not protocol.closing_reply and closes:
         return protocol.closing_reason
@@ -243,7 +306,7 @@ def _end_reason(session: Session, protocol: Protocol, batch: Batch, last: Turn,
             ).one()
         if before.label == protocol.closing_label:
             return protocol.closing_reason
-    if last.index + 1 >= batch.max_turns:
+    if last.index + 1 >= max_turns:
         return "max_turns"
     return None
 
@@ -253,8 +316,8 @@ def ends_conversation(session: Session, turn: Turn) -> bool:
     hears so before the Celery task that closes the conversation has run."""
     conversation = session.get(Conversation, turn.conversation_id)
     batch = session.get(Batch, conversation.batch_id)
-    return turn.status == TurnStatus.submitted and _end_reason(session, get_protocol(batch.protocol), batch,
-                                                                turn) is not None
+    return turn.status == TurnStatus.submitted and _end_reason(session, get_protocol(batch.protocol),
+                                                                batch.max_turns, turn) is not None
 
 
 def _complete(session: Session, batch: Batch, conversation: Conversation, reason: str) -> None:
@@ -274,25 +337,30 @@ def _complete(session: Session, batch: Batch, conversation: Conversation, reason
         events.record(session, "batch_completed", "system", batch_id=batch.id)
 
 
+_COUNTED_HITS = (
+    select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
+    .join(Conversation, Conversation.id == Turn.conversation_id)
+    .where(Conversation.batch_id == bindparam("batch"), Hit.status != HitStatus.expired)
+)
+_BONUSES = (
+    select(func.coalesce(func.sum(Bonus.amount_cents), 0)).select_from(Bonus)
+    .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+    .where(Conversation.batch_id == bindparam("batch"), Bonus.kind != BonusKind.reward)
+)
+_COMMITTED = (  # read on every opening of a batch with a budget: one statement, built once
+    select(_BATCHES.c.reward_cents, _BATCHES.c.fee_percent, _COUNTED_HITS.scalar_subquery().label("hits"),
+           _BONUSES.scalar_subquery().label("bonuses"))
+    .where(_BATCHES.c.id == bindparam("batch"))
+)
+
+
 def committed_cents(session: Session, batch_id: int, next_reward_cents: int = 0) -> int:
     """Rewards of every HIT published or submitted in the batch (not expired ones) plus bonuses recorded,
     and the platform fee the batch counts in its budget (Prolific's, ``Batch.fee_percent``, with its VAT),
     rounded once on the total; ``next_reward_cents`` counts a turn about to open with them. A reward paid
     as a bonus (``BonusKind.reward``) is its HIT's reward, already counted with the HIT."""
-    from turkflow.models import Bonus, BonusKind
-
-    batch = session.get(Batch, batch_id)
-    hits = session.exec(
-        select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
-        .join(Conversation, Conversation.id == Turn.conversation_id)
-        .where(Conversation.batch_id == batch_id, Hit.status != HitStatus.expired)
-    ).one()
-    bonuses = session.exec(
-        select(func.coalesce(func.sum(Bonus.amount_cents), 0)).select_from(Bonus)
-        .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
-        .where(Conversation.batch_id == batch_id, Bonus.kind != BonusKind.reward)
-    ).one()
-    spent = hits * batch.reward_cents + bonuses + next_reward_cents
+    batch = _core(session, _COMMITTED, {"batch": batch_id}).one()
+    spent = batch.hits * batch.reward_cents + batch.bonuses + next_reward_cents
     return spent + percent_cents(spent, batch.fee_percent)
 
 
@@ -888,9 +956,9 @@ def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
 
 
 __all__ = [
-    "Earlier", "Held", "Submission", "TurnView",
+    "Earlier", "Held", "Opened", "Submission", "TurnView",
     "abandon_assignment", "advance_conversation", "batch_of_hit", "check_can_work", "check_resent", "committed_cents",
-    "earlier_turns", "held", "launch_batch", "open_hits_for", "queue_entries", "publish_hit",
+    "earlier_turns", "held", "launch_batch", "open_hits_for", "open_next_turn", "queue_entries", "publish_hit",
     "release_expired_leases", "reopen_turn",
     "set_batch_status", "settle_assignment", "stalled_conversations", "submit_turn", "take", "take_turn",
     "turn_context", "turn_for_assignment", "turn_view", "unpublished_hits", "unreviewed_turns",

@@ -215,6 +215,8 @@ def test_report_is_one_self_contained_escaped_html_file(tmp_path, nlp):
 
 
 def test_analyse_cli_errors_are_one_line(tmp_path):
+    """Each case in process (``main(argv)``: a subprocess spends seconds importing), the first also through
+    the console script, whose exit status and stderr are what a shell sees."""
     broken = tmp_path / "dialogues_001.json.gz"
     broken.write_bytes(gzip.compress(b"{not json"))
     env = {"PATH": "/usr/bin:/bin", "TURKFLOW_DATA_DIR": str(tmp_path / "var")}
@@ -228,11 +230,17 @@ def test_analyse_cli_errors_are_one_line(tmp_path):
     ]
     for args, message in cases:
         run_env = dict(env, TURKFLOW_SPACY_MODEL="no_such_model") if "--limit" in args else env
-        done = subprocess.run([str(TURKFLOW), "analyse", *args, "--out", str(tmp_path / "out")], env=run_env,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 1, done.stderr
+        done = CliRunner().invoke(main, ["analyse", *args, "--out", str(tmp_path / "out")], env=run_env,
+                                  catch_exceptions=False)
+        assert done.exit_code == 1, done.output
         assert done.stderr.startswith(message), done.stderr
-        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.output, done.output
+    args, message = cases[0]
+    done = subprocess.run([str(TURKFLOW), "analyse", *args, "--out", str(tmp_path / "out")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(message), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "out").exists()
 
 

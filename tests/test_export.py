@@ -243,11 +243,16 @@ def test_export_cli_errors_are_one_line(settings, providers, tmp_path):
         (["export", "--out", str(tmp_path / "x"), "--domain", "gardening"], "error: no conversations match"),
         (["export", "--out", str(tmp_path / "y"), "--scrub-pii"], "error: spaCy model 'no_such_model' is not"),
     ]
-    for args, message in cases:
+    for args, message in cases:  # in process (a subprocess spends seconds importing) ...
         run_env = dict(env, TURKFLOW_SPACY_MODEL="no_such_model") if "--scrub-pii" in args else env
-        done = subprocess.run([str(TURKFLOW), *args], env=run_env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 1, done.stderr
-        assert done.stderr.startswith(message)
-        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        done = CliRunner().invoke(main, args, env=run_env, catch_exceptions=False)
+        assert done.exit_code == 1, done.output
+        assert done.stderr.startswith(message), done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.output, done.output
+    args, message = cases[0]  # ... and once through the console script, as a shell sees it
+    done = subprocess.run([str(TURKFLOW), *args], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(message), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert (occupied / "notes.txt").read_text() == "keep me"
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

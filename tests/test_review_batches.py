@@ -12,11 +12,12 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from tests.conftest import celery_worker_of, wait_until
+from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd
 from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS, launch, make_worker
 from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
-from turkflow.models import Event, Hit, HitStatus, QualityDecision, Rating, Turn, Worker
+from turkflow.models import Bonus, BonusStatus, Event, Hit, HitStatus, QualityDecision, Rating, Turn, Worker
 from workers import tasks
 import workers.app
 
@@ -144,6 +145,33 @@ def test_a_lost_review_message_holds_reviews_back_no_longer_than_the_review_grac
     finally:
         broker.flushdb()
         broker.close()
+
+
+def test_a_local_bonus_is_paid_by_the_review_that_records_it_with_no_message_of_its_own(settings, providers):
+    """The local crowd's bonus is bookkeeping: the review that records it pays it in the same transaction, and
+    leaves nothing for the pay task (one message fewer per bonus); it is recorded and paid once."""
+    crowd = Crowd(settings, providers)
+    crowd.launch(conversations=1)
+    teacher = crowd.worker("teacher", "T-good")
+    students = [crowd.worker("student", f"S{i}") for i in range(2)]
+    conversation_id = crowd.conversations()[0]
+    crowd.submit(students[0], conversation_id, STUDENT_LINES[0])
+    to_pay = []
+    for i in range(5):  # the fifth rating fills the teacher's window: its rated turn earns the bonus
+        crowd.submit(teacher, conversation_id, TEACHER_LINES[i])
+        rater = crowd.submit(students[(i + 1) % 2], conversation_id, STUDENT_LINES[1 + i], run=False)
+        pipeline.open_after(settings, providers, rater)
+        to_pay += pipeline.review_waiting(settings, providers, rater).bonus_ids
+        assert pipeline.review_waiting(settings, providers, rater).turns == {}  # redelivered: nothing again
+    assert to_pay == []
+    with session_scope(settings.database_url) as s:
+        bonuses = s.exec(select(Bonus).where(Bonus.worker_id == teacher.id)).all()
+        assert [(b.status, b.amount_cents) for b in bonuses] == [(BonusStatus.paid, 8)]
+        assert bonuses[0].paid_at is not None
+        kinds = s.exec(select(Event.kind).where(Event.kind.in_(["bonus_recorded", "bonus_paid"])).order_by(Event.id))
+        assert list(kinds) == ["bonus_recorded", "bonus_paid"]
+    assert pipeline.pay_bonus(settings, providers, bonuses[0].id)  # the reconciler or a late task: paid already
+    assert pipeline.reconcile(settings, providers).unpaid_bonuses == []
 
 
 def _open_turns(settings) -> int:

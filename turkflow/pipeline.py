@@ -21,7 +21,7 @@ from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import ProviderError
 from turkflow.hits import lifecycle
-from turkflow.hits.provider import HitCheck, Providers
+from turkflow.hits.provider import CrowdProvider, HitCheck, Providers
 from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
                              Rating, Turn, TurnStatus, Worker, WorkerStatus, utcnow)
 from turkflow.protocols import registry
@@ -34,7 +34,7 @@ log = logging.getLogger("turkflow.pipeline")
 class AfterSubmission:
     opened_hit_id: Optional[int] = None
     blocked_worker_id: Optional[int] = None
-    bonus_ids: list[int] = field(default_factory=list)
+    bonus_ids: list[int] = field(default_factory=list)  # to pay through their platform (``pay_bonus``)
     flags: list[str] = field(default_factory=list)
     reviewed: bool = False  # this call reviewed the turn (False: it had been reviewed already)
 
@@ -100,7 +100,7 @@ _WAITING = (  # turns waiting for their review, oldest first (the partial index 
     .order_by(Turn.submitted_at).limit(bindparam("limit"))
 )
 _REVIEWING = (  # the turns with what their checks and judges read of their conversation and batch
-    select(Turn, Conversation.batch_id, Conversation.task_id, Batch.protocol, Batch.typed_block)
+    select(Turn, Conversation.batch_id, Conversation.task_id, Batch.protocol, Batch.typed_block, Batch.provider)
     .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
     .where(col(Turn.id).in_(bindparam("turns", expanding=True))).order_by(Turn.id)
 )
@@ -182,15 +182,16 @@ def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) 
         rows = session.execute(_REVIEWING, {"turns": turn_ids}).all()
         documents: dict[int, str] = {}
         found = {}
-        for turn, batch_id, task_id, protocol, typed_block in rows:
+        for turn, batch_id, task_id, protocol, typed_block, provider in rows:
             if turn.status == TurnStatus.submitted and turn.reviewed_at is None:
                 place = checks.Place(batch_id, task_id, protocol)
-                found[turn.id] = (turn, place, typed_block, checks.turn_flags(session, turn, policy, place, documents))
+                found[turn.id] = (turn, place, typed_block, providers.get(provider),
+                                  checks.turn_flags(session, turn, policy, place, documents))
         if not found:
             return reviews
         ratings = dict(session.execute(_RATINGS_BY, {"turns": list(found)}).all())
         claimed = set(session.execute(_CLAIM_REVIEWS, {"turns": list(found), "now": utcnow()}).scalars())
-        for turn_id, (turn, place, typed_block, flags) in found.items():
+        for turn_id, (turn, place, typed_block, provider, flags) in found.items():
             if turn_id not in claimed:
                 continue  # another review has it
             result = reviews.turns[turn_id] = AfterSubmission(reviewed=True)
@@ -207,8 +208,12 @@ def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) 
             if evaluation is not None and evaluation.blocked:
                 result.blocked_worker_id = evaluation.decision.worker_id
                 blocked.append(result.blocked_worker_id)
-            if evaluation is not None and evaluation.bonus:
+            if evaluation is not None and evaluation.bonus and provider.calls_platform:
                 result.bonus_ids.append(evaluation.bonus.id)
+            elif evaluation is not None and evaluation.bonus:
+                # A provider that calls no platform pays by recording (as it publishes a HIT in the opening's
+                # transaction): paid with its decision, with no message of its own to the pay task.
+                _pay(session, provider, evaluation.bonus)
     _carry_out_blocks(settings, providers, blocked)
     return reviews
 
@@ -293,12 +298,15 @@ def pay_bonus(settings: Settings, providers: Providers, bonus_id: int) -> bool:
             return True
         turn = session.get(Turn, bonus.turn_id)
         batch = session.get(Batch, session.get(Conversation, turn.conversation_id).batch_id)
-        provider = providers.get(batch.provider)
-        paid = provider.pay_bonus(session, bonus, session.get(Worker, bonus.worker_id),
-                                  session.get(Assignment, bonus.assignment_id))
-        for paid_id in paid:
-            _record_paid(session, paid_id)
+        _pay(session, providers.get(batch.provider), bonus)
     return True
+
+
+def _pay(session: Session, provider: CrowdProvider, bonus: Bonus) -> None:
+    """Pay a bonus through ``provider`` and record it paid, with any others the provider paid in the call."""
+    for paid_id in provider.pay_bonus(session, bonus, session.get(Worker, bonus.worker_id),
+                                      session.get(Assignment, bonus.assignment_id)):
+        _record_paid(session, paid_id)
 
 
 def _record_paid(session: Session, bonus_id: int) -> None:

@@ -16,6 +16,8 @@ from turkflow.hits import lifecycle
 from turkflow.models import Batch, Conversation, Event, Hit, HitStatus, Task, Turn, TurnStatus, Worker, utcnow
 from turkflow.protocols.questions import get_protocol
 
+pytestmark = pytest.mark.both_backends  # ON CONFLICT, RETURNING and the partial unique index: the storage is the subject
+
 # (protocol, the labels of the turns as they are submitted, launch options, after which turn its writer is blocked)
 SCENARIOS = {
     # the student stops and the teacher's reply closes; the student's next turns are kept for them, the

@@ -9,6 +9,8 @@ copied cookie is worth less than the link.
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 from itsdangerous import BadSignature, URLSafeSerializer, URLSafeTimedSerializer
@@ -54,7 +56,9 @@ def worker_from_token(session: Session, secret_key: str, token: str) -> Optional
     return _worker(session, external_id)
 
 
+@lru_cache(maxsize=8)
 def _session_serializer(secret_key: str) -> URLSafeTimedSerializer:
+    """Built once per key: every request of a signed-in worker reads their token."""
     return URLSafeTimedSerializer(secret_key, salt="turkflow-worker-session")
 
 
@@ -65,15 +69,46 @@ def session_token(secret_key: str, worker: Worker) -> str:
 
 def worker_from_session_token(session: Session, secret_key: str, token: str, max_age: int) -> Optional[Worker]:
     """The worker a browser's token names, or None for a forged, unknown or older-than-max_age token."""
+    external_id = _session_external_id(secret_key, token, max_age)
+    return None if external_id is None else _worker(session, external_id)
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    """A signed-in worker as the queue, the take and the submit read them: what they check (id, role, status,
+    onboarding, stage) and show (external id, name), one plain row. Loading the ``Worker`` object cost three
+    times reading its row on every request; nothing changes a worker through this, and a page that changes
+    the worker (onboarding) loads the ``Worker``."""
+
+    id: int
+    external_id: str
+    role: str
+    status: str
+    onboarded: bool
+    stage: int
+    name: Optional[str]
+
+
+def signed_in_from_session_token(session: Session, secret_key: str, token: str, max_age: int) -> Optional[SignedIn]:
+    """``worker_from_session_token`` as a ``SignedIn`` row."""
+    external_id = _session_external_id(secret_key, token, max_age)
+    if external_id is None:
+        return None
+    row = session.connection().execute(_SIGNED_IN, {"external_id": external_id}).first()
+    return None if row is None else SignedIn(*row)
+
+
+def _session_external_id(secret_key: str, token: str, max_age: int) -> Optional[str]:
     try:
-        external_id = _session_serializer(secret_key).loads(token, max_age=max_age)
+        return _session_serializer(secret_key).loads(token, max_age=max_age)
     except BadSignature:  # SignatureExpired is one
         return None
-    return _worker(session, external_id)
 
 
 # Built once: every request of a signed-in worker looks them up.
 _BY_EXTERNAL_ID = select(Worker).where(Worker.external_id == bindparam("external_id"))
+_SIGNED_IN = select(*(Worker.__table__.c[name] for name in SignedIn.__dataclass_fields__)).where(
+    Worker.__table__.c.external_id == bindparam("external_id"))
 
 
 def _worker(session: Session, external_id: str) -> Optional[Worker]:

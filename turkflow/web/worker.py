@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from flask import (
     Blueprint, Response, current_app, jsonify, make_response, redirect, render_template, request, url_for,
@@ -58,22 +58,41 @@ def worker_page_headers(response: Response) -> Response:
     return response
 
 
+# What the pages read of a worker: the ``Worker`` object, or its row (``_signed_in``) where a page only reads it.
+AnyWorker = Union[Worker, invites.SignedIn]
+
+
 def _settings() -> Settings:
     return current_app.config["TURKFLOW_SETTINGS"]
 
 
+def _worker_token() -> Optional[str]:
+    """The worker cookie (signed, dated, not the dashboard's session): the local worker's credential."""
+    return request.cookies.get(current_app.config["WORKER_COOKIE"])
+
+
 def _joined_worker(session: Session) -> Optional[Worker]:
-    """The worker this browser joined as. The worker cookie (signed, dated, not the dashboard's session)
-    is the local worker's credential."""
-    settings = _settings()
-    token = request.cookies.get(current_app.config["WORKER_COOKIE"])
+    """The worker this browser joined as."""
+    settings, token = _settings(), _worker_token()
     if not token:
         return None
     return invites.worker_from_session_token(session, settings.secret_key, token, settings.worker_session_seconds)
 
 
 def _current_worker(session: Session) -> Worker:
-    worker = _joined_worker(session)
+    return _must_have_joined(_joined_worker(session))
+
+
+def _signed_in(session: Session) -> invites.SignedIn:
+    """``_current_worker`` as a plain row, for the pages every turn passes through (queue, take, turn page,
+    submit), which only read the worker."""
+    settings, token = _settings(), _worker_token()
+    found = invites.signed_in_from_session_token(session, settings.secret_key, token,
+                                                 settings.worker_session_seconds) if token else None
+    return _must_have_joined(found)
+
+
+def _must_have_joined(worker: Optional[AnyWorker]) -> Any:
     if worker is None:
         raise Forbidden("this browser has not joined yet: open the personal invite link you were given")
     return worker
@@ -144,7 +163,7 @@ def queue() -> Any:
     submitted = id_arg("submitted")
     page = not wants_json()
     with session_scope(_settings().database_url) as session:
-        worker = _current_worker(session)
+        worker = _signed_in(session)
         may_work = worker.status == WorkerStatus.active and worker.onboarded
         entries = lifecycle.queue_entries(session, worker) if may_work else []
         owed = surveys.surveys_due(session, worker)  # end-of-dialog questions still owed
@@ -160,7 +179,7 @@ def queue() -> Any:
                            last_turn=last_turn, surveys=owed, refresh_seconds=_settings().queue_refresh_seconds)
 
 
-def queue_json(worker: Worker, entries: list[dict[str, Any]], owed: list[Any]) -> dict[str, Any]:
+def queue_json(worker: AnyWorker, entries: list[dict[str, Any]], owed: list[Any]) -> dict[str, Any]:
     """The queue for programs: the worker, the takeable turns, the surveys owed and the CSRF token."""
     return {
         "worker": {"external_id": worker.external_id, "name": worker.name, "role": worker.role,
@@ -172,14 +191,14 @@ def queue_json(worker: Worker, entries: list[dict[str, Any]], owed: list[Any]) -
     }
 
 
-def _read_queue(session: Session, worker: Worker) -> dict[str, Any]:
+def _read_queue(session: Session, worker: AnyWorker) -> dict[str, Any]:
     """``queue_json`` read for ``worker``: what ``GET /queue`` answers a program."""
     may_work = worker.status == WorkerStatus.active and worker.onboarded
     entries = lifecycle.queue_entries(session, worker) if may_work else []
     return queue_json(worker, entries, surveys.surveys_due(session, worker))
 
 
-def _held_turns(session: Session, worker: Worker) -> list[dict[str, Any]]:
+def _held_turns(session: Session, worker: AnyWorker) -> list[dict[str, Any]]:
     """Turns the worker has taken and may still finish, so a closed tab does not strand a lease."""
     rows = session.exec(
         select(Assignment, Hit).join(Hit, Hit.id == Assignment.hit_id)
@@ -208,7 +227,7 @@ def take(hit_id: int) -> Any:
     settings = _settings()
     page = None
     with session_scope(settings.database_url) as session:
-        worker = _current_worker(session)
+        worker = _signed_in(session)
         taken = lifecycle.take(session, worker, hit_id, settings.lease_seconds)
         assignment_id = taken.assignment.external_id
         if wants_json() and registry.logged(taken.batch.protocol) is None:
@@ -225,7 +244,7 @@ def take(hit_id: int) -> Any:
 @bp.get("/turn/<assignment_id>")
 def turn(assignment_id: str) -> Any:
     with session_scope(_settings().database_url) as session:
-        worker = _current_worker(session)
+        worker = _signed_in(session)
         found = _own_turn(session, worker, assignment_id)
         assignment, hit, current = found.assignment, found.hit, found.turn
         view = lifecycle.turn_view(session, current, found)
@@ -246,7 +265,7 @@ def submit(assignment_id: str) -> Any:
     listing = None
     try:
         with session_scope(_settings().database_url) as session:
-            worker = _current_worker(session)
+            worker = _signed_in(session)
             submission = submit_answers(session, assignment_id, worker, raw)
             turn_id, created = submission.turn.id, submission.created
             session.commit()  # stored before the next turn is asked for (a refusal rolls back all of it)
@@ -261,7 +280,7 @@ def submit(assignment_id: str) -> Any:
     return redirect(url_for("worker.queue", submitted=turn_id), 303)
 
 
-def submit_answers(session: Session, assignment_id: str, worker: Worker,
+def submit_answers(session: Session, assignment_id: str, worker: AnyWorker,
                    raw: dict[str, Any]) -> lifecycle.Submission:
     """A turn's answers, submitted. A STAR, Frames or MEEP turn's must agree with the actions it logged, so
     it goes through its dialog module's ``submit_turn``, which reads them off its events."""
@@ -275,12 +294,12 @@ def submit_answers(session: Session, assignment_id: str, worker: Worker,
     return lifecycle.submit_turn(session, assignment_id, worker, raw, loaded=found)
 
 
-def _own_assignment(session: Session, worker: Worker, assignment_id: str) -> tuple[Assignment, Hit, Turn]:
+def _own_assignment(session: Session, worker: AnyWorker, assignment_id: str) -> tuple[Assignment, Hit, Turn]:
     """The worker's own assignment, its HIT and its turn; anybody else's is refused before anything is shown."""
     return _own_turn(session, worker, assignment_id)[:3]
 
 
-def _own_turn(session: Session, worker: Worker, assignment_id: str) -> lifecycle.Held:
+def _own_turn(session: Session, worker: AnyWorker, assignment_id: str) -> lifecycle.Held:
     """``_own_assignment`` with the turn's conversation, batch and task, for ``lifecycle.turn_view``."""
     found = lifecycle.held(session, assignment_id)
     if found is None:
@@ -309,7 +328,7 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer | ServiceUnavailab
     if wants_json():
         raise error
     with session_scope(_settings().database_url) as session:
-        worker = _current_worker(session)
+        worker = _signed_in(session)
         found = _own_turn(session, worker, assignment_id)
         hit = found.hit
         view = lifecycle.turn_view(session, found.turn, found)
@@ -332,7 +351,7 @@ def queue_survey_review(conversation_id: int, worker_id: int) -> None:
                     conversation_id, worker_id, exc)
 
 
-def queue_next_turn(turn_id: int, worker: Worker) -> None:
+def queue_next_turn(turn_id: int, worker: AnyWorker) -> None:
     """Ask Celery to open the next turn. The turn is already committed, so a broker outage only delays it:
     the reconciler advances conversations whose task never ran."""
     try:
@@ -344,7 +363,7 @@ def queue_next_turn(turn_id: int, worker: Worker) -> None:
 
 def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", errors: Optional[dict] = None,
                 answers: Optional[dict] = None, hidden: Optional[dict[str, str]] = None,
-                lease_expires_at: Optional[datetime] = None, worker: Optional[Worker] = None,
+                lease_expires_at: Optional[datetime] = None, worker: Optional[AnyWorker] = None,
                 retry: bool = False, status: int = 200) -> Response:
     """The turn page for one turn, reusable by every crowd provider's entry route.
 

@@ -1,6 +1,8 @@
 """Real services for the tests: redis-server, a Celery worker, SQLite and PostgreSQL, headless Chromium.
 
-Every test gets a fresh, migrated database cloned from a template, so tests never see each other's rows.
+Every test gets a fresh, migrated database cloned from a template, so tests never see each other's rows;
+the one exception is ``module_database_url``, one per module and backend, for tests that only read a
+state that takes half a minute to make (a simulation through the real stack).
 
 Which backend a database test runs on (``database_url``): on SQLite and on PostgreSQL when its subject is
 the storage, on SQLite only when it is not. The storage is the subject where the code under test branches
@@ -158,6 +160,21 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     yield from _new_database(request, request.param, tmp_path)
 
 
+@pytest.fixture(scope="module")
+def module_database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh migrated database shared by a module's tests on one backend (chosen as for ``database_url``):
+    for a state that costs half a minute to make (a simulation through the real stack) and that several
+    tests only read. A test that writes must take ``database_url``."""
+    yield from _new_database(request, request.param, tmp_path_factory.mktemp("module"))
+
+
+@pytest.fixture
+def another_database_url(request: pytest.FixtureRequest, module_database_url: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh migrated database on the backend of ``module_database_url``: a second run to compare with the
+    module's (the same seed gives the same report)."""
+    yield from _new_database(request, make_url(module_database_url).get_backend_name(), tmp_path)
+
+
 @pytest.fixture
 def sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh migrated SQLite database, for tests whose subject is not the storage backend."""
@@ -292,14 +309,17 @@ def _backends_of(module: str, test: str, marked: bool) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``database_url`` by the rule, unless the test names its backends itself."""
-    if "database_url" not in metafunc.fixturenames:
-        return
-    if any("database_url" in _argnames(mark) for mark in metafunc.definition.iter_markers("parametrize")):
-        return
-    module = metafunc.module.__name__.rpartition(".")[2]
-    marked = metafunc.definition.get_closest_marker("both_backends") is not None
-    metafunc.parametrize("database_url", _backends_of(module, metafunc.function.__name__, marked), indirect=True)
+    """Parametrize ``database_url`` and ``module_database_url`` by the rule, unless the test names its backends
+    itself. A test comparing with the module's database takes ``another_database_url``, not both."""
+    for name, scope in (("module_database_url", "module"), ("database_url", "function")):
+        if name not in metafunc.fixturenames:
+            continue
+        if any(name in _argnames(mark) for mark in metafunc.definition.iter_markers("parametrize")):
+            continue
+        module = metafunc.module.__name__.rpartition(".")[2]
+        marked = metafunc.definition.get_closest_marker("both_backends") is not None
+        metafunc.parametrize(name, _backends_of(module, metafunc.function.__name__, marked), indirect=True,
+                             scope=scope)
 
 
 def _argnames(mark: pytest.Mark) -> list[str]:

@@ -132,8 +132,14 @@ def simulate_on_own_stack(work: Path, database_url: str) -> tuple[dict, Settings
     return run_with_stack(settings, work, SMALL, web_workers=2, web_threads=2), settings
 
 
-def test_simulation_report_counts_equal_the_database(tmp_path, database_url):
-    report, settings = simulate_on_own_stack(tmp_path, database_url)
+@pytest.fixture(scope="module")
+def small_run(module_database_url, tmp_path_factory) -> tuple[dict, Settings]:
+    """SMALL once per backend, read by the tests below (each run through the stack costs half a minute)."""
+    return simulate_on_own_stack(tmp_path_factory.mktemp("small"), module_database_url)
+
+
+def test_simulation_report_counts_equal_the_database(small_run):
+    report, settings = small_run
     done = report["reproducible"]
     with session_scope(settings.database_url) as s:
         batch_id = s.exec(select(Batch.id).order_by(col(Batch.id).desc())).first()
@@ -166,8 +172,9 @@ def test_simulation_report_counts_equal_the_database(tmp_path, database_url):
     assert report["measured"]["submit_to_next_hit_open_ms"]["server"]["n"] == len(turns) - 4
 
 
-def test_same_seed_gives_the_same_report(tmp_path, database_url):
-    (first, _), (second, _) = (simulate_on_own_stack(tmp_path / name, database_url) for name in ("first", "second"))
+def test_same_seed_gives_the_same_report(small_run, tmp_path, another_database_url):
+    """SMALL again, on a fresh database of the same backend, reports what the module's run reported."""
+    (first, _), (second, _) = small_run, simulate_on_own_stack(tmp_path, another_database_url)
     assert first["reproducible"]["monitor"]["blocked"] >= 1  # the spammers give the monitor work to do
     assert first["reproducible"] == second["reproducible"]
     assert first["parameters"] == second["parameters"]

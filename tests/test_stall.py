@@ -435,26 +435,37 @@ def test_launch_with_an_unknown_policy_is_one_line_naming_the_option_and_launche
 # ---- the simulator reports a stall ----------------------------------------------------------------------
 
 
-def _simulate(tmp_path, policy):
+def test_simulate_reports_the_stall_the_paper_policy_causes_and_probation_avoids(tmp_path):
+    """A quarter of each role rates at random: the paper's rule blocks every student; probation does not.
+
+    The two simulations run side by side, each on its own stack (one web worker: the stack's size is not
+    what this is about) in its own directory: half a minute each is mostly starting processes."""
     import subprocess
 
     from tests.test_cli import TURKFLOW
 
     crowd = ["--students", "4", "--teachers", "4", "--careless", "0.25", "--spammers", "0.25",
-             "--conversations", "16", "--max-turns", "10", "--seed", "7"]
-    done = subprocess.run([str(TURKFLOW), "simulate", *crowd, "--policy", policy], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
+             "--conversations", "16", "--max-turns", "10", "--seed", "7", "--web-workers", "1"]
+    running = {}
+    for policy in ("paper", "probation"):
+        (tmp_path / policy).mkdir()
+        running[policy] = subprocess.Popen([str(TURKFLOW), "simulate", *crowd, "--policy", policy],
+                                           cwd=tmp_path / policy, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True)
+    try:
+        done = {policy: (process.communicate(timeout=600), process.returncode) for policy, process in running.items()}
+    finally:  # a SIGTERM stops a simulation's stack with it
+        for process in running.values():
+            if process.poll() is None:
+                process.terminate()
+                process.wait()
+    for (stdout, stderr), status in done.values():
+        assert status == 0, stderr
 
-
-def test_simulate_reports_the_stall_the_paper_policy_causes_and_probation_avoids(tmp_path):
-    """A quarter of each role rates at random: the paper's rule blocks every student; probation does not."""
-    paper = _simulate(tmp_path, "paper")
+    paper, probation = (done[policy][0][0].splitlines() for policy in ("paper", "probation"))
     assert "(every student is blocked; the open turns wait for a review)" in paper[0]
     assert [line for line in paper if line.startswith("stalled:")] == [
         "stalled: all 4 students are blocked; 16 turns wait for a student; review the queue or change the policy "
         "(the batch cannot finish; compare policies with --compare)"]
-    probation = _simulate(tmp_path, "probation")
     assert "in 16/16 completed conversations" in probation[0]
     assert not [line for line in probation if line.startswith("stalled:")]

@@ -5,6 +5,7 @@ prefork Celery worker, Redis, SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Iterator
 
 import pytest
 from sqlalchemy import func
@@ -28,9 +29,7 @@ from turkflow.models import (
 from turkflow.simulator.run import SimulationConfig, run_with_stack
 
 pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific  # noqa: E402
-
-pytest_plugins = ["tests.fake_prolific"]
+from tests.fake_prolific import SPEC_PATH, FakeProlific  # noqa: E402
 
 # Short windows, so a few turns are enough for the monitor to block the spammers and pay bonuses.
 SMALL = SimulationConfig(students=3, teachers=3, conversations=3, max_turns=8, mean_turns=8,
@@ -38,12 +37,20 @@ SMALL = SimulationConfig(students=3, teachers=3, conversations=3, max_turns=8, m
                          dialogs=SHARED_DATA / "sgd" / "dev", settle_timeout=30, provider="prolific")
 
 
-def test_a_simulation_on_prolific_reports_what_the_database_and_prolific_hold(
-        tmp_path, database_url, fake_prolific: FakeProlific):
-    settings = Settings(data_dir=tmp_path, database_url=database_url, secret_key="test",
-                        worker_hash_key="test")
-    report = run_with_stack(settings, tmp_path, SMALL, web_workers=2, web_threads=2,
-                            prolific_fake=fake_prolific)
+@pytest.fixture(scope="module")
+def small_run(module_database_url, tmp_path_factory) -> Iterator[tuple[dict, FakeProlific]]:
+    """SMALL once per backend on a fake Prolific that checks every call against Prolific's contract, read by
+    the tests below (each run through the stack costs half a minute); a broken contract fails the module."""
+    work = tmp_path_factory.mktemp("small")
+    settings = Settings(data_dir=work, database_url=module_database_url, secret_key="test", worker_hash_key="test")
+    with FakeProlific(contract=SPEC_PATH) as fake:
+        yield run_with_stack(settings, work, SMALL, web_workers=2, web_threads=2, prolific_fake=fake), fake
+    assert not fake.violations, "Prolific's contract was broken:\n" + "\n".join(fake.violations)
+
+
+def test_a_simulation_on_prolific_reports_what_the_database_and_prolific_hold(module_database_url, small_run):
+    database_url = module_database_url
+    report, fake_prolific = small_run
     done = report["reproducible"]
     with session_scope(database_url) as s:
         batch = s.exec(select(Batch).order_by(col(Batch.id).desc())).first()
@@ -90,15 +97,12 @@ def test_a_simulation_on_prolific_reports_what_the_database_and_prolific_hold(
         set(p.submission_id for p in fake_prolific.payments))
 
 
-def test_same_seed_gives_the_same_report_on_prolific(tmp_path, database_url):
-    """Participants take whatever turn our page gives them, yet the same seed gives the same report."""
-    reports = []
-    for name in ("first", "second"):
-        work = tmp_path / name
-        settings = Settings(data_dir=work, database_url=database_url, secret_key="test",
-                            worker_hash_key="test")
-        reports.append(run_with_stack(settings, work, SMALL, web_workers=2, web_threads=2))
-    first, second = reports
+def test_same_seed_gives_the_same_report_on_prolific(small_run, tmp_path, another_database_url):
+    """Participants take whatever turn our page gives them, yet the same seed gives the same report (SMALL
+    again, on a fresh database of the same backend and a Prolific of its own, as the module's run)."""
+    settings = Settings(data_dir=tmp_path, database_url=another_database_url, secret_key="test",
+                        worker_hash_key="test")
+    (first, _), second = small_run, run_with_stack(settings, tmp_path, SMALL, web_workers=2, web_threads=2)
     assert first["prolific"]["checked"]
     assert first["prolific"]["violations"] == second["prolific"]["violations"] == 0
     assert first["reproducible"] == second["reproducible"]

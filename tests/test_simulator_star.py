@@ -20,7 +20,8 @@ from turkflow.db import session_scope
 from turkflow.models import (
     Batch, Conversation, DialogEvent, StageAttempt, SurveyAnswer, Turn, TurnStatus, Worker,
 )
-from turkflow.simulator.run import SimulationConfig, run_with_stack
+from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
+from turkflow.simulator.stack import Stack
 from turkflow.simulator.star import StarScript, sample_star_root, write_star_scripts
 from turkflow.protocols.star.dialog import star_turns
 
@@ -102,17 +103,15 @@ def test_twenty_star_conversations_export_and_analyse_with_the_turns_the_databas
 # ---- reproducibility, qualification, replay after a changed row -------------------------------------------
 
 
-def simulate(work: Path, database_url: str, root: Path) -> dict:
-    settings = Settings(data_dir=work, database_url=database_url, secret_key="test", worker_hash_key="test")
-    config = SimulationConfig(**{**SMALL.__dict__, "dialogs": root})
-    return run_with_stack(settings, work, config, web_workers=2, web_threads=2)
-
-
 def test_same_seed_gives_the_same_star_report_and_replay_names_the_queries_a_changed_row_answers(
         tmp_path, database_url):
+    """Two runs of one seed, one after the other on one stack and database, report the same."""
     root = tmp_path / "star"  # a copy of the sample tasks, whose knowledge base we change below
     shutil.copytree(sample_star_root(), root)
-    first, second = (simulate(tmp_path / name, database_url, root) for name in ("first", "second"))
+    settings = Settings(data_dir=tmp_path, database_url=database_url, secret_key="test", worker_hash_key="test")
+    config = SimulationConfig(**{**SMALL.__dict__, "dialogs": root})
+    with Stack(settings, tmp_path / "logs", web_workers=2, web_threads=2) as stack:
+        first, second = (run_on(stack.settings, stack.url, config) for _ in range(2))
     assert first["reproducible"] == second["reproducible"]
     assert first["parameters"] == second["parameters"]
     done = first["reproducible"]

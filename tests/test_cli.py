@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -386,8 +387,18 @@ def test_console_script_refuses_a_bad_file_without_a_traceback(tmp_path):
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
 
 
+def test_python_dash_m_turkflow_is_the_turkflow_command(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "turkflow", "simulate", "--help"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "TURKFLOW_DATA_DIR": str(tmp_path)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: turkflow simulate [OPTIONS]")
+
+
 def all_commands(group: click.Group = main, path: tuple[str, ...] = ()):  # noqa: ANN201
-    for name, command in sorted(group.commands.items()):
+    """Every command as ``--help`` lists it, the lazily imported ones included."""
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         yield (*path, name), command
         if isinstance(command, click.Group):
             yield from all_commands(command, (*path, name))

@@ -8,6 +8,7 @@ It sits below ``turkflow.cli.main`` and the subcommand modules (``cli.mturk``, `
 from __future__ import annotations
 
 import getpass
+import importlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
@@ -170,7 +171,24 @@ def first_line(text: str) -> str:
 
 
 class TurkflowGroup(click.Group):
-    """The top-level group: turns every failure of any subcommand into ``error: ...`` and exit 1."""
+    """The top-level group: turns every failure of any subcommand into ``error: ...`` and exit 1.
+
+    ``lazy`` names commands (``{name: "module:attribute"}``) imported only when they run or are listed in
+    help, so a command that does not need the simulator does not wait for its import."""
+
+    def __init__(self, *args: Any, lazy: Optional[dict[str, str]] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        target = self.lazy.get(name)
+        if target is not None and name not in self.commands:
+            module, attribute = target.split(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

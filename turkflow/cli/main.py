@@ -45,12 +45,11 @@ from turkflow.hits import money
 from turkflow.hits import registry as platforms
 from turkflow.models import Batch, BatchStatus, Task, WorkerStatus
 from turkflow.protocols.questions import PROTOCOLS, ROLES, get_protocol
-from turkflow.simulator.cli import simulate
 
 # ---- the group ------------------------------------------------------------------------------------------
 
 
-@click.group(cls=TurkflowGroup, context_settings=CONTEXT)
+@click.group(cls=TurkflowGroup, context_settings=CONTEXT, lazy={"simulate": "turkflow.simulator.cli:simulate"})
 @click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
 @click.version_option(package_name="turkflow")
 @click.pass_context
@@ -726,7 +725,6 @@ main.add_command(admin)
 main.add_command(export)
 main.add_command(analyse)
 main.add_command(replay)
-main.add_command(simulate)
 main.add_command(mturk)
 main.add_command(prolific)
 main.add_command(star)

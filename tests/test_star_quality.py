@@ -4,13 +4,16 @@ of a written turn, the other role's end-of-dialog answers), fed to the monitor t
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlmodel import select
 
 from tests.test_cli import ok, turkflow  # noqa: F401 - the fixture
-from tests.test_star_dialog import first_conversation, launch_star, turn
+from tests.test_star_dialog import USER_2, WIZARD_1, first_conversation, launch_star, library_dialog, turn
 from turkflow import pipeline
 from turkflow.db import session_scope
-from turkflow.models import DialogEvent, JudgedSignal, Turn, Worker
+from turkflow.models import DialogEvent, Event, JudgedSignal, Turn, Worker, utcnow
+from turkflow.protocols import surveys
 from turkflow.protocols.star import judged, stages
 from turkflow.quality.checks import shared_run, words
 
@@ -96,6 +99,31 @@ def test_star_turns_and_answers_are_judged_by_the_pipeline_with_their_evidence(s
             "why": "a refusal claimed after the knowledge base found an item"})
         assert ("W1", 1, judged.CONTENT) not in signals  # a picked template is not the wizard's writing
     assert pipeline.review_survey(settings, providers, conversation_id, 999_999) == []  # answered nothing
+
+
+def test_answers_whose_judging_message_was_lost_are_judged_once_by_the_reconciler(settings, providers):
+    launch_star(settings, providers)
+    conversation_id = first_conversation(settings)
+    library_dialog(settings, providers, conversation_id)  # WIZARD_1 wrote two of the three wizard turns
+    with session_scope(settings.database_url) as s:
+        user = s.exec(select(Worker).where(Worker.external_id == USER_2)).one()
+        assert surveys.answer_survey(s, conversation_id, user, {"task_done": "no", "calm": "yes"})
+        user_id = user.id  # ... and the message that asks for the judgement never arrives
+
+    waiting = settings.model_copy(update={"review_after_seconds": 3600})
+    assert pipeline.reconcile(waiting, providers).surveys_judged == []  # just stored: the message may yet come
+    later = utcnow() + timedelta(seconds=3601)
+    assert pipeline.reconcile(waiting, providers, later).surveys_judged == [(conversation_id, user_id)]
+    with session_scope(settings.database_url) as s:
+        verdicts = [(s.get(Worker, j.worker_id).external_id, j.ok, j.evidence["answered_by"])
+                    for j in s.exec(select(JudgedSignal).where(JudgedSignal.kind == judged.SURVEY))]
+    assert verdicts == [(WIZARD_1, False, user_id)]  # the task was not done in a happy scenario
+
+    assert pipeline.reconcile(waiting, providers, later).surveys_judged == []
+    assert pipeline.review_survey(settings, providers, conversation_id, user_id) == []  # the message, late
+    with session_scope(settings.database_url) as s:
+        marks = s.exec(select(Event.worker_id).where(Event.kind == surveys.JUDGED)).all()
+    assert marks == [user_id]
 
 
 def test_the_star_dry_run_budgets_no_rating_bonus_and_says_what_judges_its_workers(turkflow):

@@ -59,7 +59,8 @@ class Settings(BaseSettings):
                               "turn gets its next turn from the reconciler (the message that opens it was lost).")
     review_after_seconds: int = Field(
         60, ge=0, description="A submitted turn still unreviewed (quality monitor and content checks) this long "
-                              "after submission is reviewed by the reconciler.")
+                              "after submission is reviewed by the reconciler, as are end-of-dialog answers "
+                              "still unjudged this long after they were stored.")
     stuck_after_seconds: int = Field(120, description="A conversation idle this long shows as stuck on the dashboard; "
                                                       "a HIT left unpublished or a bonus unpaid this long is repaired.")
     local_approve_after_seconds: int = Field(

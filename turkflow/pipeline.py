@@ -24,7 +24,7 @@ from turkflow.hits import lifecycle
 from turkflow.hits.provider import CrowdProvider, HitCheck, Providers
 from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
                              Rating, Turn, TurnStatus, Worker, WorkerStatus, utcnow)
-from turkflow.protocols import registry
+from turkflow.protocols import registry, surveys
 from turkflow.quality import checks, monitor, reliability, review, stall
 
 log = logging.getLogger("turkflow.pipeline")
@@ -253,12 +253,17 @@ def review_gold(settings: Settings, providers: Providers, unit_id: int) -> list[
 
 
 def review_survey(settings: Settings, providers: Providers, conversation_id: int, worker_id: int) -> list[int]:
-    """Judge the writers of the other role by a worker's end-of-dialog answers, once they are stored (STAR;
-    running it again records nothing: a writer is judged once per turn and kind); returns who was blocked."""
+    """Judge the writers of the other role by a worker's end-of-dialog answers, once they are stored (STAR),
+    and record that they were (``surveys.JUDGED``), so the reconciler judges only answers whose message was
+    lost; running it again records nothing. Returns who was blocked."""
     with session_scope(settings.database_url) as session:
+        if not surveys.to_judge(session, conversation_id, worker_id):
+            return []
         last = session.exec(select(Turn).where(Turn.conversation_id == conversation_id)
                             .order_by(col(Turn.index).desc()).limit(1)).first()
-        blocked = _judge(session, last, "judged_survey", session, conversation_id, worker_id) if last else []
+        blocked = _judge(session, last, "judged_survey", session, conversation_id, worker_id)
+        events.record(session, surveys.JUDGED, "system", conversation_id=conversation_id, worker_id=worker_id,
+                      blocked=blocked)
     _carry_out_blocks(settings, providers, blocked)
     return blocked
 
@@ -333,13 +338,14 @@ class Repairs:
     roles_stalled: list[tuple[int, str]] = field(default_factory=list)  # (batch, role) newly stalled
     assignments_approved: list[int] = field(default_factory=list)  # local turns whose review delay passed
     platform_statuses: list[int] = field(default_factory=list)  # workers whose block their platform now has
+    surveys_judged: list[tuple[int, int]] = field(default_factory=list)  # (conversation, worker): message lost
     failed: list[tuple[str, int]] = field(default_factory=list)  # (step, item id) of repairs that raised
 
 
 def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] = None, *,
               stop_on: tuple[type[BaseException], ...] = ()) -> Repairs:
-    """Repair what crashes and lost messages left: stale leases, stalled conversations, unpublished HITs;
-    and approve the local turns whose review delay has passed (nothing else approves them).
+    """Repair what crashes and lost messages left: stale leases, stalled conversations, unpublished HITs,
+    unreviewed turns, end-of-dialog answers nobody judged; and approve the local turns whose review delay has passed (nothing else approves them).
 
     Each item's repair is a unit of its own, in its own transactions: one that raises (a turn whose review
     trips on its row, a batch whose next turn cannot be opened) is logged, recorded once as a
@@ -360,6 +366,7 @@ def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] 
         stalled = lifecycle.stalled_conversations(session, reopen)
         pending = [session.get(Hit, hit_id) for hit_id in lifecycle.unpublished_hits(session, grace)]
         unreviewed = lifecycle.unreviewed_turns(session, review_before)
+        unjudged = surveys.unjudged(session, review_before)
         out_of_step = monitor.workers_out_of_step(session)
         repairs.unpaid_bonuses = monitor.unpaid_bonuses(session, grace)
         approvals = [(assignment_id, session.get(Hit, session.get(Assignment, assignment_id).hit_id).turn_id)
@@ -382,6 +389,11 @@ def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] 
             repairs.turns_reviewed.append(turn_id)
         if done:
             repairs.unpaid_bonuses.extend(outcome.bonus_ids)
+    for conversation_id, worker_id in unjudged:
+        if item("survey review", conversation_id,
+                partial(review_survey, settings, providers, conversation_id, worker_id),
+                conversation_id=conversation_id, worker_id=worker_id)[0]:
+            repairs.surveys_judged.append((conversation_id, worker_id))
     for assignment_id, turn_id in approvals:
         if item("approval", assignment_id, partial(approve, settings, providers, assignment_id),
                 turn_id=turn_id)[0]:

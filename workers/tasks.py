@@ -95,7 +95,7 @@ def reconcile() -> None:
     for bonus_id in repairs.unpaid_bonuses:
         pay_bonus.delay(bonus_id)
     if (repairs.conversations_advanced or repairs.hits_published or repairs.leases_released
-            or repairs.turns_reviewed):
+            or repairs.turns_reviewed or repairs.surveys_judged):
         log.warning("reconciler repaired %s", repairs)
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from sqlalchemy import bindparam
+from datetime import datetime
+
+from sqlalchemy import bindparam, exists
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -20,10 +22,18 @@ from turkflow.protocols import registry
 from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, NotFound
 from turkflow.hits import lifecycle
-from turkflow.models import Batch, Conversation, ConversationStatus, SurveyAnswer, Task, Turn, TurnStatus, Worker
+from turkflow.models import (Batch, Conversation, ConversationStatus, Event, SurveyAnswer, Task, Turn, TurnStatus,
+                             Worker)
 from turkflow.protocols.questions import PROTOCOLS, Protocol, Question, validate_survey
 
 SURVEYED = tuple(name for name, p in PROTOCOLS.items() if any(form.survey for form in p.roles.values()))
+
+# The event that says a worker's answers were judged (``pipeline.review_survey``): the Celery message that asks
+# for the judgement is a fast path, and the reconciler judges every answer stored without this event.
+JUDGED = "survey_judged"
+
+_JUDGED_ALREADY = exists().where(Event.kind == JUDGED, Event.conversation_id == SurveyAnswer.conversation_id,
+                                 Event.worker_id == SurveyAnswer.worker_id)
 
 
 def conversation_over(session: Session, conversation: Conversation) -> bool:
@@ -100,6 +110,22 @@ def answer_survey(session: Session, conversation_id: int, worker: Worker, raw: M
     except IntegrityError:
         return False
     return True
+
+
+def to_judge(session: Session, conversation_id: int, worker_id: int) -> bool:
+    """The worker answered this dialog's questions and nothing has judged the answers yet."""
+    return session.exec(select(SurveyAnswer.id).where(SurveyAnswer.conversation_id == conversation_id,
+                                                      SurveyAnswer.worker_id == worker_id, ~_JUDGED_ALREADY)
+                        .limit(1)).first() is not None
+
+
+def unjudged(session: Session, before: datetime) -> list[tuple[int, int]]:
+    """(conversation, worker) of the answers stored before ``before`` that nothing has judged: their message
+    was lost (a broker outage, a killed worker)."""
+    return [tuple(row) for row in session.exec(
+        select(SurveyAnswer.conversation_id, SurveyAnswer.worker_id)
+        .where(SurveyAnswer.at < before, ~_JUDGED_ALREADY).distinct()
+        .order_by(SurveyAnswer.conversation_id, SurveyAnswer.worker_id))]
 
 
 # Roles asked anything at the end of some dialog: a worker of any other role (the Wizard of Tasks' student and

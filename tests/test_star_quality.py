@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlmodel import select
 
 from tests.test_cli import ok, turkflow  # noqa: F401 - the fixture
@@ -101,6 +102,7 @@ def test_star_turns_and_answers_are_judged_by_the_pipeline_with_their_evidence(s
     assert pipeline.review_survey(settings, providers, conversation_id, 999_999) == []  # answered nothing
 
 
+@pytest.mark.both_backends  # reconciliation: an anti-join on the event log
 def test_answers_whose_judging_message_was_lost_are_judged_once_by_the_reconciler(settings, providers):
     launch_star(settings, providers)
     conversation_id = first_conversation(settings)

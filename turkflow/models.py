@@ -233,6 +233,7 @@ class Hit(SQLModel, table=True):
             sqlite_where=text("status IN ('pending', 'open')"),
             postgresql_where=text("status IN ('pending', 'open')"),
         ),
+        Index("ix_hit_queue", "status", "role", "id"),  # the local queue's oldest open turns of a role
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -246,7 +247,7 @@ class Hit(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     expires_at: Optional[datetime] = None
     reserved_for_id: Optional[int] = Field(
-        default=None, foreign_key="worker.id",
+        default=None, foreign_key="worker.id", index=True,
         description="The worker who wrote the role's last turn in this conversation (Batch.affinity_seconds): "
                     "until reserved_until only they may take the HIT.")
     reserved_until: Optional[datetime] = Field(

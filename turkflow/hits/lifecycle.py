@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Optional, Sequence
 
-from sqlalchemy import JSON, and_, bindparam, case, func, insert, or_, update
+from sqlalchemy import JSON, and_, bindparam, case, func, insert, literal, or_, union_all, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
@@ -435,14 +435,27 @@ def _queue_params(worker: Worker, now: Optional[datetime], limit: int) -> dict[s
 
 
 def _queue_statement(multi_task_passed: bool) -> Any:
+    """The turns kept for the worker, then the oldest takeable turns (kept ones among them too: the caller
+    drops those twice), each part cut at the limit in ``Hit.id`` order. The oldest are read along
+    ``ix_hit_queue`` (status, role, id), and the database stops after about ``limit`` of them: sorting every
+    open HIT of the role by whether it is kept, each joined to its turn, conversation, task and previous
+    turn first, was half of PostgreSQL's CPU per turn and grew with the open turns (``bench capacity``)."""
     previous = aliased(Turn)
-    return (
-        _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text, previous.role,
-                         _KEPT_FIRST[0]), multi_task_passed)
-        .join(Task, Task.id == Conversation.task_id)
-        .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id, previous.index == Turn.index - 1))
-        .order_by(*_KEPT_FIRST).limit(bindparam("limit"))
-    )
+
+    def part(kept: int, *only: Any) -> Any:
+        return (
+            _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text.label("last_text"),
+                             previous.role.label("last_role"), literal(kept).label("kept")), multi_task_passed)
+            .join(Task, Task.id == Conversation.task_id)
+            .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id,
+                                      previous.index == Turn.index - 1))
+            .where(*only).order_by(Hit.id).limit(bindparam("limit")).subquery()
+        )
+
+    both = union_all(
+        select(part(0, Hit.reserved_for_id == bindparam("worker"), col(Hit.reserved_until) > bindparam("now"))),
+        select(part(1))).subquery()
+    return select(both).order_by(both.c.kept, both.c.id)
 
 
 # The queue's statement for a worker who may take multi-task dialogs, and for one who may not (stages).
@@ -456,11 +469,16 @@ def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = No
 
     One query for the whole list, built once: workers reload the queue after every submission.
     """
-    rows = _core(session, _QUEUE[stages.sees_multi_task(worker)], _queue_params(worker, now, limit)).all()
-    entries = [{"hit_id": hit_id, "conversation_id": conversation_id, "turn_index": index, "title": title,
-                "last_message": last_message, "last_role": last_role}
-               for hit_id, conversation_id, index, title, last_message, last_role, _ in rows]
-    kept = sum(1 for row in rows if row[-1] == 0)
+    entries, kept, listed = [], 0, set()
+    for hit_id, conversation_id, index, title, last_message, last_role, others in _core(
+            session, _QUEUE[stages.sees_multi_task(worker)], _queue_params(worker, now, limit)):
+        if hit_id in listed:  # kept for this worker, and among the oldest too
+            continue
+        listed.add(hit_id)
+        kept += not others
+        entries.append({"hit_id": hit_id, "conversation_id": conversation_id, "turn_index": index, "title": title,
+                        "last_message": last_message, "last_role": last_role})
+    entries = entries[:limit]
     return entries[:kept] + _spread(entries[kept:], worker.id)
 
 

@@ -16,11 +16,12 @@ from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.hits import onboarding
 from turkflow.hits.prolific import api
-from turkflow.models import Assignment, ProlificOnboarding, Worker
+from turkflow.models import Assignment, Event, ProlificOnboarding, RaterReliability, Worker
 
 pytest.register_assert_rewrite("tests.fake_prolific")
 from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
 from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+from tests.test_quality_gold import _form, _key  # noqa: E402
 from tests.test_prolific_web import (  # noqa: E402
     completion,
     form_token,
@@ -102,6 +103,35 @@ def test_a_participant_who_passes_joins_the_roles_group_and_can_then_take_a_turn
     written = client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
     assert written.location == completion(providers, batch_id, "student")
     assert [t.text for t in stored(settings)[1]] == [STUDENT_ANSWERS["response"]]
+
+
+def test_the_gold_turns_of_the_quiz_start_a_participants_record_as_a_rater_once(
+        turkflow, settings, providers, client, fake_prolific):
+    row = set_up(turkflow, settings)
+    submission_id = fake_prolific.start(row.study_id, "p1")
+    link = study_link(fake_prolific, row.study_id, "p1", submission_id)
+    page = client.get(link).text
+    assert "Rate a few example turns" in page and 'name="gold-t1-relevant"' in page
+    token = form_token(page)
+    refused = client.post(link, data={**_form("student", _key("student")), "gold-t2-useful": "maybe",
+                                      "turkflow_form": token})
+    assert refused.status_code == 400 and "gold-t2-useful: answer yes or no" in refused.text.lower()
+    done = client.post(link, data={**_form("student", _key("student")), "turkflow_form": token})
+    assert done.location == api.completion_url(code(providers, "student", True))
+    again = client.post(link, data={**_form("student", _key("student")), "turkflow_form": token})
+    assert again.location == done.location  # graded once; the gold answers count once
+    with session_scope(settings.database_url) as s:
+        worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p1")).one()
+        assert worker.onboarded and s.get(RaterReliability, worker.id).gold == 6
+        assert len(s.exec(select(Event).where(Event.kind == "gold_rated")).all()) == 1
+
+    failing = fake_prolific.start(row.study_id, "p2")
+    link = study_link(fake_prolific, row.study_id, "p2", failing)
+    token = form_token(client.get(link).text)
+    client.post(link, data={**_form("student", _key("student"), quiz_right=False), "turkflow_form": token})
+    with session_scope(settings.database_url) as s:
+        worker = s.exec(select(Worker).where(Worker.external_id == "prolific:p2")).one()
+        assert not worker.onboarded and s.get(RaterReliability, worker.id) is None
 
 
 def test_a_participant_who_fails_is_not_added_and_cannot_take_a_turn(

@@ -54,6 +54,7 @@ from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
 from turkflow.protocols import registry
 from turkflow.protocols.questions import STAR, get_protocol
+from turkflow.quality import gold, reliability
 from turkflow.web.http import id_arg, wants_json
 from turkflow.web.protocols import frames as frames_pages, meep as meep_pages
 from turkflow.web.protocols.logged import Entry, action_body, render_turn as render_logged_turn
@@ -472,7 +473,8 @@ def onboarding_quiz() -> Any:
     _provider().check_submission(study_id, submission_id, participant_id)
     token = pages.onboarding_token(settings.secret_key, participant_id, submission_id, role)
     return render_template("onboarding.html", quiz=onboarding.quiz_for(role), answers={}, result=None,
-                           form_action=request.full_path, hidden={FORM_TOKEN: token})
+                           form_action=request.full_path, hidden={FORM_TOKEN: token},
+                           gold=gold.gold_for(role), gold_field=gold.field)
 
 
 @bp.post("/onboarding")
@@ -490,10 +492,13 @@ def onboarding_grade() -> Any:
         pages.onboarding_study_of_link(session, role, study_id)
         passed = pages.onboarding_outcome(session, participant_id, role)
     if passed is None:
+        rated = gold.answers_from(role, request.form)  # a bad answer is refused before anything is graded
         _provider().check_submission(study_id, submission_id, participant_id)
         with session_scope(settings.database_url) as session:
-            passed = pages.grade_onboarding(session, participant_id, role, answers,
-                                            settings.onboarding_pass_percent)
+            passed, passed_now = pages.grade_onboarding(session, participant_id, role, answers,
+                                                        settings.onboarding_pass_percent)
+            if passed_now is not None and rated:  # the gold turns start their record as a rater, as locally
+                gold.record_gold(session, passed_now, role, rated, reliability.Model.of(settings))
     return _onboarding_done(role, passed)
 
 

@@ -158,12 +158,13 @@ def onboarding_outcome(session: Session, participant_id: str, role: str) -> Opti
 
 
 def grade_onboarding(session: Session, participant_id: str, role: str, answers: dict[str, str],
-                     pass_percent: int) -> bool:
+                     pass_percent: int) -> tuple[bool, Optional[int]]:
     """Grade the participant's quiz and record them as our worker of that role, onboarded if they passed
-    (a failed one stays a worker who is not onboarded, so the turn page refuses them); True if passed."""
+    (a failed one stays a worker who is not onboarded, so the turn page refuses them). Returns whether they
+    passed, and the worker's id if this call is the one that passed them (their gold answers count once)."""
     known = onboarding_outcome(session, participant_id, role)
     if known is not None:
-        return known
+        return known, None
     result = onboarding.grade(onboarding.quiz_for(role), answers, pass_percent)
     worker = Worker(external_id=worker_external_id(participant_id), role=role, onboarded=result.passed)
     try:
@@ -171,11 +172,11 @@ def grade_onboarding(session: Session, participant_id: str, role: str, answers: 
             session.add(worker)
             session.flush()
     except IntegrityError:  # the same form sent twice at once: the first grade stands
-        return bool(onboarding_outcome(session, participant_id, role))
+        return bool(onboarding_outcome(session, participant_id, role)), None
     events.record(session, "worker_joined", "provider", worker_id=worker.id, role=role, provider=PROVIDER)
     events.record(session, "onboarding_graded", f"worker:{worker.id}", worker_id=worker.id, role=role,
                   score=result.score, passed=result.passed, wrong=result.wrong, provider=PROVIDER)
-    return result.passed
+    return result.passed, worker.id if result.passed else None
 
 
 def _onboarding_signer(secret_key: str) -> URLSafeSerializer:

@@ -295,3 +295,34 @@ EXPECTED = {
         ],
     },
 }
+
+
+def test_a_hit_another_process_published_meanwhile_is_published_once(settings, providers):
+    """``publish_hit`` (platforms, the reconciler) publishes through the opening's compare-and-set: when
+    another process published the HIT between the read and the UPDATE, one ``hit_published`` event stays."""
+    with session_scope(settings.database_url) as s:
+        task = Task(key="wot-1", protocol="wizard_of_tasks", title="A task", domain="test")
+        s.add(task)
+        s.flush()
+        _, hits = lifecycle.launch_batch(s, [task], 1, name="b")
+        hit_id = hits[0].id
+    engine, raced = get_engine(settings.database_url), []
+
+    def other_process_first(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001, ARG001
+        if statement.startswith("UPDATE hit SET external_id") and not raced:
+            raced.append(None)
+            with session_scope(settings.database_url) as other:
+                raced[0] = lifecycle.publish_hit(other, providers.get("local"), hit_id).status
+
+    event.listen(engine, "before_cursor_execute", other_process_first)
+    try:
+        with session_scope(settings.database_url) as s:
+            hit = lifecycle.publish_hit(s, providers.get("local"), hit_id)
+            assert (hit.status, hit.external_id) == (HitStatus.open, f"local-{hit_id}")
+    finally:
+        event.remove(engine, "before_cursor_execute", other_process_first)
+    assert raced == [HitStatus.open]
+    with session_scope(settings.database_url) as s:
+        assert len(s.exec(select(Event).where(Event.kind == "hit_published")).all()) == 1
+        assert lifecycle.publish_hit(s, providers.get("local"), hit_id).status == HitStatus.open  # again: nothing
+        assert len(s.exec(select(Event).where(Event.kind == "hit_published")).all()) == 1

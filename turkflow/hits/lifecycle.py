@@ -178,12 +178,23 @@ def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int,
         "index": index, "role": role, "hit_id": hit.id,
         **({"kept_for": hit.reserved_for_id} if hit.reserved_for_id is not None else {})}}]
     if publisher is not None:
-        external_id = publisher.publish_turn(session, hit, batch)
-        connection.execute(_PUBLISHED, {"hit": hit.id, "external": external_id})
-        written.append({"at": utcnow(), "kind": "hit_published", "actor": "provider", **ids,
-                        "data": {"hit_id": hit.id, "external_id": external_id}})
+        written.append(_publish(session, publisher, hit, batch, conversation_id))  # the HIT was just written
     connection.execute(_EVENT, written)
     return hit.id
+
+
+def _publish(session: Session, provider: CrowdProvider, hit: Hit, batch: Batch,
+             conversation_id: int) -> Optional[dict[str, Any]]:
+    """Tell the provider about a pending HIT and mark it open (one compare-and-set UPDATE): the
+    ``hit_published`` event to write, or None when another process published it first. The opening
+    (``_open_turn``, for a provider that calls no platform) and ``publish_hit`` (for the others, and the
+    reconciler) both publish through here."""
+    external_id = provider.publish_turn(session, hit, batch)
+    if session.connection().execute(_PUBLISHED, {"hit": hit.id, "external": external_id}).rowcount != 1:
+        return None
+    return {"at": utcnow(), "kind": "hit_published", "actor": "provider", "batch_id": batch.id,
+            "conversation_id": conversation_id, "turn_id": hit.turn_id, "worker_id": None,
+            "data": {"hit_id": hit.id, "external_id": external_id}}
 
 
 def _may_keep(session: Session, worker_id: int) -> bool:
@@ -207,11 +218,14 @@ def publish_hit(session: Session, provider: CrowdProvider, hit_id: int) -> Hit:
     hit, turn, conversation, batch = row
     if hit.status != HitStatus.pending:
         return hit
-    hit.external_id = provider.publish_turn(session, hit, batch)
-    states.move(hit, HitStatus.open)
-    session.add(hit)
-    events.record(session, "hit_published", "provider", batch_id=batch.id, conversation_id=conversation.id,
-                  turn_id=turn.id, hit_id=hit.id, external_id=hit.external_id)
+    session.flush()  # what the session holds is written first, as the ORM's flush would order it
+    published = _publish(session, provider, hit, batch, conversation.id)
+    if published is None:  # another process published it meanwhile
+        session.refresh(hit)
+        return hit
+    set_committed_value(hit, "external_id", published["data"]["external_id"])
+    set_committed_value(hit, "status", HitStatus.open)
+    session.connection().execute(_EVENT, [published])
     return hit
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Optional, Sequence
 
-from sqlalchemy import JSON, and_, bindparam, case, func, insert, literal, or_, union_all, update
+from sqlalchemy import JSON, and_, bindparam, case, func, insert, literal, or_, true, union_all, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
@@ -448,32 +448,45 @@ def _queue_params(worker: Worker, now: Optional[datetime], limit: int) -> dict[s
     return {"role": worker.role, "worker": worker.id, "now": now or utcnow(), "limit": limit}
 
 
-def _queue_statement(multi_task_passed: bool) -> Any:
+def _queue_statement(multi_task_passed: bool, lateral: bool) -> Any:
     """The turns kept for the worker, then the oldest takeable turns (kept ones among them too: the caller
-    drops those twice), each part cut at the limit in ``Hit.id`` order. The oldest are read along
-    ``ix_hit_queue`` (status, role, id), and the database stops after about ``limit`` of them: sorting every
-    open HIT of the role by whether it is kept, each joined to its turn, conversation, task and previous
-    turn first, was half of PostgreSQL's CPU per turn and grew with the open turns (``bench capacity``)."""
+    drops those twice), each part cut at the limit in ``Hit.id`` order, so the database reads about
+    ``limit`` open HITs along ``ix_hit_queue`` (status, role, id) and stops. Sorting every open HIT of the
+    role after joining each to its turn, conversation, task and previous turn was half of PostgreSQL's CPU
+    per turn, and PostgreSQL's plan for it (generic, as prepared statements are) read every turn of every
+    conversation, growing with the collection (``bench capacity``).
+
+    ``lateral`` (PostgreSQL): each HIT of the ordered scan is judged by the whole takeable query for that one
+    HIT, a LATERAL subquery the planner cannot turn into a join that starts elsewhere. SQLite has no
+    LATERAL; its planner walks the index in order by itself."""
     previous = aliased(Turn)
+    columns = (Turn.conversation_id, Turn.index, Task.title, previous.text.label("last_text"),
+               previous.role.label("last_role"))
 
-    def part(kept: int, *only: Any) -> Any:
-        return (
-            _takeable(select(Hit.id, Turn.conversation_id, Turn.index, Task.title, previous.text.label("last_text"),
-                             previous.role.label("last_role"), literal(kept).label("kept")), multi_task_passed)
-            .join(Task, Task.id == Conversation.task_id)
-            .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id,
-                                      previous.index == Turn.index - 1))
-            .where(*only).order_by(Hit.id).limit(bindparam("limit")).subquery()
-        )
+    def takeable(query: Any) -> Any:
+        return (_takeable(query, multi_task_passed).join(Task, Task.id == Conversation.task_id)
+                .outerjoin(previous, and_(previous.conversation_id == Turn.conversation_id,
+                                          previous.index == Turn.index - 1)))
 
-    both = union_all(
-        select(part(0, Hit.reserved_for_id == bindparam("worker"), col(Hit.reserved_until) > bindparam("now"))),
-        select(part(1))).subquery()
+    def part(kept: int) -> Any:
+        hit = aliased(Hit) if lateral else Hit
+        only = (hit.reserved_for_id == bindparam("worker"), col(hit.reserved_until) > bindparam("now")) if kept == 0 \
+            else ()
+        if lateral:
+            judged = takeable(select(*columns).select_from(Hit)).where(Hit.id == hit.id).limit(1).lateral()
+            query = (select(hit.id, *judged.c, literal(kept).label("kept")).select_from(hit).join(judged, true())
+                     .where(hit.status == HitStatus.open, hit.role == bindparam("role"), hit.provider == LOCAL))
+        else:
+            query = takeable(select(hit.id, *columns, literal(kept).label("kept")))
+        return query.where(*only).order_by(hit.id).limit(bindparam("limit")).subquery()
+
+    both = union_all(select(part(0)), select(part(1))).subquery()
     return select(both).order_by(both.c.kept, both.c.id)
 
 
-# The queue's statement for a worker who may take multi-task dialogs, and for one who may not (stages).
-_QUEUE = {passed: _queue_statement(passed) for passed in (True, False)}
+# The queue's statement by dialect, for a worker who may take multi-task dialogs and for one who may not.
+_QUEUE = {(dialect, passed): _queue_statement(passed, lateral=dialect == "postgresql")
+          for dialect in ("sqlite", "postgresql") for passed in (True, False)}
 
 
 def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = None,
@@ -485,7 +498,8 @@ def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = No
     """
     entries, kept, listed = [], 0, set()
     for hit_id, conversation_id, index, title, last_message, last_role, others in _core(
-            session, _QUEUE[stages.sees_multi_task(worker)], _queue_params(worker, now, limit)):
+            session, _QUEUE[session.get_bind().dialect.name, stages.sees_multi_task(worker)],
+            _queue_params(worker, now, limit)):
         if hit_id in listed:  # kept for this worker, and among the oldest too
             continue
         listed.add(hit_id)

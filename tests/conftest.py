@@ -55,6 +55,40 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 redis_proc = factories.redis_proc(port=None)
 
 
+# ---- the suite in parallel (pytest-xdist) ---------------------------------------------------------------
+
+# Processes for a run of more than one file. Most of the suite waits (Celery workers, redis-server and
+# gunicorn starting, CLIs in subprocesses, the browser), so more processes than the 2 cores still help.
+WORKERS = 3
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Run in parallel unless told otherwise (``-n 0``, ``-p no:xdist``), each test file whole in one process
+    (``--dist loadfile``): a module's tests share its module-scoped database (a simulation made once), which
+    a file split over processes would make once per process. Set here rather than in ``addopts`` so that
+    ``-p no:xdist`` still runs. ``-n N`` alone keeps the file as the unit too."""
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a worker runs its tests itself (xdist resets its options to these defaults)
+    if config.option.numprocesses is None:
+        config.option.numprocesses = "auto"
+    if config.option.dist == "no":
+        config.option.dist = "loadfile"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``WORKERS`` processes, but no more than the files a run names (a file runs whole in one process, and a
+    process started for no file costs its start), and none for a single file. The environment variable
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    paths = {Path(arg.partition("::")[0]) for arg in config.args}
+    if not all(path.is_file() for path in paths):
+        return WORKERS
+    return 0 if len(paths) == 1 else min(WORKERS, len(paths))
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresCluster]:
     """A throwaway PostgreSQL cluster, the same one the simulator and benchmarks start."""

@@ -31,6 +31,9 @@ def test_the_queue_lists_the_kept_turns_first_then_the_oldest_cut_at_the_page(se
                                          (oldest_first[4], other.id, now + timedelta(minutes=5)),
                                          (oldest_first[6], other.id, now - timedelta(minutes=5))):
             s.execute(update(Hit).where(Hit.id == hit_id).values(reserved_for_id=worker_id, reserved_until=until))
+        # leased to somebody now: not listed; a lease that ran out: listed again
+        s.execute(update(Hit).where(Hit.id == oldest_first[0]).values(lease_expires_at=now + timedelta(minutes=5)))
+        s.execute(update(Hit).where(Hit.id == oldest_first[1]).values(lease_expires_at=now - timedelta(minutes=5)))
     with session_scope(settings.database_url) as s:
         for limit in (1, 2, 3, 12, 50):
             expected = [hit.id for hit in lifecycle.open_hits_for(s, student, limit=limit)]  # kept first, then by id
@@ -39,5 +42,6 @@ def test_the_queue_lists_the_kept_turns_first_then_the_oldest_cut_at_the_page(se
             assert listed[:min(limit, 2)] == expected[:min(limit, 2)] == kept[:limit]
             assert listed[2:] == lifecycle._spread(expected[2:], student.id)
         assert oldest_first[4] not in listed and oldest_first[6] in listed
+        assert oldest_first[0] not in listed and oldest_first[1] in listed
         other_listed = [entry["hit_id"] for entry in lifecycle.queue_entries(s, other)]
         assert other_listed[0] == oldest_first[4] and kept[0] not in other_listed and kept[1] not in other_listed

@@ -456,9 +456,9 @@ def _queue_statement(multi_task_passed: bool, lateral: bool) -> Any:
     per turn, and PostgreSQL's plan for it (generic, as prepared statements are) read every turn of every
     conversation, growing with the collection (``bench capacity``).
 
-    ``lateral`` (PostgreSQL): each HIT of the ordered scan is judged by the whole takeable query for that one
-    HIT, a LATERAL subquery the planner cannot turn into a join that starts elsewhere. SQLite has no
-    LATERAL; its planner walks the index in order by itself."""
+    ``lateral`` (PostgreSQL): each HIT of the ordered scan not leased is judged by the whole takeable query
+    for that one HIT, a LATERAL subquery the planner cannot turn into a join that starts elsewhere. SQLite
+    has no LATERAL; its planner walks the index in order by itself."""
     previous = aliased(Turn)
     columns = (Turn.conversation_id, Turn.index, Task.title, previous.text.label("last_text"),
                previous.role.label("last_role"))
@@ -475,7 +475,8 @@ def _queue_statement(multi_task_passed: bool, lateral: bool) -> Any:
         if lateral:
             judged = takeable(select(*columns).select_from(Hit)).where(Hit.id == hit.id).limit(1).lateral()
             query = (select(hit.id, *judged.c, literal(kept).label("kept")).select_from(hit).join(judged, true())
-                     .where(hit.status == HitStatus.open, hit.role == bindparam("role"), hit.provider == LOCAL))
+                     .where(hit.status == HitStatus.open, hit.role == bindparam("role"), hit.provider == LOCAL,
+                            or_(col(hit.lease_expires_at).is_(None), col(hit.lease_expires_at) < bindparam("now"))))
         else:
             query = takeable(select(hit.id, *columns, literal(kept).label("kept")))
         return query.where(*only).order_by(hit.id).limit(bindparam("limit")).subquery()

@@ -11,7 +11,8 @@ the requester's, as in ``bench.e2e``.
 After a warm-up at the first rate (``--warm-up`` seconds, not measured: the Celery worker loads spaCy at
 its first review), the rate is stepped up (``--rates``), each step ``--seconds`` long, on one stack per
 backend (gunicorn 3 x 4 threads, Celery 2 processes, its own Redis on a free port, no gunicorn control
-socket; one backend after the other). The crowd shares the 2 cores with the stack it measures, at a lower
+socket; one backend after the other; PostgreSQL flushes every commit to disk as a lab's server does, SQLite
+runs as turkflow always runs it, WAL with synchronous=NORMAL). The crowd shares the 2 cores with the stack it measures, at a lower
 priority (``--crowd-nice``), as a crowd on its own machines would leave the server's cores to the server;
 each step prints the CPU per turn of every part, the crowd's included. After each step the bench waits until every turn the step stored has its next turn open and its
 review done, or ``--settle`` seconds. A step passes when the submit-to-next-turn-open p99 is within the
@@ -302,7 +303,7 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
         work = Path(scratch)
         cluster = None
         if backend == "postgresql":
-            cluster = PostgresCluster()
+            cluster = PostgresCluster(durable=not args.pg_fast)
             cluster.start()
             url = cluster.create_database("capacity")
         else:
@@ -458,6 +459,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         help="niceness the crowd runs at above the stack (0: the same priority)")
     parser.add_argument("--settle", type=float, default=60, help="seconds after a step for the pipeline to catch up")
     parser.add_argument("--target-ms", type=float, default=TARGET_P99_MS)
+    parser.add_argument("--pg-fast", action="store_true",
+                        help="PostgreSQL without fsync (as the tests run it); by default every commit is flushed "
+                             "to disk, as on a lab's server")
     return parser.parse_args(argv)
 
 

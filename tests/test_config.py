@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 from sqlmodel import select
 
-from tests.test_cli import SAMPLES, environment, ok, one_line_error
+from tests.test_cli import ROOT, SAMPLES, environment, ok, one_line_error
 from turkflow.cli.main import main
 from turkflow.config import Settings, default
 from turkflow.db import session_scope
@@ -86,3 +88,18 @@ def test_a_batch_row_the_launch_function_and_the_quality_policy_default_to_the_s
                         ("max_turns", launch_defaults["max_turns"].default)]:
         assert value == default(name), name
     assert isinstance(default("reward_cents"), int) and isinstance(default("bonus_cents"), int)
+
+
+def test_processes_started_together_on_a_new_data_dir_share_one_secret_readable_by_its_owner_only(tmp_path):
+    """The web server and the Celery workers start at once on a new data_dir: a secret each wrote for
+    itself would sign a worker's cookie that the next process refuses."""
+    data_dir = tmp_path / "var"
+    code = ("import sys; from turkflow.config import Settings; "
+            "s = Settings(data_dir=sys.argv[1]); print(s.secret_key, s.worker_hash_key)")
+    started = [subprocess.Popen([sys.executable, "-c", code, str(data_dir)], stdout=subprocess.PIPE, text=True,
+                                env={"PATH": "/usr/bin:/bin"}, cwd=ROOT) for _ in range(8)]
+    printed = {process.communicate(timeout=120)[0].strip() for process in started}
+    assert all(process.returncode == 0 for process in started)
+    assert printed == {f"{(data_dir / 'secret_key').read_text()} {(data_dir / 'worker_hash_key').read_text()}"}
+    assert sorted(p.name for p in data_dir.iterdir()) == ["secret_key", "worker_hash_key"]  # no temporary left
+    assert {p.stat().st_mode & 0o777 for p in data_dir.iterdir()} == {0o600}

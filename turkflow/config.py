@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -240,15 +241,24 @@ class Settings(BaseSettings):
         return self
 
     def _stored_secret(self, name: str) -> str:
-        """A random secret kept in data_dir, so restarts keep sessions and invite links valid."""
+        """A random secret kept in data_dir, so restarts keep sessions and invite links valid. Processes
+        started together on a new data_dir (the web server and the Celery workers) all get the one secret
+        that won: it is written whole, readable by its owner only, under a temporary name and linked into
+        place only if no other process's is there already."""
         path = self.data_dir / name
         if path.exists():
             return path.read_text().strip()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        value = secrets.token_hex(32)
-        path.write_text(value)
-        path.chmod(0o600)
-        return value
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{name}-", dir=self.data_dir)  # mode 0600
+        try:
+            with os.fdopen(descriptor, "w") as written:
+                written.write(secrets.token_hex(32))
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process stored it first: theirs is the secret
+        finally:
+            os.unlink(temporary)
+        return path.read_text().strip()
 
 
 def default(name: str) -> Any:

@@ -76,7 +76,7 @@ def kept_run(directory: Path, seed: int, workers: int) -> Collected:
     """Read a kept run's database (the workers' simulated names are in the database)."""
     from sqlmodel import select
 
-    from turkflow.config import Settings
+    from turkflow.config import default
     from turkflow.db import session_scope
     from turkflow.models import Batch, Worker
     from turkflow.simulator.crowd import Behaviour, answer_gold, build_crowd
@@ -87,18 +87,17 @@ def kept_run(directory: Path, seed: int, workers: int) -> Collected:
     with session_scope(f"sqlite:///{directory / 'turkflow.db'}") as session:
         batch_id, reward = session.exec(select(Batch.id, Batch.reward_cents).order_by(Batch.id)).first()
         names = dict(session.exec(select(Worker.id, Worker.name)).all())
-        stream = turn_stream(session, batch_id, names, Settings().typed_keys_per_char)
+        stream = turn_stream(session, batch_id, names, default("typed_keys_per_char"))
     return Collected(crowd, stream, reward, gold_records(crowd, {w.name: answer_gold(w, seed) for w in crowd}))
 
 
 def replay_database(run: Collected) -> list[dict[str, Any]]:
     """Every policy replayed on a kept run."""
-    from turkflow.config import Settings
+    from turkflow.config import default
     from turkflow.quality.monitor import Policy
     from turkflow.simulator.policies import DEFAULT_POLICIES, compare
 
-    settings = Settings()
-    policies = [Policy.parse(text, settings.bonus_above, settings.bonus_cents) for text in DEFAULT_POLICIES]
+    policies = [Policy.parse(text, default("bonus_above"), default("bonus_cents")) for text in DEFAULT_POLICIES]
     return [{**e.__dict__, "misses": e.misses()}
             for e in compare(run.crowd, run.stream, policies, reward_cents=run.reward_cents, start=run.start)]
 

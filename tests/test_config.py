@@ -103,3 +103,20 @@ def test_processes_started_together_on_a_new_data_dir_share_one_secret_readable_
     assert printed == {f"{(data_dir / 'secret_key').read_text()} {(data_dir / 'worker_hash_key').read_text()}"}
     assert sorted(p.name for p in data_dir.iterdir()) == ["secret_key", "worker_hash_key"]  # no temporary left
     assert {p.stat().st_mode & 0o777 for p in data_dir.iterdir()} == {0o600}
+
+
+def test_a_web_app_given_its_settings_stores_no_secrets_of_the_environment_in_the_working_directory(tmp_path):
+    """Celery configures itself when the app first queues to it: from the app's own settings, not from a
+    ``Settings()`` of the environment, which would create secrets in ./var of wherever the process runs."""
+    data_dir, cwd = tmp_path / "data", tmp_path / "elsewhere"
+    cwd.mkdir()
+    code = ("import sys; from turkflow.config import Settings; from turkflow.web import create_app; "
+            "from workers.app import celery_app; "
+            "create_app(Settings(data_dir=sys.argv[1], redis_url='redis://127.0.0.1:1/3')); "
+            "print(celery_app.conf.broker_url)")
+    done = subprocess.run([sys.executable, "-c", code, str(data_dir)], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "redis://127.0.0.1:1/3"
+    assert list(cwd.iterdir()) == []  # no ./var/secret_key of a Settings() nobody asked for
+    assert sorted(p.name for p in data_dir.iterdir()) == ["secret_key", "worker_hash_key"]

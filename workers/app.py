@@ -1,5 +1,6 @@
 """The Celery app. Its configuration comes from turkflow's ``Settings`` when first needed (never at import),
-or from ``configure(settings)`` when a process (a test, the simulator) brings its own.
+from the first web app's settings in a process that serves one (``use_settings``), or from
+``configure(settings)`` when a process (a test, the simulator) brings its own.
 
 Run it with ``celery -A workers.app worker`` (every queue) or one worker per queue (``--queues turns``, as
 the Procfile does), and exactly one ``celery -A workers.app beat``.
@@ -110,6 +111,16 @@ def configure(settings: Settings, providers: Optional[Providers] = None) -> Cele
     use_broker(settings.redis_url)
     celery_app.conf.update(celery_config(settings))
     return celery_app
+
+
+def use_settings(settings: Settings) -> None:
+    """Queue this process's tasks as ``settings`` say: the web app's own settings. Celery configures itself
+    from the first app's settings rather than from the environment, which the app may not have been given
+    (and whose ``Settings()`` would store secrets of its own in ./var); tasks go to each app's Redis."""
+    global _settings
+    if _settings is None:
+        _settings = settings
+    use_broker(settings.redis_url)
 
 
 def use_broker(redis_url: str) -> None:

@@ -41,9 +41,9 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
         WORKER_COOKIE=f"{cookie_prefix}worker",
         WTF_CSRF_TIME_LIMIT=None,  # a form's token is good for as long as the browser's session
     )
-    from workers.app import use_broker
+    from workers.app import use_settings
 
-    use_broker(settings.redis_url)  # the tasks this app queues go to its own Redis
+    use_settings(settings)  # the tasks this app queues go to its own Redis
     if settings.proxy_hops:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
     app.wsgi_app = BoundedBody(app.wsgi_app, app.config["MAX_CONTENT_LENGTH"])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
+import threading
 from contextlib import contextmanager
 from importlib.resources import files
-from typing import Iterator
+from typing import Iterator, Optional
 
 from alembic import command
 from alembic.config import Config
@@ -34,10 +37,15 @@ def dispose_engine(database_url: str) -> None:
         engine.dispose()
 
 
+BUSY_TIMEOUT_SECONDS = 30
+
+
 def _create(database_url: str) -> Engine:
-    """SQLite gets WAL and a busy timeout so the web server and Celery workers can share the file."""
+    """SQLite gets WAL, a busy timeout and queued writers (``WriterConnection``) so the web server and Celery
+    workers can share the file."""
     if database_url.startswith("sqlite"):
-        engine = create_engine(database_url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(database_url, connect_args={
+            "check_same_thread": False, "timeout": BUSY_TIMEOUT_SECONDS, "factory": WriterConnection})
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):  # noqa: ANN001
@@ -49,6 +57,147 @@ def _create(database_url: str) -> Engine:
 
         return engine
     return create_engine(database_url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+class WriterLock:
+    """One write transaction at a time on a database file, the writers queued and woken as soon as the one
+    before ends: the threads of a process on a lock, the processes on ``flock`` of a file beside the
+    database (released by the kernel when a process dies).
+
+    SQLite lets one writer in at a time too, but a writer that finds the file locked sleeps on the busy
+    handler's back-off (1, 2, 5, 10 ... 100 ms between tries) however soon the lock is free, and whoever tries
+    at the right moment goes first: in ``bench capacity`` at 25 to 30 turns a second the writers waited 4.4
+    s for each second the lock was held, a turn's submit up to 1.4 s (its p99; bench/RESULTS.md). SQLite's
+    lock still decides who writes; this one only queues them.
+
+    A writer waits here as long as the transaction before it lasts: one that never ends (a process stopped
+    in a write) holds the other processes' writers back where SQLite's busy timeout made them fail after
+    ``BUSY_TIMEOUT_SECONDS``. Threads give up their wait for this process's lock after that timeout and
+    leave it to SQLite's."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._threads = threading.Lock()
+        self._holder: Optional[int] = None
+        self._file: Optional[int] = None
+        self._no_file = False
+
+    def acquire(self) -> bool:
+        """Wait for the writers before; False if this thread writes already (a second session of its own:
+        SQLite refuses it after its busy timeout, as before) or waited the busy timeout here."""
+        if self._holder == threading.get_ident() or not self._threads.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+            return False
+        self._holder = threading.get_ident()
+        if self._file is None and not self._no_file:
+            try:
+                self._file = os.open(f"{self.path}-writers", os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError:  # a directory that takes no new file: the processes queue on SQLite's lock alone
+                self._no_file = True
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_EX)
+        return True
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._holder = None
+        self._threads.release()
+
+
+_writer_locks: dict[str, WriterLock] = {}
+_writer_locks_pid = os.getpid()
+_writer_locks_guard = threading.Lock()
+
+
+def writer_lock(path: str) -> WriterLock:
+    """This process's lock of a database file. A forked child makes its own: one held at the fork would
+    never be released in the child, and the parent's open file shares its ``flock`` with the parent."""
+    global _writer_locks_pid
+    with _writer_locks_guard:
+        if _writer_locks_pid != os.getpid():
+            _writer_locks.clear()
+            _writer_locks_pid = os.getpid()
+        if path not in _writer_locks:
+            _writer_locks[path] = WriterLock(path)
+        return _writer_locks[path]
+
+
+_BEGINS_WRITING = ("INSERT", "UPDATE", "DELETE", "REPLACE", "BEGIN")
+
+
+class WriterCursor(sqlite3.Cursor):
+    """Tells its connection before and after each statement (``WriterConnection``)."""
+
+    def execute(self, sql: str, *parameters):  # noqa: ANN002, ANN201
+        self.connection.before(sql, self)
+        try:
+            return super().execute(sql, *parameters)
+        finally:
+            self.connection.after()
+
+    def executemany(self, sql: str, *parameters):  # noqa: ANN002, ANN201
+        self.connection.before(sql, self)
+        try:
+            return super().executemany(sql, *parameters)
+        finally:
+            self.connection.after()
+
+
+class WriterConnection(sqlite3.Connection):
+    """A pysqlite connection whose write transactions wait their turn on the file's ``WriterLock`` and hold
+    it until they end. The transaction begins IMMEDIATE once the lock is had: pysqlite begins it DEFERRED at
+    the first write, which takes SQLite's lock only then."""
+
+    _path: Optional[str] = None
+    _holding: Optional[WriterLock] = None
+
+    def cursor(self, factory=WriterCursor):  # noqa: ANN001, ANN201
+        return super().cursor(factory)
+
+    def before(self, sql: str, cursor: sqlite3.Cursor) -> None:
+        if self.in_transaction or self._holding or not sql.lstrip()[:7].upper().startswith(_BEGINS_WRITING):
+            return
+        if self._path is None:  # the file's own path, whatever URI opened it (read-only ones too)
+            self._path = next(row[2] for row in super().execute("PRAGMA database_list") if row[1] == "main")
+        if not self._path:
+            return  # an in-memory database: only this connection writes it
+        lock = writer_lock(self._path)  # looked up each time: a connection may outlive a fork
+        if not lock.acquire():
+            return
+        self._holding = lock
+        if not sql.lstrip()[:5].upper() == "BEGIN":
+            try:
+                sqlite3.Cursor.execute(cursor, "BEGIN IMMEDIATE")
+            except BaseException:
+                self.after()
+                raise
+
+    def after(self) -> None:
+        """Once the transaction ended (a commit, a rollback, or SQLite's own rollback after an error) the
+        next writer goes."""
+        if self._holding is not None and not self.in_transaction:
+            self._holding, lock = None, self._holding
+            lock.release()
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self.after()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self.after()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self._holding is not None:
+                self._holding, lock = None, self._holding
+                lock.release()
 
 
 @contextmanager

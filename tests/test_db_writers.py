@@ -51,8 +51,8 @@ for worker in workers:
 
 
 def _writer(database_url: str, name: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", WRITER, database_url, name, str(THREADS), str(TRANSACTIONS)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = [sys.executable, "-c", WRITER, database_url, name, str(THREADS), str(TRANSACTIONS)]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _stored(database_url: str) -> list[tuple[str, dict]]:

@@ -88,13 +88,18 @@ class WriterLock:
         if self._holder == threading.get_ident() or not self._threads.acquire(timeout=BUSY_TIMEOUT_SECONDS):
             return False
         self._holder = threading.get_ident()
-        if self._file is None and not self._no_file:
-            try:
-                self._file = os.open(f"{self.path}-writers", os.O_RDWR | os.O_CREAT, 0o600)
-            except OSError:  # a directory that takes no new file: the processes queue on SQLite's lock alone
-                self._no_file = True
-        if self._file is not None:
-            fcntl.flock(self._file, fcntl.LOCK_EX)
+        try:
+            if self._file is None and not self._no_file:
+                try:
+                    self._file = os.open(f"{self.path}-writers", os.O_RDONLY | os.O_CREAT, 0o600)
+                except OSError:  # a directory that takes no new file: processes queue on SQLite's lock alone
+                    self._no_file = True
+            if self._file is not None:
+                fcntl.flock(self._file, fcntl.LOCK_EX)
+        except BaseException:
+            self._holder = None
+            self._threads.release()
+            raise
         return True
 
     def release(self) -> None:
@@ -155,7 +160,8 @@ class WriterConnection(sqlite3.Connection):
         return super().cursor(factory)
 
     def before(self, sql: str, cursor: sqlite3.Cursor) -> None:
-        if self.in_transaction or self._holding or not sql.lstrip()[:7].upper().startswith(_BEGINS_WRITING):
+        if (self.in_transaction or self._holding or self.isolation_level is None  # autocommit: no transaction
+                or not sql.lstrip()[:7].upper().startswith(_BEGINS_WRITING)):
             return
         if self._path is None:  # the file's own path, whatever URI opened it (read-only ones too)
             self._path = next(row[2] for row in super().execute("PRAGMA database_list") if row[1] == "main")

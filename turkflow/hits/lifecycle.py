@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections import namedtuple
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Optional, Sequence
@@ -142,7 +143,10 @@ _WORKERS, _EVENTS = Worker.__table__, Event.__table__
 # opened again (no row returned), without the savepoint an IntegrityError would need on PostgreSQL.
 _NEW_TURN = {name: dialect.insert(_TURNS).on_conflict_do_nothing().returning(_TURNS.c.id)
              for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))}
-_NEW_HIT = insert(_HITS).returning(_HITS.c.id)
+_NEW_HIT = insert(_HITS).returning(*_HITS.c)  # the new HIT as a row, for its events and its publishing
+# The columns a new HIT takes from the model's defaults (``created_at``, the only one made per row, is given).
+_HIT_DEFAULTS = {name: field.default for name, field in Hit.model_fields.items()
+                 if name not in ("id", "created_at") and not field.is_required()}
 _TOUCHED = (update(_CONVERSATIONS).where(_CONVERSATIONS.c.id == bindparam("conversation"))
             .values(updated_at=bindparam("now")))
 _PUBLISHED = states.update_to(Hit, HitStatus.open).where(Hit.id == bindparam("hit")).values(
@@ -168,10 +172,11 @@ def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int,
         "opened_at": now, "submitted_at": None, "reviewed_at": None}).scalar()
     if turn_id is None:
         return None
-    hit = Hit(turn_id=turn_id, role=role, provider=batch.provider, created_at=now)
-    if batch.affinity_seconds and keep_for is not None:
-        hit.reserved_for_id, hit.reserved_until = keep_for, now + timedelta(seconds=batch.affinity_seconds)
-    hit.id = connection.execute(_NEW_HIT, hit.model_dump(exclude={"id"})).scalar_one()
+    kept = batch.affinity_seconds and keep_for is not None
+    hit = connection.execute(_NEW_HIT, {
+        **_HIT_DEFAULTS, "turn_id": turn_id, "role": role, "provider": batch.provider, "created_at": now,
+        "reserved_for_id": keep_for if kept else None,
+        "reserved_until": now + timedelta(seconds=batch.affinity_seconds) if kept else None}).one()
     connection.execute(_TOUCHED, {"conversation": conversation_id, "now": now})
     ids = {"batch_id": batch.id, "conversation_id": conversation_id, "turn_id": turn_id, "worker_id": None}
     written = [{"at": now, "kind": "turn_opened", "actor": "system", **ids, "data": {
@@ -188,7 +193,8 @@ def _publish(session: Session, provider: CrowdProvider, hit: Hit, batch: Batch,
     """Tell the provider about a pending HIT and mark it open (one compare-and-set UPDATE): the
     ``hit_published`` event to write, or None when another process published it first. The opening
     (``_open_turn``, for a provider that calls no platform) and ``publish_hit`` (for the others, and the
-    reconciler) both publish through here."""
+    reconciler) both publish through here; the opening passes the HIT and the batch as the plain rows it
+    wrote and read (it builds no objects), which such a provider only reads."""
     external_id = provider.publish_turn(session, hit, batch)
     if session.connection().execute(_PUBLISHED, {"hit": hit.id, "external": external_id}).rowcount != 1:
         return None
@@ -242,8 +248,15 @@ _LAST_TURNS = (  # a conversation's last two turns (the one before the last may 
     .select_from(_TURNS.join(_CONVERSATIONS, _CONVERSATIONS.c.id == _TURNS.c.conversation_id)
                  .join(_BATCHES, _BATCHES.c.id == _CONVERSATIONS.c.batch_id)
                  .outerjoin(_WORKERS, _WORKERS.c.id == _TURNS.c.worker_id))
-    .where(_TURNS.c.conversation_id == bindparam("conversation")).order_by(_TURNS.c.index.desc()).limit(2)
+    .order_by(_TURNS.c.index.desc()).limit(2)
 )
+_LAST_TURNS_OF = _LAST_TURNS.where(_TURNS.c.conversation_id == bindparam("conversation"))
+_LAST_TURNS_AFTER = _LAST_TURNS.where(  # the same, found from a submitted turn: one read in all
+    _TURNS.c.conversation_id == select(_TURNS.c.conversation_id).where(_TURNS.c.id == bindparam("turn"))
+    .scalar_subquery())
+# A conversation's batch as the opening read it: its columns, not a loaded object (building a ``Batch`` cost a
+# fifth of an opening).
+_BatchRow = namedtuple("_BatchRow", _BATCH_COLUMNS)
 
 
 class Opened(NamedTuple):
@@ -263,18 +276,33 @@ def open_next_turn(session: Session, conversation_id: int, providers: Optional[P
     ``providers``, a HIT whose platform is called by no one (the local queue) is published in this
     transaction. Runs on every submitted turn: one read of plain rows, then the writes (``_open_turn``).
     """
-    rows = _core(session, _LAST_TURNS, {"conversation": conversation_id}).all()
+    rows = _core(session, _LAST_TURNS_OF, {"conversation": conversation_id}).all()
     if not rows:
         if session.get(Conversation, conversation_id) is None:
             raise NotFound(f"conversation {conversation_id} does not exist")
         return None  # no turn at all: nothing follows
+    return _open_following(session, rows, providers)
+
+
+def open_turn_after(session: Session, turn_id: int, providers: Optional[Providers] = None) -> Optional[Opened]:
+    """``open_next_turn`` for the conversation of a submitted turn (the Celery task knows the turn, not its
+    conversation), with the conversation found in the same read."""
+    rows = _core(session, _LAST_TURNS_AFTER, {"turn": turn_id}).all()
+    if not rows:
+        raise NotFound(f"turn {turn_id} does not exist")
+    return _open_following(session, rows, providers)
+
+
+def _open_following(session: Session, rows: Sequence[Any], providers: Optional[Providers]) -> Optional[Opened]:
+    """Open the turn after ``rows`` (a conversation's last two turns, from ``_LAST_TURNS``, the last first)."""
+    conversation_id = rows[0].conversation_id
     last = rows[0]
     before = rows[1] if len(rows) > 1 else None
     if last.conversation_status != ConversationStatus.active or last.batch_status != BatchStatus.active:
         return None
     if last.status != TurnStatus.submitted:
         return None
-    batch = Batch(**{name: getattr(last, f"batch_{name}") for name in _BATCH_COLUMNS})  # as read, not loaded
+    batch = _BatchRow._make(getattr(last, f"batch_{name}") for name in _BATCH_COLUMNS)  # as read, not loaded
     protocol = get_protocol(batch.protocol)
     end_reason = _end_reason(session, protocol, batch.max_turns, last, before)
     if end_reason:

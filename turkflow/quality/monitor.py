@@ -41,7 +41,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func, insert
+from sqlalchemy import bindparam, func
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -370,7 +371,25 @@ _RECEIVED_COUNT = select(func.count()).select_from(
 _WINDOW = (select(_RATINGS.c.id, _RATINGS.c.rated_turn_id, _RATINGS.c.rater_id, _RATINGS.c.relevant,
                   _RATINGS.c.useful)
            .where(*_RECEIVED).order_by(_RATINGS.c.id.desc()).limit(bindparam("reads")))
-_DECIDE = insert(_DECISIONS)  # unique per rating (rating_id): the second of two evaluations fails
+_ASSIGNMENTS, _HITS, _BONUSES = Assignment.__table__, Hit.__table__, Bonus.__table__
+
+
+def _insert_once(table: Any) -> dict[str, Any]:
+    """``INSERT … ON CONFLICT DO NOTHING RETURNING id`` for each backend: a row another evaluation wrote first
+    (the same rating judged twice at once, a redelivered review) is simply not written again, and nothing
+    returned, without the savepoint an IntegrityError would need."""
+    return {name: dialect.insert(table).on_conflict_do_nothing().returning(table.c.id)
+            for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))}
+
+
+_DECIDE = _insert_once(_DECISIONS)  # unique per rating (rating_id)
+_NEW_BONUS = _insert_once(_BONUSES)  # unique per turn and kind, and per request token
+_KEPT_ASSIGNMENT = (  # the rated turn's assignment by its author, if the turn is kept (``KEPT``)
+    select(_ASSIGNMENTS.c.id).select_from(_ASSIGNMENTS.join(_HITS, _HITS.c.id == _ASSIGNMENTS.c.hit_id))
+    .where(_HITS.c.turn_id == bindparam("turn"), _HITS.c.status == HitStatus.submitted,
+           _ASSIGNMENTS.c.worker_id == bindparam("author"), _ASSIGNMENTS.c.status.in_(bindparam("kept", expanding=True)))
+    .limit(1)
+)
 
 
 def evaluate_rating(session: Session, rating_id: int,
@@ -409,10 +428,9 @@ def evaluate_rating(session: Session, rating_id: int,
                  "relevant": r.relevant, "useful": r.useful,
                  **({"trust": round(t, 3)} if policy.weighted else {})} for r, t in zip(judged, trust)][::-1],
     )
-    try:
-        with savepoint(session):
-            decision.id = session.execute(_DECIDE, decision.model_dump(exclude={"id"})).inserted_primary_key[0]
-    except IntegrityError:
+    connection = session.connection()
+    decision.id = connection.execute(_DECIDE[connection.dialect.name], decision.model_dump(exclude={"id"})).scalar()
+    if decision.id is None:
         return None  # a concurrent evaluation of the same rating won
     if reliability.add_rating(session, rating.rater_id, before, records[rating.rater_id]):
         identified = records[rating.rater_id]
@@ -536,22 +554,18 @@ KEPT = (AssignmentStatus.submitted, AssignmentStatus.approved, AssignmentStatus.
 
 
 def _record_bonus(session: Session, policy: Policy, rating: Any, decision: QualityDecision) -> Optional[Bonus]:
-    """The rated turn's bonus (``rating``: a row of ``_JUDGING``), once per turn."""
+    """The rated turn's bonus (``rating``: a row of ``_JUDGING``), once per turn: written as a plain row, and
+    returned as an object of no session (its payment goes by its id)."""
     turn_id, author_id = rating.rated_turn_id, rating.author_id
-    assignment = session.exec(
-        select(Assignment).join(Hit, Hit.id == Assignment.hit_id)
-        .where(Hit.turn_id == turn_id, Hit.status == HitStatus.submitted, Assignment.worker_id == author_id,
-               col(Assignment.status).in_(KEPT))
-    ).first()
-    if assignment is None:
+    connection = session.connection()
+    assignment_id = connection.execute(_KEPT_ASSIGNMENT, {"turn": turn_id, "author": author_id,
+                                                          "kept": list(KEPT)}).scalar()
+    if assignment_id is None:
         return None
-    bonus = Bonus(turn_id=turn_id, worker_id=author_id, assignment_id=assignment.id, decision_id=decision.id,
+    bonus = Bonus(turn_id=turn_id, worker_id=author_id, assignment_id=assignment_id, decision_id=decision.id,
                   amount_cents=policy.bonus_cents, request_token=f"turkflow-bonus-turn-{turn_id}")
-    try:
-        with savepoint(session):
-            session.add(bonus)
-            session.flush()
-    except IntegrityError:
+    bonus.id = connection.execute(_NEW_BONUS[connection.dialect.name], bonus.model_dump(exclude={"id"})).scalar()
+    if bonus.id is None:
         return None  # this turn already earned its bonus
     events.record(session, "bonus_recorded", "system", batch_id=rating.batch_id,
                   conversation_id=rating.conversation_id, turn_id=turn_id, worker_id=author_id,

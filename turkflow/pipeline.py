@@ -50,7 +50,10 @@ def _advance(session: Session, providers: Providers, conversation_id: int) -> Op
     """Open the conversation's next turn: (HIT id, provider still to publish on, or None when the HIT is
     published already). A provider that calls no platform publishes in this transaction, so the local
     crowd's next turn is one commit away from its submission; a platform is called only after commit."""
-    opened = lifecycle.open_next_turn(session, conversation_id, providers)
+    return _to_publish(lifecycle.open_next_turn(session, conversation_id, providers))
+
+
+def _to_publish(opened: Optional[lifecycle.Opened]) -> Optional[tuple[int, Optional[str]]]:
     if opened is None:
         return None
     return opened.hit_id, None if opened.published else opened.provider
@@ -84,11 +87,8 @@ def open_after(settings: Settings, providers: Providers, turn_id: int) -> Option
     """Open the turn that follows a submitted one; the Celery task does only this before queueing the
     review, so in a burst of submissions every next turn opens before any judging starts."""
     with session_scope(settings.database_url) as session:
-        opened = _advance(session, providers, session.execute(_CONVERSATION_OF, {"turn": turn_id}).scalar_one())
+        opened = _to_publish(lifecycle.open_turn_after(session, turn_id, providers))
     return _publish_opened(settings, providers, opened)
-
-
-_CONVERSATION_OF = select(Turn.conversation_id).where(Turn.id == bindparam("turn"))
 
 
 # A review takes at most this many waiting turns, and writes them this many to a transaction: on SQLite a
@@ -319,18 +319,23 @@ def _pay(session: Session, provider: CrowdProvider, bonus: Bonus) -> None:
         _record_paid(session, paid_id)
 
 
+_PAID = (states.update_to(Bonus, BonusStatus.paid).where(Bonus.id == bindparam("bonus"))
+         .values(paid_at=bindparam("now")).returning(Bonus.turn_id, Bonus.worker_id, Bonus.amount_cents)
+         .execution_options(synchronize_session=False))
+_PLACE_OF_TURN = (select(Turn.conversation_id, Conversation.batch_id)
+                  .join(Conversation, Conversation.id == Turn.conversation_id).where(Turn.id == bindparam("turn")))
+
+
 def _record_paid(session: Session, bonus_id: int) -> None:
     """The task and the reconciler's sweep may pay the same bonus at once; the provider never pays twice (a
     request token, or Prolific's claim), and only the run that moves the bonus from pending records it."""
-    if session.execute(states.update_to(Bonus, BonusStatus.paid).where(Bonus.id == bonus_id)
-                       .values(paid_at=utcnow())).rowcount != 1:
+    paid = session.execute(_PAID, {"bonus": bonus_id, "now": utcnow()}).first()
+    if paid is None:
         return
-    bonus = session.get(Bonus, bonus_id)
-    turn = session.get(Turn, bonus.turn_id)
-    conversation = session.get(Conversation, turn.conversation_id)
-    events.record(session, "bonus_paid", "provider", batch_id=conversation.batch_id,
-                  conversation_id=conversation.id, turn_id=turn.id, worker_id=bonus.worker_id,
-                  bonus_id=bonus.id, amount_cents=bonus.amount_cents)
+    place = session.execute(_PLACE_OF_TURN, {"turn": paid.turn_id}).one()
+    events.record(session, "bonus_paid", "provider", batch_id=place.batch_id,
+                  conversation_id=place.conversation_id, turn_id=paid.turn_id, worker_id=paid.worker_id,
+                  bonus_id=bonus_id, amount_cents=paid.amount_cents)
 
 
 @dataclass

@@ -24,7 +24,10 @@ def turn_submitted(turn_id: int) -> None:
     so workers waiting for their next turn never wait for the monitor."""
     opened = pipeline.open_after(settings(), providers(), turn_id)
     queue_review(turn_id)
-    log.info("turn %s submitted: opened hit %s", turn_id, opened)
+    # Logged at INFO only when no turn followed (the conversation ended, its batch paused, or a redelivered
+    # message found the next turn open): an opening is every turn's routine, and Celery logs each task run.
+    log.log(logging.DEBUG if opened is not None else logging.INFO, "turn %s submitted: opened hit %s", turn_id,
+            opened)
 
 
 # A review starts this long after it is queued, and takes every turn submitted meanwhile: the submissions of
@@ -58,9 +61,10 @@ def review_submission(turn_id: Optional[int] = None) -> None:
         pay_bonus.delay(bonus_id)
     if reviews.more:
         queue_review(None, gather=0)  # more waited than one review takes: the next starts at once
-    for reviewed, result in reviews.turns.items():
-        log.info("turn %s reviewed: blocked %s, bonuses %s, flags %s", reviewed, result.blocked_worker_id,
-                 result.bonus_ids, result.flags)
+    for reviewed, result in reviews.turns.items():  # at INFO only the reviews that found something
+        told = result.blocked_worker_id is not None or result.bonus_ids or result.flags
+        log.log(logging.INFO if told else logging.DEBUG, "turn %s reviewed: blocked %s, bonuses %s, flags %s",
+                reviewed, result.blocked_worker_id, result.bonus_ids, result.flags)
 
 
 @celery_app.task(name="workers.tasks.survey_answered", **RETRY)

@@ -91,9 +91,9 @@ def open_after(settings: Settings, providers: Providers, turn_id: int) -> Option
     return _publish_opened(settings, providers, opened)
 
 
-# A review takes at most this many waiting turns, and writes them this many to a transaction: on SQLite a
-# transaction holds the one write lock while it judges its turns (about 5 ms a turn), and a submission or an
-# opening waits that long.
+# A review takes at most this many waiting turns, and on SQLite writes them this many to a transaction: there
+# a transaction holds the one write lock while it judges its turns (about 5 ms a turn), and a submission or an
+# opening waits that long. PostgreSQL writes them in one (no lock of its own holds the others back).
 REVIEW_BATCH = 16
 REVIEW_TRANSACTION = 4
 
@@ -135,8 +135,8 @@ def review_submission(settings: Settings, providers: Providers, turn_id: int) ->
 
 def review_waiting(settings: Settings, providers: Providers, turn_id: Optional[int] = None) -> Reviews:
     """Review ``turn_id`` with every other turn waiting for its review (at most ``REVIEW_BATCH``, oldest
-    first), so a burst of submissions costs one message, not one each; ``REVIEW_TRANSACTION`` turns a
-    transaction, so the writers waiting for SQLite's lock wait for a few turns' judging, not the burst's.
+    first), so a burst of submissions costs one message, not one each; on SQLite ``REVIEW_TRANSACTION`` turns
+    a transaction, so the writers waiting for its lock wait for a few turns' judging, not the burst's.
 
     A transaction that raises is done again turn by turn, each in its own transaction, so one turn whose
     review trips holds up no other (the reconciler's rule); the error of ``turn_id`` itself is raised after,
@@ -147,8 +147,9 @@ def review_waiting(settings: Settings, providers: Providers, turn_id: Optional[i
     turn_ids = ([turn_id] if turn_id is not None else []) + [t for t in waiting if t != turn_id]
     reviews = Reviews(more=len(turn_ids) > REVIEW_BATCH)
     turn_ids, failure = turn_ids[:REVIEW_BATCH], None
-    for start in range(0, len(turn_ids), REVIEW_TRANSACTION):
-        part = turn_ids[start:start + REVIEW_TRANSACTION]
+    step = REVIEW_TRANSACTION if settings.database_url.startswith("sqlite") else REVIEW_BATCH
+    for start in range(0, len(turn_ids), step):
+        part = turn_ids[start:start + step]
         try:
             reviews.turns.update(review_turns(settings, providers, part).turns)
             continue

@@ -134,16 +134,15 @@ class WriterCursor(sqlite3.Cursor):
     """Tells its connection before and after each statement (``WriterConnection``)."""
 
     def execute(self, sql: str, *parameters):  # noqa: ANN002, ANN201
-        self.connection.before(sql, self)
-        try:
-            return super().execute(sql, *parameters)
-        finally:
-            self.connection.after()
+        return self._told(super().execute, sql, parameters)
 
     def executemany(self, sql: str, *parameters):  # noqa: ANN002, ANN201
+        return self._told(super().executemany, sql, parameters)
+
+    def _told(self, run, sql: str, parameters: tuple):  # noqa: ANN001, ANN202
         self.connection.before(sql, self)
         try:
-            return super().executemany(sql, *parameters)
+            return run(sql, *parameters)
         finally:
             self.connection.after()
 

@@ -150,17 +150,18 @@ def review_waiting(settings: Settings, providers: Providers, turn_id: Optional[i
     step = REVIEW_TRANSACTION if settings.database_url.startswith("sqlite") else REVIEW_BATCH
     for start in range(0, len(turn_ids), step):
         part = turn_ids[start:start + step]
-        try:
-            reviews.turns.update(review_turns(settings, providers, part).turns)
-            continue
-        except Exception:  # noqa: BLE001 - one turn's trouble must not stop the others' reviews
-            if len(turn_ids) <= 1:
-                raise
-            log.warning("a review of %s turns failed; reviewing them one by one", len(part), exc_info=True)
-        for one in part:
+        if len(part) > 1:
+            try:
+                reviews.turns.update(review_turns(settings, providers, part).turns)
+                continue
+            except Exception:  # noqa: BLE001 - one turn's trouble must not stop the others' reviews
+                log.warning("a review of %s turns failed; reviewing them one by one", len(part), exc_info=True)
+        for one in part:  # a part of one turn is reviewed once, here
             try:
                 reviews.turns.update(review_turns(settings, providers, [one]).turns)
             except Exception as exc:  # noqa: BLE001
+                if len(turn_ids) == 1:
+                    raise
                 log.error("the review of turn %s failed (%s: %s)", one, type(exc).__name__, exc)
                 failure = exc if one == turn_id else failure
     if failure is not None:

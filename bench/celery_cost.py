@@ -110,7 +110,7 @@ def _install_split(out: Path) -> None:
 
 
 if os.environ.get(_SPLIT_DIR):
-    from workers.app import celery_app  # noqa: F401 - ``celery -A bench.celery_cost`` finds it here
+    from turkflow.workers.app import celery_app  # noqa: F401 - ``celery -A bench.celery_cost`` finds it here
 
     _install_split(Path(os.environ[_SPLIT_DIR]))
 
@@ -263,8 +263,8 @@ def phase(settings: Any, crowd: Crowd, variant: str, concurrency: int, turns: in
     from celery import Celery
 
     from turkflow.simulator.stack import settings_env, wait_for
-    from workers.app import configure
-    from workers.tasks import turn_submitted
+    from turkflow.workers.app import configure
+    from turkflow.workers.tasks import turn_submitted
 
     split = work / f"split-{loglevel}-{pool}-{time.monotonic_ns()}"
     split.mkdir()

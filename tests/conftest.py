@@ -407,13 +407,13 @@ def celery_worker_of(app, *queues: str) -> Iterator[object]:  # noqa: ANN001
     current one, which cost most tests with a worker 0.8 s each; the app's own options come back after."""
     from celery.contrib.testing.worker import start_worker
 
-    import workers.app
+    import turkflow.workers.app
 
     options = app.conf.broker_transport_options
     app.conf.broker_transport_options = {**options, "polling_interval": 0.1}
     try:
         with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=10,
-                          loglevel="WARNING", queues=list(queues or workers.app.QUEUES)) as worker:
+                          loglevel="WARNING", queues=list(queues or turkflow.workers.app.QUEUES)) as worker:
             yield worker
     finally:
         app.conf.broker_transport_options = options
@@ -429,9 +429,9 @@ def celery_worker(settings: Settings, providers: Providers, redis_url: str) -> I
     emptying the queue between tests left it there, and it ran later against the next test's database,
     where its ids name other rows (a review of another test's turn 5 judged and blocked a worker there).
     """
-    import workers.app
+    import turkflow.workers.app
 
-    app = workers.app.configure(settings, providers)
+    app = turkflow.workers.app.configure(settings, providers)
     broker = Redis.from_url(redis_url)
     broker.flushdb()
     with celery_worker_of(app) as worker:

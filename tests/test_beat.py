@@ -8,8 +8,8 @@ import time
 
 from redis import Redis
 
-import workers.app
-from workers.beat import LOCK_KEY, SingleBeat
+import turkflow.workers.app
+from turkflow.workers.beat import LOCK_KEY, SingleBeat
 
 
 def sent(broker: Redis) -> list[str]:
@@ -21,7 +21,7 @@ def beat(app, tmp_path, name: str) -> SingleBeat:  # noqa: ANN001
 
 
 def test_a_second_beat_sends_nothing_until_the_first_stops(settings, providers, redis_url, tmp_path):
-    app = workers.app.configure(settings, providers)
+    app = turkflow.workers.app.configure(settings, providers)
     app.conf.beat_schedule = {"reconcile": {"task": "workers.tasks.reconcile", "schedule": 0.2}}
     broker = Redis.from_url(redis_url)
     broker.flushdb()

@@ -34,7 +34,7 @@ from turkflow.models import (Bonus, Conversation, Event, Hit, HitStatus, Quality
                              TurnStatus, Worker)
 from turkflow.simulator.driver import pipeline_backlog
 from turkflow.simulator.stack import Stack
-from workers.app import celery_config
+from turkflow.workers.app import celery_config
 
 SETTLE_SECONDS = 90  # generous: the machine may be busy; the wait ends as soon as it settles
 _texts = itertools.count()
@@ -220,7 +220,7 @@ def test_beat_copies_sent_while_no_worker_consumed_are_dropped_when_it_returns_n
     drops the stale copies instead of running the whole backlog back to back, then runs the next one."""
     from celery.signals import task_revoked
 
-    import workers.app
+    import turkflow.workers.app
     from tests.test_pipeline import STUDENT_ANSWERS, launch, make_worker
 
     settings = Settings(data_dir=tmp_path / "var", database_url=sqlite_url, redis_url=redis_url,
@@ -239,7 +239,7 @@ def test_beat_copies_sent_while_no_worker_consumed_are_dropped_when_it_returns_n
             opened = s.exec(select(Hit).where(Hit.role == "teacher", Hit.status == HitStatus.open)).first()
             return opened is not None
 
-    app = workers.app.configure(settings, providers)
+    app = turkflow.workers.app.configure(settings, providers)
     broker = Redis.from_url(redis_url)
     broker.flushdb()
     entry = app.conf.beat_schedule["reconcile"]
@@ -276,7 +276,7 @@ def test_tasks_go_to_the_broker_of_the_latest_settings_not_the_first_one_used(re
     after an import-time default) sends to its own: before, the first broker's pooled connection kept
     every later task, and the next test's worker never saw its turns. Coming back to a broker used before
     works too (closing the pool it left behind once failed every later task: "Acquire on closed pool")."""
-    from workers import app as celery_module, tasks
+    from turkflow.workers import app as celery_module, tasks
 
     first, second = redis_url[:-1] + "1", redis_url[:-1] + "2"
     queues = {url: Redis.from_url(url) for url in (first, second)}

@@ -111,7 +111,7 @@ def test_a_web_app_given_its_settings_stores_no_secrets_of_the_environment_in_th
     data_dir, cwd = tmp_path / "data", tmp_path / "elsewhere"
     cwd.mkdir()
     code = ("import sys; from turkflow.config import Settings; from turkflow.web import create_app; "
-            "from workers.app import celery_app; "
+            "from turkflow.workers.app import celery_app; "
             "create_app(Settings(data_dir=sys.argv[1], redis_url='redis://127.0.0.1:1/3')); "
             "print(celery_app.conf.broker_url)")
     done = subprocess.run([sys.executable, "-c", code, str(data_dir)], capture_output=True, text=True, timeout=120,

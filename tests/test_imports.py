@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 HITS = ROOT / "turkflow" / "hits"
 PLATFORMS = sorted(p.name for p in HITS.iterdir() if (p / "__init__.py").exists())
-FRAMEWORKS = ("flask", "celery", "click", "workers", "turkflow.pipeline")
+FRAMEWORKS = ("flask", "celery", "click", "turkflow.workers", "turkflow.pipeline")
 SUBCOMMAND_MODULES = ("turkflow/cli/mturk.py", "turkflow/cli/prolific.py", "turkflow/cli/review.py",
                       "turkflow/cli/dataset.py", "turkflow/simulator/cli.py")
 
@@ -49,6 +49,12 @@ def platform_of(module: str) -> str | None:
     return None
 
 
+def test_the_celery_app_is_imported_by_turkflows_name_only():
+    """``workers/`` is installed inside the package (a top-level ``workers`` would clash with others'), so
+    nothing may import it by the folder's own name: that would load a second Celery app."""
+    assert imports_of("", "workers") == []
+
+
 def test_the_platform_folders_are_found():
     assert {"local", "mturk", "prolific"} <= set(PLATFORMS)
 
@@ -60,7 +66,9 @@ def test_domain_packages_import_no_framework_no_worker_and_not_the_pipeline(pack
 
 
 def module_name(path: str) -> str:
-    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    """The name a module is imported by: the repository's ``workers/`` is installed as ``turkflow.workers``."""
+    name = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return f"turkflow.{name}" if name.split(".")[0] == "workers" else name
 
 
 def import_graph() -> dict[str, set[str]]:

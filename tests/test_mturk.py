@@ -98,9 +98,9 @@ def mturk_providers(mturk_settings, mturk_client) -> Providers:  # noqa: ANN001
 @pytest.fixture
 def mturk_celery(celery_worker, mturk_settings, mturk_providers):  # noqa: ANN001, ANN201
     """The session's real Celery worker, running with the stubbed MTurk client."""
-    import workers.app
+    import turkflow.workers.app
 
-    workers.app.configure(mturk_settings, mturk_providers)
+    turkflow.workers.app.configure(mturk_settings, mturk_providers)
     return celery_worker
 
 
@@ -252,7 +252,7 @@ def test_publishing_without_qualification_types_says_to_create_them(mturk_settin
 
 def test_a_throttled_create_hit_is_retried_by_celery_with_the_same_token(mturk_settings, mturk_providers, stubber,
                                                                          mturk_celery):
-    from workers import tasks
+    from turkflow.workers import tasks
 
     _, (hit_id,) = launch(mturk_settings)
     first = token_of(hit_id)
@@ -454,7 +454,7 @@ def test_the_mturk_beat_task_sends_a_missed_submission_the_way_of_a_live_one(mtu
                                                                              stubber, mturk_celery):
     """The reconciler stores what MTurk has and queues the live submission's task: through the real worker
     the next turn opens on MTurk and the stored turn is reviewed once, as a submission through the page."""
-    from workers import mturk_tasks
+    from turkflow.workers import mturk_tasks
 
     hit_id = submitted_on_mturk_only(mturk_settings, mturk_providers, stubber)
     expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))
@@ -554,7 +554,7 @@ def expect_send_bonus(stubber: Stubber, token: Matches, error: str | None = None
 
 def test_a_bonus_is_paid_once_across_retries_while_the_assignment_is_in_flight(mturk_settings, mturk_providers,
                                                                                stubber, mturk_celery):
-    from workers import tasks
+    from turkflow.workers import tasks
 
     bonus_id = recorded_bonus(mturk_settings, mturk_providers, stubber)
     token = Matches(lambda t: isinstance(t, str) and t.startswith("turkflow-") and len(t) <= 64, "the bonus token")

@@ -15,9 +15,9 @@ from turkflow.db import session_scope
 from turkflow.hits import lifecycle
 from turkflow.models import Hit, HitStatus, QualityDecision, Rating, Turn
 from turkflow.quality import checks
-from workers import tasks
-import workers.app
-from workers.app import load_language_model
+from turkflow.workers import tasks
+import turkflow.workers.app
+from turkflow.workers.app import load_language_model
 
 
 def submit_two_turns(settings, providers) -> int:
@@ -69,24 +69,24 @@ def test_celery_opens_the_next_turn_then_reviews_the_submission(settings, provid
 
 
 def test_celery_worker_processes_load_the_language_model_as_they_start(tmp_path):
-    workers.app.configure(Settings(data_dir=tmp_path, secret_key="x", worker_hash_key="x"))
+    turkflow.workers.app.configure(Settings(data_dir=tmp_path, secret_key="x", worker_hash_key="x"))
     checks.english.cache_clear()
     load_language_model()
     assert checks.english.cache_info().currsize == 1
 
 
 def test_every_task_goes_to_a_queue_by_its_stable_name():
-    import workers.mturk_tasks  # noqa: F401 - every task module registers its tasks
-    import workers.prolific_tasks  # noqa: F401
+    import turkflow.workers.mturk_tasks  # noqa: F401 - every task module registers its tasks
+    import turkflow.workers.prolific_tasks  # noqa: F401
 
-    registered = {name for name in workers.app.celery_app.tasks if not name.startswith("celery.")}
-    assert registered == set(workers.app.ROUTES)
-    assert set(workers.app.ROUTES.values()) == set(workers.app.QUEUES)
+    registered = {name for name in turkflow.workers.app.celery_app.tasks if not name.startswith("celery.")}
+    assert registered == set(turkflow.workers.app.ROUTES)
+    assert set(turkflow.workers.app.ROUTES.values()) == set(turkflow.workers.app.QUEUES)
 
 
 def test_a_turns_worker_opens_next_turns_while_reviews_wait_on_their_own_queue(settings, providers, redis_url):
     """Queues by workload: a backlog of reviews (spaCy) never holds up the next turn's opening."""
-    app = workers.app.configure(settings, providers)
+    app = turkflow.workers.app.configure(settings, providers)
     broker = Redis.from_url(redis_url)
     broker.flushdb()
     try:

@@ -17,7 +17,7 @@ from turkflow.hits import lifecycle, registry
 from turkflow.models import (Batch, Conversation, Event, Hit, HitStatus, QualityDecision, RoleStall, Task,
                              Turn, TurnStatus, Worker)
 from turkflow.quality import monitor
-from workers import tasks
+from turkflow.workers import tasks
 
 
 def launch(settings, providers, conversations=1, max_turns=6):

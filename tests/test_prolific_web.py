@@ -40,7 +40,7 @@ from turkflow.models import (
     utcnow,
 )
 from turkflow.quality import monitor, review
-from workers import prolific_tasks
+from turkflow.workers import prolific_tasks
 
 pytest.register_assert_rewrite("tests.fake_prolific")
 from tests.conftest import wait_until  # noqa: E402
@@ -512,7 +512,7 @@ def test_a_participant_holds_one_role_for_the_whole_collection(settings, provide
 
 
 def test_the_poller_runs_on_celery_beat(settings):
-    from workers.app import celery_config
+    from turkflow.workers.app import celery_config
 
     poll = celery_config(settings)["beat_schedule"]["poll-prolific"]
     assert poll["task"] == "workers.prolific_tasks.poll_prolific"

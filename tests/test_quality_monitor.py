@@ -14,7 +14,7 @@ from turkflow.hits import lifecycle
 from turkflow.models import (Assignment, AssignmentStatus, Bonus, BonusStatus, Event, Hit, QualityDecision, Worker,
                              WorkerStatus)
 from turkflow.quality.monitor import Policy, PolicyError
-from workers import tasks
+from turkflow.workers import tasks
 
 
 def test_low_rated_worker_is_blocked_on_the_fifth_low_rating_and_cannot_take_a_turn(settings, providers):

@@ -15,7 +15,7 @@ from turkflow.models import (Batch, BatchHour, BatchSnapshot, BatchStatus, Event
                              ReviewStatus, Turn, Worker, WorkerStatus, utcnow)
 from turkflow.quality import activity, reliability, review
 from turkflow.quality.reliability import Tally, agreement_scores
-from workers import tasks
+from turkflow.workers import tasks
 
 
 def blocked_teacher(settings, providers):

@@ -18,8 +18,8 @@ from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
 from turkflow.models import Bonus, BonusStatus, Event, Hit, HitStatus, QualityDecision, Rating, Turn, Worker
-from workers import tasks
-import workers.app
+from turkflow.workers import tasks
+import turkflow.workers.app
 
 pytestmark = pytest.mark.both_backends  # claims that race and unique decisions: the storage is the subject
 
@@ -102,7 +102,7 @@ def test_a_turn_whose_review_trips_holds_up_no_other_turn_of_its_review(settings
 
 
 def test_a_burst_of_submissions_queues_one_review_message_that_reviews_them_all(settings, providers, redis_url):
-    app = workers.app.configure(settings, providers)
+    app = turkflow.workers.app.configure(settings, providers)
     broker = Redis.from_url(redis_url)
     broker.flushdb()
     try:
@@ -126,7 +126,7 @@ def test_a_lost_review_message_holds_reviews_back_no_longer_than_the_review_grac
     """The mark that a review is queued outlives a message lost with it only for ``review_after_seconds``,
     after which any turn waiting is the reconciler's anyway: the next submission queues a review again."""
     settings = settings.model_copy(update={"review_after_seconds": 1})
-    app = workers.app.configure(settings, providers)
+    app = turkflow.workers.app.configure(settings, providers)
     broker = Redis.from_url(redis_url)
     broker.flushdb()
     try:

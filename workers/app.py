@@ -2,8 +2,8 @@
 from the first web app's settings in a process that serves one (``use_settings``), or from
 ``configure(settings)`` when a process (a test, the simulator) brings its own.
 
-Run it with ``celery -A workers.app worker`` (every queue) or one worker per queue (``--queues turns``, as
-the Procfile does), and exactly one ``celery -A workers.app beat``.
+Run it with ``celery -A turkflow.workers.app worker`` (every queue) or one worker per queue (``--queues turns``, as
+the Procfile does), and exactly one ``celery -A turkflow.workers.app beat``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from turkflow.hits import registry
 from turkflow.hits.provider import Providers
 
 celery_app = Celery("turkflow",
-                    include=["workers.tasks", "workers.mturk_tasks", "workers.prolific_tasks"])
+                    include=["turkflow.workers.tasks", "turkflow.workers.mturk_tasks", "turkflow.workers.prolific_tasks"])
 
 # Queues by workload: a worker per queue (Procfile) keeps a turn opening from waiting behind spaCy reviews,
 # slow platform calls or a sweep. A worker without --queues takes them all.
@@ -66,7 +66,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": settings.redis_url,
         # kombu's Redis transport, with the fix that keeps a worker alive when Redis stops (workers/broker.py).
-        "broker_transport": "workers.broker:Transport",
+        "broker_transport": "turkflow.workers.broker:Transport",
         "task_ignore_result": True,
         # A task is acknowledged only after it ran, and re-queued if its worker dies mid-way: every
         # task is idempotent, so running twice is safe and losing one is not.
@@ -90,7 +90,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_queues": [Queue(name) for name in QUEUES],
         "task_routes": {task: {"queue": queue} for task, queue in ROUTES.items()},
         "task_default_queue": "platform",
-        "beat_scheduler": "workers.beat:SingleBeat",  # exactly one beat sends, however many run
+        "beat_scheduler": "turkflow.workers.beat:SingleBeat",  # exactly one beat sends, however many run
         "beat_max_loop_interval": 5,
         "beat_schedule": {
             "reconcile": _every("workers.tasks.reconcile", settings.reconcile_seconds),

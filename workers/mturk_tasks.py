@@ -6,8 +6,8 @@ import logging
 
 from turkflow import pipeline
 from turkflow.hits.mturk import NotPayableYet
-from workers.app import celery_app, providers, settings
-from workers.tasks import RETRY, SWEEP_LIMITS, publish_hit, turn_submitted
+from turkflow.workers.app import celery_app, providers, settings
+from turkflow.workers.tasks import RETRY, SWEEP_LIMITS, publish_hit, turn_submitted
 
 log = logging.getLogger("turkflow.tasks.mturk")
 

@@ -10,8 +10,8 @@ from turkflow.db import session_scope
 from turkflow.hits.prolific import sync
 from turkflow.hits.prolific.provider import PROVIDER, BonusOutcomeUnknown
 from turkflow.models import Batch, Worker
-from workers.app import celery_app, providers, settings
-from workers.tasks import RETRY, SWEEP_LIMITS, pay_bonus
+from turkflow.workers.app import celery_app, providers, settings
+from turkflow.workers.tasks import RETRY, SWEEP_LIMITS, pay_bonus
 
 log = logging.getLogger("turkflow.tasks.prolific")
 

@@ -10,7 +10,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.quality import activity, review
-from workers.app import broker_redis, celery_app, providers, review_mark, settings
+from turkflow.workers.app import broker_redis, celery_app, providers, review_mark, settings
 
 log = logging.getLogger("turkflow.tasks")
 

@@ -227,7 +227,7 @@ class Stack:
             self._spawn(name, gunicorn_command("turkflow.web:create_app()", url.removeprefix("http://"),
                                                workers=self.web_workers, threads=self.web_threads,
                                                options=access))
-        celery = [sys.executable, "-m", "celery", "-A", "workers.app"]
+        celery = [sys.executable, "-m", "celery", "-A", "turkflow.workers.app"]
         quiet = ["--pool", "prefork", "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
         if self.queue_workers is None:
             schedule = str(self.log_dir / "celerybeat-schedule")

@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
         WORKER_COOKIE=f"{cookie_prefix}worker",
         WTF_CSRF_TIME_LIMIT=None,  # a form's token is good for as long as the browser's session
     )
-    from workers.app import use_settings
+    from turkflow.workers.app import use_settings
 
     use_settings(settings)  # the tasks this app queues go to its own Redis
     if settings.proxy_hops:

@@ -136,7 +136,7 @@ def _queue_after_submission(turn_id: int, hit_id: int, worker_id: int) -> None:
     """Ask Celery to open the next turn, then to expire the answered HIT (were its worker to return it
     instead of finishing on MTurk, MTurk would list it again; expiring does not affect the worker holding
     it). The turn is committed: a broker outage only delays the next turn until the reconciler runs."""
-    from workers import mturk_tasks, tasks
+    from turkflow.workers import mturk_tasks, tasks
 
     try:
         tasks.turn_submitted.apply_async((turn_id,), link=mturk_tasks.expire_hit.si(hit_id))

@@ -147,7 +147,7 @@ def _after_taking(batch_id: int, role: str, worker_id: int) -> None:
     """The study's places follow its waiting turns and the participant joins their role's group, off the
     request. A broker outage only delays the first (the poller does it too); the second is a convenience
     for the participant, since this page refuses the other role's turns anyway."""
-    from workers import prolific_tasks
+    from turkflow.workers import prolific_tasks
 
     try:
         prolific_tasks.turn_taken.delay(batch_id, role, worker_id)

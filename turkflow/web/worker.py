@@ -37,7 +37,7 @@ from turkflow.models import (
 )
 from turkflow.protocols.questions import Question, TurnContext
 from turkflow.web.http import id_arg, json_object, retry_after, wants_json
-from workers import tasks
+from turkflow.workers import tasks
 
 bp = Blueprint("worker", __name__)
 log = logging.getLogger("turkflow.web.worker")

@@ -56,3 +56,43 @@ def test_an_annotator_labels_acts_a_slot_value_and_a_frame_reference_by_clicks(
             "acts": [{"act": "greeting", "slots": []},
                      {"act": "inform", "slots": [{"slot": "destination", "value": destination}]}],
             "frames": [{"relation": "refers", "frame": 1}]}
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_an_annotator_searches_a_listed_value_among_the_databases_values_and_the_queue_speaks_of_labels(
+        live_server, browser_context, settings, providers):
+    with session_scope(settings.database_url) as s:
+        frames_id, truth = sim.play_frames(s, providers.get("local"), 1, random.Random(5))
+        _, hits = annotate.launch(s, frames_id, load_scheme("frames"), 1, name="labels")
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get("local"), hit.id)
+        oldest = min(hit.id for hit in hits)
+    destination = next(s["value"] for a in truth[min(truth)]["acts"] for s in a["slots"]
+                       if s["slot"] == "destination")
+
+    page = join(browser_context, live_server, settings, "annotator")
+    queue = page.inner_text("main")
+    assert "Waiting for an annotator" in queue and "label" in queue
+    assert "teacher" not in queue and "first message" not in queue
+    page.locator(f'#open-turns form[action="/queue/take/{oldest}"] button').click()
+    page.wait_for_url("**/annotate/turn/*")
+    assert page.locator("select").count() == 0  # no list to scroll
+    page.locator("#acts").get_by_text("inform", exact=True).click()
+    page.locator("#slots").get_by_text("destination", exact=True).click()
+    box = page.locator("#listed-value")
+    assert box.get_attribute("list") == "values-destination"
+    offered = page.eval_on_selector_all("#values-destination option", "os => os.map(o => o.value)")
+    assert destination in offered and len(offered) == len(set(offered)) > 1
+    typed = destination[:3]
+    matching = [v for v in offered if typed.lower() in v.lower()]
+    assert destination in matching and len(matching) < len(offered)  # typing narrows what is offered
+
+    box.fill("Nowhere-on-the-list")
+    page.click("#add-act")
+    assert "value: pick the value from the words of the turn or the listed values" in page.inner_text(
+        "#error-summary")
+    page.locator("#acts").get_by_text("inform", exact=True).click()
+    page.locator("#slots").get_by_text("destination", exact=True).click()
+    page.locator("#listed-value").fill(destination)
+    page.click("#add-act")
+    assert page.inner_text("#summary") == f"inform(destination={destination})"

@@ -256,7 +256,7 @@ def command(settings, *args: str) -> subprocess.CompletedProcess:
 
 def test_export_in_stars_format_reads_back_with_the_turn_count_the_database_holds(settings, providers,
                                                                                   tmp_path):
-    launch_star(settings, providers, conversations=2)
+    batch_id = launch_star(settings, providers, conversations=2)
     conversation_id = first_conversation(settings)
     library_dialog(settings, providers, conversation_id)
     with session_scope(settings.database_url) as s:
@@ -292,7 +292,14 @@ def test_export_in_stars_format_reads_back_with_the_turn_count_the_database_hold
     assert (stats["dialogues"], stats["turns"]) == (1, held)
 
     plain = command(settings, "export", "--out", str(tmp_path / "plain"))  # Wizard of Tasks only
-    assert plain.returncode == 1 and "no conversations match" in plain.stderr
+    assert plain.returncode == 1 and plain.stderr == (
+        "error: no conversations match these filters; nothing exported (they select star: star with "
+        "--format star)\n")
+    frames = command(settings, "export", "--out", str(tmp_path / "frames"), "--format", "frames",
+                     "--batch", str(batch_id))
+    assert frames.returncode == 1 and frames.stderr == (
+        f"error: no Frames conversations match these filters; nothing exported (batch {batch_id} follows "
+        "star: star with --format star)\n")
 
 
 def test_replay_command_reports_nothing_on_an_untouched_log(settings, providers):

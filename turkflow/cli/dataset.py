@@ -75,7 +75,7 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
             scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
             total = count_conversations(session, filters)
             if total == 0:
-                raise CommandError("no conversations match these filters; nothing exported")
+                raise CommandError(nothing_exported(session, filters, "no conversations"))
             task = bar.add_task("exporting conversations", total=total, detail="")
             summary = export_dataset(session, out_dir, hash_key=app.settings.worker_hash_key, filters=filters,
                                      scrubber=scrubber, on_document=lambda doc: bar.advance(task))
@@ -83,6 +83,25 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
         raise CommandError(str(exc)) from None
     click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) from "
                f"{shown_url(app.database_url)} to {summary.out_dir}")
+
+
+# which --format writes a protocol's conversations (annotation's labels go out with the dialogs they label)
+FORMAT_OF = {"wizard_of_tasks": "turkflow", "star": "star", "frames": "frames", "meep": "sgd",
+             "annotate": "frames or sgd (the labels go out with the dialogs they label)"}
+
+
+def nothing_exported(session: Session, filters: ExportFilters, nothing: str) -> str:
+    """Why an export wrote nothing, and which ``--format`` writes what the filters do select when the
+    conversations they match follow another protocol (a STAR batch exported as Wizard of Tasks)."""
+    from turkflow.dataset.export import protocols_matching
+
+    said = f"{nothing} match these filters; nothing exported"
+    found = [p for p in protocols_matching(session, filters) if p != filters.protocol and p in FORMAT_OF]
+    if not found:
+        return said
+    where = f"batch {filters.batch_id} follows" if filters.batch_id is not None else "they select"
+    return f"{said} ({where} {', '.join(found)}: " + "; ".join(
+        f"{p} with --format {FORMAT_OF[p]}" for p in found) + ")"
 
 
 def _export_corpus(app: App, out_dir: Path, filters: ExportFilters, format_: str, *, refused: bool) -> None:
@@ -94,7 +113,7 @@ def _export_corpus(app: App, out_dir: Path, filters: ExportFilters, format_: str
         raise CommandError(f"--exclude-blocked and --scrub-pii do not apply to --format {format_} yet")
     with app.session() as session:
         if count_conversations(session, filters) == 0:
-            raise CommandError(f"no {name} conversations match these filters; nothing exported")
+            raise CommandError(nothing_exported(session, filters, f"no {name} conversations"))
         try:
             said, written = _write_corpus(session, out_dir, app.settings.worker_hash_key, filters, format_)
         except ExportError as exc:
@@ -126,7 +145,7 @@ def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool
 
     with app.session() as session:
         if count_conversations(session, filters) == 0:
-            raise CommandError("no conversations match these filters; nothing exported")
+            raise CommandError(nothing_exported(session, filters, "no conversations"))
         logged = sum(count_conversations(session, replace(filters, protocol=name)) for name in registry.LOGGED)
         if (filters.exclude_blocked or scrub_pii) and logged:
             raise CommandError("--exclude-blocked and --scrub-pii do not apply to STAR, Frames or MEEP "

@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib.resources import files
 from pathlib import Path
@@ -165,6 +165,15 @@ def count_conversations(session: Session, filters: ExportFilters) -> int:
         select(func.count()).select_from(Conversation).join(Task, Task.id == Conversation.task_id)
         .join(Batch, Batch.id == Conversation.batch_id).where(*filters.conditions())
     ).one()
+
+
+def protocols_matching(session: Session, filters: ExportFilters) -> list[str]:
+    """The protocols of the conversations ``filters`` select, whatever protocol they ask for: what an
+    export that found nothing of its own protocol could have written with another format."""
+    return sorted(session.exec(
+        select(Batch.protocol).select_from(Conversation).join(Task, Task.id == Conversation.task_id)
+        .join(Batch, Batch.id == Conversation.batch_id)
+        .where(*replace(filters, protocol=None).conditions()).distinct()))
 
 
 def iter_conversations(

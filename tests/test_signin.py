@@ -9,17 +9,24 @@ import json
 import re
 import subprocess
 import threading
+import time
+import types
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import urlsplit
 
+import itsdangerous.timed
 import pytest
 import requests
 
 from tests.test_dashboard import csrf_token, sign_in
+from tests.test_worker_pages import invite
 from turkflow import requesters
 from turkflow.db import session_scope
 from turkflow.models import Worker, WorkerStatus
+from turkflow.signing import CLOCK_SKEW_SECONDS
 from turkflow.simulator.stack import free_port, gunicorn_command, settings_env, wait_for
 
 RIGHT = "correct horse"
@@ -209,3 +216,37 @@ def test_sixty_simultaneous_guesses_get_only_the_limit_checked_and_then_the_righ
 
     with_right = guesses_at_once(gunicorn, [RIGHT] + [f"guess {n}" for n in range(60, 119)])
     assert with_right == Counter({429: 60})  # the right password among them signs nobody in
+
+
+# ---- several web machines: a clock a little ahead signs nobody out ------------------------------------------
+
+
+@contextmanager
+def clock_ahead(seconds: float) -> Iterator[None]:
+    """This process's clock as another web machine's, ``seconds`` ahead, for what it signs meanwhile."""
+    real = time.time
+    fake = types.SimpleNamespace(time=lambda: real() + seconds)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(itsdangerous.timed, "time", fake)
+        yield
+
+
+@pytest.mark.parametrize("ahead", [2, CLOCK_SKEW_SECONDS - 1])
+def test_a_sign_in_made_on_a_machine_whose_clock_is_ahead_works_on_the_others(app, client, settings, ada, ahead):
+    _, join_url = invite(settings, "student")
+    worker = app.test_client()
+    with clock_ahead(ahead):  # the machine the browsers reached first
+        assert sign_in(client).status_code == 302
+        assert worker.get(urlsplit(join_url).path).status_code == 303
+    assert signed_in(client)  # the next request reaches another machine, on time
+    assert worker.get("/queue").status_code == 200
+
+
+def test_a_token_signed_further_ahead_than_the_stated_skew_signs_nobody_in(app, client, settings, ada):
+    _, join_url = invite(settings, "student")
+    worker = app.test_client()
+    with clock_ahead(CLOCK_SKEW_SECONDS + 30):
+        assert sign_in(client).status_code == 302
+        assert worker.get(urlsplit(join_url).path).status_code == 303
+    assert not signed_in(client)
+    assert worker.get("/queue").status_code == 403

@@ -347,16 +347,6 @@ def test_students_see_the_task_title_only_and_teachers_the_whole_document(app, s
     assert "Whisk the flour" not in student.get(student_url).get_data(as_text=True)
 
 
-def test_worker_pages_may_be_framed_by_mturk_worker_sites_only(app, settings, providers):
-    launch(settings, providers)
-    student = joined(app, settings, "student")
-    turn_url = take_first(student)
-    for response in (student.get("/queue"), student.get(turn_url), app.test_client().get("/queue")):
-        policy = response.headers["Content-Security-Policy"]
-        assert "frame-ancestors https://workersandbox.mturk.com https://worker.mturk.com 'self'" in policy
-        assert "X-Frame-Options" not in response.headers
-
-
 def test_preview_mode_renders_the_turn_read_only(app, settings, providers):
     """What an MTurk worker sees before accepting: the whole page, nothing to submit."""
     from turkflow.web.worker import render_turn

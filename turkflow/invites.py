@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 from turkflow import events
 from turkflow.models import Worker
 from turkflow.protocols.questions import ROLES
+from turkflow.signing import SkewTolerantSigner
 
 
 def _serializer(secret_key: str) -> URLSafeSerializer:
@@ -59,7 +60,7 @@ def worker_from_token(session: Session, secret_key: str, token: str) -> Optional
 @lru_cache(maxsize=8)
 def _session_serializer(secret_key: str) -> URLSafeTimedSerializer:
     """Built once per key: every request of a signed-in worker reads their token."""
-    return URLSafeTimedSerializer(secret_key, salt="turkflow-worker-session")
+    return URLSafeTimedSerializer(secret_key, salt="turkflow-worker-session", signer=SkewTolerantSigner)
 
 
 def session_token(secret_key: str, worker: Worker) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from flask import Flask
+from flask.sessions import SecureCookieSessionInterface
+from itsdangerous import URLSafeTimedSerializer
 from flask_wtf.csrf import CSRFProtect
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -16,13 +18,26 @@ from turkflow.config import Settings
 from turkflow.errors import TurkflowError
 from turkflow.hits import registry
 from turkflow.hits.provider import Providers
+from turkflow.signing import SkewTolerantSigner
 from turkflow.web.http import BoundedBody, IdConverter, Request, default_headers, error_response, refuse_nul_bytes
+
+
+class SessionCookies(SecureCookieSessionInterface):
+    """Flask's signed session cookie (the dashboard's sign-in, every browser's CSRF secret), good on every web
+    machine of a deployment though their clocks differ a little (``turkflow.signing``)."""
+
+    def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
+        serializer = super().get_signing_serializer(app)
+        if serializer is not None:
+            serializer.signer = SkewTolerantSigner
+        return serializer
 
 
 def create_app(settings: Settings | None = None, providers: Providers | None = None) -> Flask:
     settings = settings or Settings()
     app = Flask(__name__)
     app.request_class = Request
+    app.session_interface = SessionCookies()
     app.url_map.converters["int"] = IdConverter  # before any route is added
     secure = urlsplit(settings.public_url).scheme == "https"
     # Over HTTPS, __Host- cookies can be set by this host only: no sibling subdomain can plant its own.

@@ -208,7 +208,12 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
+HSTS_SECONDS = 365 * 24 * 3600
+
+
 def default_headers(response: Response) -> Response:
     response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    if flask.current_app.config["SESSION_COOKIE_SECURE"]:  # served over https: browsers keep to it for a year
+        response.headers["Strict-Transport-Security"] = f"max-age={HSTS_SECONDS}"
     return response

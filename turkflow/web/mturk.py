@@ -28,7 +28,7 @@ from turkflow.hits.mturk.assignments import accept_assignment
 from turkflow.hits.provider import CrowdProvider
 from turkflow.models import Assignment, AssignmentStatus, Batch, Conversation, Turn, Worker
 from turkflow.web.http import retry_after
-from turkflow.web.worker import render_turn, worker_page_headers
+from turkflow.web.worker import CONTENT_SECURITY_POLICY as WORKER_POLICY, render_turn, worker_page_headers
 
 bp = Blueprint("mturk", __name__, url_prefix="/mturk")
 log = logging.getLogger("turkflow.web.mturk")
@@ -36,10 +36,18 @@ log = logging.getLogger("turkflow.web.mturk")
 FORM_TOKEN = "turkflow_form"
 
 
+# The worker pages' policy, but MTurk shows this page in an iframe on its worker sites and the finished
+# assignment is posted to MTurk's externalSubmit (``pages.SUBMIT_SITES``).
+CONTENT_SECURITY_POLICY = WORKER_POLICY.replace(
+    "form-action 'self'", " ".join(["form-action 'self'", *pages.SUBMIT_SITES[False], *pages.SUBMIT_SITES[True]])
+).replace("frame-ancestors 'none'", "frame-ancestors https://workersandbox.mturk.com https://worker.mturk.com")
+
+
 @bp.after_request
 def mturk_page_headers(response: Response) -> Response:
-    """Framing only by MTurk's worker sites (the worker blueprint's policy)."""
-    return worker_page_headers(response)
+    """The worker pages' headers, with MTurk's framing and submit sites."""
+    worker_page_headers(response).headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    return response
 
 
 def _settings() -> Settings:

@@ -42,11 +42,11 @@ from turkflow.workers import tasks
 bp = Blueprint("worker", __name__)
 log = logging.getLogger("turkflow.web.worker")
 
-# MTurk shows the turn page in an iframe on its worker sites; nobody else may frame it. Scripts only come
-# from our own static files, a second wall behind Jinja's escaping of worker text.
+# Scripts only come from our own static files, a second wall behind Jinja's escaping of worker text; forms
+# post to this site only; no site may frame these pages (MTurk's turn page, the one page shown in a frame,
+# says otherwise: ``turkflow.web.mturk``).
 CONTENT_SECURITY_POLICY = (
-    "frame-ancestors https://workersandbox.mturk.com https://worker.mturk.com 'self'; "
-    "script-src 'self'; object-src 'none'; base-uri 'self'"
+    "script-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
 )
 
 

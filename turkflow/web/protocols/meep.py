@@ -44,7 +44,8 @@ from turkflow.web.worker import CONTENT_SECURITY_POLICY as WORKER_POLICY, _setti
 
 bp = logged_blueprint(MEEP)
 PAGES = {"user": "meep_user.html", "wizard": "meep_agent.html"}
-FRAME_ANCESTORS = next(d for d in WORKER_POLICY.split("; ") if d.startswith("frame-ancestors"))
+# what every worker page's policy says of framing and of where forms post
+FRAMES_AND_FORMS = "; ".join(d for d in WORKER_POLICY.split("; ") if d.startswith(("form-action", "frame-ancestors")))
 
 
 def tile_source(tile_url: str) -> str:
@@ -61,7 +62,7 @@ def content_security_policy(tile_url: str) -> str:
     tiles from the requester's tile server when one is set; nothing else."""
     images = " ".join(filter(None, ("'self' data:", tile_source(tile_url))))
     return (f"default-src 'self'; script-src 'self'; style-src 'self'; img-src {images}; connect-src 'self'; "
-            f"object-src 'none'; base-uri 'self'; {FRAME_ANCESTORS}")
+            f"object-src 'none'; base-uri 'self'; {FRAMES_AND_FORMS}")
 
 
 def meep_headers(response: Response) -> Response:

@@ -1,5 +1,5 @@
 # Every developer command. `make demo` and `make test` install what is missing first.
-.PHONY: demo test bootstrap bench lint
+.PHONY: demo test bootstrap bench lint docs
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -14,4 +14,9 @@ bench: bootstrap
 	@.venv/bin/python -m bench
 
 lint: bootstrap
-	@.venv/bin/python -m ruff check turkflow workers tests bench
+	@.venv/bin/python -m ruff check turkflow workers tests bench scripts
+
+# The documentation site, into site/: the reference pages regenerated from the code, then MkDocs, strict.
+docs: bootstrap
+	@.venv/bin/python scripts/docs.py
+	@NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict

@@ -56,7 +56,7 @@ from turkflow.protocols.questions import PROTOCOLS, ROLES, get_protocol
 def main(ctx: click.Context, debug: bool) -> None:
     """Collect task-oriented dialog datasets from crowd workers, one paid HIT per turn.
 
-    Settings come from TURKFLOW_* environment variables (the README lists them all). By default
+    Settings come from TURKFLOW_* environment variables (`turkflow settings` lists them all). By default
     everything lives in ./var: a SQLite database, created and migrated on first use, and the secrets
     that sign invite links.
 
@@ -92,8 +92,8 @@ def tasks_load(app: App, file: Path, protocol: str) -> None:
     """Load the task documents in FILE (.yaml, .yml, .json or .jsonl), or another protocol's tasks.
 
     Everything is checked before anything is written: one bad document loads none. A task whose id is
-    already loaded is updated in place. The README ("Task documents", and each protocol's section) shows
-    the formats; other protocols' tasks are keyed <protocol>:<name>.
+    already loaded is updated in place. The docs show the formats (docs/protocols/: the Wizard of Tasks'
+    "Task documents", and each protocol's page); other protocols' tasks are keyed <protocol>:<name>.
     """
     from turkflow.protocols.wot import load_documents, read_documents
 
@@ -693,7 +693,7 @@ SECRETS = ("secret_key", "worker_hash_key")
 
 @main.command("settings", context_settings=CONTEXT)
 @click.option("--markdown", is_flag=True,
-              help="Print the reference table of every setting with its default (the README's table) instead.")
+              help="Print the reference table of every setting with its default (the docs' settings reference) instead.")
 @pass_app
 def show_settings(app: App, markdown: bool) -> None:
     """Show every setting: its TURKFLOW_* variable, its value here, and what it means.

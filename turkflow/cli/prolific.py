@@ -403,7 +403,7 @@ def _payments(payments: list[int] | None) -> str:
 @click.option("--stop-after", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Stop after this many seconds.  [default: run until Ctrl-C]")
 def prolific_rehearse(stop_after: float | None) -> None:
-    """Run a fake Prolific on a free localhost port, to walk the Prolific section of the README without an
+    """Run a fake Prolific on a free localhost port, to walk the Prolific guide (docs/prolific.md) without an
     account or money.
 
     It plays Prolific's API as turkflow uses it (checked against Prolific's OpenAPI description when

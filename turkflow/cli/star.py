@@ -17,7 +17,10 @@ from turkflow.cli.common import CONTEXT, CommandError
 
 @click.group(context_settings=CONTEXT)
 def star() -> None:
-    """STAR (Mosig et al. 2020): train what the wizard's page suggests."""
+    """Train the STAR wizard's reply suggestions.
+
+    STAR: Mosig, Mehri and Kober 2020; its wizards' page suggests the replies this model ranks.
+    """
 
 
 @star.command("train", context_settings=CONTEXT)

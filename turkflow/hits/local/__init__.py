@@ -1,4 +1,4 @@
-"""The embedded crowd: HITs in our own database, taken from ``/queue`` by invited workers (README.md)."""
+"""The embedded crowd: HITs in our own database, taken from ``/queue`` by invited workers (docs/getting-started.md)."""
 
 from turkflow.hits.local.provider import LocalProvider
 

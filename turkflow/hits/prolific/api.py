@@ -5,7 +5,7 @@ field names are Prolific's, documented in ``../shared/prolific/publicapi.yaml``)
 a refused or failed call raises ``ProlificError`` (a ``turkflow.errors.ProviderError``, the only import
 from turkflow) and the caller (a Celery task with bounded backoff) decides. That matters for the one call
 that is not idempotent, ``pay_bonus_payments``: a blind retry would pay twice, so the provider records its
-intent first and reconciles from Prolific's state before ever calling it again (see README.md).
+intent first and reconciles from Prolific's state before ever calling it again (see docs/prolific.md).
 
 Money: ``reward`` and every amount Prolific returns are in the study currency's minor unit (pence or
 cents); only the bonus CSV takes a decimal amount ("1.50"), which ``bonus_csv`` writes from cents.

@@ -13,7 +13,7 @@ creation was interrupted looks for the draft by its ``internal_name``). While th
 at least one free place and pauses when no turn waits, so it never runs out of places and drops to
 AWAITING REVIEW; when the batch ends, the study is stopped.
 
-Bonuses are paid in bulk, and exactly once although Prolific's pay call is not idempotent (see README.md):
+Bonuses are paid in bulk, and exactly once although Prolific's pay call is not idempotent (see docs/prolific.md):
 a study's pending bonuses are set up as one bulk payment and claimed (``Bonus.pay_claimed_at`` and the bulk
 id in ``Bonus.external_id``) in a transaction of their own, committed before the pay call, and a claimed
 bonus is never paid again by this code, only settled from Prolific's record of payments on the submission.

@@ -1,1 +1,1 @@
-"""STAR protocol foundation: task schemas, the knowledge base and reply suggestions (see README.md)."""
+"""STAR protocol foundation: task schemas, the knowledge base and reply suggestions (see docs/protocols/star.md)."""

@@ -6,7 +6,8 @@ the CLI reference from the click commands' own help, the settings reference from
 warns, so `mkdocs build --strict` fails, when a committed reference page differs from what the code says
 now, and it shows two files that live outside docs/ as pages of the site: README.md as the home page and
 bench/RESULTS.md as the benchmark results, with links between them and docs/ written as repository paths
-(which also work on GitHub) turned into links between the site's pages.
+(which also work on GitHub) turned into links between the site's pages, and a table cell's code written
+for GitHub shown as GitHub shows it.
 """
 
 from __future__ import annotations
@@ -141,12 +142,23 @@ def site_link(page: str, target: str, files) -> str:  # noqa: ANN001
     return posixpath.relpath(shown, posixpath.dirname(page) or ".")
 
 
+CODE = re.compile(r"`[^`\n]*`")
+TABLE_ROW = re.compile(r"^\|.*$", re.M)
+
+
+def table_code(markdown: str) -> str:
+    """GitHub needs a pipe inside a table cell's code written `\\|` and shows it as `|`; Python-Markdown
+    needs no escape there and would show the backslash: the site gets the bare pipe."""
+    return TABLE_ROW.sub(lambda row: CODE.sub(lambda code: code[0].replace("\\|", "|"), row[0]), markdown)
+
+
 def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201
     """Links as repository paths become the site's links; a reference page behind the code is a warning."""
     name = page.file.src_uri
     if name in GENERATED and regenerated(name, markdown) != markdown:
         log.warning("docs/%s is not what the code says now: run `make docs` and commit it", name)
-    return LINK.sub(lambda m: f"{m[1]}{site_link(name, m[2], files)}{m[3] or ''}{m[4]}", markdown)
+    markdown = LINK.sub(lambda m: f"{m[1]}{site_link(name, m[2], files)}{m[3] or ''}{m[4]}", markdown)
+    return table_code(markdown)
 
 
 if __name__ == "__main__":

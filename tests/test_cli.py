@@ -394,6 +394,22 @@ def test_python_dash_m_turkflow_is_the_turkflow_command(tmp_path):
     assert done.stdout.startswith("Usage: turkflow simulate [OPTIONS]")
 
 
+def test_turkflow_help_lists_a_lazily_imported_command_by_its_own_short_help_without_importing_it(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import sys; from turkflow.cli.main import main\n"
+                           "try:\n    main(['--help'], prog_name='turkflow')\nexcept SystemExit:\n    pass\n"
+                           "print(sorted(m for m in sys.modules if m.startswith(('turkflow.simulator', "
+                           "'turkflow.models', 'sqlalchemy', 'spacy'))))"],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "TURKFLOW_DATA_DIR": str(tmp_path)},
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("[]")  # the models, the database and the simulator stay unloaded
+    ctx = click.Context(main)
+    for name, (_, short) in main.lazy.items():
+        listed = click.Command(name, help=short).get_short_help_str(1000)
+        assert listed == main.get_command(ctx, name).get_short_help_str(1000)
+        assert listed.split()[0] in done.stdout
+
+
 def all_commands(group: click.Group = main, path: tuple[str, ...] = ()):  # noqa: ANN201
     """Every command as ``--help`` lists it, the lazily imported ones included."""
     ctx = click.Context(group)

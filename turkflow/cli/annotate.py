@@ -9,7 +9,6 @@ from typing import Optional
 import click
 
 from turkflow.cli.common import CONTEXT, App, CommandError, find_batch, pass_app, table
-from turkflow.hits import money
 
 
 def launch_annotation(app: App, *, of: Optional[int], scheme_ref: Optional[str], annotators: int,
@@ -17,6 +16,7 @@ def launch_annotation(app: App, *, of: Optional[int], scheme_ref: Optional[str],
                       policy_text: Optional[str], dry_run: bool) -> Optional[tuple[int, list[int]]]:
     """Check and launch; returns the new batch and its HITs (to publish), None on a dry run. A bad scheme or
     batch is one line naming the option or the scheme's field."""
+    from turkflow.hits import money
     from turkflow.protocols.annotate import dialog as annotate
     from turkflow.protocols.annotate.scheme import load_scheme
     from turkflow.quality import monitor

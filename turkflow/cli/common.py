@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 import click
-from sqlalchemy import or_
-from sqlmodel import Session, col, select
 
-from turkflow.config import Settings
-from turkflow.hits import registry
-from turkflow.hits.provider import Providers
-from turkflow.models import Batch, Worker
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from turkflow.config import Settings
+    from turkflow.hits.provider import Providers
+    from turkflow.models import Batch, Worker
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -51,12 +51,16 @@ class App:
 
     @property
     def settings(self) -> Settings:
+        from turkflow.config import Settings
+
         if self.settings_ is None:
             self.settings_ = Settings()
         return self.settings_
 
     @property
     def providers(self) -> Providers:
+        from turkflow.hits import registry
+
         if self.providers_ is None:
             self.providers_ = registry.providers(self.settings)
         return self.providers_
@@ -66,6 +70,8 @@ class App:
         """The database this run uses. Settings are checked (an invalid one is named) but, when not built
         yet, with stand-in secrets: the real ones would be created in data_dir, and a command that only
         reads must leave no trace in a folder without a database."""
+        from turkflow.config import Settings
+
         if self.settings_ is not None:
             return self.settings_.database_url
         return Settings(secret_key="unused", worker_hash_key="unused").database_url
@@ -173,10 +179,11 @@ def first_line(text: str) -> str:
 class TurkflowGroup(click.Group):
     """The top-level group: turns every failure of any subcommand into ``error: ...`` and exit 1.
 
-    ``lazy`` names commands (``{name: "module:attribute"}``) imported only when they run or are listed in
-    help, so a command that does not need the simulator does not wait for its import."""
+    ``lazy`` names commands (``{name: ("module:attribute", short help)}``) imported only when they run or
+    their own help is asked for: ``turkflow --help`` lists them by the short help given here (a test keeps it
+    the command's own), so neither it nor a command that does not need the simulator waits for its import."""
 
-    def __init__(self, *args: Any, lazy: Optional[dict[str, str]] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy: Optional[dict[str, tuple[str, str]]] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
 
@@ -184,11 +191,25 @@ class TurkflowGroup(click.Group):
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
-        target = self.lazy.get(name)
-        if target is not None and name not in self.commands:
-            module, attribute = target.split(":")
+        if name in self.lazy and name not in self.commands:
+            module, attribute = self.lazy[name][0].split(":")
             self.add_command(getattr(importlib.import_module(module), attribute), name)
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = []
+        for name in names:
+            if name in self.lazy and name not in self.commands:
+                rows.append((name, click.Command(name, help=self.lazy[name][1]).get_short_help_str(limit)))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -255,6 +276,50 @@ class Dollars(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class Names(click.Choice):
+    """A choice among names a domain module defines (protocols, roles, platforms, statuses), read from it only
+    when an option of this type is parsed or its command's help shown: ``turkflow --help`` and the commands
+    that take no such option start without importing the models behind the names."""
+
+    def __init__(self, names: Callable[[], Iterable[str]]) -> None:
+        self._names = names
+        self._choices: Optional[tuple[str, ...]] = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self._choices is None:
+            self._choices = tuple(self._names())
+        return self._choices
+
+
+# What Names options offer, each read from where the domain defines it.
+
+
+def protocol_names() -> list[str]:
+    from turkflow.protocols.questions import PROTOCOLS
+
+    return list(PROTOCOLS)
+
+
+def role_names() -> list[str]:
+    from turkflow.protocols.questions import ROLES
+
+    return list(ROLES)
+
+
+def platform_names() -> list[str]:
+    from turkflow.hits.registry import PLATFORMS
+
+    return list(PLATFORMS)
+
+
+def worker_statuses() -> list[str]:
+    from turkflow.models import WorkerStatus
+
+    return [s.value for s in WorkerStatus]
+
+
 # ---- output ---------------------------------------------------------------------------------------------
 
 
@@ -303,6 +368,10 @@ def progress_bar(**options: Any):  # noqa: ANN201
 
 
 def find_batch(session: Session, batch_id: Optional[int]) -> Batch:
+    from sqlmodel import col, select
+
+    from turkflow.models import Batch
+
     if batch_id is None:
         found = session.exec(select(Batch).order_by(col(Batch.id).desc())).first()
         if found is None:
@@ -316,6 +385,11 @@ def find_batch(session: Session, batch_id: Optional[int]) -> Batch:
 
 def find_worker(session: Session, worker_ref: str) -> Worker:
     """The one worker WORKER_REF names: their id, worker id (MTurk or local) or unique name."""
+    from sqlalchemy import or_
+    from sqlmodel import select
+
+    from turkflow.models import Worker
+
     named = [Worker.external_id == worker_ref, Worker.name == worker_ref]
     if worker_ref.isdigit():
         named.append(Worker.id == int(worker_ref))

@@ -13,26 +13,29 @@ from pathlib import Path
 from typing import Any, Optional
 
 import click
-from sqlmodel import col, select
 
-from turkflow.protocols import registry
 from turkflow.cli.common import (
     CONTEXT,
     App,
     CommandError,
     Dollars,
+    Names,
     TurkflowGroup,
     describe,
     dollars,
     find_batch,
     find_worker,
     pass_app,
+    platform_names,
     progress_bar,
+    protocol_names,
     requester,
+    role_names,
     schema_revisions,
     shown_url,
     table,
     when,
+    worker_statuses,
 )
 from turkflow.cli.annotate import annotate, launch_annotation
 from turkflow.cli.dataset import analyse, export, replay
@@ -40,16 +43,16 @@ from turkflow.cli.mturk import batch_expire, mturk
 from turkflow.cli.prolific import launch_gate, launch_terms, prolific
 from turkflow.cli.review import admin, review
 from turkflow.cli.star import star
-from turkflow.config import Settings, default
-from turkflow.hits import money
-from turkflow.hits import registry as platforms
-from turkflow.models import Batch, BatchStatus, Task, WorkerStatus
-from turkflow.protocols.questions import PROTOCOLS, ROLES, get_protocol
+from turkflow.config import default
 
 # ---- the group ------------------------------------------------------------------------------------------
 
 
-@click.group(cls=TurkflowGroup, context_settings=CONTEXT, lazy={"simulate": "turkflow.simulator.cli:simulate"})
+LAZY = {"simulate": ("turkflow.simulator.cli:simulate",
+                     "Simulate a crowd working a batch through the real stack, and report.")}
+
+
+@click.group(cls=TurkflowGroup, context_settings=CONTEXT, lazy=LAZY)
 @click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
 @click.version_option(package_name="turkflow")
 @click.pass_context
@@ -83,7 +86,7 @@ def tasks() -> None:
 
 @tasks.command("load", context_settings=CONTEXT)
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--protocol", type=click.Choice(list(PROTOCOLS)), default="wizard_of_tasks", show_default=True,
+@click.option("--protocol", type=Names(protocol_names), default="wizard_of_tasks", show_default=True,
               help="What FILE holds: Wizard of Tasks documents; (star) a STAR tasks folder "
                    "(tasks/<task>/<task>.json, its knowledge base in ../apis/); (frames) a Frames domain file "
                    "(its database and goal templates); (meep) a MEEP folder (its APIs, tables and templates).")
@@ -95,6 +98,7 @@ def tasks_load(app: App, file: Path, protocol: str) -> None:
     already loaded is updated in place. The docs show the formats (docs/protocols/: the Wizard of Tasks'
     "Task documents", and each protocol's page); other protocols' tasks are keyed <protocol>:<name>.
     """
+    from turkflow.protocols import registry
     from turkflow.protocols.wot import load_documents, read_documents
 
     logged = registry.logged(protocol)
@@ -154,7 +158,7 @@ def batch() -> None:
 @click.option("--name", help="A name for the batch.  [default: the task file's name or 'all tasks', and the date]")
 @click.option("--budget", type=Dollars(),
               help="Spending cap in USD: the batch pauses instead of opening a turn that would exceed it.")
-@click.option("--provider", type=click.Choice(list(platforms.PLATFORMS)),
+@click.option("--provider", type=Names(platform_names),
               help="Crowd provider.  [default: TURKFLOW_PROVIDER, local]")
 @click.option("--live", is_flag=True,
               help="MTurk only: publish on the live marketplace (real money) instead of the sandbox; "
@@ -172,7 +176,7 @@ def batch() -> None:
                    "[default: from TURKFLOW_QUALITY_WINDOW, TURKFLOW_BLOCK_BELOW, TURKFLOW_BLOCK_RULE, "
                    "TURKFLOW_PROBATION_TURNS: paper]")
 @click.option("--dry-run", is_flag=True, help="Print what would be launched and its maximum cost, then stop.")
-@click.option("--protocol", type=click.Choice(list(PROTOCOLS)), default="wizard_of_tasks", show_default=True,
+@click.option("--protocol", type=Names(protocol_names), default="wizard_of_tasks", show_default=True,
               help="The batch's protocol; star, frames and meep launch over their loaded tasks (with --all), "
                    "each conversation with a scenario (Frames: a goal).")
 @click.option("--unhappy", type=click.FloatRange(0, 1), default=0.0, show_default=True,
@@ -211,6 +215,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     \b
       turkflow batch launch --protocol annotate --of 3 --scheme frames --annotators 3
     """
+    from turkflow.protocols import registry
+
     if protocol == "annotate":
         launched = launch_annotation(app, of=of_batch, scheme_ref=scheme, annotators=annotators, reward=reward,
                                      name=name, budget=budget, provider=provider or app.settings.provider,
@@ -225,8 +231,12 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError("--of and --scheme apply to --protocol annotate only")
     if conversations is None:
         raise CommandError("give --conversations N")
+    from sqlmodel import col, select
+
+    from turkflow.hits import lifecycle, money
+    from turkflow.models import Batch, BatchStatus, Task
+    from turkflow.protocols.questions import get_protocol
     from turkflow.protocols.wot import load_documents, read_documents
-    from turkflow.hits import lifecycle
     from turkflow.quality import monitor
 
     if bool(tasks_file) == all_tasks:
@@ -360,6 +370,8 @@ STAR_SIGNALS = (" (STAR: a written turn's content checks, the wizard's agreement
 
 def _no_tasks(protocol: str) -> str:
     """What to run when a protocol has no tasks loaded (said before any money is asked for)."""
+    from turkflow.protocols import registry
+
     logged = registry.logged(protocol)
     if logged is None:
         return "no task documents loaded; run `turkflow tasks load FILE` first (or launch with --tasks FILE)"
@@ -375,6 +387,7 @@ def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> N
     """
     from turkflow import pipeline
     from turkflow.hits import lifecycle
+    from turkflow.models import Batch, BatchStatus
 
     done = 0
     with progress_bar(transient=True) as bar:
@@ -415,6 +428,7 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
     right now) and money: spent (approved rewards, paid bonuses, fees), pending, committed, the budget.
     A role whose waiting turns have no eligible worker left shows as 'stalled'.
     """
+    from turkflow.hits import money
     from turkflow.reports import batch_progress, recent_batches
 
     if batch_id is None and not watch:
@@ -444,6 +458,7 @@ def batch_status(app: App, batch_id: Optional[int], watch: bool, interval: float
 def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - reports.BatchProgress
     """Refresh the bar until the batch ends; a stall is printed (on stdout) once when seen, and once when it
     clears, because a stalled batch never ends by itself."""
+    from turkflow.hits import money
     from turkflow.reports import batch_progress
 
     def detail(p) -> str:  # noqa: ANN001
@@ -479,6 +494,8 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
 
 
 def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.BatchProgress
+    from turkflow.hits import money
+
     b = p.batch
 
     def dollars(cents: int) -> str:  # amounts in the batch's currency
@@ -513,6 +530,7 @@ def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.Batch
 def batch_surveys(app: App, batch_id: int) -> None:
     """How the batch's dialogs were judged at their end: every survey question with the count of each answer
     (STAR's questionnaires, Frames' cooperativity rating and goal question, MEEP's success)."""
+    from turkflow.models import Batch
     from turkflow.protocols import surveys
 
     with app.session() as session:
@@ -546,6 +564,7 @@ def batch_surveys(app: App, batch_id: int) -> None:
 def batch_pause(app: App, batch_id: int) -> None:
     """Stop a batch from opening new turns; its open turns leave the local queue until resumed."""
     from turkflow.hits import lifecycle
+    from turkflow.models import BatchStatus
 
     with app.session() as session:
         lifecycle.set_batch_status(session, find_batch(session, batch_id), BatchStatus.paused, requester())
@@ -563,6 +582,7 @@ def batch_resume(app: App, batch_id: int) -> None:
     """
     from turkflow import pipeline
     from turkflow.hits import lifecycle
+    from turkflow.models import BatchStatus
 
     with app.session() as session:
         lifecycle.set_batch_status(session, find_batch(session, batch_id), BatchStatus.active, requester())
@@ -582,6 +602,7 @@ def batch_cancel(app: App, batch_id: int, yes: bool) -> None:
     Turns already submitted stay in the dataset. A cancelled batch cannot be resumed.
     """
     from turkflow.hits import lifecycle
+    from turkflow.models import BatchStatus
 
     if not yes:
         click.confirm(f"Cancel batch {batch_id}? Its open HITs expire and it cannot be resumed", abort=True)
@@ -606,7 +627,7 @@ def worker() -> None:
 
 
 @worker.command("invite", context_settings=CONTEXT)
-@click.option("--role", type=click.Choice(ROLES), required=True,
+@click.option("--role", type=Names(role_names), required=True,
               help="The worker's role for the whole study (student or teacher; user or wizard for STAR).")
 @click.option("--name", help="A name to recognise the worker by in lists and on the dashboard.")
 @click.option("--onboarded", is_flag=True,
@@ -641,8 +662,8 @@ def worker_link(app: App, worker_ref: str) -> None:
 
 
 @worker.command("list", context_settings=CONTEXT)
-@click.option("--role", type=click.Choice(ROLES), help="Only workers of this role.")
-@click.option("--status", type=click.Choice([s.value for s in WorkerStatus]), help="Only workers with this status.")
+@click.option("--role", type=Names(role_names), help="Only workers of this role.")
+@click.option("--status", type=Names(worker_statuses), help="Only workers with this status.")
 @pass_app
 def worker_list(app: App, role: Optional[str], status: Optional[str]) -> None:
     """List workers with their role, status and the turns they wrote."""
@@ -700,6 +721,8 @@ def show_settings(app: App, markdown: bool) -> None:
 
     Secrets are never printed, only whether they are set.
     """
+    from turkflow.config import Settings
+
     fields = Settings.model_fields
     if markdown:
         click.echo("| Variable | Default | Meaning |\n|---|---|---|")

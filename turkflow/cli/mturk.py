@@ -11,10 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 import click
-from sqlmodel import col, select
 
 from turkflow.cli.common import CONTEXT, App, CommandError, check_public_url, dollars, find_batch, pass_app, progress_bar, table
-from turkflow.models import Conversation, Hit, HitStatus, Turn, Worker
 
 if TYPE_CHECKING:  # imported when a command runs: boto3 loads only for MTurk commands
     from turkflow.hits.mturk import MTurkProvider
@@ -105,7 +103,10 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
 
     "Pending" is work submitted but not approved yet and bonuses recorded but not paid yet, with fees.
     """
+    from sqlmodel import select
+
     from turkflow.hits import money
+    from turkflow.models import Conversation, Turn, Worker
 
     with app.session() as session:
         batch = find_batch(session, batch_id)
@@ -155,6 +156,9 @@ def batch_expire(app: App, batch_id: int) -> None:
 
     Workers already holding one of them may still submit it. Only cancelled batches: cancel first.
     """
+    from sqlmodel import col, select
+
+    from turkflow.models import Conversation, Hit, HitStatus, Turn
     from turkflow.pipeline import expire
 
     with app.session() as session:

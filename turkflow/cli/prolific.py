@@ -9,20 +9,18 @@ A Prolific batch is launched with ``turkflow batch launch --provider prolific``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from turkflow.cli.common import CONTEXT, App, CommandError, Dollars, check_public_url, pass_app, table
+from turkflow.cli.common import (CONTEXT, App, CommandError, Dollars, Names, check_public_url, pass_app,
+                                 protocol_names, role_names, table)
 from turkflow.cli.mturk import mturk_spend
-from turkflow.hits import money
-from turkflow.protocols.star import stages
-from turkflow.hits.prolific import api, rules
-from turkflow.errors import InvalidInput, ProviderError
-from turkflow.hits.prolific.provider import ProlificProvider, role_groups
-from turkflow.protocols.questions import PROTOCOLS, get_protocol
+from turkflow.protocols.star import MULTI_TASK, SINGLE_TASK
 
-ROLES = [role for protocol in PROTOCOLS.values() for role in protocol.roles]
+if TYPE_CHECKING:
+    from turkflow.hits.prolific import api
+    from turkflow.hits.prolific.provider import ProlificProvider
 
 
 @dataclass(frozen=True)
@@ -40,6 +38,10 @@ def launch_terms(app: App, provider: str, reward_cents: int, first_places: int =
     TURKFLOW_PROLIFIC_ESTIMATED_MINUTES, the least maximum time for it, and a balance that covers the
     ``first_places`` (the first turns) with the fee, as Prolific wants before it publishes a study. A broken
     rule is one line naming the option or setting to change."""
+    from turkflow.errors import InvalidInput
+    from turkflow.hits import money
+    from turkflow.hits.prolific import api, rules
+
     if provider != "prolific":
         return LaunchTerms()
     settings = app.settings
@@ -64,6 +66,8 @@ def launch_gate(app: App, provider: str, protocol: str, multi_task: bool) -> Non
     dialogs stage 2) or a hand-made group in TURKFLOW_PROLIFIC_ROLE_GROUPS: a role's turn studies admit only
     that group, and without it no participant could take its turns (or a stranger could). Refused in one line
     naming what is missing."""
+    from turkflow.errors import ProviderError
+
     if provider != "prolific":
         return
     with app.session(create=True) as session:
@@ -82,6 +86,8 @@ def _provider(app: App) -> ProlificProvider:
 
 def _asking(app: App, call: Callable[[], Any]) -> Any:
     """One call to Prolific; a refusal or no answer is one line naming the address and what to check."""
+    from turkflow.hits.prolific import api
+
     try:
         return call()
     except api.ProlificError as exc:
@@ -118,7 +124,7 @@ def prolific() -> None:
 
 
 @prolific.command("check", context_settings=CONTEXT)
-@click.option("--protocol", type=click.Choice(list(PROTOCOLS)), default="wizard_of_tasks", show_default=True,
+@click.option("--protocol", type=Names(protocol_names), default="wizard_of_tasks", show_default=True,
               help="The protocol whose roles' onboarding to check (star: each role's stages 1 and 2).")
 @pass_app
 def prolific_check(app: App, protocol: str) -> None:
@@ -128,6 +134,13 @@ def prolific_check(app: App, protocol: str) -> None:
     submissions. Exits non-zero, naming each problem, when something must be fixed first (for STAR, a
     missing stage-2 study is reported but only multi-task batches need it).
     """
+    from turkflow.errors import ProviderError
+    from turkflow.hits import money
+    from turkflow.hits.prolific import api, rules
+    from turkflow.hits.prolific.provider import role_groups
+    from turkflow.protocols.questions import get_protocol
+    from turkflow.protocols.star import stages
+
     settings = app.settings
     provider = _provider(app)
     me = _asking(app, lambda: api.get_me(provider.client))
@@ -201,9 +214,9 @@ def prolific_check(app: App, protocol: str) -> None:
 
 
 @prolific.command("onboarding", context_settings=CONTEXT)
-@click.option("--role", type=click.Choice(ROLES), required=True,
+@click.option("--role", type=Names(role_names), required=True,
               help="The role whose onboarding study to set up (STAR's: user, wizard).")
-@click.option("--stage", type=click.IntRange(stages.SINGLE_TASK, stages.MULTI_TASK), default=stages.SINGLE_TASK,
+@click.option("--stage", type=click.IntRange(SINGLE_TASK, MULTI_TASK), default=SINGLE_TASK,
               show_default=True, help="STAR roles: the qualification stage (1 single-task; 2 multi-task, "
               "whose study admits only those who passed stage 1).")
 @click.option("--reward", type=Dollars(), required=True, metavar="AMOUNT",
@@ -226,6 +239,11 @@ def prolific_onboarding(app: App, role: str, stage: int, reward: int, places: in
     the submission without adding them. Run it before launching a batch; running it again makes nothing
     twice (it finishes a set-up that was interrupted, grows the study to --places, and shows it).
     """
+    from turkflow.errors import ProviderError
+    from turkflow.hits import money
+    from turkflow.hits.prolific import api, rules
+    from turkflow.protocols.star import stages
+
     settings = app.settings
     if stage != stages.SINGLE_TASK and not stages.has_stages(role):
         raise CommandError(f"--stage: {role}s have one onboarding quiz; stages are STAR's (user, wizard)")
@@ -269,6 +287,11 @@ def prolific_groups(ctx: click.Context) -> None:
       turkflow prolific groups add <group id> <participant id> ...
     Prolific's participant counts can lag behind changes.
     """
+    from turkflow.hits.prolific import api
+    from turkflow.hits.prolific.provider import role_groups
+    from turkflow.protocols.questions import ROLES
+    from turkflow.protocols.star import stages
+
     if ctx.invoked_subcommand is not None:
         return
     app = ctx.find_object(App)
@@ -308,6 +331,8 @@ def prolific_groups(ctx: click.Context) -> None:
 def prolific_groups_create(app: App, name: str, participants: tuple[str, ...]) -> None:
     """Make a participant group NAME in the workspace (for a trial: of your test participants) and print
     its id, to name in TURKFLOW_PROLIFIC_ROLE_GROUPS."""
+    from turkflow.hits.prolific import api
+
     provider = _provider(app)
     made = _asking(app, lambda: api.create_participant_group(
         provider.client, app.settings.prolific_workspace_id, name, "Made with turkflow prolific groups create.",
@@ -323,6 +348,8 @@ def prolific_groups_create(app: App, name: str, participants: tuple[str, ...]) -
 def prolific_groups_add(app: App, group: str, participants: tuple[str, ...]) -> None:
     """Add PARTICIPANTS (participant or test participant ids) to the participant group GROUP: a role's
     group admits them to its turn studies (test studies too)."""
+    from turkflow.hits.prolific import api
+
     provider = _provider(app)
     members = _asking(app, lambda: api.add_to_participant_group(provider.client, group, participants))
     click.echo(f"group {group} now has {len(members)} participants")
@@ -355,7 +382,7 @@ def prolific_bonuses(app: App, batch_id: int | None, to_release: tuple[int, ...]
 
     from turkflow import pipeline
     from turkflow.errors import TurkflowError
-    from turkflow.hits.prolific import sync
+    from turkflow.hits.prolific import api, sync
 
     provider = _provider(app)
     who = by or getpass.getuser()
@@ -453,6 +480,8 @@ def prolific_test_participant(app: App, email: str) -> None:
     Run batches on test studies with TURKFLOW_PROLIFIC_TEST_STUDIES=true; Prolific enables test
     participants and test studies per workspace.
     """
+    from turkflow.hits.prolific import api
+
     provider = _provider(app)
     participant_id = _asking(app, lambda: api.create_test_participant(provider.client, email))
     click.echo(f"test participant {participant_id} ({email}); add them to the role groups if you set any")

@@ -11,13 +11,8 @@ from datetime import date
 from typing import Optional
 
 import click
-from sqlmodel import col, select
 
-from turkflow import pipeline
 from turkflow.cli.common import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
-from turkflow.errors import ProviderError
-from turkflow.models import ReviewStatus, Worker
-from turkflow.quality import review as reviewing
 
 
 @click.group(context_settings=CONTEXT)
@@ -41,6 +36,11 @@ def _day(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Op
 @pass_app
 def review_list(app: App, day: Optional[date], show_all: bool, build: bool) -> None:
     """List the review queue: each temporarily blocked worker, why, and their recent ratings and flags."""
+    from sqlmodel import col, select
+
+    from turkflow.models import ReviewStatus, Worker
+    from turkflow.quality import review as reviewing
+
     with app.session() as session:
         if build:
             built = reviewing.daily_review(session, reviewing.ReviewPolicy.of(app.settings), day, actor=requester())
@@ -81,6 +81,10 @@ def _means(ratings: dict) -> str:
 
 
 def _decide(app: App, worker_ref: str, note: str, permanent: bool) -> None:
+    from turkflow import pipeline
+    from turkflow.errors import ProviderError
+    from turkflow.quality import review as reviewing
+
     with app.session() as session:
         worker = find_worker(session, worker_ref)
         act = reviewing.block_permanently if permanent else reviewing.unblock

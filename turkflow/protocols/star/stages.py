@@ -39,8 +39,7 @@ from turkflow import events
 from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.models import Conversation, StageAttempt, StageHint, Worker, WorkerStatus, utcnow
-
-SINGLE_TASK, MULTI_TASK = 1, 2
+from turkflow.protocols.star import MULTI_TASK, SINGLE_TASK
 LOCAL = "local"
 
 

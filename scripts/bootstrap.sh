@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what turkflow needs on a fresh Debian machine, skipping what is already there:
-# system packages (redis-server, chromium, postgresql), the .venv with the locked Python packages
+# system packages (redis-server, chromium, postgresql, nginx), the .venv with the locked Python packages
 # (requirements/lock.txt) and turkflow itself, and the hash-pinned spaCy English pipeline.
 # Safe to run again; fast when nothing is missing.
 set -euo pipefail
@@ -11,6 +11,7 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+[ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || need+=(nginx)  # the Procfile's front server
 if [ ${#need[@]} -gt 0 ]; then
   echo "turkflow: installing system packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -20,6 +21,10 @@ if [ ${#need[@]} -gt 0 ]; then
   # The Debian postgresql package starts a cluster on 5432; turkflow's tests run their own, so stop it.
   if [[ " ${need[*]} " == *" postgresql "* ]] && command -v service >/dev/null; then
     $SUDO service postgresql stop >/dev/null 2>&1 || true
+  fi
+  # Debian's nginx package may start a server on port 80; turkflow starts its own (turkflow/web/front.py).
+  if [[ " ${need[*]} " == *" nginx "* ]] && command -v service >/dev/null; then
+    $SUDO service nginx stop >/dev/null 2>&1 || true
   fi
 fi
 

@@ -4,7 +4,8 @@
 # Starts redis-server (its own, in var/redis, unless something already answers on TURKFLOW_REDIS_URL),
 # migrates the database, loads the sample tasks, launches a 3-conversation batch on the local provider
 # (once: a second run reuses it), starts the Procfile's processes (a Celery worker per queue, Celery beat,
-# gunicorn on 127.0.0.1:${TURKFLOW_PORT:-5000}) and prints a student and a teacher join link. Ctrl-C stops
+# gunicorn on a Unix socket in the data directory and nginx in front of it on 127.0.0.1:${TURKFLOW_PORT:-5000})
+# and prints a student and a teacher join link. Ctrl-C stops
 # everything this script started; the database in var/ stays for the next run. A process that dies is
 # started again (said on the console and in its log), unless it keeps dying at once.
 set -euo pipefail
@@ -46,7 +47,7 @@ PY
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# port_free: gunicorn could bind the web port now (the bind it makes: 127.0.0.1, SO_REUSEADDR). A connection
+# port_free: the front server could bind the web port now (the bind it makes: 127.0.0.1, SO_REUSEADDR). A connection
 # test is not enough: a port held by processes that no longer accept can still take connections.
 port_free() {
   python - "$port" <<'PY' >/dev/null 2>&1
@@ -133,7 +134,9 @@ for queue in turns reviews platform; do  # a Celery worker per queue, as the Pro
 done
 start beat
 start web
-wait_for web port_in_use "$port"
+wait_for web test -S "$TURKFLOW_DATA_DIR/web.sock"
+start front  # nginx: takes each request whole before gunicorn's threads see it (turkflow/web/front.py)
+wait_for front port_in_use "$port"
 say "started ${started[*]%%:*} (logs in $logs/)"
 
 cat <<EOF
@@ -171,10 +174,10 @@ while true; do
     message="$name exited with status $status at $(date -u +%H:%M:%S); starting it again"
     say "$message"
     printf '\n==== demo: %s ====\n' "$message" >>"$logs/$name.log"
-    if [ "$name" = web ] && ! port_free; then
-      # A gunicorn master killed with SIGKILL leaves its workers behind, and they keep its port until they
-      # notice, within gunicorn's 30 s worker timeout; a gunicorn started meanwhile gives up after 5 s.
-      say "port $port is still held, most likely by the workers of the web process that died; waiting up to 60 s"
+    if [ "$name" = front ] && ! port_free; then
+      # nginx's worker processes may outlive a master killed with SIGKILL for a moment, holding its port; an
+      # nginx started meanwhile would give up at once. (A gunicorn started again takes its socket over.)
+      say "port $port is still held, most likely by the workers of the front process that died; waiting up to 60 s"
       wait_for_port 60 || fail "port $port is still held after 60 s; \`ss -ltnp 'sport = :$port'\` shows by what"
       say "port $port is free"
     fi

@@ -10,11 +10,13 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import sqlite3
 import threading
 from contextlib import contextmanager
 from typing import Iterable, Iterator
 from urllib.parse import urlencode, urlsplit
 
+import psycopg
 import pytest
 from markupsafe import escape
 from sqlalchemy import create_engine, event, make_url, text
@@ -239,6 +241,48 @@ def test_a_full_disk_answers_503_to_a_submit_keeps_the_typed_text_and_takes_it_a
     assert teacher.post(page, data=form).status_code == 303
     with session_scope(settings.database_url) as s:
         assert s.exec(select(func.count()).select_from(Turn).where(Turn.text == LONG_REPLY.strip())).one() == 1
+
+
+@contextmanager
+def locked_by_another_process(settings, monkeypatch) -> Iterator[None]:  # noqa: ANN001
+    """Another program holds the database's write lock longer than turkflow waits for it (a backup, a person's
+    ``sqlite3`` shell in a transaction, a migration): SQLite's file locked exclusively, PostgreSQL's tables
+    the turn page writes locked against writes (reads go on). The wait is made 2 s here, not 30."""
+    monkeypatch.setattr("turkflow.db.BUSY_TIMEOUT_SECONDS", 2)
+    url = settings.database_url
+    dispose_engine(url)  # the app's connections are made again, with the short wait
+    if url.startswith("sqlite"):
+        holder = sqlite3.connect(make_url(url).database, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+    else:
+        holder = psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(hide_password=False))
+        holder.execute("LOCK TABLE turn, assignment, hit, event IN EXCLUSIVE MODE")
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+        dispose_engine(url)
+
+
+@pytest.mark.both_backends  # the storage is the subject
+def test_a_database_locked_by_another_process_answers_503_to_a_submit_keeps_the_typed_text_and_takes_it_afterwards(
+        app, settings, providers, tmp_path, monkeypatch):
+    teacher, page = held_turn("plain", app, settings, providers, tmp_path)
+    reply = "Flour, eggs & a whisk: that is all."
+    form = dict(TEACHER_REPLY, response=reply)
+    before = stored(settings)
+    with locked_by_another_process(settings, monkeypatch):
+        shown = teacher.post(page, data=form)
+        refuses_for_now(shown)
+        assert str(escape(reply)) in shown.get_data(as_text=True)
+        refused = teacher.post(page, json=form, headers=JSON)
+        refuses_for_now(refused)
+        assert "try again" in refused.get_json()["error"]
+    assert stored(settings) == before
+    assert teacher.post(page, data=form).status_code == 303
+    with session_scope(settings.database_url) as s:
+        assert s.exec(select(func.count()).select_from(Turn).where(Turn.text == reply)).one() == 1
 
 
 def test_a_take_that_cannot_be_recorded_answers_503_and_leaves_the_turn_takeable(app, settings, providers):

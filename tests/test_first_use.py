@@ -242,8 +242,8 @@ def master_answering(control_socket: Path) -> int | None:
 def test_the_demo_serves_its_links_and_root_page_survives_a_killed_web_and_ctrl_c_ends_it_with_status_0(
         tmp_path, default_control_socket):
     """One demo start (the slowest thing a test does) for everything a user meets in it. Its web killed with
-    SIGKILL leaves workers holding the port until they notice (gunicorn's worker timeout); a gunicorn started
-    meanwhile gave up after 5 s and enough of those made the demo stop. The demo waits for the port instead."""
+    SIGKILL leaves workers behind until they notice (gunicorn's worker timeout); the gunicorn started again
+    takes its Unix socket over at once, and the front server (nginx) keeps the port all along."""
     port, redis_port, data = free_port(), free_port(), tmp_path / "var"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TURKFLOW_")},
            "TURKFLOW_DATA_DIR": str(data), "TURKFLOW_PORT": str(port),
@@ -261,7 +261,7 @@ def test_the_demo_serves_its_links_and_root_page_survives_a_killed_web_and_ctrl_
                    timeout=900, interval=0.5)
         printed = out.read_text()
         assert demo.poll() is None, printed
-        assert re.search(r"started \S*\s*turns reviews platform beat web", printed), printed  # a worker a queue
+        assert re.search(r"started \S*\s*turns reviews platform beat web front", printed), printed  # a worker a queue
         links = re.findall(r"(?:student|teacher):\s+(\S+)", printed)
         assert len(links) == 2 and all(link.startswith(f"http://127.0.0.1:{port}/join/") for link in links)
         second_terminal = subprocess.run([str(ROOT / ".venv" / "bin" / "turkflow"), "worker", "link",
@@ -276,9 +276,7 @@ def test_the_demo_serves_its_links_and_root_page_survives_a_killed_web_and_ctrl_
                    timeout=600, interval=0.5)
         assert demo.poll() is None, out.read_text()
         assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200
-        printed = out.read_text()
-        assert f"port {port} is still held" in printed and f"port {port} is free" in printed, printed
-        assert printed.count("web exited") == 1, printed  # one start, once the port was free: none gave up
+        assert out.read_text().count("web exited") == 1, out.read_text()  # started again once: none gave up
         os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C does
         assert demo.wait(timeout=60) == 0, out.read_text()
     finally:

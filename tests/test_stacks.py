@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +22,8 @@ import pytest
 import requests
 
 from turkflow.config import Settings
-from turkflow.db import upgrade
-from turkflow.simulator.stack import Stack, free_port, settings_env, wait_for
+from turkflow.simulator import slow
+from turkflow.simulator.stack import ProcfileWeb, Stack, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 GUNICORNC = Path(sys.executable).parent / "gunicornc"
@@ -95,58 +94,58 @@ def test_two_stacks_started_on_one_machine_share_no_gunicorn_control_socket(tmp_
 # ---- the Procfile: a deployment's control socket lives in its data directory ----------------------------
 
 
-def procfile_command(name: str) -> str:
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        if line.startswith(f"{name}: "):
-            return line.removeprefix(f"{name}: ")
-    raise AssertionError(f"Procfile has no {name} process")
-
-
 @pytest.fixture
 def procfile_web(tmp_path: Path, default_control_socket: Path) -> Iterator:
-    """Start the Procfile's web process as ``make demo`` does (a shell runs the line, configured by the
-    environment) on a data directory of its own; stop every one started at the end."""
-    started: list[subprocess.Popen] = []
+    """Start the Procfile's web (and the front server before it) as ``make demo`` does on a data directory of
+    its own; stop every one started at the end."""
+    started: list[ProcfileWeb] = []
 
-    def start(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    def start(data_dir: Path, **environment: str) -> ProcfileWeb:
         data_dir.mkdir()
         settings = Settings(data_dir=data_dir, secret_key="test", worker_hash_key="test")
-        upgrade(settings.database_url)
-        url = f"http://127.0.0.1:{free_port()}"
-        env = {**settings_env(settings.model_copy(update={"public_url": url})),
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # as the demo has it
-               "TURKFLOW_DATA_DIR": str(data_dir), "WEB_BIND": url.removeprefix("http://"), "WEB_CONCURRENCY": "1"}
-        log = open(data_dir / "web.log", "ab")  # noqa: SIM115 - the child holds it
-        process = subprocess.Popen(["bash", "-c", f"exec {procfile_command('web')}"], cwd=ROOT, env=env,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-        started.append(process)
-        wait_for(lambda: requests.get(f"{url}/queue", timeout=5).status_code < 500, "the Procfile's web", 60,
-                 process)
-        return process, url
+        started.append(ProcfileWeb(settings, f"http://127.0.0.1:{free_port()}", data_dir / "logs",
+                                   {"WEB_CONCURRENCY": "1", **environment}))
+        return started[-1].start()
 
     yield start
-    for process in started:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+    for web in started:
+        web.stop()
 
 
 def test_procfile_web_processes_of_two_data_directories_each_answer_on_their_own_control_socket(
         tmp_path, procfile_web, default_control_socket):
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"
-    (first, _), (second, second_url) = procfile_web(first_dir), procfile_web(second_dir)
-    for process, data_dir in ((first, first_dir), (second, second_dir)):
-        wait_for(lambda: listening_unix_sockets(process.pid), "a control socket", 30)
-        assert listening_unix_sockets(process.pid) == {str(data_dir / "gunicorn.ctl")}
-        assert gunicornc_master_pid(data_dir / "gunicorn.ctl") == process.pid
+    first, second = procfile_web(first_dir), procfile_web(second_dir)
+    for web, data_dir in ((first, first_dir), (second, second_dir)):
+        gunicorn = web.processes["web"]
+        wait_for(lambda: str(data_dir / "gunicorn.ctl") in listening_unix_sockets(gunicorn.pid), "a control socket",
+                 30)
+        # its control socket, and the socket the front server passes it requests on: both its own data directory's
+        assert listening_unix_sockets(gunicorn.pid) == {str(data_dir / "gunicorn.ctl"), str(data_dir / "web.sock")}
+        assert gunicornc_master_pid(data_dir / "gunicorn.ctl") == gunicorn.pid
     assert not default_control_socket.exists()
 
-    first.terminate()
-    first.wait(timeout=30)
-    assert gunicornc_master_pid(second_dir / "gunicorn.ctl") == second.pid  # the other deployment's is intact
-    assert requests.get(f"{second_url}/queue", timeout=30).status_code < 500
+    first.processes["web"].terminate()
+    first.processes["web"].wait(timeout=30)
+    assert gunicornc_master_pid(second_dir / "gunicorn.ctl") == second.processes["web"].pid  # the other's is intact
+    assert requests.get(f"{second.url}/queue", timeout=30).status_code < 500
+
+
+# ---- the web survives slow clients: the front server takes each request whole -------------------------------
+
+SLOW_CONNECTIONS = 200
+
+
+def test_people_take_and_submit_turns_as_fast_while_200_slow_clients_hold_connections_open(
+        tmp_path, procfile_web, redis_url):
+    """The attack of issue 35: connections that send a header line (or a few bytes of a body) every 5 s, never
+    finishing. Served as the Procfile serves turkflow (2 gunicorn processes of 4 threads, the attack's size:
+    eight such connections held them all for over a minute), people's takes and submits meanwhile keep their
+    p99 within twice the same run's without them. The two are measured in alternating rounds, so the
+    machine's other load weighs on both alike."""
+    data_dir = tmp_path / "deployed"
+    web = procfile_web(data_dir, WEB_CONCURRENCY="2", WEB_THREADS="4", TURKFLOW_REDIS_URL=redis_url)
+    timed = slow.rounds(web.url, web.settings, slow_clients=SLOW_CONNECTIONS)
+    assert [t.failed for t in timed.values()] == [0, 0], timed
+    alone, beside = timed["alone"].p99(), timed["beside slow clients"].p99()
+    assert beside <= 2 * max(alone, 0.05), f"p99 {beside:.3f} s beside slow clients, {alone:.3f} s alone"

@@ -56,7 +56,10 @@ def _create(database_url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(database_url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # a lock another program holds (a migration, a person's transaction) is waited for as long as SQLite's
+    # busy timeout, then refused (``refuses_writes``), never waited for without end
+    return create_engine(database_url, pool_pre_ping=True, pool_size=10, max_overflow=20,
+                         connect_args={"options": f"-c lock_timeout={BUSY_TIMEOUT_SECONDS * 1000}"})
 
 
 class WriterLock:
@@ -225,15 +228,17 @@ def session_scope(database_url: str) -> Iterator[Session]:
 
 
 NO_WRITES = "the server cannot store anything right now and nothing of this was saved; try again in a minute"
-# SQLite's primary result codes SQLITE_READONLY and SQLITE_FULL (a full disk, or ``max_page_count``), and
-# PostgreSQL's SQLSTATEs read_only_sql_transaction (a read-only database or standby) and disk_full ("could
-# not extend file").
-_SQLITE_NO_WRITES = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL}
-_POSTGRES_NO_WRITES = {"25006", "53100"}
+# SQLite's primary result codes SQLITE_READONLY, SQLITE_FULL (a full disk, or ``max_page_count``) and
+# SQLITE_BUSY (another program held the write lock past the busy timeout: "database is locked"), and
+# PostgreSQL's SQLSTATEs read_only_sql_transaction (a read-only database or standby), disk_full ("could not
+# extend file") and lock_not_available (a lock held past ``lock_timeout``).
+_SQLITE_NO_WRITES = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL, sqlite3.SQLITE_BUSY}
+_POSTGRES_NO_WRITES = {"25006", "53100", "55P03"}
 
 
 def refuses_writes(error: DBAPIError) -> bool:
-    """Whether the database refused a write because it cannot take any now, rather than refusing this one."""
+    """Whether the database refused a write because it cannot take any now (read-only, full, or locked by
+    another program for longer than we wait), rather than refusing this one."""
     code = getattr(error.orig, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in _SQLITE_NO_WRITES  # the extended code's low byte is the primary one

@@ -313,3 +313,69 @@ class Stack:
             log.close()
         self._logs.clear()
 
+
+
+# ---- the web as a deployment serves it: the Procfile's lines ----------------------------------------------
+
+PROCFILE = Path(__file__).resolve().parents[2] / "Procfile"
+SERVING = ("front", "web")  # the Procfile's processes that serve the web: nginx, and gunicorn behind it
+
+
+def procfile_command(name: str) -> str:
+    """A process's line of the ``Procfile``."""
+    for line in PROCFILE.read_text().splitlines():
+        if line.startswith(f"{name}: "):
+            return line.removeprefix(f"{name}: ")
+    raise RuntimeError(f"the Procfile has no {name} process")
+
+
+class ProcfileWeb:
+    """The Procfile's ``front`` and ``web`` processes as ``make demo`` runs them (a shell runs each line,
+    configured by the environment) on ``settings.data_dir``, serving ``url`` (``http://127.0.0.1:PORT``);
+    ``environment`` adds to what the lines read (``WEB_CONCURRENCY``, ``WEB_THREADS``)."""
+
+    def __init__(self, settings: Settings, url: str, log_dir: Path, environment: Optional[dict[str, str]] = None):
+        self.settings = settings.model_copy(update={"public_url": url})
+        self.url, self.log_dir = url, log_dir
+        self.environment = environment or {}
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self) -> "ProcfileWeb":
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        upgrade(self.settings.database_url)
+        env = {**settings_env(self.settings), "TURKFLOW_DATA_DIR": str(self.settings.data_dir),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # as the demo has it
+               "WEB_BIND": self.url.removeprefix("http://"), **self.environment}
+        for name in SERVING:
+            with open(self.log_dir / f"{name}.log", "ab") as log:
+                self.processes[name] = subprocess.Popen(
+                    ["bash", "-c", f"exec {procfile_command(name)}"], cwd=PROCFILE.parent, env=env, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True)
+        for name, process in self.processes.items():
+            wait_for(lambda: requests.get(f"{self.url}/queue", timeout=5).status_code < 500, f"the Procfile's {name}",
+                     STARTUP_SECONDS, process)
+        return self
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.processes.clear()
+
+    def __enter__(self) -> "ProcfileWeb":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,9 +1,11 @@
 """The documentation site builds in MkDocs' strict mode, as `make docs` builds it: no broken link or anchor, no
-page left out of the nav, and reference pages equal to what the code says now (scripts/docs.py)."""
+page left out of the nav, and reference pages equal to what the code says now (scripts/docs.py); the make
+commands the docs name exist."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -51,3 +53,15 @@ def test_a_broken_link_a_page_outside_the_nav_or_a_stale_reference_fails_the_bui
     assert "contains a link 'operations.md#no-such-heading'" in done.stderr, done.stderr
     assert "not included in the \"nav\" configuration:\n  - stray.md" in done.stderr, done.stderr
     assert "docs/reference/cli.md is not what the code says now: run `make docs`" in done.stderr, done.stderr
+
+
+def test_the_quick_start_and_every_make_command_the_docs_name_exist():
+    """The README's quick start is `make demo` and `make test`, and every `make X` the docs name is a target of
+    the Makefile (the guides say `make docs`, `make bench`, `make lint` too)."""
+    readme = (ROOT / "README.md").read_text()
+    quick_start = readme[readme.index("## Quick start"):]
+    assert "```sh\nmake demo\nmake test\n```" in quick_start[:quick_start.index("\n## ")]
+    targets = set(re.findall(r"^([a-z]+):", (ROOT / "Makefile").read_text(), flags=re.M))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    named = {(page.name, target) for page in pages for target in re.findall(r"`make ([a-z]+)", page.read_text())}
+    assert {(page, target) for page, target in named if target not in targets} == set()

@@ -17,6 +17,8 @@ from turkflow.cli.main import main
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, IllegalTransition
 from turkflow.models import (
+    AgentTurn,
+    AgentTurnStatus,
     Assignment,
     AssignmentStatus,
     Batch,
@@ -38,7 +40,8 @@ from turkflow.models import (
 ROOT = Path(__file__).resolve().parents[1]
 
 ENUMS = {Batch: BatchStatus, Conversation: ConversationStatus, Turn: TurnStatus, Hit: HitStatus,
-         Assignment: AssignmentStatus, Worker: WorkerStatus, Bonus: BonusStatus, ReviewEntry: ReviewStatus}
+         Assignment: AssignmentStatus, Worker: WorkerStatus, Bonus: BonusStatus, ReviewEntry: ReviewStatus,
+         AgentTurn: AgentTurnStatus}
 
 
 def entity(model: type, status: str, entity_id: int = 7):  # noqa: ANN201

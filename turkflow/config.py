@@ -139,6 +139,23 @@ class Settings(BaseSettings):
         "", pattern=r"^(https://[^\s'\"<>]+)?$",
         description="Map tiles MEEP's user sees the destination on (an https URL with {z}, {x} and {y}, e.g. https://tile.openstreetmap.org/{z}/{x}/{y}.png; respect the tile server's usage policy); empty: no tiles, the marker on a blank background with its coordinates.")
 
+    agent_timeout_seconds: float = Field(
+        60.0, gt=0, description="Default of `turkflow agents add --timeout`: how long one call to an agent may take "
+                                "before it counts as timed out.")
+    agent_attempts: int = Field(
+        4, ge=1, description="Calls an agent's turn gets (timeouts, refused connections, 429, 5xx, answers the "
+                             "protocol refuses) before the conversation ends with the reason, or the turn opens "
+                             "for people (batch launch --on-agent-failure people).")
+    agent_backoff_seconds: float = Field(
+        2.0, gt=0, description="Wait before an agent's turn is asked again after a failed call, doubled at each "
+                               "further failure (a 429's Retry-After, when longer, is waited instead).")
+    agent_backoff_max_seconds: float = Field(
+        60.0, gt=0, description="The longest wait between two calls of one agent turn.")
+    agent_sweep_seconds: int = Field(
+        2, ge=1, description="How often Celery beat asks the agents queue for agent turns due again (a back-off "
+                             "over, a worker lost mid-call); every agents-queue worker reads agent keys from the "
+                             "environment variables the agents name.")
+
     mturk_live: bool = Field(False, description="Use the live MTurk marketplace (default: sandbox).")
     mturk_region: str = Field("us-east-1", description="AWS region of the MTurk requester API.")
     mturk_auto_approve_seconds: int = Field(3 * 24 * 3600, description="MTurk AutoApprovalDelayInSeconds.")

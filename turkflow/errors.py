@@ -95,3 +95,16 @@ class ModelMissing(TurkflowError):
     """The configured spaCy pipeline is not installed (nothing is downloaded at run time)."""
 
     status = 503
+
+
+class AgentError(TurkflowError):
+    """A call to an agent (``turkflow.agents``) that gave no usable answer. ``outcome`` says how, in the words
+    the report counts (timeout, refused, rate_limited, server_error, invalid, too_long, error); ``retry_after``
+    is the wait a 429 asked for, in seconds."""
+
+    status = 502
+
+    def __init__(self, outcome: str, message: str, retry_after: Optional[float] = None,
+                 structured: Optional[str] = None):
+        super().__init__(message)
+        self.outcome, self.retry_after, self.structured = outcome, retry_after, structured

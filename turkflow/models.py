@@ -77,6 +77,20 @@ class WorkerStatus(StrEnum):
     blocked = "blocked"  # permanent
 
 
+class WorkerKind(StrEnum):
+    person = "person"
+    agent = "agent"  # a model playing a role (turkflow.agents): never paid, never blocked, never judged for pay
+
+
+class AgentTurnStatus(StrEnum):
+    waiting = "waiting"  # due at ``due_at``: the agents queue asks the agent then
+    calling = "calling"  # an agents-queue worker is asking it (until ``claimed_until``)
+    answered = "answered"
+    failed = "failed"  # out of attempts: the conversation ended with the reason
+    handed_over = "handed_over"  # out of attempts: the turn opened for people (--on-agent-failure people)
+    cancelled = "cancelled"  # the conversation ended otherwise before an answer was stored
+
+
 class BonusStatus(StrEnum):
     pending = "pending"
     paid = "paid"
@@ -143,6 +157,11 @@ class Batch(SQLModel, table=True):
                                "launch, in percent, counted in the budget (Prolific's service fee).")
     currency: str = Field(default="USD", description="The currency of the batch's rewards, bonuses and budget: "
                           "USD on MTurk and the local queue, the workspace's on Prolific (as at launch).")
+    agents: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False),
+                         description="The roles agents play, as launched: {role: [agent name, ...]}; each "
+                         "conversation's agent of a role is in ConversationAgent.")
+    on_agent_failure: str = Field(default="end", description="What an agent's turn out of attempts does: end "
+                                  "(the conversation ends with the reason) or people (the turn opens for people).")
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -175,6 +194,8 @@ class Worker(SQLModel, table=True):
     window_after_rating_id: int = Field(
         default=0, description="The quality window only counts ratings after this one (set on unblock)."
     )
+    kind: str = Field(default=WorkerKind.person, description="person, or agent: the worker an agent "
+                      "(turkflow.agents) writes its turns as; never paid, blocked or judged for pay.")
     platform_status: str = Field(
         default=WorkerStatus.active,
         description="The status the worker's crowd platform was last made to reflect (its block list, "
@@ -650,3 +671,77 @@ class Adjudication(SQLModel, table=True):
     gold: bool = False
     decided_by: str = Field(description="requester:<name>, or simulator for a simulated requester's gold.")
     decided_at: datetime = Field(default_factory=utcnow)
+
+
+class Agent(SQLModel, table=True):
+    """A model that can play a role, declared once (``turkflow agents add``) so every process calls it alike.
+    Secrets are never stored: ``api_key_env`` names the environment variable that holds the key, read by the
+    process that calls (every agents-queue worker needs it)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True)
+    kind: str = Field(description="endpoint (an OpenAI-compatible chat-completions server), callable (a Python "
+                      "function, package.module:function) or builtin (turkflow.agents.builtins).")
+    endpoint: Optional[str] = Field(default=None, description="The server's base URL, e.g. http://127.0.0.1:8080/v1.")
+    model: Optional[str] = None
+    target: Optional[str] = Field(default=None, description="The callable's package.module:function, or the "
+                                  "built-in's name.")
+    api_key_env: Optional[str] = Field(default=None, description="The environment variable holding the key.")
+    timeout_seconds: float = default("agent_timeout_seconds")
+    temperature: Optional[float] = None
+    max_tokens: Optional[int] = None
+    structured: Optional[str] = Field(default=None, description="The structured-output mode the endpoint last "
+                                      "accepted (json_schema, json_object, prompted): later calls start there.")
+    worker_id: int = Field(foreign_key="worker.id", unique=True,
+                           description="The worker of kind agent its turns are written as.")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ConversationAgent(SQLModel, table=True):
+    """Which agent plays a role in a conversation, drawn at launch (seeded, balanced per task)."""
+
+    conversation_id: int = Field(foreign_key="conversation.id", primary_key=True)
+    role: str = Field(primary_key=True)
+    agent_id: int = Field(foreign_key="agent.id", index=True)
+
+
+class AgentTurn(SQLModel, table=True):
+    """An agent's turn: written with its HIT (the intent), asked when due, ended once (answered, failed with a
+    reason, handed to people, or cancelled). Waits between calls are this row's ``due_at``, swept by beat."""
+
+    __table_args__ = (Index("ix_agentturn_due", "status", "due_at"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    turn_id: int = Field(foreign_key="turn.id", unique=True)
+    conversation_id: int = Field(foreign_key="conversation.id", index=True)
+    agent_id: int = Field(foreign_key="agent.id", index=True)
+    hit_id: int = Field(foreign_key="hit.id")
+    status: str = Field(default=AgentTurnStatus.waiting)
+    attempts: int = 0
+    due_at: datetime = Field(default_factory=utcnow)
+    claimed_until: Optional[datetime] = None
+    reason: Optional[str] = Field(default=None, description="Why its last call failed; why it ended, if not answered.")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: int = Field(default=0, description="The answered call's latency.")
+    created_at: datetime = Field(default_factory=utcnow)
+    ended_at: Optional[datetime] = None
+
+
+class AgentCall(SQLModel, table=True):
+    """One call to an agent for a turn, whatever came of it: the report's errors, tokens and latency."""
+
+    __table_args__ = (Index("ix_agentcall_agent", "agent_id", "id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    turn_id: int = Field(foreign_key="turn.id", index=True)
+    agent_id: int = Field(foreign_key="agent.id")
+    attempt: int
+    outcome: str = Field(description="ok, timeout, refused, rate_limited, server_error, invalid, too_long, "
+                         "cancelled or error.")
+    detail: str = ""
+    structured: Optional[str] = Field(default=None, description="The structured-output mode of the call.")
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    latency_ms: int = 0
+    started_at: datetime = Field(default_factory=utcnow)

@@ -8,6 +8,7 @@ arriving: what a lost message skipped is found from the database by ``reconcile`
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -19,11 +20,12 @@ from sqlmodel import Session, col, select
 from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.errors import ProviderError
+from turkflow.agents import registry as agent_registry, turns as agent_turns
+from turkflow.errors import AgentError, Conflict, InvalidInput, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits.provider import CrowdProvider, HitCheck, Providers
-from turkflow.models import (Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
-                             Rating, Turn, TurnStatus, Worker, WorkerStatus, utcnow)
+from turkflow.models import (AgentTurnStatus, Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
+                             Rating, Turn, TurnStatus, Worker, WorkerKind, WorkerStatus, utcnow)
 from turkflow.protocols import registry, surveys
 from turkflow.quality import checks, monitor, reliability, review, stall
 
@@ -86,9 +88,17 @@ def after_submission(settings: Settings, providers: Providers, turn_id: int) -> 
 def open_after(settings: Settings, providers: Providers, turn_id: int) -> Optional[int]:
     """Open the turn that follows a submitted one; the Celery task does only this before queueing the
     review, so in a burst of submissions every next turn opens before any judging starts."""
+    opened = opening_after(settings, providers, turn_id)
+    return opened.hit_id if opened is not None else None
+
+
+def opening_after(settings: Settings, providers: Providers, turn_id: int) -> Optional[lifecycle.Opened]:
+    """``open_after``, telling what opened: an agent's turn (``Opened.provider`` is ``AGENT``) is for the caller
+    to send to the agents queue (``answer_agent_turn``)."""
     with session_scope(settings.database_url) as session:
-        opened = _to_publish(lifecycle.open_turn_after(session, turn_id, providers))
-    return _publish_opened(settings, providers, opened)
+        opened = lifecycle.open_turn_after(session, turn_id, providers)
+    _publish_opened(settings, providers, _to_publish(opened))
+    return opened
 
 
 # A review takes at most this many waiting turns, and on SQLite writes them this many to a transaction: there
@@ -101,9 +111,11 @@ _WAITING = (  # turns waiting for their review, oldest first (the partial index 
     select(Turn.id).where(Turn.status == TurnStatus.submitted, col(Turn.reviewed_at).is_(None))
     .order_by(Turn.submitted_at).limit(bindparam("limit"))
 )
-_REVIEWING = (  # the turns with what their checks and judges read of their conversation and batch
-    select(Turn, Conversation.batch_id, Conversation.task_id, Batch.protocol, Batch.typed_block, Batch.provider)
+_REVIEWING = (  # the turns with what their checks and judges read of their conversation and batch, and their writer's kind
+    select(Turn, Conversation.batch_id, Conversation.task_id, Batch.protocol, Batch.typed_block, Batch.provider,
+           Worker.kind)
     .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
+    .join(Worker, Worker.id == Turn.worker_id)
     .where(col(Turn.id).in_(bindparam("turns", expanding=True))).order_by(Turn.id)
 )
 _CLAIM_REVIEWS = (
@@ -111,8 +123,14 @@ _CLAIM_REVIEWS = (
                        col(Turn.reviewed_at).is_(None))
     .values(reviewed_at=bindparam("now")).returning(Turn.id).execution_options(synchronize_session=False)
 )
-_RATINGS_BY = select(Rating.rater_turn_id, Rating.id).where(
-    col(Rating.rater_turn_id).in_(bindparam("turns", expanding=True)))
+# The ratings the monitor judges: a person's of a person's turn. An agent is never judged for pay or blocked, and
+# a model's rating of a person is kept with the dataset but decides nothing about their pay or their block.
+_AUTHOR, _RATER = Worker.__table__.alias("author"), Worker.__table__.alias("rater")
+_RATINGS_BY = (
+    select(Rating.rater_turn_id, Rating.id).join(_AUTHOR, _AUTHOR.c.id == Rating.author_id)
+    .join(_RATER, _RATER.c.id == Rating.rater_id)
+    .where(col(Rating.rater_turn_id).in_(bindparam("turns", expanding=True)),
+           _AUTHOR.c.kind == WorkerKind.person, _RATER.c.kind == WorkerKind.person))
 
 
 @dataclass
@@ -189,16 +207,17 @@ def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) 
         rows = session.execute(_REVIEWING, {"turns": turn_ids}).all()
         documents: dict[int, str] = {}
         found = {}
-        for turn, batch_id, task_id, protocol, typed_block, provider in rows:
+        for turn, batch_id, task_id, protocol, typed_block, provider, kind in rows:
             if turn.status == TurnStatus.submitted and turn.reviewed_at is None:
                 place = checks.Place(batch_id, task_id, protocol)
-                found[turn.id] = (turn, place, typed_block, providers.get(provider),
-                                  checks.turn_flags(session, turn, policy, place, documents))
+                found[turn.id] = (turn, place, typed_block if kind == WorkerKind.person else 0,
+                                  providers.get(provider), checks.turn_flags(session, turn, policy, place, documents),
+                                  kind == WorkerKind.agent)
         if not found:
             return reviews
         ratings = dict(session.execute(_RATINGS_BY, {"turns": list(found)}).all())
         claimed = set(session.execute(_CLAIM_REVIEWS, {"turns": list(found), "now": utcnow()}).scalars())
-        for turn_id, (turn, place, typed_block, provider, flags) in found.items():
+        for turn_id, (turn, place, typed_block, provider, flags, by_agent) in found.items():
             if turn_id not in claimed:
                 continue  # another review has it
             result = reviews.turns[turn_id] = AfterSubmission(reviewed=True)
@@ -206,7 +225,7 @@ def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) 
             # The monitor's rule for machine-written turns reads only when the batch's policy has one.
             if typed_block and monitor.judge_writing(session, turn, settings.typed_keys_per_char):
                 blocked.append(turn.worker_id)
-            if registry.logged(place.protocol):
+            if registry.logged(place.protocol) and not by_agent:
                 blocked += _judge(session, turn, "judged_turn", session, turn, protocol=place.protocol)
             evaluation = (monitor.evaluate_rating(session, ratings[turn_id], model)
                           if turn_id in ratings else None)
@@ -245,9 +264,11 @@ def _judge(session: Session, turn: Turn, part: str, *args: Any, protocol: Option
 
 
 def _record_signals(session: Session, signals: Any) -> list[int]:
-    """Record judged signals (``turn``, ``ok``, ``kind``, ``evidence``) with the monitor; the workers blocked."""
+    """Record judged signals (``turn``, ``ok``, ``kind``, ``evidence``) with the monitor; the workers blocked.
+    An agent's turns are judged by the agents' report, never by the monitor (agents are never blocked)."""
     return [signal.turn.worker_id for signal in signals
-            if monitor.judge_signal(session, signal.turn, ok=signal.ok, kind=signal.kind, evidence=signal.evidence)]
+            if session.get(Worker, signal.turn.worker_id).kind == WorkerKind.person
+            and monitor.judge_signal(session, signal.turn, ok=signal.ok, kind=signal.kind, evidence=signal.evidence)]
 
 
 def review_gold(settings: Settings, providers: Providers, unit_id: int) -> list[int]:
@@ -549,3 +570,100 @@ def expire(settings: Settings, providers: Providers, hit_id: int) -> None:
     with session_scope(settings.database_url) as session:
         hit = session.get(Hit, hit_id)
         providers.get(hit.provider).expire(session, hit)
+
+
+# ---- agents in the loop (turkflow.agents) ------------------------------------------------------------------
+
+
+@dataclass
+class AgentAnswer:
+    """What one run of an agent's turn did: how it ended (or that it is due again), the submitted turn whose
+    next turn the caller opens (as after a person's submit), and a HIT handed to people, already published."""
+
+    status: Optional[str] = None  # None: nothing to do (not due, or another worker has it)
+    submitted_turn_id: Optional[int] = None
+    handed_over_hit_id: Optional[int] = None
+    reason: Optional[str] = None
+
+
+def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int) -> AgentAnswer:
+    """Ask the agent that plays ``turn_id`` and store its answer through the turn's own submit (``agents.turns``):
+    each step in its own short transaction, the agent asked with none open, so a slow model holds no lock.
+
+    A failure (timeout, refused connection, 429, 5xx, an answer the protocol refuses, a context too long) is
+    recorded and the turn is due again after a back-off, for beat's sweep to queue; out of attempts the
+    conversation ends with the reason or the turn goes to people. An answer that comes after the conversation
+    ended stores nothing. A worker that dies mid-call leaves the turn claimed until its claim lapses; the sweep
+    then gives it to another."""
+    with session_scope(settings.database_url) as session:
+        claimed = agent_turns.claim(session, turn_id)
+    if claimed is None:
+        return AgentAnswer()
+    try:
+        player = agent_registry.player(claimed.agent)
+    except AgentError as error:
+        return _agent_failed(settings, providers, claimed, error, 0)
+    steps: list[dict[str, Any]] = []
+    for _ in range(agent_turns.MAX_STEPS):
+        with session_scope(settings.database_url) as session:
+            if not agent_turns.still_open(session, turn_id):
+                agent_turns.cancelled(session, claimed, 0)
+                return AgentAnswer(status=AgentTurnStatus.cancelled)
+            view = agent_turns.view(session, claimed, steps)
+            session.rollback()  # the earlier steps were taken to show their results; the answer stores them
+        started = time.monotonic()
+        try:
+            reply = player.answer(view)
+        except AgentError as error:
+            return _agent_failed(settings, providers, claimed, error, _ms(started))
+        latency = _ms(started)
+        if agent_turns.closes(claimed, reply.answer):
+            return _store_agent_answer(settings, providers, claimed, steps, reply, latency)
+        steps.append(reply.answer)
+    return _agent_failed(settings, providers, claimed, AgentError(
+        "invalid", f"no closing action after {agent_turns.MAX_STEPS} steps"), 0)
+
+
+def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent_turns.Claim,
+                        steps: list[dict[str, Any]], reply: Any, latency: int) -> AgentAnswer:
+    try:
+        with session_scope(settings.database_url) as session:
+            if not agent_turns.still_open(session, claimed.turn_id):
+                agent_turns.cancelled(session, claimed, latency, reply)
+                return AgentAnswer(status=AgentTurnStatus.cancelled)
+            ended = agent_turns.store(session, claimed, steps, reply.answer, reply, latency)
+            agent_turns.remember_mode(session, claimed.agent.id, reply.structured)
+    except InvalidInput as refused:  # rolled back: the protocol refused the answer as it would a person's
+        return _agent_failed(settings, providers, claimed, AgentError(
+            "invalid", refused.message, structured=reply.structured), latency)
+    except Conflict:  # rolled back: the turn was written or closed meanwhile
+        with session_scope(settings.database_url) as session:
+            agent_turns.cancelled(session, claimed, latency, reply)
+        return AgentAnswer(status=AgentTurnStatus.cancelled)
+    return AgentAnswer(status=ended.status, submitted_turn_id=ended.submitted_turn_id)
+
+
+def _agent_failed(settings: Settings, providers: Providers, claimed: agent_turns.Claim, error: AgentError,
+                  latency: int) -> AgentAnswer:
+    with session_scope(settings.database_url) as session:
+        ended = agent_turns.failed(session, settings, claimed, error, latency)
+    log.log(logging.INFO if ended.status == AgentTurnStatus.waiting else logging.WARNING,
+            "agent %s, turn %s, attempt %s: %s (%s)", claimed.agent.name, claimed.turn_id, claimed.attempt,
+            error.outcome, ended.status)
+    if ended.hit_id is not None:  # handed to people: published on the batch's platform now (else the reconciler)
+        try:
+            publish(settings, providers, ended.hit_id, ended.provider)
+        except ProviderError as exc:
+            log.warning("turn %s handed to people; its HIT %s is published later (%s)", claimed.turn_id,
+                        ended.hit_id, exc)
+    return AgentAnswer(status=ended.status, handed_over_hit_id=ended.hit_id, reason=f"{error.outcome}: {error.message}")
+
+
+def sweep_agent_turns(settings: Settings) -> list[int]:
+    """The agent turns due now (beat's sweep): the caller queues each for the agents queue."""
+    with session_scope(settings.database_url) as session:
+        return agent_turns.sweep(session, queued_for=timedelta(seconds=max(30, 5 * settings.agent_sweep_seconds)))
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

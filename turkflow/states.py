@@ -25,6 +25,8 @@ from sqlmodel import col
 
 from turkflow.errors import IllegalTransition
 from turkflow.models import (
+    AgentTurn,
+    AgentTurnStatus,
     Assignment,
     AssignmentStatus,
     Batch,
@@ -90,6 +92,17 @@ MOVES: Mapping[type, Mapping[str, frozenset[str]]] = {
         BonusStatus.pending: frozenset({BonusStatus.paid}),
         BonusStatus.paid: frozenset(),
     },
+    AgentTurn: {
+        # calling: claimed by an agents-queue worker; back to waiting after a failed call (or a worker lost
+        # mid-call); each end once
+        AgentTurnStatus.waiting: frozenset({AgentTurnStatus.calling, AgentTurnStatus.cancelled}),
+        AgentTurnStatus.calling: frozenset({AgentTurnStatus.waiting, AgentTurnStatus.answered, AgentTurnStatus.failed,
+                                            AgentTurnStatus.handed_over, AgentTurnStatus.cancelled}),
+        AgentTurnStatus.answered: frozenset(),
+        AgentTurnStatus.failed: frozenset(),
+        AgentTurnStatus.handed_over: frozenset(),
+        AgentTurnStatus.cancelled: frozenset(),
+    },
     ReviewEntry: {
         # the daily job rebuilds the queue: a worker blocked again since their entry was resolved is back
         R.pending: frozenset({R.pending, R.blocked, R.unblocked}),
@@ -99,7 +112,7 @@ MOVES: Mapping[type, Mapping[str, frozenset[str]]] = {
 }
 
 NAMES = {Batch: "batch", Conversation: "conversation", Turn: "turn", Hit: "HIT", Assignment: "assignment",
-         Worker: "worker", Bonus: "bonus", ReviewEntry: "review entry"}
+         Worker: "worker", Bonus: "bonus", ReviewEntry: "review entry", AgentTurn: "agent turn"}
 
 
 def allowed(model: type, current: str, to: str) -> bool:

@@ -33,6 +33,7 @@ QUEUES = {
     "reviews": "the quality monitor and the content checks (spaCy)",
     "platform": "crowd platform calls: publishing, approvals, bonuses",
     "sweeps": "beat's periodic work: reconcilers, pollers, the daily review, dashboard numbers",
+    "agents": "agents' turns (turkflow.agents): a slow model waits here, never in front of people's turns",
 }
 REVIEWS = "reviews"
 ROUTES = {  # every task, by its stable name
@@ -50,6 +51,8 @@ ROUTES = {  # every task, by its stable name
     "workers.tasks.refresh_activity": "sweeps",
     "workers.mturk_tasks.reconcile_mturk": "sweeps",
     "workers.prolific_tasks.poll_prolific": "sweeps",
+    "workers.tasks.answer_agent_turn": "agents",
+    "workers.tasks.sweep_agent_turns": "sweeps",
 }
 
 _settings: Optional[Settings] = None
@@ -100,6 +103,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                              "schedule": crontab(minute=0, hour=settings.review_hour),
                              "options": {"expires": 3600.0}},
             "refresh-activity": _every("workers.tasks.refresh_activity", settings.stats_seconds),
+            "sweep-agents": _every("workers.tasks.sweep_agent_turns", settings.agent_sweep_seconds),
         },
     }
 

@@ -37,6 +37,7 @@ from turkflow.cli.common import (
     when,
     worker_statuses,
 )
+from turkflow.cli.agents import agents
 from turkflow.cli.annotate import annotate, launch_annotation
 from turkflow.cli.dataset import analyse, export, replay
 from turkflow.cli.mturk import batch_expire, mturk
@@ -197,13 +198,23 @@ def batch() -> None:
                    "scheme file (YAML or JSON: name, acts, slots, frames).")
 @click.option("--annotators", type=click.IntRange(min=1), default=3, show_default=True,
               help="Annotate: annotators per turn, each a different worker (agreement needs two or more).")
+@click.option("--agent", "agent_roles", multiple=True, metavar="ROLE=NAME[,NAME...]",
+              help="An agent plays ROLE (turkflow agents add NAME ...; built-ins: star-suggest, sim-good, sim-poor): "
+                   "its turns are answered by the agents queue, never published, never paid. Several names: each "
+                   "conversation gets one at random, balanced per task, and people are never told which. "
+                   "Repeatable, one role each.")
+@click.option("--on-agent-failure", type=click.Choice(["end", "people"]), default="end", show_default=True,
+              help="An agent's turn out of attempts (TURKFLOW_AGENT_ATTEMPTS): end the conversation with the "
+                   "reason, or open the turn for people of the role.")
+@click.option("--agent-seed", type=int, default=0, show_default=True,
+              help="Draws which agent plays each conversation; the same seed draws the same.")
 @pass_app
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: Optional[int],
                  reward: Optional[int], max_turns: Optional[int], name: Optional[str], budget: Optional[int],
                  provider: Optional[str], live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str],
                  dry_run: bool, protocol: str, unhappy: float, tasks_per_dialog: int,
                  success: Optional[float], affinity: Optional[int], of_batch: Optional[int], scheme: Optional[str],
-                 annotators: int) -> None:
+                 annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
@@ -217,7 +228,10 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     """
     from turkflow.protocols import registry
 
+    played = _agent_roles(agent_roles, protocol)
     if protocol == "annotate":
+        if played:
+            raise CommandError("--agent: annotation turns are labelled by people")
         launched = launch_annotation(app, of=of_batch, scheme_ref=scheme, annotators=annotators, reward=reward,
                                      name=name, budget=budget, provider=provider or app.settings.provider,
                                      policy_text=policy_text, dry_run=dry_run)
@@ -290,7 +304,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     launch_gate(app, provider, protocol, multi_task=tasks_per_dialog > 1)
     terms = launch_terms(app, provider, reward, first_places=conversations)
     fee_percent, amount = terms.fee_percent, (lambda cents: money.shown(cents, terms.currency))
+    people_turns = sum(1 for index in range(max_turns) if _role_at(protocol, index) not in played)
     cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget,
+                          turns_per_conversation=people_turns if played else None,
                           fee_percent=fee_percent, currency=terms.currency, no_bonus=None if rated else (
                               f"no bonuses: {logged.title if logged else protocol} turns are not rated"
                               + (STAR_BONUSES if protocol == "star" else "")))
@@ -299,6 +315,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     click.echo(f"at most {amount(cost.total_cents)}: {amount(cost.rewards_cents)} rewards + "
                f"{amount(cost.bonuses_cents)} bonuses + {amount(cost.fees_cents)} fees, assuming")
     click.echo("".join(f"  - {assumption}\n" for assumption in cost.assumptions), nl=False)
+    for role, names in played.items():
+        click.echo(f"  - agents play the {role}: {', '.join(names)} (their turns cost nothing"
+                   + (", one drawn per conversation" if len(names) > 1 else "") + f"; on failure: {on_agent_failure})")
     if not rated:
         click.echo(f"quality: no ratings; a worker {policy.judged_block} of whose last {policy.judged_window} "
                    "signals of one kind are not ok goes to review" + (STAR_SIGNALS if protocol == "star" else "") if policy.judged_block else
@@ -339,10 +358,14 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             options = ({"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog} if protocol == "star"
                        else {"success": success} if protocol == "frames" else {})
             scenarios = registry.parts(protocol).make_scenarios(chosen, conversations, **options)
+        from turkflow.agents.registry import find_agents
+
+        playing = {role: find_agents(session, names) for role, names in played.items()}
         new_batch, hits = lifecycle.launch_batch(
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
-            scenarios=scenarios, affinity_seconds=affinity,
+            scenarios=scenarios, affinity_seconds=affinity, agents=playing, on_agent_failure=on_agent_failure,
+            seed=agent_seed,
         )
         new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
         batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
@@ -368,6 +391,35 @@ STAR_SIGNALS = (" (STAR: a written turn's content checks, the wizard's agreement
                 "the flow chart, the other role's end-of-dialog answers)")
 
 
+def _agent_roles(given: tuple[str, ...], protocol: str) -> dict[str, list[str]]:
+    """``--agent ROLE=NAME[,NAME...]`` options as {role: [names]}, each checked against the protocol."""
+    from turkflow.protocols.questions import get_protocol
+
+    played: dict[str, list[str]] = {}
+    roles = get_protocol(protocol).roles
+    for option in given:
+        role, _, names = option.partition("=")
+        listed = [n.strip() for n in names.split(",") if n.strip()]
+        if not listed or role.strip() not in roles:
+            raise CommandError(f"--agent {option!r}: give ROLE=NAME[,NAME...] with a role of {protocol} "
+                               f"({', '.join(roles)})")
+        if role.strip() in played or len(set(listed)) != len(listed):
+            raise CommandError(f"--agent {option!r}: one --agent per role, each agent named once")
+        played[role.strip()] = listed
+    return played
+
+
+def _role_at(protocol: str, index: int) -> str:
+    """The role of a conversation's turn ``index`` (roles take turns, the first role first)."""
+    from turkflow.protocols.questions import get_protocol
+
+    spec = get_protocol(protocol)
+    role = spec.first_role
+    for _ in range(index):
+        role = spec.next_role(role)
+    return role
+
+
 def _no_tasks(protocol: str) -> str:
     """What to run when a protocol has no tasks loaded (said before any money is asked for)."""
     from turkflow.protocols import registry
@@ -389,12 +441,18 @@ def publish_all(app: App, batch_id: int, provider: str, hit_ids: list[int]) -> N
     from turkflow.hits import lifecycle
     from turkflow.models import Batch, BatchStatus
 
+    from sqlmodel import col, select
+
+    from turkflow.models import Hit
+
+    with app.session() as session:  # an agent's first turns are the agents queue's, never the platform's
+        where = dict(session.exec(select(Hit.id, Hit.provider).where(col(Hit.id).in_(hit_ids))).all())
     done = 0
     with progress_bar(transient=True) as bar:
         task = bar.add_task(f"publishing on {provider}", total=len(hit_ids), detail="")
         try:
             for hit_id in hit_ids:
-                pipeline.publish(app.settings, app.providers, hit_id, provider)
+                pipeline.publish(app.settings, app.providers, hit_id, where.get(hit_id, provider))
                 done += 1
                 bar.advance(task)
         except Exception as exc:
@@ -752,4 +810,5 @@ main.add_command(mturk)
 main.add_command(prolific)
 main.add_command(star)
 main.add_command(annotate)
+main.add_command(agents)
 batch.add_command(batch_expire)

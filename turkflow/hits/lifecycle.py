@@ -9,6 +9,7 @@ a constraint instead of creating a second HIT, and the functions turn that failu
 from __future__ import annotations
 
 import math
+import random
 import secrets
 from collections import namedtuple
 from dataclasses import dataclass
@@ -26,8 +27,9 @@ from turkflow.config import default
 from turkflow.errors import AlreadySubmitted, Conflict, Forbidden, InvalidInput, NotFound
 from turkflow.protocols.star import stages
 from turkflow.hits.money import percent_cents
-from turkflow.hits.provider import CrowdProvider, Providers
+from turkflow.hits.provider import AGENT, CrowdProvider, Providers
 from turkflow.models import (
+    Agent,
     Assignment,
     AssignmentStatus,
     Batch,
@@ -35,6 +37,7 @@ from turkflow.models import (
     Bonus,
     BonusKind,
     Conversation,
+    ConversationAgent,
     ConversationStatus,
     Event,
     Hit,
@@ -81,6 +84,9 @@ def launch_batch(
     protocol: str = "wizard_of_tasks",
     scenarios: Optional[Sequence[tuple[Task, dict[str, Any]]]] = None,
     affinity_seconds: int = default("affinity_seconds"),
+    agents: Optional[dict[str, list[Agent]]] = None,
+    on_agent_failure: str = "end",
+    seed: int = 0,
 ) -> tuple[Batch, list[Hit]]:
     """Create a batch and its conversations, each with its first turn opened (HITs still to publish).
 
@@ -91,6 +97,11 @@ def launch_batch(
     ``scenarios`` gives each conversation its task and scenario (STAR). A batch follows one protocol:
     every task must be written for it. ``affinity_seconds``: how long each next turn of a role is kept for
     the worker who wrote that role's last turn (``open_hits_for``); only the local queue can keep one.
+
+    ``agents``: the roles agents play, each with its agents; every conversation's agent of a role is drawn
+    here (``draw_agents``: seeded by ``seed``, balanced per task) and kept in ``ConversationAgent``, and the
+    turns of that role are the agents queue's (``hits.agent``), never a platform's. ``on_agent_failure``:
+    what an agent's turn out of attempts does, ``end`` the conversation or open the turn for ``people``.
     """
     if not tasks:
         raise ValueError("no task documents loaded; run `turkflow tasks load FILE` first")
@@ -116,23 +127,56 @@ def launch_batch(
     if affinity_seconds and provider != LOCAL:
         raise ValueError(f"affinity keeps a turn for a worker in the local queue only; on {provider} the platform "
                          "gives each place to whoever comes first: launch with --affinity 0")
+    agents = agents or {}
+    unknown = sorted(set(agents) - set(get_protocol(protocol).roles))
+    if unknown:
+        raise ValueError(f"{protocol} has no role {unknown[0]!r}; its roles: {', '.join(get_protocol(protocol).roles)}")
+    if any(not playing for playing in agents.values()):
+        raise ValueError("give at least one agent for each role an agent plays")
+    if on_agent_failure not in ("end", "people"):
+        raise ValueError("on-agent-failure is end or people")
     batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
                   budget_cents=budget_cents, live=live, protocol=protocol, affinity_seconds=affinity_seconds,
-                  **(quality or {}))
+                  agents={role: [agent.name for agent in playing] for role, playing in agents.items()},
+                  on_agent_failure=on_agent_failure, **(quality or {}))
     session.add(batch)
     session.flush()
     events.record(session, "batch_launched", "system", batch_id=batch.id, conversations=conversations,
-                  provider=provider, reward_cents=reward_cents, max_turns=max_turns)
+                  provider=provider, reward_cents=reward_cents, max_turns=max_turns,
+                  **({"agents": batch.agents, "agent_seed": seed, "on_agent_failure": on_agent_failure}
+                     if agents else {}))
+    chosen = [scenarios[n] if scenarios is not None else (tasks[n % len(tasks)], {}) for n in range(conversations)]
+    players = {role: draw_agents([task.key for task, _ in chosen], [agent.id for agent in playing], seed, role)
+               for role, playing in agents.items()}
     hits = []
-    for n in range(conversations):
-        task, scenario = scenarios[n] if scenarios is not None else (tasks[n % len(tasks)], {})
+    for n, (task, scenario) in enumerate(chosen):
         conversation = Conversation(batch_id=batch.id, task_id=task.id, scenario=scenario)
         session.add(conversation)
         session.flush()
-        hit_id = _open_turn(session, batch, conversation.id, index=0, role=get_protocol(protocol).first_role)
+        for role, drawn in players.items():
+            session.add(ConversationAgent(conversation_id=conversation.id, role=role, agent_id=drawn[n]))
+        opened = _open_turn(session, batch, conversation.id, index=0, role=get_protocol(protocol).first_role)
         session.expire(conversation, ["updated_at"])  # the opening's UPDATE set it
-        hits.append(session.get(Hit, hit_id))
+        hits.append(session.get(Hit, opened.hit_id))
     return batch, hits
+
+
+def draw_agents(task_keys: Sequence[str], agent_ids: Sequence[int], seed: int, role: str) -> list[int]:
+    """Each conversation's agent (conversations given by their tasks' keys, in order): within each task the
+    agents take turns as evenly as the count allows (no task favours one agent), in an order drawn from
+    ``seed``, the task and the role, so the same launch draws the same agents."""
+    by_task: dict[str, list[int]] = {}
+    for n, key in enumerate(task_keys):
+        by_task.setdefault(key, []).append(n)
+    drawn = [0] * len(task_keys)
+    for key, positions in by_task.items():
+        rng = random.Random(f"{seed}:{role}:{key}")
+        start = rng.randrange(len(agent_ids))
+        cycle = [agent_ids[(start + i) % len(agent_ids)] for i in range(len(positions))]
+        rng.shuffle(cycle)
+        for position, agent_id in zip(positions, cycle):
+            drawn[position] = agent_id
+    return drawn
 
 
 # The opening runs on every submitted turn: its statements are built once, on the tables, and write plain
@@ -154,15 +198,31 @@ _PUBLISHED = states.update_to(Hit, HitStatus.open).where(Hit.id == bindparam("hi
 _EVENT = insert(_EVENTS)
 
 
+def hit_provider(batch: Any, role: str) -> str:
+    """Where a turn of ``role`` goes: the agents queue when an agent plays the role, else the batch's platform."""
+    return AGENT if role in (batch.agents or {}) else batch.provider
+
+
+class Opened(NamedTuple):
+    """A turn ``open_next_turn`` opened: its HIT, the HIT's provider (``AGENT`` for an agent's turn), whether it
+    is published already, and the turn."""
+
+    hit_id: int
+    provider: str
+    published: bool
+    turn_id: int
+
+
 def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int, role: str,
-               keep_for: Optional[int] = None, publisher: Optional[CrowdProvider] = None) -> Optional[int]:
+               keep_for: Optional[int] = None, providers: Optional[Providers] = None) -> Optional[Opened]:
     """Open a turn and its HIT; returns the HIT's id, or None when the conversation has an open turn or this
     one already (another worker process opened it first).
 
     ``keep_for``: a worker who may take the turn (active), for whom the HIT is kept for
     ``Batch.affinity_seconds``, a column the queue compares with the clock, so the turn goes to anyone once it
-    ends whether or not that worker ever comes back. ``publisher``: a provider that calls no platform,
-    which publishes the HIT in this transaction (``publish_hit`` does it for the others, after commit)."""
+    ends whether or not that worker ever comes back. ``providers``: with them, a HIT whose provider calls no
+    platform (the local queue, the agents') is published in this transaction (``publish_hit`` does it for the
+    others, after commit)."""
     session.flush()  # what the session holds is written first, as the ORM's flush would order it
     connection = session.connection()
     now = utcnow()
@@ -172,9 +232,10 @@ def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int,
         "opened_at": now, "submitted_at": None, "reviewed_at": None}).scalar()
     if turn_id is None:
         return None
-    kept = batch.affinity_seconds and keep_for is not None
+    provider = hit_provider(batch, role)
+    kept = batch.affinity_seconds and keep_for is not None and provider != AGENT
     hit = connection.execute(_NEW_HIT, {
-        **_HIT_DEFAULTS, "turn_id": turn_id, "role": role, "provider": batch.provider, "created_at": now,
+        **_HIT_DEFAULTS, "turn_id": turn_id, "role": role, "provider": provider, "created_at": now,
         "reserved_for_id": keep_for if kept else None,
         "reserved_until": now + timedelta(seconds=batch.affinity_seconds) if kept else None}).one()
     connection.execute(_TOUCHED, {"conversation": conversation_id, "now": now})
@@ -182,10 +243,12 @@ def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int,
     written = [{"at": now, "kind": "turn_opened", "actor": "system", **ids, "data": {
         "index": index, "role": role, "hit_id": hit.id,
         **({"kept_for": hit.reserved_for_id} if hit.reserved_for_id is not None else {})}}]
-    if publisher is not None:
+    publisher = providers.get(provider) if providers is not None else None
+    published = publisher is not None and not publisher.calls_platform
+    if published:
         written.append(_publish(session, publisher, hit, batch, conversation_id))  # the HIT was just written
     connection.execute(_EVENT, written)
-    return hit.id
+    return Opened(hit.id, provider, published, turn_id)
 
 
 def _publish(session: Session, provider: CrowdProvider, hit: Hit, batch: Batch,
@@ -259,12 +322,6 @@ _LAST_TURNS_AFTER = _LAST_TURNS.where(  # the same, found from a submitted turn:
 _BatchRow = namedtuple("_BatchRow", _BATCH_COLUMNS)
 
 
-class Opened(NamedTuple):
-    """A turn ``open_next_turn`` opened: its HIT, the HIT's platform, and whether it is published already."""
-
-    hit_id: int
-    provider: str
-    published: bool
 
 
 def open_next_turn(session: Session, conversation_id: int, providers: Optional[Providers] = None
@@ -317,11 +374,7 @@ def _open_following(session: Session, rows: Sequence[Any], providers: Optional[P
     role = protocol.next_role(last.role)
     keep_for = (before.worker_id if before is not None and before.role == role
                 and before.writer_status == WorkerStatus.active else None)
-    provider = providers.get(batch.provider) if providers is not None else None
-    publisher = provider if provider is not None and not provider.calls_platform else None
-    hit_id = _open_turn(session, batch, conversation_id, last.index + 1, role, keep_for=keep_for,
-                        publisher=publisher)
-    return Opened(hit_id, batch.provider, publisher is not None) if hit_id is not None else None
+    return _open_turn(session, batch, conversation_id, last.index + 1, role, keep_for=keep_for, providers=providers)
 
 
 def advance_conversation(session: Session, conversation_id: int) -> Optional[Hit]:
@@ -382,7 +435,7 @@ def _complete(session: Session, batch: Batch, conversation: Conversation, reason
 _COUNTED_HITS = (
     select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
     .join(Conversation, Conversation.id == Turn.conversation_id)
-    .where(Conversation.batch_id == bindparam("batch"), Hit.status != HitStatus.expired)
+    .where(Conversation.batch_id == bindparam("batch"), Hit.status != HitStatus.expired, Hit.provider != AGENT)
 )
 _BONUSES = (
     select(func.coalesce(func.sum(Bonus.amount_cents), 0)).select_from(Bonus)
@@ -397,7 +450,7 @@ _COMMITTED = (  # read on every opening of a batch with a budget: one statement,
 
 
 def committed_cents(session: Session, batch_id: int, next_reward_cents: int = 0) -> int:
-    """Rewards of every HIT published or submitted in the batch (not expired ones) plus bonuses recorded,
+    """Rewards of every HIT published or submitted in the batch (not expired ones, not an agent's) plus bonuses recorded,
     and the platform fee the batch counts in its budget (Prolific's, ``Batch.fee_percent``, with its VAT),
     rounded once on the total; ``next_reward_cents`` counts a turn about to open with them. A reward paid
     as a bonus (``BonusKind.reward``) is its HIT's reward, already counted with the HIT."""
@@ -931,6 +984,23 @@ def set_batch_status(session: Session, batch: Batch, status: BatchStatus, actor:
     return live_hits
 
 
+def end_conversation(session: Session, conversation_id: int, reason: str) -> bool:
+    """End an active conversation now, as its last turn would (``_complete``, its batch completed with its last
+    conversation) but with ``reason`` (an agent out of attempts): its open turn is cancelled and that turn's
+    live HITs expire, so nothing of it is stored or paid later. Returns False when it had ended already."""
+    conversation = session.get(Conversation, conversation_id)
+    if conversation is None or conversation.status != ConversationStatus.active:
+        return False
+    for hit in session.exec(select(Hit).join(Turn, Turn.id == Hit.turn_id).where(
+            Turn.conversation_id == conversation_id, col(Hit.status).in_([HitStatus.pending, HitStatus.open]))):
+        states.move(hit, HitStatus.expired)
+        session.add(hit)
+        _abandon_assignments(session, hit, reason=reason, now=utcnow())
+    session.execute(states.update_to(Turn, TurnStatus.cancelled).where(Turn.conversation_id == conversation_id))
+    _complete(session, session.get(Batch, conversation.batch_id), conversation, reason)
+    return True
+
+
 # ---- repair -----------------------------------------------------------------------------------------
 
 
@@ -1006,9 +1076,10 @@ def settle_assignment(session: Session, assignment: Assignment, status: Assignme
     return True
 
 
-def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
+def reopen_turn(session: Session, hit: Hit, reason: str, provider: Optional[str] = None) -> Optional[Hit]:
     """The HIT ended on its platform without a submission: mark it expired and open a new attempt for the
-    same turn (still to publish). Returns None when the turn no longer needs one (written or cancelled)."""
+    same turn (still to publish), on ``provider`` if given (an agent's turn handed to people goes to its batch's
+    platform). Returns None when the turn no longer needs one (written or cancelled)."""
     if hit.status not in (HitStatus.pending, HitStatus.open):
         return None
     states.move(hit, HitStatus.expired)
@@ -1020,7 +1091,7 @@ def reopen_turn(session: Session, hit: Hit, reason: str) -> Optional[Hit]:
     turn = session.get(Turn, hit.turn_id)
     if turn.status != TurnStatus.open:
         return None
-    attempt = Hit(turn_id=turn.id, attempt=hit.attempt + 1, provider=hit.provider, role=hit.role)
+    attempt = Hit(turn_id=turn.id, attempt=hit.attempt + 1, provider=provider or hit.provider, role=hit.role)
     session.add(attempt)
     session.flush()
     conversation = session.get(Conversation, turn.conversation_id)

@@ -25,6 +25,7 @@ from typing import Optional
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from turkflow.hits.provider import AGENT
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -197,6 +198,7 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
                 .select_from(Assignment).join(Hit, Hit.id == Assignment.hit_id)
                 .join(Turn, Turn.id == Hit.turn_id), batch_id, turn_id)
         .where(col(Assignment.status).in_([AssignmentStatus.approved, AssignmentStatus.submitted]),
+               Hit.provider != AGENT,  # an agent's turn is never paid
                *([Assignment.worker_id == worker_id] if worker_id is not None else []))
         .group_by(Assignment.status, Batch.provider, Batch.fee_percent, Batch.reward_cents)
     ).all()

@@ -19,6 +19,11 @@ from turkflow.config import Settings
 from turkflow.models import Assignment, Batch, Bonus, Hit, Worker
 
 
+# The provider of the turns an agent plays (``turkflow.hits.agent``): its HITs are answered by the agents queue,
+# never published on a platform, never paid (counted in no budget and no spend).
+AGENT = "agent"
+
+
 @dataclass
 class HitCheck:
     """What comparing one HIT with the platform's records found; our records are repaired already, and the

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from turkflow.config import Settings
-from turkflow.hits.provider import CrowdProvider, ProviderFactory, Providers
+from turkflow.hits.provider import AGENT, CrowdProvider, ProviderFactory, Providers
 
 
 def _local(settings: Settings, client: Optional[Any]) -> CrowdProvider:
@@ -31,9 +31,16 @@ def _prolific(settings: Settings, client: Optional[Any]) -> CrowdProvider:
     return ProlificProvider(settings, client=client)
 
 
+def _agent(settings: Settings, client: Optional[Any]) -> CrowdProvider:
+    from turkflow.hits.agent import AgentProvider
+
+    return AgentProvider()
+
+
 PLATFORMS: dict[str, ProviderFactory] = {"local": _local, "mturk": _mturk, "prolific": _prolific}
 
 
 def providers(settings: Settings, clients: Optional[dict[str, Any]] = None) -> Providers:
-    """Every platform's provider for one process; ``clients`` hands a platform a ready API client."""
-    return Providers(settings, PLATFORMS, clients)
+    """Every platform's provider for one process, and the agents' (a batch launches on a platform; its turns
+    an agent plays are on ``AGENT``); ``clients`` hands a platform a ready API client."""
+    return Providers(settings, {**PLATFORMS, AGENT: _agent}, clients)

@@ -1,0 +1,142 @@
+"""``turkflow agents``: declare the agents that can play a role (``batch launch --agent ROLE=NAME``), look at
+them, and try one on a canned turn.
+
+Registered on the main group by ``turkflow.cli.main``; errors are ``turkflow.cli.common``'s one line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Optional
+
+import click
+from turkflow.cli.common import CONTEXT, App, CommandError, pass_app, table, when
+from turkflow.config import default
+
+
+@click.group(context_settings=CONTEXT)
+def agents() -> None:
+    """Agents (models) that play a role: declared once, stored in the database, so every process agrees.
+
+    \b
+    An OpenAI-compatible server (llama.cpp's llama-server, vLLM, Ollama, a hosted API):
+      turkflow agents add tutor --endpoint http://127.0.0.1:8080/v1 --model local --timeout 30
+    A Python function that takes the turn's view (a dict) and returns the answer (a dict):
+      turkflow agents add mine --callable mylab.agents:teacher
+    Built-ins need no declaration: star-suggest (STAR's wizard by its suggestion model), sim-good, sim-poor
+    and sim-NN (simulated agents right with probability 0.9, 0.5, NN/100).
+    """
+
+
+@agents.command("add", context_settings=CONTEXT)
+@click.argument("name")
+@click.option("--endpoint", metavar="URL", help="Base URL of an OpenAI-compatible chat-completions server, "
+              "e.g. http://127.0.0.1:8080/v1 (llama.cpp), http://127.0.0.1:8000/v1 (vLLM), "
+              "http://127.0.0.1:11434/v1 (Ollama).")
+@click.option("--model", metavar="M", help="The model the server answers with (with --endpoint).")
+@click.option("--api-key-env", metavar="VAR", help="The environment variable holding the server's key; the key "
+              "is never stored, and every agents-queue worker needs the variable set.")
+@click.option("--callable", "target", metavar="package.module:function",
+              help="A Python function taking the turn's view (a dict) and returning the answer (a dict).")
+@click.option("--timeout", type=float, default=default("agent_timeout_seconds"), show_default=True,
+              help="Seconds one call may take before it counts as timed out.")
+@click.option("--temperature", type=float, help="Sampling temperature sent with every call (default: the server's).")
+@click.option("--max-tokens", type=int, help="Most tokens an answer may have (default: the server's).")
+@pass_app
+def agents_add(app: App, name: str, endpoint: Optional[str], model: Optional[str], api_key_env: Optional[str],
+               target: Optional[str], timeout: float, temperature: Optional[float], max_tokens: Optional[int]) -> None:
+    """Declare an agent called NAME (an endpoint, a callable, or the built-in of that name)."""
+    from turkflow.agents.registry import add_agent
+
+    with app.session(create=True) as session:
+        agent = add_agent(session, name, endpoint=endpoint, model=model, target=target, api_key_env=api_key_env,
+                          timeout_seconds=timeout, temperature=temperature, max_tokens=max_tokens)
+        kind = agent.kind
+    click.echo(f"agent {name} added ({kind}); try it: turkflow agents test {name}; use it: turkflow batch launch "
+               f"... --agent ROLE={name}")
+
+
+@agents.command("list", context_settings=CONTEXT)
+@pass_app
+def agents_list(app: App) -> None:
+    """Every declared agent, with its turns answered and failed so far."""
+    from sqlmodel import col, func, select
+
+    from turkflow.models import Agent, AgentTurn, AgentTurnStatus
+
+    with app.session() as session:
+        counts = {(agent_id, status): n for agent_id, status, n in session.exec(
+            select(AgentTurn.agent_id, AgentTurn.status, func.count()).group_by(AgentTurn.agent_id, AgentTurn.status))}
+        rows = [(a.name, a.kind, a.endpoint or a.target or "", a.model or "", a.structured or "",
+                 counts.get((a.id, AgentTurnStatus.answered), 0), counts.get((a.id, AgentTurnStatus.failed), 0)
+                 + counts.get((a.id, AgentTurnStatus.handed_over), 0))
+                for a in session.exec(select(Agent).order_by(col(Agent.name)))]
+    if not rows:
+        click.echo("no agents declared; turkflow agents add NAME --endpoint URL --model M")
+        return
+    table(None, ["name", "kind", "endpoint or target", "model", "structured output", "turns answered",
+                 "turns failed"], rows)
+
+
+@agents.command("show", context_settings=CONTEXT)
+@click.argument("name")
+@pass_app
+def agents_show(app: App, name: str) -> None:
+    """One agent's declaration, and its calls by outcome with their tokens and latency."""
+    from sqlmodel import func, select
+
+    from turkflow.models import Agent, AgentCall
+
+    with app.session() as session:
+        agent = session.exec(select(Agent).where(Agent.name == name)).first()
+        if agent is None:
+            raise CommandError(f"no agent called {name!r} (turkflow agents list)")
+        calls = session.exec(
+            select(AgentCall.outcome, func.count(), func.sum(AgentCall.prompt_tokens),
+                   func.sum(AgentCall.completion_tokens), func.avg(AgentCall.latency_ms))
+            .where(AgentCall.agent_id == agent.id).group_by(AgentCall.outcome)).all()
+        shown = {"name": agent.name, "kind": agent.kind, "endpoint": agent.endpoint, "model": agent.model,
+                 "callable or built-in": agent.target, "key variable": agent.api_key_env,
+                 "timeout (s)": agent.timeout_seconds, "temperature": agent.temperature,
+                 "max tokens": agent.max_tokens, "structured output": agent.structured,
+                 "declared": when(agent.created_at)}
+    for label, value in shown.items():
+        if value is not None:
+            click.echo(f"{label}: {value}")
+    if calls:
+        table("Calls", ["outcome", "calls", "prompt tokens", "completion tokens", "mean latency (ms)"],
+              [(o, n, p or 0, c or 0, f"{ms or 0:.0f}") for o, n, p, c, ms in calls])
+
+
+@agents.command("test", context_settings=CONTEXT)
+@click.argument("name")
+@pass_app
+def agents_test(app: App, name: str) -> None:
+    """Call NAME once on a canned Wizard of Tasks teacher turn: its latency, tokens, the structured-output mode
+    it answered in, and whether the answer passes the turn's validation."""
+    from turkflow.agents import canned, registry
+    from turkflow.agents.turns import remember_mode
+    from turkflow.errors import AgentError, InvalidInput
+
+    with app.session() as session:
+        agent = registry.find_agents(session, [name])[0]
+        session.expunge(agent)
+    view, check = canned.teacher_turn()
+    started = time.monotonic()
+    try:
+        reply = registry.player(agent).answer(view)
+    except AgentError as error:
+        raise CommandError(f"{name}: {error.outcome}: {error.message} "
+                           f"(after {time.monotonic() - started:.2f} s)") from None
+    seconds = time.monotonic() - started
+    click.echo(f"latency: {seconds:.2f} s; tokens: {reply.prompt_tokens} prompt, {reply.completion_tokens} "
+               f"completion; structured output: {reply.structured}")
+    click.echo("answer: " + json.dumps(reply.answer, ensure_ascii=False)[:500])
+    try:
+        check(reply.answer)
+    except InvalidInput as refused:
+        raise CommandError(f"the answer would be refused: {refused.message}") from None
+    with app.session() as session:
+        remember_mode(session, agent.id, reply.structured)
+    click.echo("valid: the turn would be stored")

@@ -325,3 +325,84 @@ def test_beats_sweep_queues_agent_turns_that_are_due_once_and_gives_back_those_o
             status=AgentTurnStatus.calling, claimed_until=lifecycle.utcnow()))
     time.sleep(0.01)
     assert pipeline.sweep_agent_turns(settings) == [first]
+
+
+# ---- people never see which agent, and the export marks its turns ------------------------------------------
+
+
+@pytest.mark.browser
+def test_a_student_in_the_browser_talks_to_an_agent_teacher_and_nothing_names_the_agent(
+        live_server, browser_context, settings, providers, fake, celery_worker):
+    from tests.test_browser_conversation import join, student_turn, take_next_turn
+
+    declare(settings, "secret-tutor-7b", fake.url)
+    fake.answer = lambda body: {"relevant": "yes", "useful": "yes", "action": "return_items", "shared": ["item-1"],
+                                "urls": [], "response": "You need flour first, see the list I shared."}
+    launch(settings, providers, {"teacher": ["secret-tutor-7b"]})
+    page = join(browser_context, live_server, settings, "student", name="Sam")
+    seen = []
+    page.on("response", lambda response: seen.append(
+        (response.url, response.text() if "text" in response.headers.get("content-type", "")
+         or "json" in response.headers.get("content-type", "") else "")))
+    student_turn(page, live_server, "request_items", "Hi! What do I need for pancakes?")
+    take_next_turn(page, live_server)  # the agent's reply is in, and the next student turn is open
+    assert "You need flour first" in page.inner_text("body")
+    named = [url for url, body in seen if any(word in (url + body).lower()
+                                              for word in ("secret-tutor", "fake-model", "agent"))]
+    assert named == [] and "secret-tutor" not in page.content().lower()
+    with session_scope(settings.database_url) as s:  # the researchers' export does name it
+        from turkflow.dataset.export import iter_conversations
+
+        document = next(iter_conversations(s, "key"))
+    assert [t["agent"] for t in document["turns"]] == [None, "secret-tutor-7b"]
+    assert document["agents"] == {"teacher": "secret-tutor-7b"}
+    from turkflow.dataset.export import schema_validator
+
+    schema_validator().validate(document)
+
+
+# ---- STAR's wizard by its suggestion model ------------------------------------------------------------------
+
+
+def test_a_star_batch_whose_wizard_is_star_suggest_replays_with_no_difference(settings, providers):
+    from turkflow.protocols import registry
+    from turkflow.protocols.star.dialog import make_scenarios, read_tasks
+    from turkflow.simulator.star import sample_star_root
+
+    with session_scope(settings.database_url) as s:
+        registry.load_tasks(s, read_tasks(sample_star_root() / "tasks"))
+        chosen = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.id)))
+        batch, hits = lifecycle.launch_batch(s, chosen, 2, name="star", protocol="star",
+                                             scenarios=make_scenarios(chosen, 2, seed=3),
+                                             agents={"wizard": find_agents(s, ["star-suggest"])})
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get(hit.provider), hit.id)
+        user = Worker(external_id="u1", role="user", onboarded=True, stage=2)
+        s.add(user)
+        s.flush()
+        batch_id = batch.id
+    parts = registry.parts("star")
+    said = 0
+    for _ in range(8):  # people write the user turns on STAR's path, the agent answers each wizard turn
+        with session_scope(settings.database_url) as s:
+            open_hits = lifecycle.open_hits_for(s, user)
+            if not open_hits:
+                break
+            assignment = lifecycle.take_turn(s, user, open_hits[0].id, lease_seconds=60)
+            conversation = s.get(Conversation, s.get(Turn, open_hits[0].turn_id).conversation_id)
+            choices = [c for f in parts.query_form(s.get(Task, conversation.task_id)) for c in f["choices"]][:2]
+            turn_id = parts.submit_turn(s, assignment.external_id, user, {
+                "action": "utter", "text": f"I am looking for {' and '.join(choices) or 'something'}, please."}).turn.id
+        said += 1
+        opened = pipeline.opening_after(settings, providers, turn_id)
+        assert opened is not None and opened.provider == AGENT
+        assert pipeline.answer_agent_turn(settings, providers, opened.turn_id).status == AgentTurnStatus.answered
+        pipeline.opening_after(settings, providers, opened.turn_id)
+    with session_scope(settings.database_url) as s:
+        ids = [c.id for c in s.exec(select(Conversation).where(Conversation.batch_id == batch_id))]
+        from turkflow.models import DialogEvent
+
+        wizard = s.exec(select(DialogEvent).where(DialogEvent.agent == "Wizard")).all()
+        assert {e.action for e in wizard} >= {"query", "pick_suggestion"}
+        count, differences = parts.replay(s, ids)
+    assert said >= 4 and count > 0 and differences == []

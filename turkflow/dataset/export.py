@@ -31,8 +31,10 @@ from sqlmodel import Session, col, select
 
 from turkflow.errors import TurkflowError
 from turkflow.models import (
+    Agent,
     Batch,
     Conversation,
+    ConversationAgent,
     ConversationStatus,
     Rating,
     Task,
@@ -209,8 +211,8 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
     turns = session.execute(
         select(Turn.id, Turn.conversation_id, Turn.index, Turn.role, Turn.text, Turn.label, Turn.answers,
                Turn.flags, Turn.signals, Turn.submitted_at, Worker.external_id,
-               Worker.status.label("worker_status"))
-        .join(Worker, Worker.id == Turn.worker_id)
+               Worker.status.label("worker_status"), Agent.name.label("agent"))
+        .join(Worker, Worker.id == Turn.worker_id).outerjoin(Agent, Agent.worker_id == Worker.id)
         .where(col(Turn.conversation_id).in_(ids), Turn.status == TurnStatus.submitted)
         .order_by(Turn.conversation_id, Turn.index)
     ).all()
@@ -256,11 +258,19 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
             "flags": list(t.flags),
             "signals": t.signals or {"unknown": "absent"},  # {}: written before the page reported any
             "submitted_at": _iso(t.submitted_at),
+            "agent": t.agent,
         })
-    return [_conversation_document(c, tasks[c.task_id], by_conversation[c.id]) for c in page]
+    played: dict[int, dict[str, str]] = {i: {} for i in ids}
+    for conversation_id, role, name in session.execute(
+            select(ConversationAgent.conversation_id, ConversationAgent.role, Agent.name)
+            .join(Agent, Agent.id == ConversationAgent.agent_id)
+            .where(col(ConversationAgent.conversation_id).in_(ids))):
+        played[conversation_id][role] = name
+    return [_conversation_document(c, tasks[c.task_id], by_conversation[c.id], played[c.id]) for c in page]
 
 
-def _conversation_document(c: Any, task: Task, turns: list[dict[str, Any]]) -> dict[str, Any]:
+def _conversation_document(c: Any, task: Task, turns: list[dict[str, Any]],
+                           agents: dict[str, str]) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "conversation_id": c.id,
@@ -282,6 +292,7 @@ def _conversation_document(c: Any, task: Task, turns: list[dict[str, Any]]) -> d
             },
         },
         "turns": turns,
+        **({"agents": agents} if agents else {}),
     }
 
 

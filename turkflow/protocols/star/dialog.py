@@ -41,7 +41,7 @@ from turkflow.protocols.registry import (
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportError, ExportFilters, anonymize, id_replacer, staged
 from turkflow.hits import lifecycle
-from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
+from turkflow.models import Agent, Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
 from turkflow.protocols import surveys
 from turkflow.protocols.questions import STAR, clean_text
 from turkflow.protocols.files import read_json
@@ -943,6 +943,8 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
                    hashes: dict[int, str], hide_ids: Any, tasks: Mapping[str, Task],
                    answers: Mapping[str, list]) -> dict[str, Any]:
     scenario = conversation.scenario
+    agents = dict(session.exec(select(Agent.worker_id, Agent.name).where(
+        col(Agent.worker_id).in_({e.worker_id for e in events if e.worker_id is not None}))).all())
     workers = {agent: Counter(hashes[e.worker_id] for e in events if e.agent == agent and e.worker_id)
                for agent in ("User", "Wizard")}
     main = {agent: max(counts, key=counts.__getitem__) if counts else None  # ties: the first to join
@@ -963,6 +965,8 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
         entry["Turn"] = event.turn_index
         if event.worker_id is not None:
             entry["AnonymizedWorkerID"] = hashes[event.worker_id]
+            if event.worker_id in agents:  # written by an agent (turkflow agents), not a person
+                entry["TurkflowAgent"] = agents[event.worker_id]
         logged.append(entry)
     level = completion_level(conversation.status, star_turns(events))
     capabilities = [{"Domain": tasks[name].domain if name in tasks else None, "Task": name,

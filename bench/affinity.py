@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bench._cpu import load
 from bench.e2e import OUT
+from bench._data import SGD_DEV
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     from turkflow.simulator.stack import Stack
 
     affinities = [int(a) for a in args.affinities.split(",")]
-    config = SimulationConfig(students=args.workers // 2, teachers=args.workers - args.workers // 2,
+    config = SimulationConfig(dialogs=SGD_DEV, students=args.workers // 2, teachers=args.workers - args.workers // 2,
                               conversations=args.conversations, max_turns=2 * args.mean_turns,
                               mean_turns=args.mean_turns, mix={}, seed=args.seed, policy="none",
                               concurrency=args.concurrency, think_time=args.think_time, settle_timeout=120)

@@ -15,17 +15,16 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import spacy
 
+from bench._data import SHARED_DATA
 from turkflow.dataset.analysis.corpora import CORPORA, Dialogue, read_corpus
 from turkflow.dataset.analysis.nlp import SYNTAX, load_pipeline
 from turkflow.dataset.analysis.run import analyse
 from turkflow.dataset.analysis.stats import CorpusStats
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPUS_DIRS = {"sgd": SHARED_DATA / "sgd", "star": SHARED_DATA / "star"}
 
 

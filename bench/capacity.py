@@ -45,6 +45,7 @@ from typing import Any, Callable, Optional
 
 from bench._cpu import cpu_seconds, load
 from bench.e2e import OUT
+from bench._data import SGD_DEV
 
 TARGET_P99_MS = 250
 MIN_ACHIEVED = 0.95  # of the workers who arrived submitted a turn: fewer, and the crowd was turned away
@@ -293,10 +294,10 @@ def measure(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     from turkflow.simulator.crowd import build_crowd
     from turkflow.simulator.driver import HttpLog, WorkerClient, launch
     from turkflow.simulator.stack import PostgresCluster, Stack
-    from turkflow.simulator.utterances import default_dialogs_dir, read_dialogs, write_scripts
+    from turkflow.simulator.utterances import read_dialogs, write_scripts
 
     people = build_crowd(args.workers // 2, args.workers - args.workers // 2, {}, args.seed)  # all honest
-    scripts = write_scripts(read_dialogs(default_dialogs_dir()), args.conversations, args.seed, args.mean_turns)
+    scripts = write_scripts(read_dialogs(SGD_DEV), args.conversations, args.seed, args.mean_turns)
     policy = Policy.parse("none", bonus_above=default("bonus_above"), bonus_cents=default("bonus_cents"))
     steps: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix=f"turkflow-bench-capacity-{backend}-") as scratch:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from bench._cpu import load
+from bench._data import SGD_DEV
 
 # ---- inside the worker: the app, and each task's CPU added up by its child process -------------------------
 
@@ -135,7 +136,7 @@ class Crowd:
         from turkflow.hits import lifecycle, registry
         from turkflow.models import Task, Turn
         from turkflow.quality.monitor import Policy
-        from turkflow.simulator.utterances import default_dialogs_dir, read_dialogs
+        from turkflow.simulator.utterances import read_dialogs
         from turkflow.config import default
 
         self.settings = settings
@@ -151,7 +152,7 @@ class Crowd:
             for hit in hits:
                 lifecycle.publish_hit(session, providers.get("local"), hit.id)
             self.batch_id = batch.id
-        dialogs = read_dialogs(default_dialogs_dir())
+        dialogs = read_dialogs(SGD_DEV)
         self.lines = {"student": [u for d in dialogs for u in d.user][:2000],
                       "teacher": [u for d in dialogs for u in d.system][:2000]}
         self.rng = random.Random(seed)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._cpu import load
+from bench._data import SGD_DEV
 
 OUT = Path(__file__).resolve().parent / "out"
 FAULTS = (("redis", signal.SIGTERM), ("redis", signal.SIGKILL), ("celery", signal.SIGKILL))
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     from turkflow.simulator.run import SimulationConfig, run_on
     from turkflow.simulator.stack import Stack
 
-    config = SimulationConfig(students=args.workers // 2, teachers=args.workers - args.workers // 2,
+    config = SimulationConfig(dialogs=SGD_DEV, students=args.workers // 2, teachers=args.workers - args.workers // 2,
                               conversations=args.conversations, max_turns=2 * args.mean_turns,
                               mean_turns=args.mean_turns, seed=args.seed, policy="none", think_time=args.think_time,
                               concurrency=8, settle_timeout=300)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bench._cpu import cpu_seconds, load
+from bench._data import SGD_DEV
 
 OUT = Path(__file__).resolve().parent / "out"
 TARGET_SECONDS = 600
@@ -37,7 +38,7 @@ def simulate(backend: str, conversations: int, workers: int, mean_turns: int, se
     from turkflow.simulator.run import SimulationConfig, run_on
     from turkflow.simulator.stack import PostgresCluster, Stack
 
-    config = SimulationConfig(students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
+    config = SimulationConfig(dialogs=SGD_DEV, students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
                               max_turns=2 * mean_turns, mean_turns=mean_turns, seed=seed, policy="none",
                               concurrency=concurrency, think_time=think_time, settle_timeout=120)
     with tempfile.TemporaryDirectory(prefix=f"turkflow-bench-e2e-{backend}-") as scratch:

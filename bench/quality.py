@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._cpu import load
+from bench._data import SGD_DEV
 
 OUT = Path(__file__).resolve().parent / "out"
 MIX = {"spammer": 0.15, "careless": 0.10, "harsh": 0.05, "paster": 0.10}
@@ -45,7 +46,7 @@ def config(policy: str, seed: int, conversations: int, workers: int) -> Any:
     from turkflow.simulator.policies import DEFAULT_POLICIES
     from turkflow.simulator.run import SimulationConfig
 
-    return SimulationConfig(students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
+    return SimulationConfig(dialogs=SGD_DEV, students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
                             max_turns=40, mean_turns=24, seed=seed, policy=policy, mix=MIX,
                             compare=DEFAULT_POLICIES, settle_timeout=180)
 

@@ -49,6 +49,7 @@ from typing import Any, Optional
 from bench._cpu import cpu_seconds, load
 from bench.chaos import duplicates
 from bench.e2e import OUT
+from bench._data import SGD_DEV
 
 WOT_CONVERSATIONS, WOT_WORKERS = 549, 400  # the Wizard of Tasks size (bench.e2e)
 QUEUES = ("turns", "reviews", "platform,sweeps")  # a worker's queues, as the Procfile runs them
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
     from turkflow.simulator.run import SimulationConfig
     from turkflow.simulator.stack import PostgresCluster
 
-    config = SimulationConfig(students=args.workers // 2, teachers=args.workers - args.workers // 2,
+    config = SimulationConfig(dialogs=SGD_DEV, students=args.workers // 2, teachers=args.workers - args.workers // 2,
                               conversations=args.conversations, max_turns=2 * args.mean_turns,
                               mean_turns=args.mean_turns, seed=args.seed, policy="none",
                               concurrency=args.concurrency, settle_timeout=300)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._cpu import load
+from bench._data import SGD_DEV
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -57,7 +58,7 @@ def measure(conversations: int, workers: int, pasters: float, seed: int) -> dict
     from turkflow.simulator.crowd import Behaviour
     from turkflow.simulator.run import SimulationConfig, plan, run_with_stack
 
-    config = SimulationConfig(students=workers // 2, teachers=workers - workers // 2,
+    config = SimulationConfig(dialogs=SGD_DEV, students=workers // 2, teachers=workers - workers // 2,
                               conversations=conversations,
                               max_turns=20, mean_turns=12, seed=seed, policy="none",
                               mix={"paster": pasters, "spammer": 0.10}, settle_timeout=120)

@@ -102,7 +102,7 @@ port_free || fail "port $port is in use (is another demo running?); set TURKFLOW
 
 # ---- data: schema, tasks, a batch, two workers ----------------------------------------------------------
 turkflow db upgrade
-turkflow tasks load turkflow/samples/tasks.yaml
+turkflow tasks load --sample
 launch=$(turkflow batch launch --all --provider local --conversations 3 --max-turns 8 --name demo --skip-if-exists)
 echo "$launch"
 batch_id=$(sed -n 's/^\(launched \)\{0,1\}batch \([0-9][0-9]*\).*/\2/p' <<<"$launch" | head -n 1)

@@ -66,7 +66,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 
     \b
     A first session:
-      turkflow tasks load turkflow/samples/tasks.yaml
+      turkflow tasks load --sample
       turkflow batch launch --all --conversations 3 --max-turns 8
       turkflow worker invite --role student
       turkflow worker invite --role teacher
@@ -86,22 +86,35 @@ def tasks() -> None:
 
 
 @tasks.command("load", context_settings=CONTEXT)
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path), required=False)
 @click.option("--protocol", type=Names(protocol_names), default="wizard_of_tasks", show_default=True,
               help="What FILE holds: Wizard of Tasks documents; (star) a STAR tasks folder "
                    "(tasks/<task>/<task>.json, its knowledge base in ../apis/); (frames) a Frames domain file "
                    "(its database and goal templates); (meep) a MEEP folder (its APIs, tables and templates).")
+@click.option("--sample", is_flag=True,
+              help="Load the sample tasks of --protocol that come with turkflow (wherever it is installed) "
+                   "instead of a FILE.")
 @pass_app
-def tasks_load(app: App, file: Path, protocol: str) -> None:
+def tasks_load(app: App, file: Optional[Path], protocol: str, sample: bool) -> None:
     """Load the task documents in FILE (.yaml, .yml, .json or .jsonl), or another protocol's tasks.
 
     Everything is checked before anything is written: one bad document loads none. A task whose id is
     already loaded is updated in place. The docs show the formats (docs/protocols/: the Wizard of Tasks'
     "Task documents", and each protocol's page); other protocols' tasks are keyed <protocol>:<name>.
+    With --sample, turkflow's own sample tasks of the protocol are loaded: a first try needs no file.
     """
+    from turkflow import samples
     from turkflow.protocols import registry
     from turkflow.protocols.wot import load_documents, read_documents
 
+    if sample and file is not None:
+        raise CommandError("give FILE or --sample, not both")
+    if sample:
+        file = samples.tasks(protocol)
+        if file is None:
+            raise CommandError(f"{protocol} has no sample tasks: its conversations are another batch's turns")
+    elif file is None:
+        raise CommandError("give the FILE to load, or --sample for turkflow's sample tasks")
     logged = registry.logged(protocol)
     if logged is not None:
         read = registry.parts(protocol).read_tasks(file)

@@ -112,7 +112,7 @@ def prolific() -> None:
     \b
     turkflow runs one study per batch and role; each submission is one turn. First steps:
       export TURKFLOW_PROLIFIC_TOKEN=... TURKFLOW_PROLIFIC_WORKSPACE_ID=...
-      turkflow tasks load turkflow/samples/tasks.yaml
+      turkflow tasks load --sample
       turkflow prolific onboarding --role student --reward 0.50
       turkflow prolific onboarding --role teacher --reward 0.50
       turkflow prolific check

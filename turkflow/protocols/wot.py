@@ -31,6 +31,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl, Vali
 from pydantic import model_validator
 from sqlmodel import Session, select
 
+from turkflow import samples
 from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.models import Task
 from turkflow.protocols.files import json_lines, read_data
@@ -195,4 +196,4 @@ def load_documents(session: Session, docs: Iterable[dict[str, Any]]) -> LoadResu
 
 def sample_tasks_path() -> Path:
     """The sample tasks shipped with turkflow (written by the turkflow authors)."""
-    return Path(__file__).resolve().parents[1] / "samples" / "tasks.yaml"
+    return samples.TASKS["wizard_of_tasks"]

@@ -49,7 +49,8 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
                    "'k=5,p=0.4 for 6, then k=20,p=0.4' and pooled ones (the mean of relevance and usefulness "
                    f"together against p) such as 'pooled k=6,p=0.5'. Default: {'; '.join(DEFAULT_POLICIES)}.")
 @click.option("--dialogs", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory of SGD dialogues_*.json.gz to replay (default: ../shared/data/sgd/dev). With "
+              help="Directory of SGD dialogues_*.json.gz to replay, such as SGD's whole dev split (default: the "
+                   "slice of it that comes with turkflow, 204 dialogs). With "
                    "--protocol star: a STAR root (tasks/, apis/ and, to replay STAR's sample dialogues, "
                    "dialogues/), e.g. ../shared/data/star (default: turkflow's sample STAR tasks, with "
                    "dialogues generated along their flow charts).")

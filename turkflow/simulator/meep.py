@@ -32,6 +32,7 @@ from typing import Any, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
+from turkflow import samples
 from turkflow.protocols.star import stages
 from turkflow.protocols.meep.kb import KnowledgeBase
 from turkflow.protocols.meep.tokens import words
@@ -52,7 +53,7 @@ SHALL_WE, GOING, WHERE = "t5", "t11", "t1"
 
 
 def sample_folder() -> Path:
-    return Path(__file__).resolve().parents[1] / "samples" / "meep"
+    return samples.TASKS["meep"]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
+from turkflow import samples
 from turkflow.errors import TurkflowError
 from turkflow.protocols.star import stages
 from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Turn, TurnStatus
@@ -63,7 +64,7 @@ _INSTRUCTION = re.compile(r"\s*\[instruction \d+ of \d+\]\s*$")
 
 def sample_star_root() -> Path:
     """turkflow's own STAR-like tasks (``turkflow/samples/star``): tasks and knowledge base, no dialogues."""
-    return Path(__file__).resolve().parents[1] / "samples" / "star"
+    return samples.STAR_ROOT
 
 
 def star_root(path: Optional[Path]) -> Path:

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from turkflow import samples
 from turkflow.models import Role
 
 
 def default_dialogs_dir() -> Path:
-    """``shared/data/sgd/dev`` beside the project checkout, where the team keeps the public corpora."""
-    return Path(__file__).resolve().parents[3] / "shared" / "data" / "sgd" / "dev"
+    """The slice of SGD's dev split shipped with turkflow (``turkflow/samples/sgd``), found wherever it is
+    installed; ``--dialogs`` replays another folder, such as the whole split."""
+    return samples.SGD_DIALOGS
 
 
 @dataclass(frozen=True)

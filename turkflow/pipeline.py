@@ -21,7 +21,7 @@ from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.agents import registry as agent_registry, turns as agent_turns
-from turkflow.errors import AgentError, Conflict, InvalidInput, ProviderError
+from turkflow.errors import AgentError, Conflict, InvalidInput, ModelMissing, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits.provider import CrowdProvider, HitCheck, Providers
 from turkflow.models import (AgentTurnStatus, Assignment, Batch, Bonus, BonusStatus, Conversation, Event, Hit, HitStatus,
@@ -147,7 +147,10 @@ class Reviews:
 
 
 def review_submission(settings: Settings, providers: Providers, turn_id: int) -> AfterSubmission:
-    """Review one submitted turn (``review_turns``); a turn reviewed already is left alone."""
+    """Review one submitted turn (``review_turns``); a turn reviewed already is left alone, and one whose
+    checks' spaCy pipeline is not installed waits for it (``reviews_wait_for_model``)."""
+    if reviews_wait_for_model(settings):
+        return AfterSubmission()
     return review_turns(settings, providers, [turn_id]).turns.get(turn_id, AfterSubmission())
 
 
@@ -159,7 +162,10 @@ def review_waiting(settings: Settings, providers: Providers, turn_id: Optional[i
     A transaction that raises is done again turn by turn, each in its own transaction, so one turn whose
     review trips holds up no other (the reconciler's rule); the error of ``turn_id`` itself is raised after,
     for its message to be retried. Nothing is lost if the process dies half-way: the turns not committed are
-    still waiting, for the next review or the reconciler."""
+    still waiting, for the next review or the reconciler. Without the content checks' spaCy pipeline every
+    turn waits (``reviews_wait_for_model``), and nothing is raised: no message is retried for it."""
+    if reviews_wait_for_model(settings):
+        return Reviews()
     with session_scope(settings.database_url) as session:
         waiting = list(session.execute(_WAITING, {"limit": REVIEW_BATCH + 1}).scalars())
     turn_ids = ([turn_id] if turn_id is not None else []) + [t for t in waiting if t != turn_id]
@@ -185,6 +191,21 @@ def review_waiting(settings: Settings, providers: Providers, turn_id: Optional[i
     if failure is not None:
         raise failure
     return reviews
+
+
+def reviews_wait_for_model(settings: Settings) -> bool:
+    """Whether reviews must wait because the content checks' spaCy pipeline is not installed. The turns stay
+    unreviewed, and the first review or reconciler sweep after it is installed reviews them; meanwhile the
+    first review says so in one log line and a ``model_missing`` event (``checks.tell_model_missing``)."""
+    try:
+        checks.english(settings.spacy_model)
+    except ModelMissing as missing:
+        with session_scope(settings.database_url) as session:
+            told = checks.tell_model_missing(session, missing, settings.spacy_model, utcnow())
+        if told:
+            log.warning("reviews wait until the model is installed: %s", missing)
+        return True
+    return False
 
 
 def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) -> Reviews:
@@ -428,6 +449,8 @@ def reconcile(settings: Settings, providers: Providers, now: Optional[datetime] 
         if item("publishing", hit.id, partial(publish, settings, providers, hit.id, hit.provider),
                 turn_id=hit.turn_id)[0]:
             repairs.hits_published.append(hit.id)
+    if unreviewed and reviews_wait_for_model(settings):
+        unreviewed = []  # they wait for the model, not failed repairs to log and record each sweep
     for turn_id in unreviewed:
         done, outcome = item("review", turn_id, partial(review_submission, settings, providers, turn_id),
                              turn_id=turn_id)

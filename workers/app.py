@@ -202,4 +202,4 @@ def load_language_model(**_: Any) -> None:
     try:
         checks.english(settings().spacy_model)
     except checks.ModelMissing as missing:
-        logging.getLogger("turkflow.tasks").warning("%s; content checks will fail until it is installed", missing)
+        logging.getLogger("turkflow.tasks").warning("%s; reviews wait until it is installed", missing)

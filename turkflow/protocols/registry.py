@@ -18,7 +18,9 @@ provides:
   Schema-Guided Dialogue format and the services they name (Frames and MEEP; ``turkflow.dataset.sgd``
   converts STAR's own export; annotation, ``dialog=False``, has no dialog of its own);
 - optionally ``survey_shows(session, conversation_id, role) -> str | None``: what a role's end-of-dialog
-  page shows beside the questions (Frames shows the wizard the user's goal), and ``database_values(task)
+  page shows beside the questions (Frames shows the wizard the user's goal), ``survey_wording(conversation,
+  role) -> {question: label}``: the dialog's own wording of a question (STAR's user is asked about their
+  task as STAR worded it per task; the answer is stored with that wording), and ``database_values(task)
   -> {column: [value, ...]}``: the task's database as an annotator picks from it (Frames).
 
 What the three modules do alike lives below the registry, once: who may log in a turn (``loggable``), the

@@ -9,7 +9,7 @@ it is sent to the questions at once; the others find them at the top of their qu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Sequence
 
 from datetime import datetime
@@ -88,8 +88,13 @@ def survey_for(session: Session, conversation_id: int, worker: Worker) -> Survey
     stored = {a.question: a.answer for a in session.exec(select(SurveyAnswer).where(
         SurveyAnswer.conversation_id == conversation.id, SurveyAnswer.worker_id == worker.id))}
     title = session.get(Task, conversation.task_id).title
-    shows = getattr(registry.parts(protocol.name), "survey_shows", None) if registry.logged(protocol.name) else None
-    return SurveyView(conversation, protocol.name, title, role, protocol.form(role).survey, stored or None,
+    parts = registry.parts(protocol.name) if registry.logged(protocol.name) else None
+    shows = getattr(parts, "survey_shows", None)
+    worded = getattr(parts, "survey_wording", None)
+    wording = worded(conversation, role) if worded else {}
+    questions = tuple(replace(q, label=wording[q.name]) if q.name in wording else q
+                      for q in protocol.form(role).survey)
+    return SurveyView(conversation, protocol.name, title, role, questions, stored or None,
                       shows(session, conversation.id, role) if shows else None)
 
 

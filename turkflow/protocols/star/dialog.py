@@ -41,7 +41,9 @@ from turkflow.protocols.registry import (
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportError, ExportFilters, anonymize, id_replacer, staged
 from turkflow.hits import lifecycle
-from turkflow.models import Agent, Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
+from turkflow.models import (
+    Agent, Batch, Conversation, ConversationStatus, DialogEvent, Task, Turn, TurnStatus, Worker,
+)
 from turkflow.protocols import surveys
 from turkflow.protocols.questions import STAR, clean_text
 from turkflow.protocols.files import read_json
@@ -78,6 +80,7 @@ def _scenario_texts(schema: TaskSchema) -> dict[str, Any]:
                                          "Change your mind about one thing you asked for, once."),
         "wizard_task": section.get("wizard_task", f"Help the user with this: {readable}."),
         "nudges": section.get("nudges", []),
+        **({"user_question": section["user_question"]} if "user_question" in section else {}),
     }
     for key, value in texts.items():
         if key != "nudges" and not (isinstance(value, str) and value.strip()):
@@ -131,14 +134,24 @@ def read_tasks(tasks_dir: Path) -> list[Task]:
 # ---- scenarios ------------------------------------------------------------------------------------------
 
 
+def survey_wording(conversation: Conversation, role: str) -> dict[str, str]:
+    """The user's question about the task in STAR's words for the dialog's task (its scenario says which;
+    a dialog launched before scenarios held one keeps the generic wording)."""
+    question = conversation.scenario.get("task_question")
+    return {"task_done": question} if role == "user" and question else {}
+
+
 def make_scenarios(tasks: Sequence[Task], conversations: int, *, unhappy: float = 0.0,
-                   tasks_per_dialog: int = 1, seed: int = 0) -> list[tuple[Task, dict[str, Any]]]:
+                   conflicts: float = star_scenarios.CONFLICTS, tasks_per_dialog: int = 1,
+                   seed: int = 0) -> list[tuple[Task, dict[str, Any]]]:
     """One scenario per conversation, drawn from its own seed (``scenarios.make_scenario``): tasks that go
-    together (a multi-task dialog takes a chain of them), the share ``unhappy`` of them unhappy, the
+    together (a multi-task dialog takes a chain of them), the share ``unhappy`` of them unhappy and, drawn
+    apart from it, the share ``conflicts`` whose instructions conflict (STAR's IntroducesConflicts), the
     entities and values the user asks for taken from each task's knowledge base, the wizard's facts and the
     nudges."""
-    if not 0.0 <= unhappy <= 1.0:
-        raise InvalidInput("must be between 0 and 1", "unhappy")
+    for name, share in (("unhappy", unhappy), ("conflicts", conflicts)):
+        if not 0.0 <= share <= 1.0:
+            raise InvalidInput("must be between 0 and 1", name)
     if not 1 <= tasks_per_dialog <= min(5, len(tasks)):
         raise InvalidInput(f"must be between 1 and {min(5, len(tasks))} (the loaded STAR tasks, at most 5)",
                            "tasks_per_dialog")
@@ -147,13 +160,16 @@ def make_scenarios(tasks: Sequence[Task], conversations: int, *, unhappy: float 
     # the share asked for, as near as whole conversations allow (not a coin per conversation)
     unhappy_ones = set(random.Random(f"{seed}:star-unhappy").sample(range(conversations),
                                                                      round(unhappy * conversations)))
+    conflicting = set(random.Random(f"{seed}:star-conflicts").sample(range(conversations),
+                                                                     round(conflicts * conversations)))
     made = []
     for n in range(conversations):
         rng = random.Random(f"{seed}:star-scenario:{n}")
         happy = n not in unhappy_ones
         chosen = [by_name[name] for name in star_scenarios.chain(names, tasks_per_dialog, n, rng)]
         scenario = star_scenarios.make_scenario([t.star for t in chosen],
-                                                lambda star: knowledge_base(star["kb_dir"]), rng, happy=happy)
+                                                lambda star: knowledge_base(star["kb_dir"]), rng, happy=happy,
+                                                conflicts=n in conflicting)
         made.append((chosen[0], {"tasks": [t.star["task"] for t in chosen],
                                  "domains": list(dict.fromkeys(t.domain for t in chosen)), **scenario}))
     return made
@@ -880,6 +896,7 @@ def _replay_selection(conversation_id: int, events: Sequence[DialogEvent], tasks
 STAR_FORMAT_VERSION = 7  # the version of STAR's dialogues/N.json this export follows
 # STAR's CompletionLevel values (its training split has these four); an early disconnect left fewer turns
 COMPLETE, EARLY_DISCONNECT, DISCONNECT = "Complete", "EarlyDisconnectDuringDialogue", "DisconnectDuringDialogue"
+IN_PROGRESS = "InProgress"  # ours: a dialog still being written (STAR exported only finished sessions)
 EARLY_TURNS = 5  # STAR's early disconnects left a median of 0 turns, its other disconnects at least 5
 EVENT_FIELDS = ("Text", "APIName", "Constraints", "Item", "TotalItems", "ActionLabel", "ActionLabelOptions",
                 "Task")
@@ -895,7 +912,7 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
     are the worker who wrote most of the role's events, and ``AnonymizedUserWorkerIDs`` /
     ``AnonymizedWizardWorkerIDs`` list every worker of the role in the order they joined. A conversation
     nobody has written in yet is not a STAR dialogue and is left out; one still going is written with
-    STAR's level for a dialogue that stopped there, and ``TurkflowStatus`` says it is still active.
+    the level ``IN_PROGRESS`` (not a disconnect), and ``TurkflowStatus`` says it is still active.
     """
     for page in conversation_pages(session, STAR, filters, page_size):
         ids = [c.id for c, _ in page]
@@ -978,7 +995,7 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
         "DialogueID": conversation.id,
         "BatchID": f"turkflow_{batch.id}",
         "CompletionLevel": level,
-        "IntroducesConflicts": not scenario.get("happy", True),
+        "IntroducesConflicts": scenario.get("conflicts", False),
         "TurkflowStatus": conversation.status,
         "AnonymizedUserWorkerID": main["User"],
         "AnonymizedWizardWorkerID": main["Wizard"],
@@ -988,7 +1005,9 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
             "Domains": scenario.get("domains", []),
             "Happy": scenario.get("happy", True),
             "MultiTask": scenario.get("multi_task", False),
-            "UserTask": scenario.get("user_task", ""),
+            "UserTask": "\n\n".join(t for t in (scenario.get("user_task", ""),
+                                                  star_scenarios.about_you(scenario.get("user_details") or {}))
+                                      if t),
             "WizardCapabilities": capabilities,
             "WizardTask": scenario.get("wizard_task", ""),
         },
@@ -1000,11 +1019,15 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
 
 def completion_level(status: str, turns: int) -> str:
     """STAR's CompletionLevel (one of the values its dialogues hold): Complete when the conversation ended
-    (the user completed it, or it reached the batch's turn limit); otherwise it stopped during the dialogue,
-    early when under EARLY_TURNS STAR turns. The end-of-dialog answers come asynchronously here, so a
-    missing one is no disconnect (STAR's DisconnectDuringQuestionnaire is not written)."""
-    if status == "completed":
+    (the user completed it, or it reached the batch's turn limit); a cancelled one stopped during the
+    dialogue, early when under EARLY_TURNS STAR turns. A dialog still being written has disconnected from
+    nothing: it is IN_PROGRESS (a reader that keeps STAR's Complete dialogues leaves it out, as it should).
+    The end-of-dialog answers come asynchronously here, so a missing one is no disconnect (STAR's
+    DisconnectDuringQuestionnaire is not written)."""
+    if status == ConversationStatus.completed:
         return COMPLETE
+    if status == ConversationStatus.active:
+        return IN_PROGRESS
     return EARLY_DISCONNECT if turns < EARLY_TURNS else DISCONNECT
 
 

@@ -37,6 +37,10 @@ from turkflow.protocols.star.kb import CHOICES, FREE_TEXT, Api, Column, Knowledg
 
 TEMPLATES = Path(__file__).with_name("scenarios.yaml")
 NUDGE_WHEN = ("start", "result", "unhappy_result", "turns")
+NUDGE_KINDS = ("any", "detail", "compare", "change", "conflict", "unhappy", "multi", "close")
+# STAR's training split: 335 of its 5,388 dialogues say IntroducesConflicts, drawn apart from Happy (161 of
+# the happy ones, 174 of the unhappy); a batch takes this share unless it asks for another
+CONFLICTS = round(335 / 5388, 3)
 UNHAPPY_TRIES = 80  # random value combinations tried for a search nobody's row meets
 
 
@@ -45,13 +49,15 @@ def templates() -> dict[str, Any]:
     """The template file, read once through the safe reader, with its shape checked."""
     data = files.read_yaml(TEMPLATES)
     for key in ("people", "values", "user_tasks", "unhappy", "wizard_facts", "wizard_task", "days", "hours",
-                "reasons", "nudges", "chains", "unhappy_answer"):
+                "reasons", "nudges", "chains", "unhappy_answer", "task_questions"):
         if key not in data:
             raise InvalidDocument(f"{TEMPLATES}: {key!r} is missing")
     for nudge in data["nudges"]:
-        if nudge.get("when") not in NUDGE_WHEN or not isinstance(nudge.get("text"), str):
-            raise InvalidDocument(f"{TEMPLATES}: nudge {files.shown(nudge)}: needs a text and `when` "
-                                  f"one of {', '.join(NUDGE_WHEN)}")
+        texts = nudge.get("texts")
+        if nudge.get("when") not in NUDGE_WHEN or not texts or not all(isinstance(t, str) for t in texts) \
+                or nudge.get("kind", "any") not in NUDGE_KINDS:
+            raise InvalidDocument(f"{TEMPLATES}: nudge {files.shown(nudge)}: needs `texts`, `when` one of "
+                                  f"{', '.join(NUDGE_WHEN)} and `kind` one of {', '.join(NUDGE_KINDS)}")
     return data
 
 
@@ -295,11 +301,13 @@ def chain(names: Sequence[str], count: int, n: int, rng: random.Random) -> list[
 
 
 def make_scenario(stars: Sequence[Mapping[str, Any]], kb_of: Callable[[Mapping[str, Any]], KnowledgeBase],
-                  rng: random.Random, *, happy: bool) -> dict[str, Any]:
+                  rng: random.Random, *, happy: bool, conflicts: bool = False) -> dict[str, Any]:
     """The scenario of one conversation over these tasks (their ``star`` mappings), drawn from ``rng``.
 
     Holds what ``make_scenarios`` always held (tasks, happy, multi_task, user_task, wizard_task, nudges)
     plus the values per task (``plans``), the user's details, the wizard's facts and the answers to force.
+    ``conflicts`` (STAR's IntroducesConflicts, drawn apart from ``happy``): a nudge contradicts what the
+    scenario first asked for (a value the user then wants changed), in a happy dialog too.
     """
     data = templates()
     person = rng.choice(data["people"])
@@ -307,6 +315,7 @@ def make_scenario(stars: Sequence[Mapping[str, Any]], kb_of: Callable[[Mapping[s
     unhappy_at = rng.randrange(len(stars)) if not happy else -1
     plans = [plan_task(star, kb_of(star), rng, happy=k != unhappy_at, person=person, today=today, now=now)
              for k, star in enumerate(stars)]
+    conflict = _conflict(plans, stars, kb_of, rng) if conflicts else None
     readable_tasks = [star["task"].replace("_", " ") for star in stars]
     if len(plans) == 1:
         user_task = plans[0]["user_task"]
@@ -318,6 +327,8 @@ def make_scenario(stars: Sequence[Mapping[str, Any]], kb_of: Callable[[Mapping[s
     facts = [f for f in (_fill(t, {"today": today, "now": now}) for t in data["wizard_facts"]) if f]
     return {
         "happy": all(p["unhappy"] is None for p in plans),
+        "conflicts": conflict is not None,
+        "conflict": conflict,
         "multi_task": len(plans) > 1,
         "user_task": user_task,
         "wizard_task": " ".join([wizard, "Assume:", *facts]) if facts else wizard,
@@ -325,20 +336,89 @@ def make_scenario(stars: Sequence[Mapping[str, Any]], kb_of: Callable[[Mapping[s
         "user_details": {"name": person, "today": f"{today}, {now}"},
         "plans": plans,
         "force": [p["force"] for p in plans if p.get("force")],
-        "nudges": nudges_for(plans, stars, rng, person=person),
+        "task_question": task_question(stars),
+        "nudges": nudges_for(plans, stars, rng, person=person, today=today, conflict=conflict,
+                             kbs=[kb_of(star) for star in stars]),
     }
 
 
+def task_question(stars: Sequence[Mapping[str, Any]]) -> str:
+    """The user's end-of-dialog question about the task, as STAR worded it per task."""
+    questions = templates()["task_questions"]
+    if len(stars) > 1:
+        return questions["multi"]
+    return stars[0].get("user_question") or questions.get(stars[0]["task"]) or questions["generic"]
+
+
+def about_you(details: Mapping[str, Any]) -> str:
+    """STAR's "About you" block of a user task (its Stage IV scenarios end with one): the user's name and the
+    dialog's day and hour, as the user's page lists them beside the task."""
+    lines = [f"- Your name: {details['name']}" if details.get("name") else "",
+             f"- Today is {details['today']}" if details.get("today") else ""]
+    return "\n".join(["About you:", *(line for line in lines if line)]) if any(lines) else ""
+
+
+def _conflict(plans: Sequence[Mapping[str, Any]], stars: Sequence[Mapping[str, Any]],
+              kb_of: Callable[[Mapping[str, Any]], KnowledgeBase], rng: random.Random) -> Optional[dict]:
+    """The value a conflicting instruction changes: the unhappy task's own change where it has one, else a
+    value of the first task that allows one (None when no task's values can change: no conflict then)."""
+    for plan, star in zip(plans, stars):
+        if plan.get("change"):
+            return {**plan["change"], "task": plan["task"]}
+    for plan, star in zip(plans, stars):
+        kb = kb_of(star)
+        api = kb.api(plan["api"])
+        change = _change(api, kb, plan["values"], rng, star["task"])
+        if change is None and "id" in plan["values"]:  # a flight, a ride: another row of the database
+            others = [r["id"] for r in _rows(kb, api) if r.get("id") not in (None, plan["values"]["id"])]
+            if others:
+                change = {"slot": "id", "readable": "number", "old": shown(plan["values"]["id"]),
+                          "new": rng.choice(others)}
+        if change is not None:
+            return {**change, "task": plan["task"]}
+    return None
+
+
+def _nudge_values(plan: Mapping[str, Any], kb: KnowledgeBase, rng: random.Random) -> dict[str, Any]:
+    """What a nudge may name, drawn from the task and its knowledge base: the entity asked about, another
+    field of the API's answers with a value of it from the database (or its choices), another entity."""
+    api = kb.api(plan["api"])
+    rows = _rows(kb, api)
+    said = set(plan["values"])
+    fields = [c for c in api.inputs.values() if c.name not in said and c.name != "id" and c.type != "RequestType"
+              and (c.type == "Boolean" or len(_choices(c)) > 1)]
+    found: dict[str, Any] = {"task": plan["task"].replace("_", " "), "entity": plan["entity"]}
+    if fields:
+        column = rng.choice(fields)
+        values = [r[column.name] for r in rows if r.get(column.name) not in (None, "")] or _choices(column) \
+            or [True, False]
+        found["field"], found["value"] = readable(column), rng.choice(values)
+    names = [r["Name"] for r in rows if isinstance(r.get("Name"), str) and r["Name"] != plan["values"].get("Name")]
+    if names:
+        found["other"] = rng.choice(names)
+    return found
+
+
+def _lower_first(text: str) -> str:
+    return text[0].lower() + text[1:] if text else text
+
+
 def nudges_for(plans: Sequence[Mapping[str, Any]], stars: Sequence[Mapping[str, Any]], rng: random.Random,
-               *, person: str) -> list[dict[str, Any]]:
-    """The nudges of one conversation, each filled from its plan and a drawn reason, with when it is due.
+               *, person: str, today: str = "", conflict: Optional[Mapping[str, Any]] = None,
+               kbs: Sequence[KnowledgeBase] = ()) -> list[dict[str, Any]]:
+    """The nudges of one conversation: each template's wording drawn per dialog (and whether the dialog gets
+    it at all, its ``share``), filled from the plan, the task's knowledge base and a drawn reason, with when
+    it is due.
 
     A task file's own ``turkflow.nudges`` (``{turn, text}``) keep their turn numbers."""
     unhappy = next((p for p in plans if p["unhappy"]), None)
+    about = _nudge_values(plans[0], kbs[0], rng) if kbs else {"task": plans[0]["task"].replace("_", " ")}
     made: list[dict[str, Any]] = []
     for template in templates()["nudges"]:
         kind = template.get("kind", "any")
-        mapping: dict[str, Any] = {"person": person}
+        if rng.random() >= float(template.get("share", 1)):
+            continue
+        mapping: dict[str, Any] = {"person": person, "today": today, **about}
         if kind in ("change", "unhappy"):
             if unhappy is None or unhappy["change"] is None:
                 continue
@@ -346,16 +426,19 @@ def nudges_for(plans: Sequence[Mapping[str, Any]], stars: Sequence[Mapping[str, 
                 continue
             if kind == "unhappy" and unhappy["unhappy"] == "change":
                 continue
-            change = unhappy["change"]
-            mapping.update(slot=change["readable"], old=change["old"], new=change["new"],
-                           reason=_reason(change["slot"], rng).rstrip("."))
-            mapping["reason"] = mapping["reason"][0].lower() + mapping["reason"][1:] if kind == "unhappy" \
-                else mapping["reason"]
+            mapping.update(_change_words(unhappy["change"], rng))
+        if kind == "conflict":
+            if conflict is None or (unhappy is not None and unhappy.get("change") == {
+                    k: v for k, v in conflict.items() if k != "task"}):
+                continue  # no value to change, or the unhappy change already says it
+            mapping.update(_change_words(conflict, rng))
         if kind == "multi":
             if len(plans) < 2:
                 continue
             mapping["next"] = plans[1]["task"].replace("_", " ")
-        text = _fill(template["text"], mapping)
+        wordings = list(template["texts"])
+        rng.shuffle(wordings)
+        text = next((t for t in (_fill(w, mapping) for w in wordings) if t is not None), None)
         if text is None:
             continue
         nudge = {"text": text, "when": template["when"], "after": int(template.get("after", 0))}
@@ -369,6 +452,12 @@ def nudges_for(plans: Sequence[Mapping[str, Any]], stars: Sequence[Mapping[str, 
     for number, nudge in enumerate(made):
         nudge["id"] = number + 1
     return made
+
+
+def _change_words(change: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
+    reason = _reason(change["slot"], rng).rstrip(".")
+    return {"slot": change["readable"], "old": change["old"], "new": change["new"], "reason": reason,
+            "reason_lower": _lower_first(reason)}
 
 
 # ---- at run time ---------------------------------------------------------------------------------------

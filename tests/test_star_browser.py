@@ -299,3 +299,66 @@ def test_a_batch_of_stars_own_tasks_shows_the_user_what_the_knowledge_base_holds
     listed = user.locator("#nudges .nudge")
     assert listed.count() >= 1 and "Greet the assistant" in listed.first.inner_text()
     assert user.locator("#nudges .nudge.new").count() == 0  # nothing due: no answer yet, one message said
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_knowledge_base_form_keeps_the_last_querys_values_for_the_next_wizard_in_the_browser(
+        live_server, browser_context, wizard_context, chromium, settings, providers, celery_worker, tmp_path):
+    """STAR's single wizard's form kept what they had typed: a Book after a Check changes only the request
+    type. Here the next wizard turn is another person's, and the form still holds the dialog's last query."""
+    import shutil
+
+    from tests.conftest import SHARED_DATA
+    from turkflow.models import DialogEvent
+
+    copy = tmp_path / "star"
+    shutil.copytree(SHARED_DATA / "star" / "apis", copy / "apis")
+    shutil.copytree(SHARED_DATA / "star" / "tasks" / "doctor_schedule", copy / "tasks" / "doctor_schedule")
+    launch_star(settings, providers, tasks_dir=copy / "tasks")
+    user = join(browser_context, live_server, settings, "user")
+    first = join(wizard_context, live_server, settings, "wizard")
+    take_next_turn(user, live_server)
+    user.fill("#user-text", "Hi, I'm Alexis and I'd like to see Dr. Morgan on Monday at 10 for a sore throat.")
+    user.click("#submit-turn")
+    sent(user)
+
+    take_next_turn(first, live_server)
+    picked = {"Name": first.locator('select[name="kb-Name"] option').first.get_attribute("value"),
+              "Day": "Monday", "StartTimeHour": first.locator('select[name="kb-StartTimeHour"] option')
+              .nth(2).get_attribute("value"), "RequestType": "Check"}
+    for name, value in picked.items():
+        first.select_option(f'select[name="kb-{name}"]', value)
+    first.fill('input[name="kb-PatientName"]', "Alexis")
+    first.fill('input[name="kb-Symptoms"]', "a sore throat")
+    first.click("#run-query")
+    first.locator("#kb-results .kb-entry").first.wait_for()
+    first.fill("#wizard-text", "That slot is free. Shall I book it?")
+    first.click("#send-own")
+    sent(first)
+
+    take_next_turn(user, live_server)
+    user.fill("#user-text", "Yes, please book it.")
+    user.click("#submit-turn")
+    sent(user)
+
+    other_context = chromium.new_context()
+    try:
+        second = join(other_context, live_server, settings, "wizard")
+        take_next_turn(second, live_server)
+        for name, value in picked.items():
+            assert second.locator(f'select[name="kb-{name}"]').evaluate(
+                "s => Array.from(s.selectedOptions).map(o => o.value)") == [value], name
+        assert second.locator('input[name="kb-PatientName"]').input_value() == "Alexis"
+        assert second.locator('input[name="kb-Symptoms"]').input_value() == "a sore throat"
+        second.select_option('select[name="kb-RequestType"]', "Book")  # the one thing that differs
+        second.click("#run-query")
+        wait_until(lambda: second.locator("#kb-results .kb-entry").count() == 2)
+    finally:
+        other_context.close()
+    with session_scope(settings.database_url) as s:
+        queries = [e.data["Constraints"] for e in s.exec(select(DialogEvent).where(DialogEvent.action == "query")
+                                                         .order_by(DialogEvent.id))]
+    assert len(queries) == 2
+    assert [c for c in queries[1] if "RequestType" not in c] == [c for c in queries[0] if "RequestType" not in c]
+    assert {"RequestType": '"Book"'} in queries[1] and {"RequestType": '"Check"'} in queries[0]
+    assert len(queries[1]) == 6

@@ -129,6 +129,31 @@ def test_a_query_is_answered_at_once_and_fills_the_suggestions_with_the_item(sta
         assert pick.data["ActionLabelOptions"] == ["library_inform_book", "anything_else"]
 
 
+def test_the_wizard_sees_three_suggestions_as_star_did_unless_the_batch_asks_for_more_and_the_shown_are_exported(
+        star, settings):
+    from turkflow.models import Batch
+
+    _, wizard, page = star
+    suggested = act(wizard, page, "request_suggestions", text="which genre")
+    assert suggested.status_code == 200, suggested.get_data(as_text=True)
+    shown = [s["label"] for s in suggested.get_json()["wizard"]["suggestions"]]
+    assert len(shown) == 3
+    assert len(re.findall(r'name="label" value=', wizard.get(page).get_data(as_text=True))) == 3
+    with session_scope(settings.database_url) as s:
+        batch = s.exec(select(Batch)).one()
+        assert batch.suggestions_shown == 3 == settings.star_suggestions
+        batch.suggestions_shown = 5
+        s.add(batch)
+    again = act(wizard, page, "request_suggestions", text="which genre")
+    five = [s["label"] for s in again.get_json()["wizard"]["suggestions"]]
+    assert len(five) == 5 and five[:3] == shown  # the same ranking, more of it
+    picked = send(wizard, page, *_sp(settings), action="pick_suggestion", label=five[0])
+    with session_scope(settings.database_url) as s:
+        pick = s.get(DialogEvent, s.exec(select(func.max(DialogEvent.id)).where(
+            DialogEvent.action == "pick_suggestion")).one())
+        assert pick.data["ActionLabelOptions"] == five and picked["created"]
+
+
 def _sp(settings):
     from turkflow.hits import registry
 
@@ -325,8 +350,11 @@ def test_the_user_page_shows_the_scenario_and_the_nudge_due_and_never_the_knowle
     html = user.get(user_page).get_data(as_text=True)
     data = user.get(user_page, headers=JSON).get_json()
     assert "borrow a novel from the city library" in html
-    nudge = "Mention that you only have time on weekday mornings. [instruction 2 of 6]"
-    greeting = "Greet the assistant and say what you need (see your scenario). [instruction 1 of 6]"
+    with session_scope(settings.database_url) as s:
+        planned = s.exec(select(Conversation)).one().scenario["nudges"]
+    of = f"of {len(planned)}]"
+    nudge = f"Mention that you only have time on weekday mornings. [instruction 2 {of}"  # the task file's own
+    greeting = f"{next(n['text'] for n in planned if n.get('when') == 'start')} [instruction 1 {of}"
     assert data["star"]["user"]["nudges"] == [{"text": greeting, "turn_index": 0, "new": False},
                                               {"text": nudge, "turn_index": 2, "new": True}]
     assert nudge in html

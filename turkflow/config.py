@@ -53,6 +53,10 @@ class Settings(BaseSettings):
         0, ge=0, description="Default of batch launch --affinity: a conversation's next turn of a role is kept this "
                              "long for the local worker who wrote that role's last turn, then offered to anyone "
                              "(0: off).")
+    star_suggestions: int = Field(
+        3, ge=1, le=20, description="Default of batch launch --suggestions: how many suggested replies a STAR "
+                                    "wizard's page shows at once, best first (STAR's showed three in 80% of its "
+                                    "picks; the options shown are exported as ActionLabelOptions).")
     reconcile_seconds: int = Field(10, ge=1, description="How often the reconciler repairs stuck conversations "
                                                          "and reviews turns whose review message was lost.")
     reopen_after_seconds: int = Field(

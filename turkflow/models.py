@@ -153,6 +153,8 @@ class Batch(SQLModel, table=True):
     affinity_seconds: int = Field(default=default("affinity_seconds"), description="How long a conversation's next "
                                   "turn of a role is kept for the worker who wrote that role's last turn (the "
                                   "local queue; 0: offered to anyone at once).")
+    suggestions_shown: int = Field(default=default("star_suggestions"), description="STAR: how many suggested "
+                                   "replies the wizard's page shows at once, best first.")
     fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at "
                                "launch, in percent, counted in the budget (Prolific's service fee).")
     currency: str = Field(default="USD", description="The currency of the batch's rewards, bonuses and budget: "

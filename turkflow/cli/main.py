@@ -199,6 +199,9 @@ def batch() -> None:
               help="STAR: the share of scenarios whose instructions conflict (a nudge changes what the user first "
                    "asked for; STAR's IntroducesConflicts), drawn apart from --unhappy.  [default: STAR's training "
                    "split's share, 0.062]")
+@click.option("--suggestions", type=click.IntRange(1, 20), metavar="N",
+              help="STAR: suggested replies the wizard's page shows at once, best first (STAR's showed three).  "
+                   f"[default: TURKFLOW_STAR_SUGGESTIONS, {default('star_suggestions')}]")
 @click.option("--tasks-per-dialog", type=click.IntRange(1, 5), default=1, show_default=True,
               help="STAR: tasks in each scenario (more than one makes multi-task dialogs).")
 @click.option("--success", type=click.FloatRange(0, 1),
@@ -229,7 +232,8 @@ def batch() -> None:
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: Optional[int],
                  reward: Optional[int], max_turns: Optional[int], name: Optional[str], budget: Optional[int],
                  provider: Optional[str], live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str],
-                 dry_run: bool, protocol: str, unhappy: float, conflicts: Optional[float], tasks_per_dialog: int,
+                 dry_run: bool, protocol: str, unhappy: float, conflicts: Optional[float], suggestions: Optional[int],
+                 tasks_per_dialog: int,
                  success: Optional[float], affinity: Optional[int], of_batch: Optional[int], scheme: Optional[str],
                  annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
@@ -276,8 +280,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if logged is not None and tasks_file:
         raise CommandError(f"--tasks loads Wizard of Tasks documents; load {logged.title} tasks with "
                            f"`turkflow tasks load --protocol {protocol} PATH`, then launch with --all")
-    if protocol != "star" and (unhappy or conflicts is not None or tasks_per_dialog != 1):
-        raise CommandError("--unhappy, --conflicts and --tasks-per-dialog apply to --protocol star only")
+    if protocol != "star" and (unhappy or conflicts is not None or suggestions is not None or tasks_per_dialog != 1):
+        raise CommandError("--unhappy, --conflicts, --suggestions and --tasks-per-dialog apply to --protocol star only")
     if protocol != "frames" and success is not None:
         raise CommandError("--success applies to --protocol frames only")
     if skip_if_exists and not name:
@@ -387,6 +391,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             seed=agent_seed,
         )
         new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
+        new_batch.suggestions_shown = settings.star_suggestions if suggestions is None else suggestions
         batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
 
     publish_all(app, batch_id, provider, hit_ids)

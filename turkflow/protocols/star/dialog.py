@@ -420,7 +420,6 @@ def star_turns(events: Iterable[DialogEvent]) -> int:
 
 # ---- what the pages show --------------------------------------------------------------------------------
 
-SUGGESTIONS = 6  # replies the wizard's page offers at once, best first (STAR's showed a handful)
 _WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")
 _TRUTH = {"true": "True", "yes": "True", "false": "False", "no": "False"}
 
@@ -470,10 +469,14 @@ def _max_chars(column: Column) -> int:
     return MAX_FORM_CHARS.get(column.type, 200)
 
 
-def query_form(task: Task) -> list[dict[str, Any]]:
+def query_form(task: Task, last: Optional[Sequence[Mapping[str, str]]] = None) -> list[dict[str, Any]]:
     """The knowledge-base form of the task's API: one field per input, with the conditions it can ask
-    (``ops``, the first is the default) and its choices; a required field must be given."""
+    (``ops``, the first is the default) and its choices; a required field must be given. ``last``: the
+    constraints of the dialog's last query of this API, which the form keeps (``op``, ``values``, ``to``),
+    as STAR's single wizard's form kept what they had typed: a Book after a Check asks only the request
+    type again, whoever writes the next wizard turn."""
     api = api_of(task)
+    kept = form_values(api, last or [])
     fields = []
     for column in api.inputs.values():
         kind = form_kind(column)
@@ -483,8 +486,40 @@ def query_form(task: Task) -> list[dict[str, Any]]:
         ops = [{"name": op, "label": OP_LABELS[op]} for op in FORM_OPS[kind] if op != "is_equal_to"]
         fields.append({"name": column.name, "label": column.readable or column.name, "type": column.type,
                        "kind": kind, "choices": choices, "required": column.name in api.required,
-                       "ops": ops, "max_chars": _max_chars(column)})
+                       "ops": ops, "max_chars": _max_chars(column),
+                       **kept.get(column.name, {"op": ops[0]["name"] if ops else "equals", "values": [], "to": ""})})
     return fields
+
+
+def form_values(api: Api, constraints: Sequence[Mapping[str, str]]) -> dict[str, dict[str, Any]]:
+    """The form's fields as a query's logged constraints set them (``form_constraints`` read backwards):
+    per field its condition, the values as the form writes them, and the end of a "between"."""
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        parsed = constraints_from(constraints)
+    except InvalidInput:
+        return {}  # a log written by hand that the form cannot show: a blank form, as before
+    for c in parsed:
+        column = api.inputs.get(c.field)
+        if column is None:
+            continue
+        values = [_form_text(v) for v in (c.value if isinstance(c.value, (list, tuple)) else [c.value])]
+        op = "is_not" if c.negated else "equals" if c.op == "is_equal_to" else c.op
+        entry = found.setdefault(c.field, {"op": op, "values": [], "to": ""})
+        if op == "is_at_most" and entry["op"] == "is_at_least":
+            entry.update(op="between", to=values[0])
+            continue
+        if op in ("is_at_least", "is_at_most") and entry["op"] == "between":
+            continue
+        entry["values"] += values
+    return found
+
+
+def _form_text(value: Any) -> str:
+    """A constraint's value as the form holds it: yes/no for a boolean, digits for a number."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def form_constraints(api: Api, values: Any) -> list[dict[str, str]]:
@@ -689,7 +724,8 @@ def wizard_view(session: Session, turn: Turn, draft: str = "",
     name = open_task_name(events, tasks)
     task = tasks[name]
     state = dialog_state(events, task, draft)
-    suggestions = ranker_of(task).rank(state, limit=SUGGESTIONS)
+    shown = session.exec(select(Batch.suggestions_shown).where(Batch.id == conversation.batch_id)).one()
+    suggestions = ranker_of(task).rank(state, limit=shown)
     mine = [e for e in events if e.turn_id == turn.id and e.worker_id is not None
             and (worker_id is None or e.worker_id == worker_id)]
     counted = counted_events(session, events, turn, worker_id)
@@ -700,7 +736,8 @@ def wizard_view(session: Session, turn: Turn, draft: str = "",
                      "wizard_task", task.star.get("wizard_task", ""))},
         "chart": {"chains": _chains(task.star["graph"], task.star["start"]), "current": state.last_label,
                   "replies": task.star["replies"]},
-        "form": query_form(task),
+        "form": query_form(task, next((e.data.get("Constraints") for e in reversed(events) if e.action == "query"
+                                       and e.data.get("APIName") == task.star["api"]), None)),
         "kb_log": _kb_log(counted, tasks, browse),
         "selected": dict(zip(("primary", "secondary"), map(_shown_item, selected_items(counted)))),
         "item": state.item,

@@ -241,7 +241,8 @@ def test_an_annotated_batch_exports_as_frames_json_and_its_sgd_acts_come_from_th
     assert first["author"] == "user" and first["text"].startswith("Hello!") and first["annotated"]
     assert {"acts", "acts_without_refs", "active_frame"} <= set(first["labels"])
     assert [a["name"] for a in first["labels"]["acts"]] == ["greeting", "inform"]
-    assert {arg["key"] for arg in first["labels"]["acts"][1]["args"]} == {"origin", "destination"}
+    # slot keys are the Frames corpus' names, as the sample domain file's database.frames_names says
+    assert {arg["key"] for arg in first["labels"]["acts"][1]["args"]} == {"or_city", "dst_city"}
     assert offer["author"] == "wizard" and offer["db"][0]["search"]["constraints"]
     # the wizard found the trip (seed 3): the offer creates frame 2, the user's acceptance refers to it
     assert offer["labels"]["acts"][0]["name"] == "offer" and {"key": "id", "val": 2} in offer["labels"]["acts"][0]["args"]
@@ -250,6 +251,37 @@ def test_an_annotated_batch_exports_as_frames_json_and_its_sgd_acts_come_from_th
         "key": "ref", "val": [{"frame": 2, "annotations": []}]}
     assert dialogue["turns"][2]["labels"]["acts_without_refs"][0]["args"] == []
     assert dialogue["turns"][3]["labels"]["active_frame"] == 2  # the user switched to it
+
+    # section 7.1: every turn lists every frame after it, each with Frames' fields
+    frame_fields = {"frame_id", "frame_parent_id", "info", "requests", "binary_questions", "compare_requests",
+                    "REJECTED", "MOREINFO"}
+    for turn in dialogue["turns"]:
+        assert turn["frames"] and all(set(f) == frame_fields for f in turn["frames"])
+        assert turn["labels"]["active_frame"] in {f["frame_id"] for f in turn["frames"]}
+    assert [f["frame_id"] for f in first["frames"]] == [1] and first["frames"][0]["frame_parent_id"] is None
+    assert first["frames"][0]["info"]["dst_city"] == [{"val": truth_value(truth, "destination"), "negated": False}]
+    assert [(f["frame_id"], f["frame_parent_id"]) for f in offer["frames"]] == [(1, None), (2, 1)]
+    assert offer["frames"][1]["info"]["dst_city"][-1]["val"] == truth_value(truth, "destination")
+    # section 7.2: the search results are full records, so the package database can be rebuilt
+    with session_scope(settings.database_url) as s:
+        task = s.exec(select(Task).where(Task.protocol == "frames")).first()
+        from turkflow.protocols.frames.dialog import domain_of
+
+        domain = domain_of(task)
+    rebuilt = {item["id"]: item for t in dialogue["turns"] for lookup in t.get("db", [])
+               for item in (lookup.get("results") or {}).get("items", [])}
+    assert rebuilt and offer["db"][0]["results"]["ids"] == [i["id"] for i in offer["db"][0]["results"]["items"]]
+    for item_id, record in rebuilt.items():
+        row = next(i for i in domain.db.items if i["id"] == item_id)
+        assert set(record) == {domain.frames_name(c) for c in row}  # every column, by its Frames name
+        assert record["dst_city"] == row["destination"] and record["name"] == row["hotel"]
+    assert {c["field"] for c in offer["db"][0]["search"]["constraints"]} <= set(domain.frames_names.values())
+    # the booking and its verdict against the goal; the user's rating once answered
+    booked = dialogue["booking"]
+    if booked is not None:
+        assert booked["verdict"] in {"meets_goal", "meets_alternate", "breaks_goal"}
+        assert booked["item"] == rebuilt.get(booked["id"], booked["item"]) and "dst_city" in booked["item"]
+        assert (booked["verdict"] == "meets_goal") == (booked["broken"] == [])
 
     (dialogue,) = json.loads((tmp_path / "S" / "dialogues_001.json").read_text())
     acts = [[(a["act"], a["slot"], a["values"]) for a in t["frames"][0]["actions"]] for t in dialogue["turns"]]
@@ -296,3 +328,59 @@ def test_simulated_annotators_with_hidden_accuracy_the_monitor_blocks_the_carele
     assert monitor["careless"] == 2 and monitor["careless_blocked"] == 2 and monitor["recall"] == 1.0
     assert monitor["precision"] == round(2 / monitor["blocked"], 4)
     assert report["dataset"]["turns_correct"] == report["dataset"]["turns_with_labels"]
+
+
+def test_frames_are_tracked_turn_by_turn_from_the_annotation_as_the_frames_corpus_lists_them():
+    """Section 5.2 and 7.1 of the Frames paper, on a dialog written for this test: a frame a turn creates
+    is derived from the frame it refers to (else the active one) and inherits its info, a value the turn
+    gives replaces the inherited one, values accumulate with ``negated``, the user's questions go to the
+    frame the turn is about, a negated offer is REJECTED, moreinfo sets MOREINFO."""
+    from turkflow.dataset.frames import FrameTracker, next_active_frame
+
+    names = {"destination": "dst_city"}
+    tracker = FrameTracker(lambda slot: names.get(slot, slot))
+
+    def said(author, acts, frames=()):
+        return {"acts": [{"act": a, "slots": [dict(zip(("slot", "value"), s)) for s in slots]} for a, slots in acts],
+                "frames": [{"relation": r, "frame": n} for r, n in frames]}
+
+    dialog = [
+        ("user", said("user", [("inform", [("destination", "Punta Cana"), ("category", "2.5")])])),
+        ("wizard", said("wizard", [("offer", [("name", "El Mar"), ("category", "3.0")])], [("creates", 2), ("refers", 1)])),
+        ("user", said("user", [("request", [("breakfast",)])], [("refers", 2)])),
+        ("wizard", said("wizard", [("inform", [("breakfast", "False")])], [("writes", 2)])),
+        ("user", said("user", [("negate", [])])),
+        ("user", said("user", [("negate", [("duration", "3")]), ("confirm", [("wifi", "True")])])),
+        ("user", said("user", [("request_compare", [("price",)])], [("refers", 1), ("refers", 2)])),
+        ("user", said("user", [("moreinfo", [])], [("refers", 2)])),
+        ("user", said("user", [("inform", [("destination", "Cancun")])], [("creates", 3)])),
+    ]
+    active, after = 1, []
+    for author, labels in dialog:
+        frames = {f["frame_id"]: f for f in tracker.after(author, labels, active)}
+        active = next_active_frame(author, labels, active)
+        after.append((frames, active))
+    first, _ = after[0]
+    assert first[1]["info"] == {"dst_city": [{"val": "Punta Cana", "negated": False}],
+                                "category": [{"val": "2.5", "negated": False}]}
+    offered, active = after[1]
+    assert active == 1 and offered[2]["frame_parent_id"] == 1  # only the user moves the active frame
+    assert offered[2]["info"] == {"dst_city": [{"val": "Punta Cana", "negated": False}],  # inherited
+                                  "category": [{"val": "3.0", "negated": False}],  # replaced
+                                  "name": [{"val": "El Mar", "negated": False}]}
+    assert offered[1]["info"]["category"] == [{"val": "2.5", "negated": False}]  # frame 1 untouched
+    asked, active = after[2]
+    assert active == 2 and asked[2]["requests"] == [{"name": "breakfast"}]
+    assert after[3][0][2]["info"]["breakfast"] == [{"val": "False", "negated": False}]
+    assert after[4][0][2]["REJECTED"] is True and after[3][0][2]["REJECTED"] is False
+    negated = after[5][0][2]
+    assert negated["info"]["duration"] == [{"val": "3", "negated": True}]
+    assert negated["binary_questions"] == [{"name": "wifi", "val": "True"}]
+    assert after[6][0][2]["compare_requests"] == [{"name": "price", "frames": [1, 2]}]
+    assert after[7][0][2]["MOREINFO"] is True
+    last, active = after[8]
+    assert active == 3 and last[3]["frame_parent_id"] == 2
+    assert last[3]["info"]["dst_city"] == [{"val": "Cancun", "negated": False}]  # the new value, not both
+    assert last[3]["info"]["name"] == [{"val": "El Mar", "negated": False}]
+    assert sorted(last) == [1, 2, 3] and last[3]["requests"] == [] and not last[3]["REJECTED"]
+    assert tracker.after("user", None, 3) == [last[k] for k in (1, 2, 3)]  # a turn nobody labelled: no change

@@ -6,6 +6,7 @@ pipeline, on both databases."""
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import timedelta
 
@@ -150,6 +151,39 @@ def test_a_wizard_books_only_a_package_the_dialog_showed_then_only_replies_and_t
     with session_scope(settings.database_url) as s:
         assert replay(s, [dialog]) == (2, [])
         assert len(s.exec(select(DialogEvent).where(DialogEvent.conversation_id == dialog)).all()) == count
+
+    # the export says what was booked and its verdict against the goal, and the user's rating once answered
+    from tests.test_star_dialog import command
+    from turkflow.models import Worker
+    from turkflow.protocols import surveys
+
+    exported = command(settings, "export", "--format", "frames", "--out", str(tmp_path / "unrated"))
+    assert exported.returncode == 0, exported.stderr
+    (unrated,) = json.loads((tmp_path / "unrated" / "frames.json").read_text())
+    assert unrated["labels"]["userSurveyRating"] is None  # not answered yet
+    with session_scope(settings.database_url) as s:
+        user = s.exec(select(Worker).where(Worker.external_id == USER_1)).one()
+        assert surveys.answer_survey(s, dialog, user, {"cooperativity": "4"})
+    exported = command(settings, "export", "--format", "frames", "--out", str(tmp_path / "F"))
+    assert exported.returncode == 0, exported.stderr
+    (dialogue,) = json.loads((tmp_path / "F" / "frames.json").read_text())
+    assert dialogue["labels"]["userSurveyRating"] == 4 and dialogue["user_survey"] == {"cooperativity": 4}
+    booking = dialogue["booking"]
+    assert booking["id"] == found["ids"][0] and booking["item"]["dst_city"] == "Lisbon"  # its Frames names
+
+    def holds(condition, item):  # the goal's conditions, read off the export by hand
+        value = item[condition["field"]]
+        return {"is": lambda: str(value).casefold() == str(condition["value"]).casefold(),
+                "at_least": lambda: value >= condition["value"], "at_most": lambda: value <= condition["value"]
+                }[condition["op"]]()
+
+    names = load_domain(SAMPLE).frames_names
+    booked_item = {column: booking["item"][names.get(column, column)] for column in names}
+    broken = [c for c in dialogue["goal"]["constraints"] if not holds(c, booked_item)]
+    assert [(c["field"], c["op"]) for c in booking["broken"]] == [(names[c["field"]], c["op"]) for c in broken]
+    assert booking["verdict"] == (MEETS_GOAL if not broken else MEETS_ALTERNATE if dialogue["goal"].get(
+        "alternate") and all(holds(c, booked_item) for c in dialogue["goal"]["alternate"]["constraints"])
+        else BREAKS_GOAL)
 
 
 def test_a_user_cannot_book(settings, providers):

@@ -9,17 +9,22 @@ package it booked.
 The labels are the annotation's (``turkflow.protocols.annotate``: a person's decision, else the annotators'
 majority); a turn without them has no acts (``annotated`` false) and keeps the active frame. The active
 frame starts at 1 and, as in Frames, only the user changes it: to the last frame a user turn creates or
-refers to. Beside Frames' fields: ``goal`` (the user's goal as drawn), ``wizard_survey`` and
-``user_survey`` (the end-of-dialog answers by question), each turn's ``author_id``. Worker ids are keyed
-hashes, as in every export.
+refers to. Each turn also carries ``frames``, every frame after the turn (section 7.1), tracked from the
+annotation by ``FrameTracker``. A wizard turn's searches carry their results as full records (section 7.2:
+the package database can be rebuilt from the dialogues). Slot keys, in acts, frames and records, are the
+Frames corpus' names where the domain file's ``database.frames_names`` says which (``destination`` ->
+``dst_city``). Beside Frames' fields: ``goal`` (the user's goal as drawn), ``booking`` (the package booked,
+if any, and its verdict against the goal: meets_goal, meets_alternate or breaks_goal, with the goal's
+conditions it breaks), ``wizard_survey`` and ``user_survey`` (the end-of-dialog answers by question), each
+turn's ``author_id``. Worker ids are keyed hashes, as in every export.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
@@ -29,6 +34,9 @@ from turkflow.protocols.annotate import results
 from turkflow.protocols.annotate.scheme import RELATIONS
 from turkflow.protocols.frames import dialog as frames_dialog
 from turkflow.protocols.frames import events as frames_events
+from turkflow.protocols.frames.database import convert, to_json
+from turkflow.protocols.frames.domain import Domain
+from turkflow.protocols.frames.goals import goal_from_dict, judge_booking
 from turkflow.protocols.questions import FRAMES
 from turkflow.protocols.registry import conversation_pages
 
@@ -53,14 +61,16 @@ def frame_args(frames: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return args
 
 
-def turn_labels(labels: Optional[Mapping[str, Any]], active_frame: int) -> dict[str, Any]:
-    """A turn's ``labels`` from its annotation (None: not annotated, so no acts)."""
+def turn_labels(labels: Optional[Mapping[str, Any]], active_frame: int,
+                name: Callable[[str], str] = str) -> dict[str, Any]:
+    """A turn's ``labels`` from its annotation (None: not annotated, so no acts); ``name`` gives a slot
+    its Frames name."""
     if labels is None:
         return {"acts": [], "acts_without_refs": [], "active_frame": active_frame}
     relations = frame_args(labels.get("frames", []))
     acts = [{"name": a["act"],
-             "args": [{"key": s["slot"], **({"val": s["value"]} if "value" in s else {})} for s in a["slots"]]
-             + relations} for a in labels["acts"]]
+             "args": [{"key": name(s["slot"]), **({"val": s["value"]} if "value" in s else {})}
+                      for s in a["slots"]] + relations} for a in labels["acts"]]
     return {"acts": acts,
             "acts_without_refs": [{"name": a["name"], "args": [x for x in a["args"] if x["key"] not in REFS]}
                                   for a in acts],
@@ -75,19 +85,120 @@ def next_active_frame(author: str, labels: Optional[Mapping[str, Any]], active_f
     return moved[-1] if moved else active_frame
 
 
-def wizard_db(events: Sequence[DialogEvent]) -> list[dict[str, Any]]:
-    """What one wizard turn looked up: each search with its results and any suggestions, and a booking."""
+def wizard_db(events: Sequence[DialogEvent], records: Optional[Records] = None) -> list[dict[str, Any]]:
+    """What one wizard turn looked up: each search with its results and any suggestions, and a booking;
+    with ``records``, each result and suggestion's items as full records, keys by their Frames names."""
+    records = records or Records()
     found: list[dict[str, Any]] = []
     for event in events:
         if event.action == frames_events.SEARCH:
-            found.append({"search": event.data, "results": None})
+            search = dict(event.data, constraints=[dict(c, field=records.name(c["field"]))
+                                                   for c in event.data.get("constraints", [])])
+            if "sort" in search and isinstance(search["sort"], Mapping):
+                search["sort"] = dict(search["sort"], field=records.name(search["sort"].get("field", "")))
+            found.append({"search": search, "results": None})
         elif event.action == frames_events.RESULTS and found:
-            found[-1]["results"] = event.data
+            found[-1]["results"] = dict(event.data, items=records.of(event.data.get("ids", [])))
         elif event.action == frames_events.SUGGESTIONS and found:
-            found[-1]["suggestions"] = event.data["suggestions"]
+            found[-1]["suggestions"] = [dict(s, items=records.of(s.get("ids", [])))
+                                        for s in event.data["suggestions"]]
         elif event.action == frames_events.BOOK:
-            found.append({"book": event.data})
+            found.append({"book": dict(event.data, item=records.record(event.data.get("item") or {}))})
     return found
+
+
+@dataclass(frozen=True)
+class Records:
+    """The task's database as the export writes it: an item by id as a full record, keys by their Frames
+    names (``domain.frames_name``); an id the database no longer holds is ``{"id": id, "missing": true}``."""
+
+    items: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def name(self, column: str) -> str:
+        return self.names.get(column, column)
+
+    def record(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        return {self.name(k): to_json(v) for k, v in item.items()}
+
+    def of(self, ids: Sequence[Any]) -> list[dict[str, Any]]:
+        return [self.record(self.items[i]) if i in self.items else {"id": i, "missing": True} for i in ids]
+
+
+def _empty_frame(frame_id: int, parent: Optional[int]) -> dict[str, Any]:
+    return {"frame_id": frame_id, "frame_parent_id": parent, "info": {}, "requests": [],
+            "binary_questions": [], "compare_requests": [], "REJECTED": False, "MOREINFO": False}
+
+
+class FrameTracker:
+    """Every frame of a dialog after each turn (the Frames corpus' per-turn ``frames``, section 7.1), read
+    off the turns' annotated acts and frame relations.
+
+    Frame 1 is there from the start. A frame a turn creates is derived from the frame it refers to, else
+    from the active one: it inherits that frame's info, and a slot the turn then gives replaces the inherited
+    values. Within a frame, values accumulate (``{"val", "negated"}``; a user's ``negate`` of a value is
+    negated). The user's questions go to the frame the turn is about (the one it creates, writes, refers to,
+    else the active one): ``request`` of a slot to ``requests``, of a slot with a value and ``confirm`` to
+    ``binary_questions``, ``request_compare`` to ``compare_requests`` (with the frames referred to);
+    ``moreinfo`` sets ``MOREINFO``; a user's ``negate`` without a slot (of an offer) sets ``REJECTED``, an
+    ``affirm`` clears it. The labels do not say which act a relation belongs to, so a turn's acts all
+    concern one frame. Slot names are given by ``name``."""
+
+    def __init__(self, name: Callable[[str], str] = str) -> None:
+        self.name = name
+        self.frames: dict[int, dict[str, Any]] = {1: _empty_frame(1, None)}
+
+    def after(self, author: str, labels: Optional[Mapping[str, Any]], active: int) -> list[dict[str, Any]]:
+        """The frames after a turn of ``author`` with these labels (None: not annotated: nothing changes);
+        ``active``: the active frame as the turn began."""
+        if labels is not None:
+            self._integrate(author, labels, active)
+        return json.loads(json.dumps([self.frames[k] for k in sorted(self.frames)]))
+
+    def _integrate(self, author: str, labels: Mapping[str, Any], active: int) -> None:
+        relations = labels.get("frames", [])
+        created = [f["frame"] for f in relations if f["relation"] == "creates"]
+        referred = [f["frame"] for f in relations if f["relation"] != "creates" and f["frame"] in self.frames]
+        fresh: set[str] = set()
+        for number in created:
+            if number in self.frames:
+                continue
+            parent = referred[0] if referred else active if active in self.frames else None
+            frame = _empty_frame(number, parent)
+            if parent is not None:
+                frame["info"] = json.loads(json.dumps(self.frames[parent]["info"]))
+            self.frames[number] = frame
+        target = self.frames[next(iter(created[::-1] + [f["frame"] for f in relations
+                                                         if f["relation"] == "writes" and f["frame"] in self.frames]
+                                       + referred[::-1]), active if active in self.frames else 1)]
+        for act in labels.get("acts", []):
+            self._act(author, act, target, referred, fresh if created else None)
+
+    def _act(self, author: str, act: Mapping[str, Any], frame: dict[str, Any], referred: list[int],
+             fresh: Optional[set[str]]) -> None:
+        name, slots = act["act"], act.get("slots", [])
+        if author == "user" and not slots and name in ("negate", "affirm"):
+            frame["REJECTED"] = name == "negate"
+        if author == "user" and name == "moreinfo":
+            frame["MOREINFO"] = True
+        for slot in slots:
+            key, given = self.name(slot["slot"]), "value" in slot
+            if author == "user" and name == "request":
+                if given:
+                    frame["binary_questions"].append({"name": key, "val": slot["value"]})
+                else:
+                    frame["requests"].append({"name": key})
+            elif author == "user" and name == "confirm":
+                frame["binary_questions"].append({"name": key, **({"val": slot["value"]} if given else {})})
+            elif author == "user" and name == "request_compare":
+                frame["compare_requests"].append({"name": key, **({"val": slot["value"]} if given else {}),
+                                                  "frames": sorted(set(referred))})
+            elif given and name in ("inform", "offer", "suggest", "negate", "switch_frame", "affirm"):
+                if fresh is not None and key not in fresh:
+                    frame["info"][key] = []  # a value the new frame's turn gives replaces the inherited ones
+                    fresh.add(key)
+                frame["info"].setdefault(key, []).append(
+                    {"val": slot["value"], "negated": author == "user" and name == "negate"})
 
 
 def frames_dialogues(session: Session, hash_key: str, filters: ExportFilters,
@@ -111,23 +222,27 @@ def frames_dialogues(session: Session, hash_key: str, filters: ExportFilters,
         for turn in turns:
             by_conversation[turn.conversation_id].append(turn)
         for conversation, task in page:
-            yield _dialogue(conversation, by_conversation[conversation.id], events, labels, answers[conversation.id],
-                            {w: anonymize(hash_key, e) for w, e in names.items()})
+            yield _dialogue(conversation, frames_dialog.domain_of(task), by_conversation[conversation.id], events,
+                            labels, answers[conversation.id], {w: anonymize(hash_key, e) for w, e in names.items()})
 
 
-def _dialogue(conversation: Conversation, turns: Sequence[Turn], events: Mapping[int, list[DialogEvent]],
-              labels: Mapping[int, dict[str, Any]], answers: Mapping[str, Any],
-              authors: Mapping[int, str]) -> dict[str, Any]:
+def _dialogue(conversation: Conversation, domain: Domain, turns: Sequence[Turn],
+              events: Mapping[int, list[DialogEvent]], labels: Mapping[int, dict[str, Any]],
+              answers: Mapping[str, Any], authors: Mapping[int, str]) -> dict[str, Any]:
+    records = Records({item["id"]: item for item in domain.db.items}, domain.frames_names)
+    tracker = FrameTracker(records.name)
     active = 1
-    shown = []
+    shown, booked = [], None
     for turn in turns:
         given = labels.get(turn.id)
         entry = {"author": turn.role, "author_id": authors.get(turn.worker_id), "text": turn.text or "",
                  "timestamp": turn.submitted_at.timestamp() * 1000 if turn.submitted_at else None,
-                 "annotated": given is not None, "labels": turn_labels(given, active)}
+                 "annotated": given is not None, "labels": turn_labels(given, active, records.name)}
         if turn.role == "wizard":
             writer = [e for e in events.get(turn.id, []) if e.worker_id in (None, turn.worker_id)]
-            entry["db"] = wizard_db(writer)
+            entry["db"] = wizard_db(writer, records)
+            booked = next((e.data for e in writer if e.action == frames_events.BOOK), booked)
+        entry["frames"] = tracker.after(turn.role, given, active)
         active = next_active_frame(turn.role, given, active)
         shown.append(entry)
     first = {role: next((authors.get(t.worker_id) for t in turns if t.role == role), None) for role in ("user", "wizard")}
@@ -137,7 +252,20 @@ def _dialogue(conversation: Conversation, turns: Sequence[Turn], events: Mapping
             "user_survey": {k: v for k, v in answers.items() if k == "cooperativity"},
             "wizard_survey": {k: v for k, v in answers.items() if k != "cooperativity"},
             "goal": {k: v for k, v in conversation.scenario.items() if k != "domain"},
+            "booking": _booking(conversation, domain, booked, records),
             "turns": shown}
+
+
+def _booking(conversation: Conversation, domain: Domain, booked: Optional[Mapping[str, Any]],
+             records: Records) -> Optional[dict[str, Any]]:
+    """The package booked, as booked, and its verdict against the user's goal (None: nothing booked)."""
+    if not booked or not booked.get("item"):
+        return None
+    db = domain.db
+    item = {k: convert(db.columns[k].type, v) if k in db.columns else v for k, v in booked["item"].items()}
+    verdict = judge_booking(goal_from_dict(conversation.scenario, db), item)
+    return {"id": booked.get("id"), "item": records.record(booked["item"]), "verdict": verdict.outcome,
+            "broken": [dict(c.as_dict(), field=records.name(c.field)) for c in verdict.broken]}
 
 
 def export_frames(session: Session, out_dir: Path, *, hash_key: str,

@@ -49,12 +49,17 @@ class Domain:
     results: tuple[str, ...] = ()  # the columns a results table shows; the others on demand
     flexible_days: int = FLEXIBLE_DAYS
     wizard_instructions: tuple[str, ...] = WIZARD_INSTRUCTIONS
+    frames_names: Mapping[str, str] = field(default_factory=dict)  # a column's name in the Frames corpus
+
+    def frames_name(self, column: str) -> str:
+        """The name the Frames corpus gives the column (``dst_city``), where the requester says which."""
+        return self.frames_names.get(column, column)
 
     def label(self, column: str) -> str:
         return self.labels.get(column) or column.replace("_", " ").capitalize()
 
 
-DATABASE_KEYS = ("file", "types", "searchable", "sort", "descending", "labels", "ask", "results")
+DATABASE_KEYS = ("file", "types", "searchable", "sort", "descending", "labels", "ask", "results", "frames_names")
 TOP_KEYS = {"database", "templates", "suggestion_probability", "flexible_days", "wizard_instructions"}
 
 
@@ -128,5 +133,11 @@ def load_domain(path: Path = SAMPLE) -> Domain:
     told = raw.get("wizard_instructions", list(WIZARD_INSTRUCTIONS))
     if not isinstance(told, list) or not told or not all(isinstance(t, str) and t.strip() for t in told):
         raise InvalidDocument(f"{path}: wizard_instructions: expected a list of texts")
+    frames_names = database.get("frames_names") or {}
+    _names(frames_names, db, path, "frames_names")
+    if not all(isinstance(v, str) and v.strip() for v in frames_names.values()) or \
+            len(set(frames_names.values())) != len(frames_names):
+        raise InvalidDocument(f"{path}: database.frames_names: expected a mapping of column name to a Frames "
+                              "slot name, each name once")
     return Domain(db, templates, sort, float(chance), file, dict(labels), dict(ask), results, days,
-                  tuple(t.strip() for t in told))
+                  tuple(t.strip() for t in told), dict(frames_names))

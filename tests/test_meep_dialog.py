@@ -250,6 +250,17 @@ def test_the_sgd_export_carries_the_agents_api_calls_as_frames_with_the_clicked_
         "canonical_values": ["Bluebird Coffee on Main Street"]}
     assert call["service_call"]["parameters"]["latitude"] == "33.9803"
     assert call["service_results"][0]["address"] == "2410 Main Street"
+    # where a value came from, in SGD's place for it: a slot's span of the utterance that says it
+    asked = dialogue["turns"][0]
+    assert asked["frames"][1] == {"service": "find_place", "actions": [], "slots": [
+        {"slot": "query", "start": ASK.index("Bluebird"), "exclusive_end": ASK.index(", please")}]}
+    sent = found["utterance"]
+    spans = {slot["slot"]: sent[slot["start"]:slot["exclusive_end"]] for slot in call["slots"]}
+    assert spans["name"] == "Bluebird Coffee" and spans["street_name"] == "Main Street"
+    assert spans["duration_minutes"] == said["actions"][0]["values"][2]
+    drove = dialogue["turns"][3]
+    named = next(f for f in drove["frames"] if f["service"] == "find_place")  # v1, from an earlier turn
+    assert [drove["utterance"][x["start"]:x["exclusive_end"]] for x in named["slots"]] == ["Bluebird Coffee"]
     assert [s["service_name"] for s in services] == ["find_place", "meep", "start_driving"]
     find_place = services[0]
     assert [slot["name"] for slot in find_place["slots"]] == ["query", "latitude", "longitude"]

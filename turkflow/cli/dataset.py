@@ -32,13 +32,15 @@ if TYPE_CHECKING:
 @click.option("--scrub-pii", is_flag=True,
               help="Replace person names, emails, phone numbers, street addresses and MTurk worker ids in "
                    "free text with [NAME], [EMAIL], [PHONE], [ADDRESS], [WORKER_ID] (spaCy NER + patterns).")
-@click.option("--format", "format_", type=click.Choice(["turkflow", "star", "sgd", "frames"]), default="turkflow",
-              show_default=True,
+@click.option("--format", "format_", type=click.Choice(["turkflow", "star", "sgd", "frames", "meep"]),
+              default="turkflow", show_default=True,
               help="turkflow: the Wizard of Tasks conversations as below; star: the STAR conversations as "
                    "STAR's event logs, DIR/dialogues/<id>.json (read back by analyse --corpus star); sgd: "
                    "every conversation in the Schema-Guided Dialogue format (read back by analyse --corpus "
                    "sgd; Frames turns' acts from annotation only); frames: the Frames conversations in the "
-                   "Frames corpus' JSON, with their annotated acts, slots and frames.")
+                   "Frames corpus' JSON, with their annotated acts, slots and frames; meep: the MEEP "
+                   "conversations' session logs and click-level training examples (read back by replay "
+                   "--from).")
 @pass_app
 def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[str], completed_only: bool,
            exclude_blocked: bool, scrub_pii: bool, format_: str) -> None:
@@ -53,6 +55,9 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     DIR/schema.json               the services (tasks) they use, as SGD describes services
     DIR/frames.json               with --format frames: the Frames dialogues (turns, author, text,
                                   labels with acts, slots and frames; the user's rating, wizard_survey)
+    DIR/sessions/<id>.json        with --format meep: one MEEP session log (every click, where each value
+                                  came from, u1_7 or v1.name, wait_for_user), executable by replay --from
+    DIR/examples.jsonl            and MEEP's click-level training examples, one per agent decision
 
     Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.
     Conversations are read a page at a time, so memory stays flat however large the collection is.
@@ -61,13 +66,13 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     from turkflow.dataset.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
     from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
 
-    protocol = {"star": "star", "sgd": None, "frames": "frames"}.get(format_, "wizard_of_tasks")
+    protocol = {"star": "star", "sgd": None, "frames": "frames", "meep": "meep"}.get(format_, "wizard_of_tasks")
     filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
                             exclude_blocked=exclude_blocked, protocol=protocol)
     if format_ == "sgd":
         _export_sgd(app, out_dir, filters, scrub_pii)
         return
-    if format_ in ("star", "frames"):
+    if format_ in ("star", "frames", "meep"):
         _export_corpus(app, out_dir, filters, format_, refused=exclude_blocked or scrub_pii)
         return
     try:
@@ -86,7 +91,7 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
 
 
 # which --format writes a protocol's conversations (annotation's labels go out with the dialogs they label)
-FORMAT_OF = {"wizard_of_tasks": "turkflow", "star": "star", "frames": "frames", "meep": "sgd",
+FORMAT_OF = {"wizard_of_tasks": "turkflow", "star": "star", "frames": "frames", "meep": "meep",
              "annotate": "frames or sgd (the labels go out with the dialogs they label)"}
 
 
@@ -108,7 +113,7 @@ def _export_corpus(app: App, out_dir: Path, filters: ExportFilters, format_: str
     """STAR's and Frames' own corpus formats: written from the conversations as the corpus lays them out."""
     from turkflow.dataset.export import ExportError, count_conversations
 
-    name = {"star": "STAR", "frames": "Frames"}[format_]
+    name = {"star": "STAR", "frames": "Frames", "meep": "MEEP"}[format_]
     if refused:
         raise CommandError(f"--exclude-blocked and --scrub-pii do not apply to --format {format_} yet")
     with app.session() as session:
@@ -128,6 +133,12 @@ def _write_corpus(session: Session, out_dir: Path, hash_key: str, filters: Expor
 
         star = export_star(session, out_dir, hash_key=hash_key, filters=filters)
         return f"{star.dialogues} STAR dialogues ({star.turns} STAR turns in complete ones)", star.out_dir
+    if format_ == "meep":
+        from turkflow.dataset.meep import export_meep
+
+        meep = export_meep(session, out_dir, hash_key=hash_key, filters=filters)
+        return (f"{meep.sessions} MEEP session logs ({meep.clicks} agent clicks, {meep.examples} click-level "
+                f"examples)"), meep.out_dir
     from turkflow.dataset.frames import export_frames
 
     frames = export_frames(session, out_dir, hash_key=hash_key, filters=filters)
@@ -235,19 +246,33 @@ def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit
 @click.command(context_settings=CONTEXT)
 @click.argument("conversation_id", type=int, required=False)
 @click.option("--batch", "batch_id", type=int, help="Every conversation of this STAR, Frames or MEEP batch.")
+@click.option("--from", "exported", multiple=True, type=click.Path(path_type=Path, exists=True),
+              help="MEEP session logs exported with export --format meep (the export's folder, its sessions/ "
+                   "or session files; repeatable): executed from the files, not the database.")
+@click.option("--folder", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="With --from: the MEEP folder (apis.json, templates.json) to execute against.  [default: "
+                   "each session's own, as exported]")
 @pass_app
-def replay(app: App, conversation_id: Optional[int], batch_id: Optional[int]) -> None:
+def replay(app: App, conversation_id: Optional[int], batch_id: Optional[int], exported: tuple[Path, ...],
+           folder: Optional[Path]) -> None:
     """Run a conversation's logged actions again: STAR's queries, Frames' searches, MEEP's clicks.
 
     Prints each action that now gives something else than what was logged (which one, and both values;
     a MEEP click's template or API result) and exits with status 1 if any does; an untouched log replays
-    clean.
+    clean. With --from, MEEP's exported session logs are read back and executed instead.
     """
     from sqlmodel import select
 
     from turkflow.protocols import registry
     from turkflow.models import Batch, Conversation
 
+    if exported:
+        if conversation_id is not None or batch_id is not None:
+            raise CommandError("give CONVERSATION_ID, --batch ID or --from PATH, one of them")
+        _replay_exported(exported, folder)
+        return
+    if folder is not None:
+        raise CommandError("--folder applies to --from only")
     if (conversation_id is None) == (batch_id is None):
         raise CommandError("give either CONVERSATION_ID or --batch ID")
     with app.session() as session:
@@ -267,5 +292,20 @@ def replay(app: App, conversation_id: Optional[int], batch_id: Optional[int]) ->
     for difference in differences:
         click.echo(difference.describe())
     click.echo(f"replayed {replayed} {logged.replayed} in {len(ids)} conversations: {len(differences)} differ")
+    if differences:
+        raise SystemExit(1)
+
+
+def _replay_exported(paths: tuple[Path, ...], folder: Optional[Path]) -> None:
+    from turkflow.dataset.meep import replay_sessions
+    from turkflow.errors import InvalidDocument
+
+    try:
+        sessions, ran, differences = replay_sessions(paths, folder)
+    except InvalidDocument as exc:
+        raise CommandError(str(exc)) from None
+    for difference in differences:
+        click.echo(difference)
+    click.echo(f"replayed {ran} clicks in {sessions} exported MEEP sessions: {len(differences)} differ")
     if differences:
         raise SystemExit(1)

@@ -45,7 +45,9 @@ from turkflow.protocols.meep import clicks
 from turkflow.protocols.meep.events import EventShape, from_events, judged, record_events, start_event
 from turkflow.protocols.meep.execute import execute
 from turkflow.protocols.meep.kb import KnowledgeBase
-from turkflow.protocols.meep.log import ApiCall, Send, SessionLog, TemplateAdded, TemplatePick, UserMessage
+from turkflow.protocols.meep.log import (
+    ApiCall, FieldClick, Filler, Send, SessionLog, TemplateAdded, TemplatePick, UserMessage, WordClick,
+)
 from turkflow.protocols.meep.templates import load_templates, parts
 from turkflow.protocols.meep.tokens import tokenize
 from turkflow.models import (
@@ -533,17 +535,44 @@ def _action(act: str, slot: str, values: Sequence[Any]) -> dict[str, Any]:
     return {"act": act, "slot": slot, "values": shown, "canonical_values": shown}
 
 
+def _word_spans(text: str, clicks: Sequence[Any]) -> Optional[tuple[int, int]]:
+    """The characters of ``text`` the clicked words cover, first to last (SGD's slot span)."""
+    tokens = tokenize(text)
+    indexes = [c.token for c in clicks if 0 <= c.token < len(tokens)]
+    return (tokens[min(indexes)].start, tokens[max(indexes)].end) if indexes else None
+
+
+def _frame_of(frames: list[dict[str, Any]], service: str) -> dict[str, Any]:
+    found = next((f for f in frames if f["service"] == service), None)
+    if found is None:
+        found = {"service": service, "slots": [], "actions": []}
+        frames.append(found)
+    return found
+
+
 def sgd_dialogue(conversation: Conversation, task: Task, log: SessionLog) -> dict[str, Any]:
     """One MEEP log as an SGD dialogue (see ``sgd_dialogues``)."""
     turns: list[dict[str, Any]] = []
     frames: list[dict[str, Any]] = []  # the agent's, until it sends
     picked: list[dict[str, Any]] = []
+    fillers: list[Filler] = []  # the picked templates' fillers, until the agent sends
     services = [task.domain]
+    users: dict[int, dict[str, Any]] = {}  # a user message's turn, by its number
+    apis: dict[str, str] = {}  # a result's id -> the API that returned it
     for record in log.records:
         if isinstance(record, UserMessage):
-            turns.append({"speaker": "USER", "utterance": record.text,
-                          "frames": [{"service": task.domain, "slots": [], "actions": []}]})
+            users[record.number] = {"speaker": "USER", "utterance": record.text,
+                                    "frames": [{"service": task.domain, "slots": [], "actions": []}]}
+            turns.append(users[record.number])
         elif isinstance(record, ApiCall):
+            apis.update((r.id, record.api) for r in record.results)
+            for name, filler in record.arguments.items():  # the words an argument took, where the user said them
+                words = [c for c in filler.clicks if isinstance(c, WordClick)]
+                said = users.get(words[0].message) if words else None
+                span = _word_spans(said["utterance"], words) if said else None
+                if span is not None:
+                    _frame_of(said["frames"], record.api)["slots"].append(
+                        {"slot": name, "start": span[0], "exclusive_end": span[1]})
             arguments = {name: f.value for name, f in record.arguments.items()}
             frames.append({"service": record.api, "slots": [],
                            "actions": [_action("INFORM", n, [v]) for n, v in arguments.items()],
@@ -554,12 +583,25 @@ def sgd_dialogue(conversation: Conversation, task: Task, log: SessionLog) -> dic
             services.append(record.api)
         elif isinstance(record, TemplatePick):
             picked.append(_action("TEMPLATE", record.template, [f.value for f in record.fillers]))
+            fillers += record.fillers
         elif isinstance(record, TemplateAdded):
             continue  # a template the agent made: no utterance of its own
         elif isinstance(record, Send):
-            turns.append({"speaker": "SYSTEM", "utterance": record.text,
-                          "frames": [{"service": task.domain, "slots": [], "actions": picked}, *frames]})
-            frames, picked = [], []
+            said = [{"service": task.domain, "slots": [], "actions": picked}, *frames]
+            at = 0
+            for filler in fillers:  # a result field a blank took, where the sent text says it
+                field = filler.clicks[0] if len(filler.clicks) == 1 and isinstance(filler.clicks[0], FieldClick) \
+                    else None
+                value = _shown(filler.value) if filler.value is not None else ""
+                start = record.text.find(value, at) if value else -1
+                if start < 0:
+                    continue
+                at = start + len(value)
+                if field is not None and field.result in apis:
+                    _frame_of(said, apis[field.result])["slots"].append(
+                        {"slot": field.field, "start": start, "exclusive_end": at})
+            turns.append({"speaker": "SYSTEM", "utterance": record.text, "frames": said})
+            frames, picked, fillers = [], [], []
     return {"dialogue_id": f"meep_{conversation.id}", "services": list(dict.fromkeys(services)),
             "turns": turns}
 
@@ -573,7 +615,10 @@ def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
     action (slot: the template id; values: its fillers' values); each API the agent called before sending
     adds a frame whose service is the API, with one ``INFORM`` action per argument (slot: the argument;
     value: what the clicks gave), and the call and its results as SGD's ``service_call`` and
-    ``service_results``. The user's verdict on the destination is a last USER turn whose action is
+    ``service_results``. Where a value came from has SGD's place for it, a slot's span in an utterance: an
+    argument's clicked words are a span of the user's message, in a frame of the API's service; a result field
+    a template's blank took is a span of the sent message, in a frame of the service that returned it. The
+    user's verdict on the destination is a last USER turn whose action is
     ``AFFIRM`` (approved) or ``NEGATE`` (slot ``destination``, value ``latitude,longitude``). Nothing in SGD names a worker, so ``hash_key`` hides nothing here.
     """
     for page in conversation_pages(session, MEEP, filters, page_size):

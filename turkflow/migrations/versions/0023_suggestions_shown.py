@@ -3,8 +3,8 @@
 STAR's wizards saw three suggestions in 80% of their picks; the page showed six. The number is a batch's
 decision (every process that renders the page reads it from the batch), three unless the batch asks otherwise.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-11-28 14:30:00
 """
 
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision = '0022'
-down_revision = '0021'
+revision = '0023'
+down_revision = '0022'
 branch_labels = None
 depends_on = None
 

@@ -373,7 +373,7 @@ def _conflict(plans: Sequence[Mapping[str, Any]], stars: Sequence[Mapping[str, A
             others = [r["id"] for r in _rows(kb, api) if r.get("id") not in (None, plan["values"]["id"])]
             if others:
                 change = {"slot": "id", "readable": "number", "old": shown(plan["values"]["id"]),
-                          "new": rng.choice(others)}
+                          "new": shown(rng.choice(others))}
         if change is not None:
             return {**change, "task": plan["task"]}
     return None

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 
 from tests.test_meep_dialog import ASK, PLUS, QUERY, SAMPLE, coffee_dialog, first_conversation, launch_meep, paid_turn
@@ -50,6 +52,18 @@ def test_the_meep_export_is_the_session_log_with_every_click_where_its_values_ca
     assert clicks[6]["template"] == "t8" and clicks[12]["text"].startswith("I found Bluebird Coffee on Main Street.")
     assert clicks[16]["from"] == ["v1.latitude"] and clicks[20]["from"] == ["v1.name"]
 
+    # Figure 3's form: Python that runs the session again and prints the dialog as it was said
+    script = tmp_path / "M" / "sessions" / f"meep_{conversation_id}.py"
+    source = script.read_text()
+    assert "u1_7 = 'Bluebird'" in source and "session.call('find_place', query=words(u1, 7, 8, 9, 10, 11), " \
+        "latitude=source_latitude, longitude=source_longitude)" in source
+    assert "v1_name = api_variables[0]['name']" in source
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    said = [(f"User: {c['text']}" if c["click"] == "user_message" else f"Agent: {c['text']}")
+            for c in clicks if c["click"] in ("user_message", "send")]
+    assert ran.stdout.splitlines() == said
+
     lines = [json.loads(line) for line in (tmp_path / "M" / "examples.jsonl").read_text().splitlines()]
     decisions = [(e["kind"], e["target"]) for e in lines]
     assert decisions == [
@@ -91,6 +105,11 @@ def test_a_template_added_with_plus_is_exported_with_the_clicks_that_made_it(set
     assert plus["pieces"] == ["u1_7", "u1_8", "t2_1", "{ }", "t2_8"] and plus["text"] == "Bluebird Coffee is {}."
     assert plus["template"] == template
     assert [c["click"] for c in clicks[-4:]] == ["add_template", "template", "blank", "send"]
+    script = session.with_suffix(".py")
+    assert f"session.add_template({template!r}, 'Bluebird Coffee is {{}}.')" in script.read_text()
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [f"User: {ASK}", f"Agent: {clicks[-1]['text']}"]
 
 
 def test_replay_from_the_exported_files_is_clean_and_names_the_click_a_changed_file_breaks(

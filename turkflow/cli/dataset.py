@@ -57,6 +57,7 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
                                   labels with acts, slots and frames; the user's rating, wizard_survey)
     DIR/sessions/<id>.json        with --format meep: one MEEP session log (every click, where each value
                                   came from, u1_7 or v1.name, wait_for_user), executable by replay --from
+    DIR/sessions/<id>.py          and the same session as Python that runs it again (MEEP's Figure 3)
     DIR/examples.jsonl            and MEEP's click-level training examples, one per agent decision
 
     Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.

@@ -14,6 +14,9 @@ and Figure 3) and its click-level training examples (section 6).
 - ``templates``: every template the batch offered by then, ``verdict``: the user's approval of the
   destination (MEEP's success label), ``workers``: who wrote each role (keyed hashes).
 
+``DIR/sessions/<id>.py``: the same session as MEEP's Figure 3 stored it, Python that runs it again against
+the requester's folder and prints the dialog (``turkflow.protocols.meep.script``).
+
 ``DIR/examples.jsonl``: one line per agent decision MEEP predicts (section 6): its ``kind`` (``action``: an
 API, a template or ``wait_for_user``; ``query``: the words of a ``find_place``-like string argument, one
 prediction however many words; ``parameter``: the variable an API argument or a template blank takes),
@@ -24,6 +27,7 @@ the ``target`` and the session so far as lines of text (``context``), "[USER] ..
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
@@ -188,6 +192,8 @@ def export_meep(session: Session, out_dir: Path, *, hash_key: str,
         for document in session_documents(session, hash_key, replace(filters, protocol=MEEP.name)):
             (staging / "sessions" / f"{document['id']}.json").write_text(
                 json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+            (staging / "sessions" / f"{document['id']}.py").write_text(
+                python_form(document, SessionLog.from_json(document["log"])), encoding="utf-8")
             sessions += 1
             clicks += sum(1 for c in document["clicks"] if c["click"] not in ("user_message", "results"))
             for example in examples(document["id"], document["clicks"], document["log"]["given"]):
@@ -203,7 +209,7 @@ def read_sessions(paths: Sequence[Path]) -> Iterator[tuple[Path, dict[str, Any],
     for path in paths:
         path = Path(path)
         folder = path / "sessions" if (path / "sessions").is_dir() else path
-        found = sorted(folder.glob("*.json")) if folder.is_dir() else [path]
+        found = sorted(folder.glob("*.json")) if folder.is_dir() else [path]  # the .py beside each: not read
         if not found:
             raise InvalidDocument(f"{path}: no MEEP session files in it")
         files += found
@@ -250,3 +256,58 @@ def replay_sessions(paths: Sequence[Path], folder: Optional[Path] = None) -> tup
                                    f"{json.dumps({k: verdict.get(k) for k in ('latitude', 'longitude')})}, "
                                    f"executing start_driving drives to {json.dumps(point)}")
     return sessions, ran, differences
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def _variable(click: Click) -> str:
+    if isinstance(click, WordClick):
+        return f"u{click.message}_{click.token}"
+    return f"{_identifier(click.result)}_{_identifier(click.field)}"
+
+
+def _expression(filler: Filler) -> str:
+    """A filler as the Python form writes it: the clicked words of a message, or the result field's variable."""
+    if filler.clicks and all(isinstance(c, WordClick) for c in filler.clicks):
+        message = filler.clicks[0].message
+        return f"words(u{message}, {', '.join(str(c.token) for c in filler.clicks)})"
+    return _variable(filler.clicks[0]) if filler.clicks else repr(filler.value)
+
+
+def python_form(document: Mapping[str, Any], log: SessionLog) -> str:
+    """The session as MEEP's Figure 3 wrote it, Python that runs it again against the requester's folder
+    (``turkflow.protocols.meep.script``) and prints each user and agent message."""
+    from turkflow.protocols.meep.tokens import tokenize
+
+    added = {r.template: r.text for r in log.records if isinstance(r, TemplateAdded)}
+    others = {k: v for k, v in (document.get("templates") or {}).items() if k not in added}
+    lines = [f"# MEEP session {document['id']}, exported by turkflow: the stored, executable form of the",
+             "# session (MEEP, Figure 3). Run it with the Python turkflow is installed in; it calls the",
+             "# requester's APIs and fills their templates as they are now, and prints the dialog.",
+             "from turkflow.protocols.meep.script import Session, words", "",
+             f"session = Session({document['folder']!r}, added={others!r})", "", "## Initial variables"]
+    for result in log.given:
+        lines += [f"{_identifier(result.id)}_{_identifier(k)} = {v!r}" for k, v in result.fields.items()]
+    picks: list[str] = []
+    for record in log.records:
+        if isinstance(record, UserMessage):
+            lines += ["", "# User utterance", f"u{record.number} = {record.text!r}",
+                      f"print('User: ' + u{record.number})"]
+            lines += [f"u{record.number}_{t.index} = {t.text!r}" for t in tokenize(record.text)]
+        elif isinstance(record, ApiCall):
+            arguments = ", ".join(f"{name}={_expression(f)}" for name, f in record.arguments.items())
+            lines += ["", "# API call", f"api_variables = session.call({record.api!r}, {arguments})"]
+            for n, result in enumerate(record.results):
+                lines += [f"{_identifier(result.id)}_{_identifier(k)} = api_variables[{n}][{k!r}]"
+                          for k in result.fields]
+        elif isinstance(record, TemplateAdded):
+            lines += ["", "# A template added (\"+\")", f"session.add_template({record.template!r}, {record.text!r})"]
+        elif isinstance(record, TemplatePick):
+            values = "".join(f", {_expression(f)}" for f in record.fillers)
+            picks.append(f"session.say({record.template!r}{values})")
+        elif isinstance(record, Send):
+            lines += ["", "# Agent utterance", f"print('Agent: ' + ' '.join([{', '.join(picks)}]))"]
+            picks = []
+    return "\n".join(lines) + "\n"

@@ -374,6 +374,12 @@ def _conflict(plans: Sequence[Mapping[str, Any]], stars: Sequence[Mapping[str, A
             if others:
                 change = {"slot": "id", "readable": "number", "old": shown(plan["values"]["id"]),
                           "new": shown(rng.choice(others))}
+        words = templates()["values"]
+        typed = [n for n in plan["values"] if n in api.inputs and len(words.get(n) or ()) > 1]
+        if change is None and typed:  # a PIN, an account, a code: the user corrects what they first gave
+            name = rng.choice(typed)
+            change = {"slot": name, "readable": readable(api.inputs[name]), "old": shown(plan["values"][name]),
+                      "new": shown(rng.choice([w for w in words[name] if w != plan["values"][name]]))}
         if change is not None:
             return {**change, "task": plan["task"]}
     return None

@@ -381,3 +381,29 @@ def test_a_refusal_is_a_page_for_people_and_json_for_programs(app, settings):
     assert page.status_code == 404 and page.mimetype == "text/html" and "This turn does not exist." in page.text
     refused = student.get("/turn/no-such-assignment", headers=JSON)
     assert refused.status_code == 404 and refused.get_json() == {"error": "this turn does not exist"}
+
+
+def test_a_worker_holds_at_most_max_held_turns_at_once_and_one_more_take_is_a_409(app, settings, providers):
+    """A local worker could lease every open turn of their role at once (issue 35): now at most
+    ``TURKFLOW_MAX_HELD_TURNS`` (2), and a turn submitted, or whose lease ran out, makes room again."""
+    launch(settings, providers, conversations=4)
+    greedy = joined(app, settings, "student")
+    hits = [entry["hit_id"] for entry in open_turns(greedy)]
+    assert len(hits) == 4 and settings.max_held_turns == 2
+    taken = [greedy.post(f"/queue/take/{hit}", headers=JSON) for hit in hits[:2]]
+    assert [t.status_code for t in taken] == [200, 200]
+    refused = greedy.post(f"/queue/take/{hits[2]}", headers=JSON)
+    assert refused.status_code == 409 and "2 turns" in refused.get_json()["error"]
+    assert greedy.post(f"/queue/take/{hits[0]}", headers=JSON).status_code == 200  # a turn held already: its lease
+    page = greedy.post(f"/queue/take/{hits[2]}")
+    assert page.status_code == 409 and "2 turns" in page.get_data(as_text=True)
+    with session_scope(settings.database_url) as s:
+        assert s.get(Hit, hits[2]).lease_expires_at is None  # nothing of the refused take is stored
+    sent = greedy.post(taken[0].get_json()["turn_url"], json=FIRST_STUDENT_ANSWERS, headers=JSON)
+    assert sent.status_code == 200
+    assert greedy.post(f"/queue/take/{hits[2]}", headers=JSON).status_code == 200
+    with session_scope(settings.database_url) as s:  # a lease that ran out holds nothing
+        held = s.get(Hit, hits[1])
+        held.lease_expires_at = utcnow() - timedelta(seconds=1)
+        s.add(held)
+    assert greedy.post(f"/queue/take/{hits[3]}", headers=JSON).status_code == 200

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
                              "X-Forwarded-Proto are trusted (client addresses for sign-in throttling).")
 
     lease_seconds: int = Field(900, description="How long a local worker holds a turn before it returns to the pool.")
+    max_held_turns: int = Field(
+        2, ge=1, description="Turns a local worker may hold at once (taken, not submitted, lease running); one "
+                             "more take is refused (HTTP 409) until they submit one or its lease runs out.")
     affinity_seconds: int = Field(
         0, ge=0, description="Default of batch launch --affinity: a conversation's next turn of a role is kept this "
                              "long for the local worker who wrote that role's last turn, then offered to anyone "

@@ -652,9 +652,10 @@ def take_turn(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
 
 
 def take(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
-         now: Optional[datetime] = None) -> Held:
+         now: Optional[datetime] = None, max_held: Optional[int] = None) -> Held:
     """``take_turn``, answering with everything the turn page shows (one statement reads it). Hold on to it:
-    the session keeps only objects something refers to, and a ``session.get`` of a dropped one queries again."""
+    the session keeps only objects something refers to, and a ``session.get`` of a dropped one queries again.
+    ``max_held``: the turns a worker may hold at once (``Settings.max_held_turns``); one more is a Conflict."""
     now = now or utcnow()
     row = session.execute(_TAKING, {"hit": hit_id, "worker": worker.id}).first()
     if row is None or row[0].provider != LOCAL:
@@ -670,6 +671,8 @@ def take(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
     until = now + timedelta(seconds=lease_seconds)
     if _core(session, _LEASE, {"hit": hit.id, "now": now, "until": until}).rowcount != 1:
         raise Conflict("another worker has taken this turn; pick another one from the queue")
+    if max_held is not None:
+        _check_holds_fewer(session, worker, hit, max_held, now)
     set_committed_value(hit, "lease_expires_at", until)
     if leased_before is not None:  # a lease that ran out: its holder's assignment ends (none without one)
         _abandon_assignments(session, hit, reason="lease_expired", now=now)
@@ -681,6 +684,24 @@ def take(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
                   turn_id=turn.id, worker_id=worker.id, assignment_id=assignment.id,
                   lease_expires_at=until.isoformat())
     return Held(assignment, hit, turn, conversation, batch, task)
+
+
+def _check_holds_fewer(session: Session, worker: Worker, hit: Hit, max_held: int, now: datetime) -> None:
+    """Refuse a take that would make the worker hold more than ``max_held`` turns at once. Counted after this
+    take's lease is written, with the worker's row locked (PostgreSQL; SQLite's write lock already orders the
+    takes), so two takes at the same moment cannot both slip under the limit."""
+    _core(session, _WORKER_LOCK, {"worker": worker.id})
+    held = _core(session, _HOLDING, {"worker": worker.id, "hit": hit.id, "now": now}).scalar_one()
+    if held >= max_held:
+        raise Conflict(f"you hold {held} turns already, the most one worker may hold at once: submit one (or let "
+                       "its time run out) before taking another")
+
+
+_WORKER_LOCK = select(Worker.id).where(Worker.id == bindparam("worker")).with_for_update()
+_HOLDING = (select(func.count()).select_from(Assignment).join(Hit, Hit.id == Assignment.hit_id)
+         .where(Assignment.worker_id == bindparam("worker"), Assignment.status == AssignmentStatus.accepted,
+                Hit.status == HitStatus.open, Hit.id != bindparam("hit"),
+                col(Hit.lease_expires_at) >= bindparam("now")))
 
 
 def _check_task_not_taken(session: Session, worker: Worker, batch: Batch, conversation: Conversation) -> None:

@@ -228,7 +228,7 @@ def take(hit_id: int) -> Any:
     page = None
     with session_scope(settings.database_url) as session:
         worker = _signed_in(session)
-        taken = lifecycle.take(session, worker, hit_id, settings.lease_seconds)
+        taken = lifecycle.take(session, worker, hit_id, settings.lease_seconds, max_held=settings.max_held_turns)
         assignment_id = taken.assignment.external_id
         if wants_json() and registry.logged(taken.batch.protocol) is None:
             page = turn_json(lifecycle.turn_view(session, taken.turn, taken), taken.assignment, taken.hit)

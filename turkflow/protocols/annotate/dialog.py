@@ -22,6 +22,8 @@ from sqlmodel import Session, col, select
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.hits import lifecycle
 from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, TurnStatus, Worker
+from turkflow.protocols import actions
+from turkflow.protocols.annotate import actions as annotate_actions
 from turkflow.protocols.annotate import labels as L
 from turkflow.protocols.annotate import results
 from turkflow.protocols.annotate.scheme import MAX_FRAMES, RELATIONS, Scheme, scheme_from_dict
@@ -123,6 +125,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
         raise InvalidInput(f"an annotator can: {', '.join(ANNOTATE.form(turn.role).actions)}", "action")
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the action's fields as an object", "fields")
+    fields = actions.typed(annotate_actions.ROLES, turn.role, action, fields)
     unit = unit_of(session, turn)
     scheme = scheme_of(unit)
     if action == "label":

@@ -32,11 +32,13 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
-    YES, ReplayDifference, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
+    ReplayDifference, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
     message_text, open_submit, own_events, task_of,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
+from turkflow.protocols import actions
+from turkflow.protocols.frames import actions as frames_actions
 from turkflow.protocols.frames import events as frames_events
 from turkflow.protocols.frames.database import Constraint, Database, convert, to_json
 from turkflow.protocols.frames.domain import Domain, load_domain
@@ -51,7 +53,6 @@ KEY_PREFIX = "frames:"
 AGENTS = {"user": "User", "wizard": frames_events.WIZARD}
 MAX_VALUE = 200  # characters of one search field's value
 CHOICES = 60  # a text field with at most this many values is a drop-down on the wizard's form
-_NO = (False, "", "no", "off", "false", "0")
 
 
 # ---- the domain ----------------------------------------------------------------------------------------
@@ -178,6 +179,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
         raise InvalidInput(f"a {turn.role} can: {', '.join(form.actions)}", "action")
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the action's fields as an object", "fields")
+    fields = actions.typed(frames_actions.ROLES, turn.role, action, fields)
     # this holder's own: a worker whose lease ran out may have said something and never submitted it
     earlier = [e.action for e in own_events(session, turn, worker)]
     if action == "utter" and "utter" in earlier:
@@ -260,16 +262,11 @@ def take_action(session: Session, turn: Turn, worker: Worker, action: Any,
                 fields: Mapping[str, Any]) -> list[DialogEvent]:
     """``record_action`` as the pages call it: a search may come as the form's plain values (``form``, with
     ``descending`` as a checkbox)."""
-    rest = dict(fields)
+    rest = actions.typed(frames_actions.ROLES, turn.role, action, fields)
     if action == "search" and "form" in rest:
         if "constraints" in rest:
             raise InvalidInput("send the form or the constraints, not both", "constraints")
         rest["constraints"] = form_search(rest.pop("form"))
-    if action == "search" and isinstance(rest.get("descending"), str):
-        given = rest["descending"].strip().lower()
-        if given not in YES + _NO:
-            raise InvalidInput("expected yes or no", "descending")
-        rest["descending"] = given in YES
     return record_action(session, turn, worker, action, rest)
 
 

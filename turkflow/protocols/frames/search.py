@@ -52,12 +52,19 @@ class Search:
             if not isinstance(c.value, dt.date):
                 run.append(c)
             elif c.op == "is":
-                run += [Constraint(c.field, "at_least", c.value - days),
-                        Constraint(c.field, "at_most", c.value + days)]
+                run += [Constraint(c.field, "at_least", _moved(c.value, -days)),
+                        Constraint(c.field, "at_most", _moved(c.value, days))]
             else:
-                wider = c.value - days if c.op == "at_least" else c.value + days
-                run.append(Constraint(c.field, c.op, wider))
+                run.append(Constraint(c.field, c.op, _moved(c.value, -days if c.op == "at_least" else days)))
         return tuple(run)
+
+
+def _moved(day: dt.date, by: dt.timedelta) -> dt.date:
+    """``day`` moved ``by``, stopping at the calendar's ends (a search on 9999-12-31 asks nothing later)."""
+    try:
+        return day + by
+    except OverflowError:
+        return dt.date.max if by > dt.timedelta(0) else dt.date.min
 
 
 @dataclass(frozen=True)

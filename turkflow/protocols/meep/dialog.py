@@ -41,6 +41,8 @@ from turkflow.errors import Forbidden, InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
 from turkflow.hits import lifecycle
 from turkflow.protocols.files import cut, inside, read_json, shown
+from turkflow.protocols import actions
+from turkflow.protocols.meep import actions as meep_actions
 from turkflow.protocols.meep import clicks
 from turkflow.protocols.meep.events import EventShape, from_events, judged, record_events, start_event
 from turkflow.protocols.meep.execute import execute
@@ -244,12 +246,12 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any,
     ``arguments.query``), and nothing is written. An API call is answered at once, in the same events.
     """
     conversation = loggable(session, MEEP, turn, worker, not_held=Forbidden("you do not hold this turn"))
-    actions = MEEP.form(turn.role).actions
-    if not isinstance(action, str) or action not in actions:
-        raise InvalidInput(f"a {'user' if turn.role == 'user' else 'agent'} can: {', '.join(actions)}", "action")
+    allowed = MEEP.form(turn.role).actions
+    if not isinstance(action, str) or action not in allowed:
+        raise InvalidInput(f"a {'user' if turn.role == 'user' else 'agent'} can: {', '.join(allowed)}", "action")
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the click's fields as an object", "fields")
-    rest = dict(fields)
+    rest = actions.typed(meep_actions.ROLES, turn.role, action, fields)
     files = requester_files(task_of(session, MEEP, conversation).star["folder"])
     log = session_log(session, conversation, files)
     done = [e.action for e in own_events(session, turn, worker)]

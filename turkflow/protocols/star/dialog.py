@@ -47,6 +47,8 @@ from turkflow.models import (
 from turkflow.protocols import surveys
 from turkflow.protocols.questions import STAR, clean_text
 from turkflow.protocols.files import read_json
+from turkflow.protocols import actions
+from turkflow.protocols.star import actions as star_actions
 from turkflow.protocols.star import judged, outcomes
 from turkflow.protocols.star import scenarios as star_scenarios
 from turkflow.protocols.star.kb import (
@@ -214,6 +216,7 @@ def record_action(session: Session, turn: Turn, worker: Worker, action: Any, fie
         raise InvalidInput(f"a {turn.role} can: {', '.join(form.actions)}", "action")
     if not isinstance(fields, Mapping):
         raise InvalidInput("expected the action's fields as an object", "fields")
+    fields = actions.typed(star_actions.ROLES, turn.role, action, fields)
     # this holder's own: a worker whose lease ran out may have said something and never submitted it
     earlier = [e.action for e in own_events(session, turn, worker)]
     said = [a for a in earlier if a in CLOSING[turn.role]]
@@ -769,7 +772,7 @@ def take_action(session: Session, turn: Turn, worker: Worker, action: Any,
                 fields: Mapping[str, Any]) -> list[DialogEvent]:
     """``record_action`` as the pages call it: a query may come as the form's plain values (``form``), and
     a picked reply without ``text`` is filled here from the dialog's last item, as the page showed it."""
-    rest = dict(fields)
+    rest = actions.typed(star_actions.ROLES, turn.role, action, fields)
     if action == "query" and "form" in rest:
         if "constraints" in rest:
             raise InvalidInput("send the form or the constraints, not both", "constraints")

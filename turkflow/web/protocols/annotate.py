@@ -25,6 +25,8 @@ from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.models import Batch, Turn, Worker
+from turkflow.protocols import actions
+from turkflow.protocols.annotate import actions as annotate_actions
 from turkflow.protocols.annotate import dialog as annotate_dialog
 from turkflow.protocols.annotate import results
 from turkflow.protocols.questions import ANNOTATE, YES_NO
@@ -108,13 +110,11 @@ def batch_page(batch_id: int) -> Any:
 @dashboard.post("/<int:batch_id>/units/<int:unit_id>")
 def decide(batch_id: int, unit_id: int) -> Any:
     """A person's final labels of one turn: one of its annotations, and gold or not."""
-    body = request.get_json(silent=True) if request.is_json else action_body()
-    if not isinstance(body, dict):
-        raise InvalidInput("send one JSON object", "body")
+    decision = actions.parse(annotate_actions.Decision, action_body())
     with session_scope(_settings().database_url) as session:
         _annotation_batch(session, batch_id)
-        verdict = results.adjudicate(session, unit_id, chosen_turn_id=body.get("chosen"),
-                                     gold=body.get("gold") in (True, "yes", "on"), actor=current_user.actor)
+        verdict = results.adjudicate(session, unit_id, chosen_turn_id=decision.chosen, gold=decision.gold,
+                                     actor=current_user.actor)
         decided = {"unit": unit_id, "labels": verdict.labels, "gold": verdict.gold}
     if decided["gold"]:  # its annotations so far are judged against it now, later ones as they come
         pipeline.review_gold(_settings(), current_app.config["TURKFLOW_PROVIDERS"], unit_id)

@@ -453,3 +453,10 @@ def test_the_flow_chart_image_is_served_from_the_tasks_folder_and_nothing_else(a
     assert client.get("/star/image/99999").status_code == 404
     assert re.search(r"frame-ancestors", shown.headers["Content-Security-Policy"])
     assert SAMPLE.is_dir()
+
+
+def test_the_queue_names_the_role_with_its_article(app, settings, providers):
+    launch_star(settings, providers)
+    user, wizard = star_worker(app, settings, "user"), star_worker(app, settings, "wizard")
+    assert "Waiting for a user" in user.get("/queue").get_data(as_text=True)
+    assert "No turn is waiting for a wizard" in wizard.get("/queue").get_data(as_text=True)

@@ -333,7 +333,8 @@ def test_simulated_annotators_with_hidden_accuracy_the_monitor_blocks_the_carele
 def test_frames_are_tracked_turn_by_turn_from_the_annotation_as_the_frames_corpus_lists_them():
     """Section 5.2 and 7.1 of the Frames paper, on a dialog written for this test: a frame a turn creates
     is derived from the frame it refers to (else the active one) and inherits its info, a value the turn
-    gives replaces the inherited one, values accumulate with ``negated``, the user's questions go to the
+    gives replaces the inherited one (a frame the user creates drops what the wizard said), values
+    accumulate with ``negated``, the user's questions go to the
     frame the turn is about, a negated offer is REJECTED, moreinfo sets MOREINFO."""
     from turkflow.dataset.frames import FrameTracker, next_active_frame
 
@@ -354,6 +355,7 @@ def test_frames_are_tracked_turn_by_turn_from_the_annotation_as_the_frames_corpu
         ("user", said("user", [("request_compare", [("price",)])], [("refers", 1), ("refers", 2)])),
         ("user", said("user", [("moreinfo", [])], [("refers", 2)])),
         ("user", said("user", [("inform", [("destination", "Cancun")])], [("creates", 3)])),
+        ("user", said("user", [("request_alts", [])], [("refers", 2)])),
     ]
     active, after = 1, []
     for author, labels in dialog:
@@ -381,6 +383,11 @@ def test_frames_are_tracked_turn_by_turn_from_the_annotation_as_the_frames_corpu
     last, active = after[8]
     assert active == 3 and last[3]["frame_parent_id"] == 2
     assert last[3]["info"]["dst_city"] == [{"val": "Cancun", "negated": False}]  # the new value, not both
-    assert last[3]["info"]["name"] == [{"val": "El Mar", "negated": False}]
+    assert last[3]["info"]["duration"] == [{"val": "3", "negated": True}]  # the user's own, kept
+    assert "name" not in last[3]["info"] and "breakfast" not in last[3]["info"]  # the wizard's, dropped
+    assert last[2]["info"]["name"] == [{"val": "El Mar", "negated": False}]  # and kept in the frame it was
     assert sorted(last) == [1, 2, 3] and last[3]["requests"] == [] and not last[3]["REJECTED"]
-    assert tracker.after("user", None, 3) == [last[k] for k in (1, 2, 3)]  # a turn nobody labelled: no change
+    alternatives, _ = after[9]  # the user asks for alternatives to frame 2: the wizard's values go
+    assert alternatives[2]["info"] == {"dst_city": [{"val": "Punta Cana", "negated": False}],
+                                       "duration": [{"val": "3", "negated": True}]}
+    assert tracker.after("user", None, 2) == [alternatives[k] for k in (1, 2, 3)]  # nobody labelled it: no change

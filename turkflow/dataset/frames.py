@@ -135,8 +135,9 @@ class FrameTracker:
     off the turns' annotated acts and frame relations.
 
     Frame 1 is there from the start. A frame a turn creates is derived from the frame it refers to, else
-    from the active one: it inherits that frame's info, and a slot the turn then gives replaces the inherited
-    values. Within a frame, values accumulate (``{"val", "negated"}``; a user's ``negate`` of a value is
+    from the active one: it inherits that frame's info (a frame the user creates, by changing a constraint,
+    without the values the wizard gave, as Frames drops them then and when the user asks for
+    alternatives), and a slot the turn then gives replaces the inherited values. Within a frame, values accumulate (``{"val", "negated"}``; a user's ``negate`` of a value is
     negated). The user's questions go to the frame the turn is about (the one it creates, writes, refers to,
     else the active one): ``request`` of a slot to ``requests``, of a slot with a value and ``confirm`` to
     ``binary_questions``, ``request_compare`` to ``compare_requests`` (with the frames referred to);
@@ -147,6 +148,7 @@ class FrameTracker:
     def __init__(self, name: Callable[[str], str] = str) -> None:
         self.name = name
         self.frames: dict[int, dict[str, Any]] = {1: _empty_frame(1, None)}
+        self.wizards: dict[int, set[str]] = {1: set()}  # per frame, the slots whose values the wizard gave
 
     def after(self, author: str, labels: Optional[Mapping[str, Any]], active: int) -> list[dict[str, Any]]:
         """The frames after a turn of ``author`` with these labels (None: not annotated: nothing changes);
@@ -154,6 +156,13 @@ class FrameTracker:
         if labels is not None:
             self._integrate(author, labels, active)
         return json.loads(json.dumps([self.frames[k] for k in sorted(self.frames)]))
+
+    def _drop_wizards(self, number: int) -> None:
+        """Frames' rule: what the wizard said of a frame holds as constraints until the user changes one or
+        asks for alternatives."""
+        for key in self.wizards[number]:
+            self.frames[number]["info"].pop(key, None)
+        self.wizards[number] = set()
 
     def _integrate(self, author: str, labels: Mapping[str, Any], active: int) -> None:
         relations = labels.get("frames", [])
@@ -165,12 +174,17 @@ class FrameTracker:
                 continue
             parent = referred[0] if referred else active if active in self.frames else None
             frame = _empty_frame(number, parent)
+            self.frames[number], self.wizards[number] = frame, set()
             if parent is not None:
                 frame["info"] = json.loads(json.dumps(self.frames[parent]["info"]))
-            self.frames[number] = frame
+                self.wizards[number] = set(self.wizards[parent])
+                if author == "user":  # the user changed a constraint: the wizard's values are dropped
+                    self._drop_wizards(number)
         target = self.frames[next(iter(created[::-1] + [f["frame"] for f in relations
                                                          if f["relation"] == "writes" and f["frame"] in self.frames]
                                        + referred[::-1]), active if active in self.frames else 1)]
+        if author == "user" and any(a["act"] == "request_alts" for a in labels.get("acts", [])):
+            self._drop_wizards(target["frame_id"])
         for act in labels.get("acts", []):
             self._act(author, act, target, referred, fresh if created else None)
 
@@ -199,6 +213,10 @@ class FrameTracker:
                     fresh.add(key)
                 frame["info"].setdefault(key, []).append(
                     {"val": slot["value"], "negated": author == "user" and name == "negate"})
+                if author == "wizard":
+                    self.wizards[frame["frame_id"]].add(key)
+                else:
+                    self.wizards[frame["frame_id"]].discard(key)
 
 
 def frames_dialogues(session: Session, hash_key: str, filters: ExportFilters,

@@ -5,7 +5,7 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 demo: bootstrap
-	@scripts/demo.sh
+	@.venv/bin/turkflow demo
 
 test: bootstrap
 	@.venv/bin/python -m pytest $(PYTEST_ARGS)

@@ -13,6 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
   echo "# Every Python package turkflow and its tests run with, at the versions the suite last passed with."
   echo "# make installs from this file (then turkflow itself with --no-deps). Regenerate after changing"
   echo "# pyproject.toml's dependencies: scripts/lock.sh"
-  "$tmp/venv/bin/pip" freeze --disable-pip-version-check | grep -v '^turkflow[= @]'
+  # --all: setuptools too (the suite builds turkflow's wheel with it); pip is the venv's own
+  "$tmp/venv/bin/pip" freeze --all --disable-pip-version-check | grep -v '^turkflow[= @]' | grep -v '^pip=='
 } > requirements/lock.txt
 echo "wrote requirements/lock.txt ($(grep -vc '^#' requirements/lock.txt) packages)"

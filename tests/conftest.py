@@ -82,7 +82,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 # order (most tests first) sent the simulations, which have few tests, last. A file missing here only costs
 # time.
 LONGEST = ("test_simulator_star", "test_simulator", "test_simulator_prolific", "test_prolific_settle",
-           "test_simulator_frames", "test_star_dialog", "test_stall", "test_first_use", "test_star_browser",
+           "test_simulator_frames", "test_star_dialog", "test_stall", "test_wheel", "test_star_browser",
            "test_analysis")
 
 

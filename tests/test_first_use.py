@@ -1,25 +1,17 @@
-"""What a new user meets first: the demo, its links and pages, the first CLI commands from the wrong folder,
-the onboarding quiz, and a finished batch's money."""
+"""What a new user meets first (the demo itself: tests/test_wheel.py): its links and pages, the first CLI
+commands from the wrong folder, the onboarding quiz, and a finished batch's money."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import requests
 from click.testing import CliRunner
 from sqlmodel import select
 
-from tests.conftest import wait_until
 from tests.test_cli import environment, ok, one_line_error
-from tests.test_stacks import default_control_socket, gunicornc_master_pid  # noqa: F401 (a fixture)
 from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS, launch, make_worker
 from tests.test_worker_pages import FIRST_STUDENT_ANSWERS, joined
 from turkflow import pipeline
@@ -216,70 +208,3 @@ def test_count_axes_of_the_figures_have_whole_number_ticks():
                 assert all(float(t).is_integer() for t in ticks), (draw.__name__, name, list(ticks))
         finally:
             figures.plt.close(fig)
-
-
-# ---- make demo, end to end --------------------------------------------------------------------------
-
-
-WITH_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                       "os.execv(sys.argv[1], sys.argv[1:])")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def master_answering(control_socket: Path) -> int | None:
-    """The pid of the gunicorn master answering on its control socket, or None while none answers."""
-    try:
-        return gunicornc_master_pid(control_socket)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError, KeyError):
-        return None
-
-
-def test_the_demo_serves_its_links_and_root_page_survives_a_killed_web_and_ctrl_c_ends_it_with_status_0(
-        tmp_path, default_control_socket):
-    """One demo start (the slowest thing a test does) for everything a user meets in it. Its web killed with
-    SIGKILL leaves workers behind until they notice (gunicorn's worker timeout); the gunicorn started again
-    takes its Unix socket over at once, and the front server (nginx) keeps the port all along."""
-    port, redis_port, data = free_port(), free_port(), tmp_path / "var"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TURKFLOW_")},
-           "TURKFLOW_DATA_DIR": str(data), "TURKFLOW_PORT": str(port),
-           "TURKFLOW_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "WEB_CONCURRENCY": "1"}
-    out = tmp_path / "demo.out"
-    with out.open("w") as sink:
-        # a process group of its own, and Ctrl-C's default disposition, as a terminal gives them: a suite run
-        # from a background job inherits SIGINT ignored, and a shell cannot trap a signal ignored on entry
-        demo = subprocess.Popen([sys.executable, "-c", WITH_DEFAULT_SIGINT, str(ROOT / "scripts" / "demo.sh")],
-                                env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        # the timeouts guard against a hang, they time nothing: the demo either prints its links or exits, and a
-        # start at load 24 on 2 cores (four Celery processes loading spaCy) took longer than 180 s
-        wait_until(lambda: "Ctrl-C stops everything" in out.read_text() or demo.poll() is not None,
-                   timeout=900, interval=0.5)
-        printed = out.read_text()
-        assert demo.poll() is None, printed
-        assert re.search(r"started \S*\s*turns reviews platform beat web front", printed), printed  # a worker a queue
-        links = re.findall(r"(?:student|teacher):\s+(\S+)", printed)
-        assert len(links) == 2 and all(link.startswith(f"http://127.0.0.1:{port}/join/") for link in links)
-        second_terminal = subprocess.run([str(ROOT / ".venv" / "bin" / "turkflow"), "worker", "link",
-                                          "demo-student"], env=env, cwd=ROOT, capture_output=True, text=True,
-                                         timeout=60)
-        assert second_terminal.stdout.strip() == links[0], second_terminal.stderr
-        root = requests.get(f"http://127.0.0.1:{port}/", timeout=10)
-        assert root.status_code == 200 and "join link" in root.text
-        killed = gunicornc_master_pid(data / "gunicorn.ctl")
-        os.kill(killed, signal.SIGKILL)
-        wait_until(lambda: master_answering(data / "gunicorn.ctl") not in (None, killed) or demo.poll() is not None,
-                   timeout=600, interval=0.5)
-        assert demo.poll() is None, out.read_text()
-        assert requests.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200
-        assert out.read_text().count("web exited") == 1, out.read_text()  # started again once: none gave up
-        os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C does
-        assert demo.wait(timeout=60) == 0, out.read_text()
-    finally:
-        if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
-            demo.wait()

@@ -40,6 +40,7 @@ from turkflow.cli.common import (
 from turkflow.cli.agents import agents
 from turkflow.cli.annotate import annotate, launch_annotation
 from turkflow.cli.dataset import analyse, export, replay
+from turkflow.cli.demo import demo
 from turkflow.cli.mturk import batch_expire, mturk
 from turkflow.cli.prolific import launch_gate, launch_terms, prolific
 from turkflow.cli.review import admin, review
@@ -65,7 +66,8 @@ def main(ctx: click.Context, debug: bool) -> None:
     that sign invite links.
 
     \b
-    A first session:
+    The whole stack on this machine, with a batch to play: turkflow demo
+    A first session by hand (with the stack running):
       turkflow tasks load --sample
       turkflow batch launch --all --conversations 3 --max-turns 8
       turkflow worker invite --role student
@@ -825,6 +827,7 @@ def show_settings(app: App, markdown: bool) -> None:
 
 # ---- the subcommands that live in their own modules ---------------------------------------------------
 
+main.add_command(demo)
 main.add_command(review)
 main.add_command(admin)
 main.add_command(export)

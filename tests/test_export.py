@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import random
 import subprocess
 from pathlib import Path
 
@@ -14,13 +15,16 @@ from jsonschema import Draft202012Validator
 from sqlmodel import select
 
 from turkflow import pipeline
-from turkflow.cli.main import main
+from tests.test_meep_dialog import coffee_dialog, launch_meep
+from tests.test_star_dialog import launch_star, library_dialog
+from turkflow.cli.main import App, main
 from turkflow.db import session_scope
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.dataset.export import ExportError, ExportFilters, export_dataset, iter_conversations, write_export
 from turkflow.hits import lifecycle
-from turkflow.models import Conversation, Hit, HitStatus, Task, Turn, Worker
+from turkflow.models import Conversation, DialogEvent, Hit, HitStatus, Task, Turn, Worker
 from turkflow.quality.monitor import block_worker
+from turkflow.simulator.annotate import play_frames
 
 TURKFLOW = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "turkflow"
 STUDENT_1, STUDENT_2 = "A1STUDENTQ7X2KD9", "A2STUDENTM4P8ZR3"
@@ -256,3 +260,69 @@ def test_export_cli_errors_are_one_line(settings, providers, tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert (occupied / "notes.txt").read_text() == "keep me"
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+# ---- every format hides the ids the same way ---------------------------------------------------------------
+
+
+def plant_ids(settings) -> list[str]:  # noqa: ANN001
+    """Every writer types their own raw id into what they wrote, as it is and upper-cased (a turn's text and
+    a logged message's): the ids every export must hide."""
+    with session_scope(settings.database_url) as s:
+        writers = {w.id: w.external_id for w in s.exec(select(Worker))}
+        for turn in s.exec(select(Turn).where(Turn.text.is_not(None), Turn.worker_id.is_not(None))):
+            raw = writers[turn.worker_id]
+            turn.text = f"{turn.text} (I am {raw}, {raw.upper()}, {raw.lower()})"
+            s.add(turn)
+        for event in s.exec(select(DialogEvent).where(DialogEvent.worker_id.is_not(None))):
+            if isinstance(event.data.get("Text"), str):
+                raw = writers[event.worker_id]
+                event.data = {**event.data, "Text": f"{event.data['Text']} (id: {raw.upper()}; {raw.lower()})"}
+                s.add(event)
+    return list(writers.values())
+
+
+def test_every_export_format_hides_raw_worker_ids_typed_in_any_case(settings, providers, tmp_path):
+    launch(settings, providers, "cooking")
+    [cooking] = conversation_ids(settings)
+    full_conversation(settings, providers, cooking)
+    launch_star(settings, providers)
+    library_dialog(settings, providers, conversation_ids(settings)[-1])
+    launch_meep(settings, providers)
+    coffee_dialog(settings, providers, conversation_ids(settings)[-1])
+    with session_scope(settings.database_url) as s:
+        play_frames(s, providers.get("local"), 1, random.Random(3))
+    raw_ids = plant_ids(settings)
+    for format_ in ("turkflow", "star", "sgd", "frames", "meep"):
+        out = tmp_path / format_
+        done = CliRunner().invoke(main, ["export", "--out", str(out), "--format", format_],
+                                  obj=App(settings_=settings), catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        exported = b"".join(p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()).decode().lower()
+        assert "i am " in exported or "id: " in exported, format_  # the planted text is there, ids hidden
+        leaked = [raw for raw in raw_ids if raw.lower() in exported]
+        assert leaked == [], f"--format {format_} holds raw ids {leaked}"
+
+
+def test_export_into_the_current_folder_is_refused_before_any_work_and_a_link_to_an_empty_folder_is_written(
+        settings, providers, tmp_path, monkeypatch):
+    """``--out .`` failed only after the whole export was written (its staging folder was made inside it), and
+    ``--out LINK`` to an empty folder too (a link is no folder to remove): now the first is a one-line error
+    before anything is read or written, the second writes into the folder the link names."""
+    launch(settings, providers, "cooking")
+    [conversation_id] = conversation_ids(settings)
+    full_conversation(settings, providers, conversation_id)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    refused = CliRunner().invoke(main, ["export", "--out", "."], obj=App(settings_=settings), catch_exceptions=False)
+    assert refused.exit_code == 1 and "the folder you are in" in refused.stderr, refused.output
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert list(here.iterdir()) == [] and [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (tmp_path / "link").symlink_to(empty)
+    done = CliRunner().invoke(main, ["export", "--out", str(tmp_path / "link")], obj=App(settings_=settings),
+                              catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "link").is_symlink() and len(export_files(empty)) == 1

@@ -272,7 +272,7 @@ class Settings(BaseSettings):
         path = self.data_dir / name
         if path.exists():
             return path.read_text().strip()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(self.data_dir)
         descriptor, temporary = tempfile.mkstemp(prefix=f".{name}-", dir=self.data_dir)  # mode 0600
         try:
             with os.fdopen(descriptor, "w") as written:
@@ -297,3 +297,14 @@ def _in_cents(name: str, usd: str) -> str:
         return f"{name}={round(float(usd) * 100)}"
     except ValueError:
         return f"{name} (cents)"
+
+
+def private_folder(path: Path) -> None:
+    """Make ``path`` and the folders above it that are missing, readable by their owner only: the data directory
+    holds the database and the secrets."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it meanwhile
+            pass

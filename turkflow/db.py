@@ -7,16 +7,18 @@ import os
 import sqlite3
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from importlib.resources import files
 from typing import Iterator, Optional
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import event, make_url
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, create_engine
 
+from turkflow.config import private_folder
 from turkflow.errors import ServiceUnavailable
 
 
@@ -40,10 +42,25 @@ def dispose_engine(database_url: str) -> None:
 BUSY_TIMEOUT_SECONDS = 30
 
 
+def _private_database_file(database_url: str) -> None:
+    """A SQLite database file about to be created is created readable by its owner only (with its folder):
+    SQLite gives its journal and shared-memory files the database file's permissions. A file that exists is
+    left as its owner set it."""
+    url = make_url(database_url)
+    path = url.database or ""
+    if not path or path == ":memory:" or path.startswith("file:") or url.query.get("uri"):
+        return
+    file = Path(path)
+    if not file.exists():
+        private_folder(file.parent)
+        os.close(os.open(file, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
 def _create(database_url: str) -> Engine:
     """SQLite gets WAL, a busy timeout and queued writers (``WriterConnection``) so the web server and Celery
     workers can share the file."""
     if database_url.startswith("sqlite"):
+        _private_database_file(database_url)
         engine = create_engine(database_url, connect_args={
             "check_same_thread": False, "timeout": BUSY_TIMEOUT_SECONDS, "factory": WriterConnection})
 
@@ -273,8 +290,6 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the schema to the newest migration; safe to run on every start."""
-    if database_url.startswith("sqlite:///"):
-        from pathlib import Path
-
-        Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    if database_url.startswith("sqlite"):
+        _private_database_file(database_url)
     command.upgrade(alembic_config(database_url), revision)

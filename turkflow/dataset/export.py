@@ -228,9 +228,8 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
         ratings = [r for r in ratings if r.worker_status not in BLOCKED]
 
     hashes = {i: anonymize(hash_key, i) for i in {r.external_id for r in [*turns, *ratings]}}
-    hide_ids = id_replacer(hashes)
-    texts = [hide_ids(t.text or "") for t in turns]
-    real_life = [hide_ids(t.answers["real_life"]) if "real_life" in t.answers else None for t in turns]
+    texts = [t.text or "" for t in turns]
+    real_life = [t.answers["real_life"] if "real_life" in t.answers else None for t in turns]
     if scrubber is not None:
         texts = scrubber.scrub(texts)
         asked = [i for i, value in enumerate(real_life) if value is not None]
@@ -252,7 +251,7 @@ def _page_documents(session: Session, page: list[Any], hash_key: str, filters: E
             "label": t.label,
             "ratings_received": received.get(t.id),
             "shared": [known[i] for i in t.answers.get("shared", []) if i in known],
-            "urls": [hide_ids(u) for u in t.answers.get("urls", [])],
+            "urls": list(t.answers.get("urls", [])),
             "danger": [known[i] for i in t.answers.get("danger", []) if i in known],
             "real_life": real_life[n],
             "flags": list(t.flags),
@@ -296,14 +295,54 @@ def _conversation_document(c: Any, task: Task, turns: list[dict[str, Any]],
     }
 
 
+_WORDS = re.compile(r"[\w-]+")  # a run of word characters and hyphens: an id is one, or a part of one between hyphens
+MAX_ID_PARTS = 6  # of an id split at its hyphens (local-3f2a9c1b0d4e: 2)
+
+
 def id_replacer(hashes: dict[str, str]) -> Callable[[str], str]:
-    """Replace any raw worker id of this page typed into free text by that worker's hash."""
-    if not hashes:
+    """Replace every raw worker id typed into free text, in any case (``A1B2``, ``a1b2``), by that worker's
+    hash: each run of word characters and hyphens is looked up whole, and, where it holds hyphens, each run of
+    its parts (``see-local-3f2a``), so the cost is one dictionary look-up a word however many ids there are."""
+    lowered = {raw.lower(): hashed for raw, hashed in hashes.items()}
+    if not lowered:
         return lambda text: text
-    pattern = re.compile(
-        r"(?<!\w)(" + "|".join(re.escape(i) for i in sorted(hashes, key=len, reverse=True)) + r")(?!\w)"
-    )
-    return lambda text: pattern.sub(lambda m: hashes[m.group(1)], text)
+
+    def replaced(match: re.Match[str]) -> str:
+        word = match.group(0)
+        found = lowered.get(word.lower())
+        if found is not None or "-" not in word:
+            return found or word
+        parts, kept, at = word.split("-"), [], 0
+        while at < len(parts):
+            end = next((end for end in range(min(len(parts), at + MAX_ID_PARTS), at, -1)
+                        if "-".join(parts[at:end]).lower() in lowered), None)
+            if end is None:
+                kept.append(parts[at])
+                at += 1
+            else:
+                kept.append(lowered["-".join(parts[at:end]).lower()])
+                at = end
+        return "-".join(kept)
+
+    return lambda text: _WORDS.sub(replaced, text)
+
+
+def worker_id_hider(session: Session, hash_key: str) -> Callable[[Any], Any]:
+    """What every export format passes each document through before writing it: every string in it, at any
+    depth, with each raw worker id the database knows (typed by anyone, in any case) replaced by its hash.
+    One way for every format, so no format can leak what another hides."""
+    replace = id_replacer({raw: anonymize(hash_key, raw) for raw in session.exec(select(Worker.external_id))})
+
+    def hide(value: Any) -> Any:
+        if isinstance(value, str):
+            return replace(value)
+        if isinstance(value, dict):
+            return {hide(key) if isinstance(key, str) else key: hide(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [hide(item) for item in value]
+        return value
+
+    return hide
 
 
 def _iso(value: datetime) -> str:
@@ -358,9 +397,15 @@ def write_export(documents: Iterable[dict[str, Any]], out_dir: Path,
 def staged(out_dir: Path) -> Iterator[Path]:
     """A hidden sibling directory to assemble an export in, renamed to ``out_dir`` only when the block ends
     without error (and removed when it does not): an interrupted export leaves nothing that looks like a
-    dataset. ``out_dir`` must not exist or be empty."""
+    dataset. ``out_dir`` must not exist or be empty, nor be the folder the command runs in (or one holding it);
+    a link to an empty folder is written into that folder. All of it is checked before anything is written."""
+    shown = out_dir
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ExportError(f"{out_dir} already exists and is not an empty directory; choose a new one")
+    out_dir = out_dir.resolve()  # a link's folder; "." a name of its own, whose staging is a sibling, not inside
+    here = Path.cwd().resolve()
+    if out_dir == here or out_dir in here.parents:
+        raise ExportError(f"{shown} is the folder you are in, or holds it; give the name of a new folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -388,4 +433,6 @@ def export_dataset(session: Session, out_dir: Path, *, hash_key: str, filters: E
                    on_document: Optional[Callable[[dict[str, Any]], None]] = None) -> ExportSummary:
     if not hash_key:
         raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
-    return write_export(iter_conversations(session, hash_key, filters, scrubber), out_dir, on_document)
+    hide = worker_id_hider(session, hash_key)
+    return write_export((hide(doc) for doc in iter_conversations(session, hash_key, filters, scrubber)), out_dir,
+                        on_document)

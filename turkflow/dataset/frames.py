@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
-from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged
+from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged, worker_id_hider
 from turkflow.models import Conversation, DialogEvent, Turn, TurnStatus, Worker
 from turkflow.protocols.annotate import results
 from turkflow.protocols.annotate.scheme import RELATIONS
@@ -293,9 +293,10 @@ def export_frames(session: Session, out_dir: Path, *, hash_key: str,
     if not hash_key:
         raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
     dialogues = turns = annotated = 0
+    hide = worker_id_hider(session, hash_key)
     with staged(Path(out_dir)) as staging, (staging / "frames.json").open("w", encoding="utf-8") as out:
         out.write("[")
-        for dialogue in frames_dialogues(session, hash_key, replace(filters, protocol=FRAMES.name)):
+        for dialogue in map(hide, frames_dialogues(session, hash_key, replace(filters, protocol=FRAMES.name))):
             out.write(("," if dialogues else "") + "\n" + json.dumps(dialogue, ensure_ascii=False))
             dialogues += 1
             turns += len(dialogue["turns"])

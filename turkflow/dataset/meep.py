@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from sqlmodel import Session, col, select
 
-from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged
+from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged, worker_id_hider
 from turkflow.errors import InvalidDocument, InvalidInput
 from turkflow.models import DialogEvent, Worker
 from turkflow.protocols.meep import dialog as meep_dialog
@@ -187,9 +187,10 @@ def export_meep(session: Session, out_dir: Path, *, hash_key: str,
         raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
     sessions = clicks = made = 0
     out_dir = Path(out_dir)
+    hide = worker_id_hider(session, hash_key)
     with staged(out_dir) as staging, (staging / "examples.jsonl").open("w", encoding="utf-8") as lines:
         (staging / "sessions").mkdir()
-        for document in session_documents(session, hash_key, replace(filters, protocol=MEEP.name)):
+        for document in map(hide, session_documents(session, hash_key, replace(filters, protocol=MEEP.name))):
             (staging / "sessions" / f"{document['id']}.json").write_text(
                 json.dumps(document, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
             (staging / "sessions" / f"{document['id']}.py").write_text(

@@ -36,7 +36,9 @@ from sqlmodel import Session, col, select
 
 from turkflow.protocols import registry
 from turkflow.errors import InvalidDocument
-from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, iter_conversations, staged
+from turkflow.dataset.export import (
+    ExportError, ExportFilters, PiiScrubber, iter_conversations, staged, worker_id_hider,
+)
 from turkflow.models import Task
 from turkflow.models import Turn, TurnStatus
 from turkflow.protocols.annotate.results import labels_of_turns, scheme_names
@@ -219,6 +221,7 @@ def export_sgd(session: Session, out_dir: Path, *, hash_key: str, filters: Expor
     dialogues = turns = 0
     services: set[str] = set()
     chunk: list[dict[str, Any]] = []
+    hide = worker_id_hider(session, hash_key)
     with staged(out_dir) as staging:
         def flush() -> None:
             number = dialogues // DIALOGUES_PER_FILE + (1 if dialogues % DIALOGUES_PER_FILE else 0)
@@ -226,7 +229,7 @@ def export_sgd(session: Session, out_dir: Path, *, hash_key: str, filters: Expor
                 json.dumps(chunk, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
             chunk.clear()
 
-        for dialogue in sgd_dialogues(session, hash_key, filters, scrubber):
+        for dialogue in map(hide, sgd_dialogues(session, hash_key, filters, scrubber)):
             chunk.append(dialogue)
             dialogues += 1
             turns += len(dialogue["turns"])

@@ -39,7 +39,7 @@ from turkflow.protocols.registry import (
     message_text, open_submit, own_events,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
-from turkflow.dataset.export import ExportError, ExportFilters, anonymize, id_replacer, staged
+from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged, worker_id_hider
 from turkflow.hits import lifecycle
 from turkflow.models import (
     Agent, Batch, Conversation, ConversationStatus, DialogEvent, Task, Turn, TurnStatus, Worker,
@@ -961,7 +961,6 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
         workers = {w.id: w for w in session.exec(select(Worker).where(
             col(Worker.id).in_({e.worker_id for e in events if e.worker_id is not None})))}
         hashes = {w.id: anonymize(hash_key, w.external_id) for w in workers.values()}
-        hide_ids = id_replacer({w.external_id: hashes[w.id] for w in workers.values()})
         tasks = {t.star.get("task"): t for t in session.exec(select(Task).where(Task.protocol == STAR.name))}
         by_conversation: dict[int, list[DialogEvent]] = {i: [] for i in ids}
         for event in _kept(session, events):
@@ -970,7 +969,7 @@ def star_documents(session: Session, hash_key: str, filters: ExportFilters,
         for conversation, _ in page:
             if not any(e.worker_id is not None for e in by_conversation[conversation.id]):
                 continue  # never started: nothing of STAR's in it
-            yield _star_document(session, conversation, by_conversation[conversation.id], hashes, hide_ids,
+            yield _star_document(session, conversation, by_conversation[conversation.id], hashes,
                                  tasks, answers[conversation.id])
 
 
@@ -997,7 +996,7 @@ def _kept(session: Session, events: list[DialogEvent]) -> list[DialogEvent]:
 
 
 def _star_document(session: Session, conversation: Conversation, events: list[DialogEvent],
-                   hashes: dict[int, str], hide_ids: Any, tasks: Mapping[str, Task],
+                   hashes: dict[int, str], tasks: Mapping[str, Task],
                    answers: Mapping[str, list]) -> dict[str, Any]:
     scenario = conversation.scenario
     agents = dict(session.exec(select(Agent.worker_id, Agent.name).where(
@@ -1011,7 +1010,7 @@ def _star_document(session: Session, conversation: Conversation, events: list[Di
         entry: dict[str, Any] = {"Action": event.action, "Agent": event.agent}
         for key in EVENT_FIELDS:
             if key in event.data:
-                entry[key] = hide_ids(event.data[key]) if key == "Text" else event.data[key]
+                entry[key] = event.data[key]
         if event.agent == "Wizard":  # the items selected as it happened, as STAR's wizard events carry them
             entry.update((k, v) for k, v in zip(("PrimaryItem", "SecondaryItem"), items) if v is not None)
         if event.action == "return_item":
@@ -1108,9 +1107,10 @@ def export_star(session: Session, out_dir: Path, *, hash_key: str, filters: Expo
         raise ExportError("no worker hash key configured; set TURKFLOW_WORKER_HASH_KEY")
     out_dir = Path(out_dir)
     dialogues = turns = 0
+    hide = worker_id_hider(session, hash_key)
     with staged(out_dir) as staging:
         (staging / "dialogues").mkdir()
-        for doc in star_documents(session, hash_key, filters):
+        for doc in map(hide, star_documents(session, hash_key, filters)):
             (staging / "dialogues" / f"{doc['DialogueID']}.json").write_text(
                 json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
             dialogues += 1

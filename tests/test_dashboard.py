@@ -161,6 +161,43 @@ def test_batch_pages_show_progress_charts_and_conversations(client, seeded, sett
     assert client.get("/admin/batches").status_code == 200
 
 
+def test_sign_in_lands_on_the_batches_and_the_batch_page_counts_its_numbers_again_on_request(client, seeded,
+                                                                                                settings):
+    response = sign_in(client)
+    assert response.status_code == 302 and response.headers["Location"] == "/admin/batches"
+    assert client.get("/admin/").headers["Location"] == "/admin/batches"
+    batch_id, crowd = seeded["crowd"].batch_id, seeded["crowd"]
+    with session_scope(settings.database_url) as s:
+        activity.snapshot_batches(s)
+    crowd.submit(seeded["students"][2], crowd.conversations()[5], STUDENT_LINES[0])  # after beat's count
+    page = client.get(f"/admin/batches/{batch_id}").get_data(as_text=True)
+    assert "16 <span class=\"muted\">submitted" in page and "Count now" in page  # the count, and how old it is
+    assert re.search(r"as of [\d-]+ [\d:]+ UTC, \d+ min ago", page)
+    counted = client.post(f"/admin/batches/{batch_id}/count", data={"csrf_token": csrf_token(client, "/admin/batches")})
+    assert counted.status_code == 303 and counted.headers["Location"] == f"/admin/batches/{batch_id}"
+    page = client.get(f"/admin/batches/{batch_id}").get_data(as_text=True)
+    assert "17 <span class=\"muted\">submitted" in page and ", 0 min ago" in page
+    assert client.post("/admin/batches/999/count", data={"csrf_token": csrf_token(client, "/admin/batches")}
+                       ).status_code == 404
+
+
+def test_the_dashboard_counts_in_words_and_shows_no_tab_of_a_platform_not_set_up(client, seeded, settings):
+    sign_in(client)
+    from turkflow.reports import batch_progress
+    from turkflow.web.admin import counted
+
+    assert (counted(1, "open HIT"), counted(0, "open HIT"), counted(2, "reply", "replies")) == (
+        "1 open HIT", "0 open HITs", "2 replies")
+    with session_scope(settings.database_url) as s:
+        open_hits = batch_progress(s, seeded["crowd"].batch_id).hits_open
+    page = client.get(f"/admin/batches/{seeded['crowd'].batch_id}").get_data(as_text=True)
+    assert f'id="open-hits">{counted(open_hits, "open HIT")} (' in page
+    assert "Prolific bonuses" not in page and not settings.prolific_token
+    prolific = settings.model_copy(update={"prolific_token": "a-token"})
+    client.application.config["TURKFLOW_SETTINGS"] = prolific
+    assert "Prolific bonuses" in client.get("/admin/batches").get_data(as_text=True)
+
+
 BIDI = ["\u202e", "\u202d", "\u202a", "\u202b", "\u202c", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f",
         "\u061c"]
 

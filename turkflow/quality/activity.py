@@ -135,13 +135,19 @@ def snapshot_batches(session: Session, now: Optional[datetime] = None) -> list[i
         snapshot = known.get(batch.id)
         if snapshot is not None and batch.status in FINISHED and snapshot.status == batch.status:
             continue
-        snapshot = snapshot or BatchSnapshot(batch_id=batch.id, status=batch.status)
-        snapshot.at, snapshot.status = now, batch.status
-        snapshot.progress = progress_record(batch_progress(session, batch.id, now))
-        session.add(snapshot)
+        count_batch(session, batch, now, snapshot)
         counted.append(batch.id)
     session.flush()
     return counted
+
+
+def count_batch(session: Session, batch: Batch, now: datetime, snapshot: Optional[BatchSnapshot] = None) -> None:
+    """Count ``batch``'s progress now into its snapshot (the dashboard's "Count now", and beat's sweep)."""
+    snapshot = snapshot or session.get(BatchSnapshot, batch.id) or BatchSnapshot(batch_id=batch.id,
+                                                                                 status=batch.status)
+    snapshot.at, snapshot.status = now, batch.status
+    snapshot.progress = progress_record(batch_progress(session, batch.id, now))
+    session.add(snapshot)
 
 
 def batch_numbers(session: Session, batch_id: int, now: datetime) -> tuple[dict[str, Any], Optional[datetime]]:

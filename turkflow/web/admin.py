@@ -40,12 +40,12 @@ from wtforms.validators import DataRequired, Length
 from turkflow import pipeline, requesters
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.errors import InvalidInput, ProviderError
+from turkflow.errors import InvalidInput, NotFound, ProviderError
 from turkflow.hits import money
 from turkflow.hits.provider import Providers
-from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
+from turkflow.models import Batch, ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.protocols.questions import clean_text
-from turkflow.quality import dashboard, monitor, review
+from turkflow.quality import activity, dashboard, monitor, review
 from turkflow.web import charts
 from turkflow.web.http import id_arg, json_object
 
@@ -121,7 +121,12 @@ def dashboard_headers(response: Response) -> Response:
 @bp.context_processor
 def helpers() -> dict[str, Any]:
     return {"when": when, "idle": idle, "span": span, "dollars": dollars, "pct": pct, "WorkerStatus": WorkerStatus,
-            "charts": charts}
+            "charts": charts, "counted": counted, "prolific_configured": bool(_settings().prolific_token)}
+
+
+def counted(n: int, thing: str, things: Optional[str] = None) -> str:
+    """``1 open HIT``, ``2 open HITs``: a number with its noun in the number's form."""
+    return f"{n} {thing if n == 1 else things or thing + 's'}"
 
 
 def when(moment: Optional[datetime]) -> str:
@@ -280,7 +285,7 @@ def login() -> Any:
     field = current_app.config.get("WTF_CSRF_FIELD_NAME", "csrf_token")
     cookie_session.pop(field, None)
     g.pop(field, None)
-    return redirect(_safe_next(url_for("admin.review_queue")))
+    return redirect(_safe_next(url_for("admin.batches")))
 
 
 def _not_signed_in(form: LoginForm, message: str, status: int, headers: Optional[dict[str, str]] = None) -> Any:
@@ -300,7 +305,7 @@ def logout() -> Response:
 
 @bp.get("/")
 def index() -> Response:
-    return redirect(url_for("admin.review_queue"))
+    return redirect(url_for("admin.batches"))
 
 
 # ---- the review queue -----------------------------------------------------------------------------------
@@ -431,6 +436,17 @@ def batch(batch_id: int) -> str:
         label_charts=label_charts,
         turns_per_hour=[(hour.strftime("%d %Hh"), n) for hour, n in page.activity.hours],
     )
+
+
+@bp.post("/batches/<int:batch_id>/count")
+def count_batch(batch_id: int) -> Response:
+    """Count the batch's progress and money now, rather than wait for beat's next count."""
+    with _db() as session:
+        batch = session.get(Batch, batch_id)
+        if batch is None:
+            raise NotFound(f"no batch {batch_id}")
+        activity.count_batch(session, batch, utcnow())
+    return redirect(url_for("admin.batch", batch_id=batch_id), 303)
 
 
 @bp.get("/batches/<int:batch_id>/conversations")

@@ -38,7 +38,7 @@ import json
 import logging
 from typing import Any, Optional
 
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from flask import Blueprint, Response, current_app, g, jsonify, redirect, render_template, request, url_for
 from sqlmodel import Session, col, select
@@ -59,7 +59,10 @@ from turkflow.web.http import id_arg, wants_json
 from turkflow.web.protocols import frames as frames_pages, meep as meep_pages
 from turkflow.web.protocols.logged import Entry, action_body, render_turn as render_logged_turn
 from turkflow.web.protocols.star import render_star_turn, star_turn_data
-from turkflow.web.worker import queue_next_turn, queue_survey_review, render_turn, turn_json, worker_page_headers
+from turkflow.web.worker import (
+    CONTENT_SECURITY_POLICY as WORKER_POLICY, queue_next_turn, queue_survey_review, render_turn, turn_json,
+    worker_page_headers,
+)
 
 bp = Blueprint("prolific", __name__, url_prefix="/prolific")
 log = logging.getLogger("turkflow.web.prolific")
@@ -70,10 +73,19 @@ LINK_ARGS = ("b", "r", "PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
 MAX_DRAFT = 500
 
 
+# The worker pages' policy, but a finished turn's form is answered with a redirect to Prolific's completion
+# page, and browsers hold a form's redirects to form-action too: without Prolific's site there, the participant
+# would be stopped on our page with their turn stored and no way back to Prolific.
+CONTENT_SECURITY_POLICY = WORKER_POLICY.replace(
+    "form-action 'self'", "form-action 'self' " + "{0.scheme}://{0.netloc}".format(urlsplit(api.COMPLETE_URL)))
+
+
 @bp.after_request
 def prolific_page_headers(response: Response) -> Response:
-    """The worker pages' headers, then those of the protocol page shown, if it has its own (MEEP's map)."""
-    return g.get("page_headers", _unchanged)(worker_page_headers(response))
+    """The worker pages' headers with Prolific's completion site, then those of the protocol page shown, if it
+    has its own (MEEP's map)."""
+    worker_page_headers(response).headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    return g.get("page_headers", _unchanged)(response)
 
 
 def _unchanged(response: Response) -> Response:

@@ -291,3 +291,28 @@ def test_a_wizard_whose_lease_ran_out_leaves_nothing_in_the_next_wizards_turn_or
         (dialogue,) = list(sgd_dialogues(s, settings.worker_hash_key, ExportFilters()))
     assert [t["utterance"] for t in dialogue["turns"]] == ["Hi, a trip from Boston, please.", "Lisbon?"]
     assert dialogue["turns"][1]["frames"][0]["service_call"]["parameters"] == {"destination": "Lisbon"}
+
+
+def test_a_turn_takes_at_most_frames_max_actions_searches_and_the_page_shows_the_searches_a_page_at_a_time(
+        frames, settings):
+    """600 searches in one turn made each answer 1.65 MB and the next wizard's page 8.2 MB (issue 35): one more
+    than ``TURKFLOW_FRAMES_MAX_ACTIONS`` is a 400 naming the action, storing nothing, and the page shows the
+    dialog's searches 20 at a time, newest first, with a link to the older ones."""
+    _, wizard, page = frames
+    settings.frames_max_actions = 23
+    searches = [{"action": "search", "constraints": {"max_adults": {"at_least": n % 4 + 1}}} for n in range(23)]
+    for search in searches:
+        assert wizard.post(f"{page}/action", json=search, headers=JSON).status_code == 200
+    before = stored(settings)
+    refused = wizard.post(f"{page}/action", json=searches[0], headers=JSON)
+    assert refused.status_code == 400 and refused.get_json()["field"] == "action", refused.get_json()
+    assert "23 actions" in refused.get_json()["error"] and stored(settings) == before
+    shown = wizard.get(page, headers=JSON).get_json()["frames"]["wizard"]
+    assert len(shown["searches"]) == 20 and shown["searches_total"] == 23 and shown["older_searches"] == 20
+    html = wizard.get(page).get_data(as_text=True)
+    assert html.count('class="search-entry"') == 20 and 'href="?older=20#searches"' in html
+    older = wizard.get(f"{page}?older=20", headers=JSON).get_json()["frames"]["wizard"]
+    assert len(older["searches"]) == 3 and older["older_searches"] is None and older["newer_searches"] == 0
+    assert [s["event_id"] for s in shown["searches"] + older["searches"]] == sorted(
+        [s["event_id"] for s in shown["searches"] + older["searches"]], reverse=True)
+    assert wizard.post(page, json={"action": "utter", "text": "I found rooms for you."}, headers=JSON).status_code == 200

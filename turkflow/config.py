@@ -49,6 +49,17 @@ class Settings(BaseSettings):
                              "X-Forwarded-Proto are trusted (client addresses for sign-in throttling).")
 
     lease_seconds: int = Field(900, description="How long a local worker holds a turn before it returns to the pool.")
+    star_max_actions: int = Field(
+        40, ge=1, description="In-turn actions (queries, selections, suggestions asked, tasks opened) one worker "
+                              "may log in one STAR turn; one more is refused (HTTP 400) until they send the turn.")
+    frames_max_actions: int = Field(
+        30, ge=1, description="Searches and bookings one worker may log in one Frames turn; one more is refused.")
+    meep_max_actions: int = Field(
+        40, ge=1, description="Clicks (API calls, templates picked or added) one worker may log in one MEEP turn; "
+                              "one more is refused.")
+    annotate_max_actions: int = Field(
+        60, ge=1, description="Labels, frame relations and clears one annotator may log in one turn; one more is "
+                              "refused.")
     max_held_turns: int = Field(
         2, ge=1, description="Turns a local worker may hold at once (taken, not submitted, lease running); one "
                              "more take is refused (HTTP 409) until they submit one or its lease runs out.")
@@ -239,6 +250,10 @@ class Settings(BaseSettings):
         80, description="Onboarding quiz score (percent) a worker needs for their role; on MTurk the role "
                         "qualification's value must reach it.")
     onboarding_test_seconds: int = Field(1200, description="Time a worker has for the MTurk onboarding test.")
+
+    def max_actions(self, protocol: str) -> int:
+        """The in-turn actions one worker may log in one turn of ``protocol`` (STAR, Frames, MEEP, annotate)."""
+        return getattr(self, f"{protocol}_max_actions")
 
     @model_validator(mode="before")
     @classmethod

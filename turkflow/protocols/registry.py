@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound, TurkflowError
@@ -188,6 +189,17 @@ def loggable(session: Session, protocol: Protocol, turn: Turn, worker: Worker,
     if held is None:
         raise not_held or InvalidInput("you do not hold this turn", "turn")
     return conversation
+
+
+def check_room(session: Session, turn: Turn, worker: Worker, most: int) -> None:
+    """Refuse one more in-turn action of ``worker`` in ``turn`` once they logged ``most`` (the protocol's
+    setting, ``Settings.max_actions``): 600 searches in one turn made every answer 1.65 MB and the next wizard's
+    page 8.2 MB."""
+    logged = session.exec(select(func.count()).select_from(DialogEvent).where(
+        DialogEvent.turn_id == turn.id, DialogEvent.worker_id == worker.id)).one()
+    if logged >= most:
+        raise InvalidInput(f"this turn holds {logged} actions, the most one turn may: send your reply now",
+                           "action")
 
 
 @dataclass(frozen=True)

@@ -311,6 +311,7 @@ def action() -> Any:
             turn = session.get(Turn, session.get(Hit, assignment.hit_id).turn_id)
             worker = session.get(Worker, assignment.worker_id)
             protocol = session.get(Batch, id_arg("b")).protocol
+            registry.check_room(session, turn, worker, settings.max_actions(protocol))
             if protocol == STAR.name:
                 name = body.get("action")
                 written = star_dialog.take_action(session, turn, worker, name,

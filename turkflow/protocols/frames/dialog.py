@@ -342,12 +342,16 @@ def form_values(search: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     return values
 
 
+SEARCHES_SHOWN = 20  # searches a page shows at once, newest first; older ones a page further
+
+
 def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None,
-                typed: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+                typed: Optional[Mapping[str, Any]] = None, older: int = 0) -> dict[str, Any]:
     """The wizard's page: the dialog's instruction, the search form under the domain's labels (filled with
-    ``typed``, a refused search's fields, else with the dialog's newest search), every search of the dialog
-    with its results (the domain's result columns, the rest on demand) and suggestions, and what this turn
-    did so far (``worker_id``'s actions: searches, a booking, the reply)."""
+    ``typed``, a refused search's fields, else with the dialog's newest search), the dialog's searches with
+    their results (the domain's result columns, the rest on demand) and suggestions, ``SEARCHES_SHOWN`` at a
+    time from the ``older``-th newest, and what this turn did so far (``worker_id``'s actions: searches, a
+    booking, the reply)."""
     conversation = session.get(Conversation, turn.conversation_id)
     files = loaded(task_of(session, FRAMES, conversation))
     domain = files.domain
@@ -372,7 +376,7 @@ def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None,
         "has_dates": any(c.type == "date" for c in domain.db.searchable),
         "columns": list(domain.results),
         "labels": {name: domain.label(name) for name in domain.db.columns},
-        "searches": search_log(events, files.items, domain),
+        **_searches_shown(search_log(events, files.items, domain), older),
         "this_turn": [{"action": e.action, "text": e.data.get("Text", ""),
                        "conditions": [condition_text(c, domain) for c in e.data.get("constraints", [])],
                        **({"id": e.data["id"]} if e.action == frames_events.BOOK else {})} for e in mine],
@@ -380,6 +384,15 @@ def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None,
         "can_book": not replied and booked is None,
         "replied": replied,
     }
+
+
+def _searches_shown(log: list[dict[str, Any]], older: int) -> dict[str, Any]:
+    """A page of the dialog's searches (newest first) and where the pages before and after it start: a dialog
+    of hundreds of searches made a wizard's page of megabytes."""
+    end = older + SEARCHES_SHOWN
+    return {"searches": log[older:end], "searches_total": len(log),
+            "older_searches": end if end < len(log) else None,
+            "newer_searches": max(0, older - SEARCHES_SHOWN) if older else None}
 
 
 def user_view(session: Session, turn: Turn) -> dict[str, Any]:

@@ -137,7 +137,9 @@ def take_action(protocol: Protocol, assignment_id: str, act: Act, shown_again: S
     body = action_body()
     try:
         with session_scope(_settings().database_url) as session:
-            written, data, args = act(session, held_turn(session, protocol, assignment_id), body)
+            held = held_turn(session, protocol, assignment_id)
+            registry.check_room(session, held.turn, held.worker, _settings().max_actions(protocol.name))
+            written, data, args = act(session, held, body)
             logged = [{"action": e.action, "agent": e.agent, **e.data} for e in written]
     except (InvalidInput, ServiceUnavailable) as error:
         if wants_json():

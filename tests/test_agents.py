@@ -406,3 +406,23 @@ def test_a_star_batch_whose_wizard_is_star_suggest_replays_with_no_difference(se
         assert {e.action for e in wizard} >= {"query", "pick_suggestion"}
         count, differences = parts.replay(s, ids)
     assert said >= 4 and count > 0 and differences == []
+
+
+# ---- the simulator: simulated people judging agents ----------------------------------------------------------
+
+
+def test_an_ab_simulation_of_two_agents_that_differ_by_construction_shows_the_difference(tmp_path, sqlite_url):
+    from turkflow.config import Settings
+    from turkflow.simulator.run import SimulationConfig, run_with_stack
+
+    config = SimulationConfig(students=4, teachers=0, conversations=8, max_turns=8, mean_turns=8, seed=2,
+                              mix={}, agents={"teacher": ("sim-95", "sim-30")}, settle_timeout=120)
+    settings = Settings(data_dir=tmp_path, database_url=sqlite_url, secret_key="test", worker_hash_key="test")
+    report = run_with_stack(settings, tmp_path, config, web_workers=2, web_threads=2)
+    agents = report["reproducible"]["agents"]
+    assert agents["sim-95"]["conversations"] == agents["sim-30"]["conversations"] == 4
+    assert agents["sim-95"]["right_share"] > agents["sim-30"]["right_share"]
+    # the simulated students rate the agents' turns as they rate a person's: the better agent is rated better
+    assert agents["sim-95"]["relevant_share"] > agents["sim-30"]["relevant_share"]
+    turns = report["reproducible"]["turns"]
+    assert turns["lost"] == 0 and turns["by_agents"] > 0 and turns["history_mismatches"] == 0

@@ -162,19 +162,24 @@ def launch_batch(
 
 
 def draw_agents(task_keys: Sequence[str], agent_ids: Sequence[int], seed: int, role: str) -> list[int]:
-    """Each conversation's agent (conversations given by their tasks' keys, in order): within each task the
-    agents take turns as evenly as the count allows (no task favours one agent), in an order drawn from
-    ``seed``, the task and the role, so the same launch draws the same agents."""
+    """Each conversation's agent (conversations given by their tasks' keys, in order), balanced within each task
+    (no task favours one agent) and over the batch (each task's conversations go first to the agents with the
+    fewest so far), ties and the order within a task drawn from ``seed`` and the role, so the same launch draws
+    the same agents."""
+    rng = random.Random(f"{seed}:{role}")
     by_task: dict[str, list[int]] = {}
     for n, key in enumerate(task_keys):
         by_task.setdefault(key, []).append(n)
-    drawn = [0] * len(task_keys)
+    drawn, counts = [0] * len(task_keys), {agent_id: 0 for agent_id in agent_ids}
     for key, positions in by_task.items():
-        rng = random.Random(f"{seed}:{role}:{key}")
-        start = rng.randrange(len(agent_ids))
-        cycle = [agent_ids[(start + i) % len(agent_ids)] for i in range(len(positions))]
-        rng.shuffle(cycle)
-        for position, agent_id in zip(positions, cycle):
+        chosen: list[int] = []
+        while len(chosen) < len(positions):
+            ties = {agent_id: rng.random() for agent_id in agent_ids}
+            for agent_id in sorted(agent_ids, key=lambda a: (counts[a], ties[a]))[:len(positions) - len(chosen)]:
+                chosen.append(agent_id)
+                counts[agent_id] += 1
+        rng.shuffle(chosen)
+        for position, agent_id in zip(positions, chosen):
             drawn[position] = agent_id
     return drawn
 

@@ -82,6 +82,14 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
 @click.option("--affinity", default=0, show_default=True, type=click.IntRange(min=0),
               help="Launch the simulated batch with batch launch --affinity SECONDS: a role's next turn is kept "
                    "that long for the worker who wrote the role's last turn (local provider only).")
+@click.option("--agent", "agent_roles", multiple=True, metavar="ROLE=NAME[,NAME...]",
+              help="Agents play ROLE (Wizard of Tasks, local provider), as batch launch --agent: built-ins (sim-good, "
+                   "sim-poor, sim-NN: right with probability 0.9, 0.5, NN/100) or fake, an endpoint agent answered by a "
+                   "fake OpenAI-compatible server in this process; with --teachers 0 (or --students 0) the agents "
+                   "play every turn of that role, judged by the simulated people. Several names: one drawn per "
+                   "conversation (an A/B run); the report gives each agent's ratings and calls.")
+@click.option("--fake-endpoint-delay", default=0.0, show_default=True,
+              help="Seconds the fake endpoint takes to answer (--agent ROLE=fake).")
 @click.option("--url", default=None,
               help="Use the web server already running here (with its Celery worker and TURKFLOW_* settings) "
                    "instead of starting one.")
@@ -106,7 +114,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
              prolific_contract: Optional[Path], affinity: int, url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
              celery_concurrency: int, settle_timeout: float, json_path: Optional[str], annotators: int,
-             per_turn: int, gold: float) -> None:
+             per_turn: int, gold: float, agent_roles: tuple[str, ...], fake_endpoint_delay: float) -> None:
     """Simulate a crowd working a batch through the real stack, and report.
 
     Starts redis-server, gunicorn and a Celery worker on a fresh database (or uses --url), invites the
@@ -141,6 +149,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --provider prolific --prolific-time-outs 0.2 --prolific-lost-pays 1
       turkflow simulate --protocol star --conversations 20 --seed 3
       turkflow simulate --protocol annotate --conversations 6 --annotators 10 --careless 0.3
+      turkflow simulate --agent teacher=sim-good,sim-poor --teachers 0 --conversations 20
     """
     settings = app.settings
     if protocol == "annotate":
@@ -158,6 +167,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         bonus_cents=settings.bonus_cents, reward_cents=settings.reward_cents,
         settle_timeout=settle_timeout, dialogs=dialogs, provider=provider, protocol=protocol,
         prolific_time_outs=prolific_time_outs, prolific_lost_pays=prolific_lost_pays, affinity_seconds=affinity,
+        agents=_agents(agent_roles), fake_endpoint_delay=fake_endpoint_delay,
     )
     with progress_bar() as bar:
         task = bar.add_task("simulating", total=None, detail="")
@@ -177,6 +187,17 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
             return
         Path(json_path).write_text(text + "\n")
     show(report)
+
+
+def _agents(given: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    played = {}
+    for option in given:
+        role, _, names = option.partition("=")
+        listed = tuple(n.strip() for n in names.split(",") if n.strip())
+        if not listed or not role.strip():
+            raise click.UsageError(f"--agent {option!r}: give ROLE=NAME[,NAME...]")
+        played[role.strip()] = listed
+    return played
 
 
 def _annotate(settings: Settings, config: AnnotateConfig, database_url: Optional[str], run_dir: Optional[Path],

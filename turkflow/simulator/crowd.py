@@ -89,9 +89,11 @@ class SimWorker:
 
 
 def build_crowd(students: int, teachers: int, mix: dict[Behaviour, float], seed: int,
-                roles: tuple[str, str] = (Role.student, Role.teacher)) -> list[SimWorker]:
+                roles: tuple[str, str] = (Role.student, Role.teacher),
+                played_by_agents: tuple[str, ...] = ()) -> list[SimWorker]:
     """Workers of both roles (another protocol's ``roles``: STAR's users and wizards take the students' and
-    teachers' numbers); each role gets ``round(share * size)`` workers of every bad behaviour.
+    teachers' numbers); each role gets ``round(share * size)`` workers of every bad behaviour. A role in
+    ``played_by_agents`` may have none (agents play it).
 
     Exact counts rather than coin flips, so a 15% spammer share is 15% in every run; which names get
     which behaviour is shuffled by the seed.
@@ -103,6 +105,8 @@ def build_crowd(students: int, teachers: int, mix: dict[Behaviour, float], seed:
         raise ValueError("behaviour shares must be between 0 and 1 and sum to at most 1")
     crowd = []
     for role, size in zip(roles, (students, teachers)):
+        if size < 1 and role in played_by_agents:
+            continue
         if size < 1:
             raise ValueError(f"at least one {role} is needed")
         behaviours: list[Behaviour] = []

@@ -56,6 +56,7 @@ import requests
 from sqlalchemy import func
 from sqlmodel import Session, col, or_, select
 
+from turkflow.agents.registry import find_agents
 from turkflow import invites
 from turkflow.config import Settings, default
 from turkflow.db import session_scope
@@ -78,6 +79,7 @@ from turkflow.models import (
     Turn,
     TurnStatus,
     Worker,
+    WorkerKind,
     WorkerStatus,
     utcnow,
 )
@@ -276,6 +278,14 @@ class TurnRecord:
     created: bool
 
 
+@dataclass(frozen=True)
+class AgentTurnRecord:
+    agent: str
+    turn_id: int
+    text: str
+    good: bool
+
+
 @dataclass
 class Outcome:
     """Everything the driver saw; the report turns it into numbers."""
@@ -298,6 +308,9 @@ class Outcome:
     stop_reason: str = "all conversations finished"
     http: HttpLog = field(default_factory=HttpLog)
     gold: dict[str, dict[str, tuple[bool, bool]]] = field(default_factory=dict)  # worker -> gold answers sent
+    # turns agents wrote (--agent): (conversation position, index) -> the agent's name, its text and whether it
+    # was right (a simulated agent's wrong answers are its known off-topic ones)
+    agent_turns: dict[tuple[int, int], "AgentTurnRecord"] = field(default_factory=dict)
 
     @cached_property
     def by_name(self) -> dict[str, SimWorker]:
@@ -307,7 +320,8 @@ class Outcome:
 def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
            max_turns: int, policy: Policy, reward_cents: int, seed: int, provider: str = "local",
            play: Optional[ProtocolPlay] = None, affinity_seconds: int = 0,
-           onboarded: bool = False) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
+           onboarded: bool = False, agents: Optional[dict[str, tuple[str, ...]]] = None,
+           ) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
     """The requester's part: task documents, one invite per simulated worker (local only: Prolific's
     participants arrive through the study), the batch and its first HITs (on Prolific, its studies).
     Another protocol's ``play`` gives the tasks and scenarios; its workers qualify on the pages themselves.
@@ -333,13 +347,14 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
             reward_cents=reward_cents, provider=provider,
             quality=policy.batch_fields(), protocol=play.protocol if play else "wizard_of_tasks",
-            scenarios=scenarios, affinity_seconds=affinity_seconds,
+            scenarios=scenarios, affinity_seconds=affinity_seconds, seed=seed,
+            agents={role: find_agents(session, list(names)) for role, names in (agents or {}).items()},
         )
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
         batch_id, hit_ids = batch.id, [hit.id for hit in hits]
     for hit_id in hit_ids:  # committed first: Prolific's provider records its study in a session of its own
         with session_scope(settings.database_url) as session:
-            lifecycle.publish_hit(session, providers.get(provider), hit_id)
+            lifecycle.publish_hit(session, providers.get(session.get(Hit, hit_id).provider), hit_id)
     return batch_id, join_urls, worker_ids, conversation_ids
 
 
@@ -350,8 +365,9 @@ class Simulation:
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
                  web_urls: Sequence[str] = (), time_outs: float = 0.0, affinity_seconds: int = 0,
-                 away: float = 0.0):
+                 away: float = 0.0, agents: Optional[dict[str, tuple[str, ...]]] = None):
         self.settings = settings
+        self.agents = dict(agents or {})  # the roles agents play: their turns are the agents queue's
         self.affinity_seconds = affinity_seconds  # the batch's: turns kept for the role's last writer
         self.kept_until: Optional[datetime] = None  # when the first turn kept for a worker is offered to anyone
         self.away = away  # the chance that a worker sits a round out (people come and go), drawn per round
@@ -398,7 +414,7 @@ class Simulation:
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
             reward_cents=self.reward_cents, seed=self.seed,
             provider="prolific" if self.prolific else "local", play=self.play,
-            affinity_seconds=self.affinity_seconds)
+            affinity_seconds=self.affinity_seconds, agents=self.agents)
         out = Outcome(batch_id=batch_id, crowd=self.crowd, scripts=self.scripts, policy=self.policy,
                       max_turns=self.max_turns, worker_ids=worker_ids, conversation_ids=conversation_ids)
         self.out = out
@@ -425,7 +441,10 @@ class Simulation:
                     if self._unfinished():
                         out.stop_reason = self._stuck_reason()
                     break
-                if not jobs:
+                if role in self.agents:  # the agents queue plays this role's turns: wait for its answers
+                    self._await_agents(batch_id)
+                    written = None
+                elif not jobs:
                     idle_rounds += 1
                     if self.someone_away:  # the workers who could take the open turns are away this round
                         idle_rounds = 0
@@ -449,6 +468,8 @@ class Simulation:
                 list(pool.map(lambda name: self.play.finish(self.clients[name], self.by_name[name], out),
                               sorted(self.clients)))
             self._settle(batch_id, bonuses=True)  # the whole batch: nothing left behind, every bonus paid
+            if self.agents:
+                self._note_agent_turns(batch_id)
         out.wall_seconds = time.monotonic() - started
         return out
 
@@ -492,7 +513,7 @@ class Simulation:
             name = kept.get(hit_id)
             if name is None or name not in workers:
                 continue
-            author = self.out.turns[(conversation, index - 1)].writer if index > 0 else None
+            author = self._author(conversation, index)
             if author is not None:
                 if author in rated:
                     continue
@@ -504,7 +525,7 @@ class Simulation:
                 break
             if hit_id in kept:
                 continue
-            author = self.out.turns[(conversation, index - 1)].writer if index > 0 else None
+            author = self._author(conversation, index)
             if author is not None:
                 if author in rated:
                     continue  # the author's next rating waits a round, so the monitor sees ratings in order
@@ -512,6 +533,49 @@ class Simulation:
             name = workers.pop()
             jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _author(self, conversation: int, index: int) -> Optional[str]:
+        """Who wrote the turn before ``index``: a simulated worker's name; None for the first turn or an agent's."""
+        before = self.out.turns.get((conversation, index - 1)) if index > 0 else None
+        return before.writer if before is not None else None
+
+    def _await_agents(self, batch_id: int) -> None:
+        """Wait until the agents queue has answered every agent turn of the batch and the next turns are open,
+        then note what each agent wrote (a simulated agent's off-topic answers are its wrong ones)."""
+        from turkflow.models import AgentTurn, AgentTurnStatus
+
+        deadline = time.monotonic() + self.settle_timeout
+        asking = (AgentTurnStatus.waiting, AgentTurnStatus.calling)
+        while True:
+            with session_scope(self.settings.database_url) as session:
+                left = session.exec(select(func.count()).select_from(AgentTurn)
+                                    .join(Conversation, Conversation.id == AgentTurn.conversation_id)
+                                    .where(Conversation.batch_id == batch_id,
+                                           col(AgentTurn.status).in_(asking))).one()
+            if not left:
+                break
+            if time.monotonic() > deadline:
+                raise SimulationError(f"{left} agent turns unanswered after {self.settle_timeout:.0f}s "
+                                      "(is a Celery worker taking the agents queue, and beat running?)")
+            time.sleep(0.05)
+        self._settle(batch_id)
+        self._note_agent_turns(batch_id)
+
+    def _note_agent_turns(self, batch_id: int) -> None:
+        from turkflow.agents.builtins import OFF_TOPIC
+        from turkflow.models import Agent
+
+        with session_scope(self.settings.database_url) as session:
+            written = session.exec(
+                select(Turn.conversation_id, Turn.index, Turn.id, Turn.text, Agent.name)
+                .join(Agent, Agent.worker_id == Turn.worker_id)
+                .join(Conversation, Conversation.id == Turn.conversation_id)
+                .where(Conversation.batch_id == batch_id, Turn.status == TurnStatus.submitted)).all()
+        with self._lock:
+            for conversation_id, index, turn_id, text, agent in written:
+                key = (self.position[conversation_id], index)
+                if key not in self.out.agent_turns:
+                    self.out.agent_turns[key] = AgentTurnRecord(agent, turn_id, text or "", text not in OFF_TOPIC)
 
     def _wait_for_kept_turns(self) -> bool:
         """Every open turn waits for a worker it is kept for who cannot take it this round: sleep until the first
@@ -581,7 +645,8 @@ class Simulation:
             if view is None:  # STAR's, Frames' and MEEP's turns have pages of their own
                 view = client.view(assignment_id)
             self._check_history(job, view)
-            previous = self.out.turns.get((job.conversation, job.index - 1))
+            previous = (self.out.turns.get((job.conversation, job.index - 1))
+                        or self.out.agent_turns.get((job.conversation, job.index - 1)))
             if self.play is not None:
                 written, confirmed = self.play.turn(client, job.worker, assignment_id, job.conversation,
                                                     job.index, view, self.out)
@@ -637,7 +702,8 @@ class Simulation:
             job.hit_id, job.index = None, view["turn_index"]
             job.conversation = self.position[view["conversation_id"]]
             self._check_history(job, view)
-            previous = self.out.turns.get((job.conversation, job.index - 1))
+            previous = (self.out.turns.get((job.conversation, job.index - 1))
+                        or self.out.agent_turns.get((job.conversation, job.index - 1)))
             script = self.scripts[job.conversation]
             written = write_turn(job.worker, self.seed, job.conversation, script, view,
                                  previous.good if previous else None)
@@ -690,8 +756,9 @@ class Simulation:
     def _check_history(self, job: Job, view: dict[str, Any]) -> None:
         """The page must show exactly the turns the crowd wrote before this one, in order."""
         shown = [(entry["index"], entry["text"]) for entry in view["history"]]
-        expected = [(i, self.out.turns[(job.conversation, i)].text) for i in range(job.index)
-                    if (job.conversation, i) in self.out.turns]
+        written = {**self.out.agent_turns, **self.out.turns}
+        expected = [(i, written[(job.conversation, i)].text) for i in range(job.index)
+                    if (job.conversation, i) in written]
         if shown != expected:
             with self._lock:
                 self.out.history_mismatches += 1
@@ -740,10 +807,12 @@ def pipeline_backlog(session: Session, batch_id: int, turn_ids: Optional[list[in
             .where(col(Conversation.id).in_(conversations), Conversation.status == ConversationStatus.active,
                    ~open_hit.exists())
         ).one(),
-        "unjudged ratings": session.exec(
+        "unjudged ratings": session.exec(  # the monitor judges people's ratings of people only
             select(func.count()).select_from(Rating)
             .where(col(Rating.id).in_(ratings),
-                   ~select(QualityDecision.id).where(QualityDecision.rating_id == Rating.id).exists())
+                   ~select(QualityDecision.id).where(QualityDecision.rating_id == Rating.id).exists(),
+                   ~select(Worker.id).where(col(Worker.id).in_([Rating.author_id, Rating.rater_id]),
+                                            Worker.kind == WorkerKind.agent).exists())
         ).one(),
         "unreviewed turns": session.exec(
             select(func.count()).select_from(Turn)

@@ -42,6 +42,9 @@ def turn_stream(session: Session, batch_id: int, names: dict[int, str], keys_per
         .join(Turn, Turn.id == Rating.rater_turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == batch_id).order_by(Rating.id)
     ).all()
+    # people's turns and their ratings of each other: an agent's turns (--agent) have a report of their own
+    turns = [t for t in turns if t[1] in names]
+    ratings = [r for r in ratings if r[1] in names and r[2] in names]
     machine = {turn_id: machine_written(flags, text or "", signals, keys_per_char)
                for turn_id, _, text, flags, signals, _ in turns}
     writer = {turn_id: names[worker_id] for turn_id, worker_id, *_ in turns}
@@ -76,6 +79,8 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         .join(Turn, Turn.id == Rating.rater_turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == outcome.batch_id).order_by(Rating.id)
     ).all()
+    stored = [row for row in stored if row.worker_id in names]  # people's (agents': agents_report)
+    ratings = [row for row in ratings if row.author_id in names]
     stream = turn_stream(session, outcome.batch_id, names, keys_per_char,
                          order={r.turn_id: (r.round, r.conversation, r.index) for r in outcome.turns.values()})
 
@@ -146,12 +151,13 @@ def _turn_counts(outcome: Outcome, stored, position, names) -> dict[str, Any]:  
     lost = [key for key, r in confirmed.items()
             if key not in in_db or in_db[key][0] != r.turn_id or in_db[key][2] != r.text
             or names.get(in_db[key][1]) != r.writer]
-    unexpected = [key for key in in_db if key not in confirmed]
+    unexpected = [key for key in in_db if key not in confirmed and key not in outcome.agent_turns]
     planned = sum(script.turns(outcome.max_turns) for script in outcome.scripts)
     return {
         "planned": planned,
         "confirmed": len(confirmed),
         "stored": len(in_db),
+        "by_agents": len(outcome.agent_turns),
         "lost": len(lost),
         "unexpected": len(unexpected),
         "repeated_submits": sum(1 for r in confirmed.values() if not r.created),

@@ -14,6 +14,8 @@ from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
 from turkflow.simulator import prolific
 from turkflow.simulator.driver import ProtocolPlay, Simulation
+from turkflow.simulator.agents import agents_report, declare_fake
+from turkflow.simulator.fake_openai import FakeOpenAI
 from turkflow.simulator.fake_prolific import FakeProlific
 from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.policies import DEFAULT_POLICIES
@@ -52,6 +54,10 @@ class SimulationConfig:
     prolific_lost_pays: int = 0  # the first N bonus pay calls fail on Prolific's side and pay nothing
     affinity_seconds: int = 0  # the batch's affinity: a role's next turn kept this long for its last writer
     away: float = 0.0  # the chance that a worker sits a round out (people come and go)
+    # roles agents play ({role: (name, ...)}): built-ins (sim-good, sim-poor, sim-NN, star-suggest), or "fake", an
+    # endpoint agent answered by a fake OpenAI-compatible server in this process (fake_endpoint_delay seconds)
+    agents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fake_endpoint_delay: float = 0.0
 
     def parameters(self) -> dict[str, Any]:
         values = asdict(self)
@@ -59,6 +65,7 @@ class SimulationConfig:
                                 else self.dialogs or default_dialogs_dir() if self.protocol not in PLAYS
                                 else self.dialogs or "")
         values["compare"] = list(self.compare)
+        values["agents"] = {role: list(names) for role, names in self.agents.items()}
         return values
 
 
@@ -97,6 +104,11 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError("--affinity is 0 or more seconds, and only the local provider keeps turns for a worker")
     if not 0.0 <= config.away < 1.0:
         raise ValueError("away must be a chance from 0 up to (not including) 1")
+    if config.agents and (config.protocol != "wizard_of_tasks" or config.provider != "local"):
+        raise ValueError("--agent simulates Wizard of Tasks batches on the local provider")
+    unknown_roles = sorted(set(config.agents) - {"student", "teacher"})
+    if unknown_roles:
+        raise ValueError(f"--agent: no role {unknown_roles[0]!r} in Wizard of Tasks (student, teacher)")
     try:
         mix = {Behaviour(name): share for name, share in config.mix.items()}
     except ValueError:
@@ -107,7 +119,7 @@ def plan(config: SimulationConfig) -> Plan:
         scripts, play = importlib.import_module(PLAYS[config.protocol]).play_for(config)
         crowd = build_crowd(config.students, config.teachers, mix, config.seed, roles=play.roles)
     else:
-        crowd = build_crowd(config.students, config.teachers, mix, config.seed)
+        crowd = build_crowd(config.students, config.teachers, mix, config.seed, played_by_agents=tuple(config.agents))
         directory = config.dialogs or default_dialogs_dir()
         if not directory.is_dir():
             raise ValueError(f"dialogs directory {directory} does not exist; "
@@ -142,11 +154,17 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
         prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs,
-        affinity_seconds=config.affinity_seconds, away=config.away)
-    outcome = simulation.run()
+        affinity_seconds=config.affinity_seconds, away=config.away, agents=config.agents)
+    with ExitStack() as running:
+        if "fake" in {name for names in config.agents.values() for name in names}:
+            fake = running.enter_context(FakeOpenAI(delay=config.fake_endpoint_delay, seed=config.seed))
+            declare_fake(settings, fake.url)
+        outcome = simulation.run()
     with session_scope(settings.database_url) as session:
         report = build_report(session, outcome, config.parameters(), chosen.policies,
                               settings.prolific_fee_percent)
+        if config.agents:
+            report["reproducible"]["agents"] = agents_report(session, outcome)
         if chosen.play is not None:
             report["reproducible"][chosen.play.protocol] = chosen.play.report(session, outcome)
     if on_prolific is not None:  # the batch is written: every turn and bonus paid, or left for a person

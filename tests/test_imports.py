@@ -59,7 +59,7 @@ def test_the_platform_folders_are_found():
     assert {"local", "mturk", "prolific"} <= set(PLATFORMS)
 
 
-@pytest.mark.parametrize("package", ["turkflow/hits/", "turkflow/quality/", "turkflow/protocols/"])
+@pytest.mark.parametrize("package", ["turkflow/hits/", "turkflow/quality/", "turkflow/protocols/", "turkflow/agents/"])
 def test_domain_packages_import_no_framework_no_worker_and_not_the_pipeline(package):
     assert any(module.startswith(package) for module in MODULES)
     assert imports_of(package, *FRAMEWORKS, "turkflow.web", "turkflow.cli") == []

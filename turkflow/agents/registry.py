@@ -80,7 +80,7 @@ def add_agent(session: Session, name: str, *, endpoint: Optional[str] = None, mo
 
 def builtin_names(name: str) -> list[str]:
     """The built-ins' names, ``name`` among them when it is a ``sim-NN``."""
-    return [*(n for n in builtins.names() if n != "sim-NN"), *([name] if builtins.quality_of(name) else [])]
+    return [*(n for n in builtins.names() if n != "sim-NN"), *([name] if builtins.quality_of(name) is not None else [])]
 
 
 def _no_builtin(name: str) -> None:

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Optional
 
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from turkflow.simulator.stack import free_port
@@ -70,7 +70,7 @@ class FakeOpenAI:
         self.refuse_modes: set[str] = set()
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
-        self._server = make_server("127.0.0.1", self.port, self._wsgi, threaded=True)
+        self._server = make_server("127.0.0.1", self.port, self._wsgi, threaded=True, request_handler=_Quiet)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> "FakeOpenAI":
@@ -125,6 +125,13 @@ class FakeOpenAI:
                          "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": len(content) // 4,
                       "total_tokens": prompt + len(content) // 4}})
+
+
+class _Quiet(WSGIRequestHandler):
+    """No line per request: a benchmark makes thousands."""
+
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 def _json(status: int, payload: dict[str, Any], headers: Optional[dict[str, str]] = None) -> Response:

@@ -12,7 +12,7 @@ the Procfile runs it, beat), the agents' endpoints fake OpenAI-compatible server
    by side, the agent turns answered per second and the latency each agent turn adds beyond the model's.
 
     python -m bench agents                         # 100 agent conversations, a 2 s agent, SQLite
-    python -m bench agents --rounds 2 --people-conversations 60
+    python -m bench agents --rounds 2 --conversations 60 --people 40
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ QUEUES = {"turns": 1, "reviews": 1, "platform,sweeps": 1, "agents": 64}
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench agents", description=__doc__.splitlines()[0])
-    parser.add_argument("--conversations", type=int, default=100, help="agent conversations at once")
+    parser.add_argument("--conversations", type=int, default=100, help="conversations of each batch")
     parser.add_argument("--delay", type=float, default=2.0, help="the slow agent's seconds per answer")
     parser.add_argument("--timeouts", type=float, default=0.10, help="failures run: share of calls timing out")
     parser.add_argument("--server-errors", type=float, default=0.05, help="failures run: share answering 500")
-    parser.add_argument("--people-conversations", type=int, default=40)
-    parser.add_argument("--people", type=int, default=40, help="simulated people, half of each role")
+    parser.add_argument("--people", type=int, default=60, help="simulated people, half of each role")
     parser.add_argument("--rounds", type=int, default=1, help="without / with agents, alternated")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--skip-failures", action="store_true")
@@ -100,9 +99,9 @@ def declare(settings: Any, name: str, url: str, timeout: float) -> None:
         add_agent(session, name, endpoint=url, model="fake-model", timeout_seconds=timeout)
 
 
-def launch(settings: Any, conversations: int, teacher: str, max_turns: int, name: str,
-           student: str = "sim-good") -> int:
-    """A batch whose student and teacher are agents (``student`` a built-in); its first turns are the agents'."""
+def launch(settings: Any, conversations: int, teacher: str, max_turns: int, name: str) -> int:
+    """A batch whose student is the built-in sim-good and whose teacher is ``teacher``: its first turns are the
+    agents'."""
     from sqlmodel import select
 
     from turkflow.agents.registry import find_agents
@@ -117,7 +116,7 @@ def launch(settings: Any, conversations: int, teacher: str, max_turns: int, name
             load_documents(session, read_documents(sample_tasks_path()))
         batch, hits = lifecycle.launch_batch(
             session, list(session.exec(select(Task).order_by(Task.id))), conversations, name=name,
-            max_turns=max_turns, agents={"student": find_agents(session, [student]),
+            max_turns=max_turns, agents={"student": find_agents(session, ["sim-good"]),
                                          "teacher": find_agents(session, [teacher])})
         for hit in hits:
             lifecycle.publish_hit(session, providers.get(hit.provider), hit.id)
@@ -170,39 +169,42 @@ def failures(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def people(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The people-only batch without agents and beside the slow agent's conversations, alternated."""
+    """The same batch of ``--conversations`` conversations, its teachers simulated people, then the slow agent
+    (its students simulated people both times), alternated: people's submit-to-next-turn-open, side by side."""
+    from sqlmodel import func, select
+
+    from turkflow.db import session_scope
+    from turkflow.models import Batch
     from turkflow.simulator.run import SimulationConfig, run_on
 
     rows = []
-    print("  phase          | people turns | next turn p50 / p95 / p99 ms | agent turns/s | added per agent turn "
-          "p50 / p95 ms")
+    print("  teachers       | people turns | people's next turn open p50 / p95 / p99 ms | agent turns/s | "
+          "added per agent turn p50 / p95 ms")
     for round_no in range(args.rounds):
         for with_agents in (False, True):
-            config = SimulationConfig(students=args.people // 2, teachers=args.people - args.people // 2,
-                                      conversations=args.people_conversations, max_turns=24, mean_turns=12,
+            students = args.people // 2
+            config = SimulationConfig(students=students, teachers=0 if with_agents else args.people - students,
+                                      conversations=args.conversations, max_turns=16, mean_turns=8,
                                       seed=args.seed + round_no, policy="none", mix={}, concurrency=16,
-                                      settle_timeout=300)
-            # sim-0's student never stops: the slow agent's conversations run the whole window, then are cancelled
-            batch_id = (launch(stack.settings, args.conversations, "slow", 1000, "beside", student="sim-0")
-                        if with_agents else None)
+                                      settle_timeout=300, agents={"teacher": ("slow",)} if with_agents else {})
             started = time.monotonic()
             report = run_on(stack.settings, stack.url, config)
             window = (started, time.monotonic())
-            agents = agent_rate(stack.settings, batch_id, window, args.delay) if batch_id else {}
-            if batch_id:
-                cancel(stack.settings, batch_id)
+            with session_scope(stack.settings.database_url) as session:
+                batch_id = session.exec(select(func.max(Batch.id))).one()
+            agents = agent_rate(stack.settings, batch_id, window, args.delay) if with_agents else {}
             latency = report["measured"]["submit_to_next_hit_open_ms"]["worker"]
             row = {"with_agents": with_agents, "round": round_no, "people_turns":
                    report["reproducible"]["turns"]["stored"], "next_turn_ms": latency, **agents}
             rows.append(row)
-            print(f"  {'with agents' if with_agents else 'without':14} | {row['people_turns']:12} | "
+            print(f"  {'a 2 s agent' if with_agents else 'people':14} | {row['people_turns']:12} | "
                   f"{latency['p50']} / {latency['p95']} / {latency['p99']} | "
                   f"{agents.get('agent_turns_per_second', '')} | {agents.get('added_ms_p50', '')} / "
                   f"{agents.get('added_ms_p95', '')}")
     without = [r["next_turn_ms"]["p99"] for r in rows if not r["with_agents"]]
     beside = [r["next_turn_ms"]["p99"] for r in rows if r["with_agents"]]
     ratio = (sum(beside) / len(beside)) / (sum(without) / len(without)) if without and sum(without) else None
-    print(f"  people's next-turn p99 with / without agents: {ratio:.2f}x" if ratio else "  no ratio")
+    print(f"  people's next-turn p99, agent teachers / people teachers: {ratio:.2f}x" if ratio else "  no ratio")
     return {"rows": rows, "p99_ratio": ratio}
 
 
@@ -225,15 +227,6 @@ def agent_rate(settings: Any, batch_id: int, window: tuple[float, float], delay:
     return {"agent_turns": len(rows), "agent_turns_per_second": round(len(rows) / seconds, 2),
             "added_ms_p50": round(slow[len(slow) // 2]) if slow else None,
             "added_ms_p95": round(slow[int(len(slow) * 0.95)]) if slow else None}
-
-
-def cancel(settings: Any, batch_id: int) -> None:
-    from turkflow.db import session_scope
-    from turkflow.hits import lifecycle
-    from turkflow.models import Batch, BatchStatus
-
-    with session_scope(settings.database_url) as session:
-        lifecycle.set_batch_status(session, session.get(Batch, batch_id), BatchStatus.cancelled, "requester:bench")
 
 
 if __name__ == "__main__":

@@ -426,3 +426,20 @@ def test_an_ab_simulation_of_two_agents_that_differ_by_construction_shows_the_di
     assert agents["sim-95"]["relevant_share"] > agents["sim-30"]["relevant_share"]
     turns = report["reproducible"]["turns"]
     assert turns["lost"] == 0 and turns["by_agents"] > 0 and turns["history_mismatches"] == 0
+
+
+def test_the_sgd_export_names_the_agents_of_a_conversation(settings, providers, tmp_path):
+    import json as json_
+
+    from turkflow.dataset.export import ExportFilters
+    from turkflow.dataset.sgd import export_sgd
+
+    launch(settings, providers, {"teacher": ["sim-good"]}, conversations=2)
+    person = student(settings)
+    turn_id = opened_teacher_turn(settings, providers, None, person)
+    assert pipeline.answer_agent_turn(settings, providers, turn_id).status == AgentTurnStatus.answered
+    with session_scope(settings.database_url) as s:
+        export_sgd(s, tmp_path / "sgd", hash_key="key", filters=ExportFilters())
+    dialogues = [d for f in sorted((tmp_path / "sgd").rglob("dialogues_*.json"))
+                 for d in json_.loads(f.read_text())]
+    assert dialogues and all(d["turkflow_agents"] == {"teacher": "sim-good"} for d in dialogues)

@@ -39,7 +39,7 @@ from turkflow.errors import InvalidDocument
 from turkflow.dataset.export import (
     ExportError, ExportFilters, PiiScrubber, iter_conversations, staged, worker_id_hider,
 )
-from turkflow.models import Task
+from turkflow.models import Agent, ConversationAgent, Task
 from turkflow.models import Turn, TurnStatus
 from turkflow.protocols.annotate.results import labels_of_turns, scheme_names
 from turkflow.protocols.questions import FRAMES, STAR, WIZARD_OF_TASKS
@@ -152,6 +152,34 @@ def schema(session: Session, services: set[str]) -> list[dict[str, Any]]:
 
 def sgd_dialogues(session: Session, hash_key: str, filters: ExportFilters,
                   scrubber: Optional[PiiScrubber] = None) -> Iterator[dict[str, Any]]:
+    """Every selected conversation as an SGD dialogue (``_dialogues``), the turns an agent wrote marked."""
+    page: list[dict[str, Any]] = []
+    for dialogue in _dialogues(session, hash_key, filters, scrubber):
+        page.append(dialogue)
+        if len(page) == 200:
+            yield from _with_agents(session, page)
+            page = []
+    yield from _with_agents(session, page)
+
+
+def _with_agents(session: Session, page: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Beside SGD's keys, ``turkflow_agents`` names the agent of each role an agent played (turkflow agents);
+    people's dialogues are left as they are. Which turns the agent wrote (a turn handed to people is a person's)
+    is in turkflow's own formats: ``export`` marks each turn, ``--format star`` each event."""
+    ids = {int(str(d["dialogue_id"]).rsplit("_", 1)[-1]): d for d in page}
+    played: dict[int, dict[str, str]] = {}
+    for conversation_id, role, name in session.exec(
+            select(ConversationAgent.conversation_id, ConversationAgent.role, Agent.name)
+            .join(Agent, Agent.id == ConversationAgent.agent_id)
+            .where(col(ConversationAgent.conversation_id).in_(list(ids)))):
+        played.setdefault(conversation_id, {})[role] = name
+    for conversation_id, agents in played.items():
+        ids[conversation_id]["turkflow_agents"] = agents
+    return page
+
+
+def _dialogues(session: Session, hash_key: str, filters: ExportFilters,
+               scrubber: Optional[PiiScrubber] = None) -> Iterator[dict[str, Any]]:
     """Every selected conversation as an SGD dialogue: Wizard of Tasks ones, then STAR ones."""
     for doc in iter_conversations(session, hash_key, filters, scrubber):
         if doc["batch"]["protocol"] == WIZARD_OF_TASKS.name:

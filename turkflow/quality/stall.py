@@ -97,6 +97,9 @@ def role_supply(session: Session, batch_id: int) -> list[RoleSupply]:
         if is_multi:
             waiting_multi[role] = waiting_multi.get(role, 0) + count
     batch = session.get(Batch, batch_id)
+    for role in batch.agents or {}:  # an agent's turns wait for the agents queue, never for people
+        waiting.pop(role, None)
+        waiting_multi.pop(role, None)
     provider = batch.provider
     latest = aliased(Turn)
     platform = (  # of the batch of the worker's latest turn

@@ -24,7 +24,7 @@ from turkflow.agents.interface import Reply, TurnView
 from turkflow.config import Settings
 from turkflow.errors import AgentError
 from turkflow.hits import lifecycle
-from turkflow.models import (Agent, AgentCall, AgentTurn, AgentTurnStatus, Assignment, Batch,
+from turkflow.models import (Agent, AgentCall, AgentTurn, AgentTurnStatus, Batch,
                              Conversation, ConversationStatus, Hit, HitStatus, Turn, TurnStatus, Worker, utcnow)
 from turkflow.protocols import registry
 
@@ -63,34 +63,32 @@ _CLAIM = (states.update_to(AgentTurn, S.calling)
           .where(AgentTurn.turn_id == bindparam("turn"), AgentTurn.status == S.waiting,
                  AgentTurn.due_at <= bindparam("now"))
           .values(attempts=AgentTurn.attempts + 1, claimed_until=bindparam("until"))
-          .returning(AgentTurn.attempts, AgentTurn.agent_id, AgentTurn.hit_id)
-          .execution_options(synchronize_session=False))
+          .returning(AgentTurn.attempts).execution_options(synchronize_session=False))
+_CLAIMING = (select(AgentTurn.hit_id, Agent, Turn.role, Batch.protocol)
+             .join(Agent, Agent.id == AgentTurn.agent_id).join(Turn, Turn.id == AgentTurn.turn_id)
+             .join(Conversation, Conversation.id == Turn.conversation_id)
+             .join(Batch, Batch.id == Conversation.batch_id).where(AgentTurn.turn_id == bindparam("turn")))
+_LAST_CALL = (select(AgentCall.outcome, AgentCall.detail).where(AgentCall.turn_id == bindparam("turn"))
+              .order_by(col(AgentCall.id).desc()).limit(1))
 
 
 def claim(session: Session, turn_id: int, now: Optional[datetime] = None) -> Optional[Claim]:
-    """Take the turn for this call if it is due and nobody has it; None otherwise (a duplicate message, a turn
-    answered or ended). The agent's assignment of the HIT is made here once, so its in-turn actions and its
-    submit pass the checks a person's do (``registry.loggable``, ``lifecycle.submit_turn``)."""
+    """Take the turn for this call if it is due and nobody has it (one write, what it needs read first); None
+    otherwise (a duplicate message, a turn answered or ended). It is held as long as the agent's calls may take;
+    beat's sweep gives a turn held longer to another worker. The agent's assignment of the HIT was written with
+    the turn (``hits.agent``)."""
     now = now or utcnow()
-    row = session.execute(_CLAIM, {"turn": turn_id, "now": now, "until": now + timedelta(hours=1)}).first()
+    found = session.execute(_CLAIMING, {"turn": turn_id}).first()
+    if found is None:
+        return None
+    hit_id, agent, role, protocol = found
+    until = now + timedelta(seconds=agent.timeout_seconds * MAX_STEPS * 2 + 30)
+    row = session.execute(_CLAIM, {"turn": turn_id, "now": now, "until": until}).first()
     if row is None:
         return None
-    attempt, agent_id, hit_id = row
-    agent = session.get(Agent, agent_id)
-    turn = session.get(Turn, turn_id)
-    batch = session.exec(select(Batch).join(Conversation, Conversation.batch_id == Batch.id)
-                         .where(Conversation.id == turn.conversation_id)).one()
-    # the longest a call may take: beat's sweep gives a turn claimed longer than this to another worker
-    session.execute(update(AgentTurn).where(AgentTurn.turn_id == turn_id).values(
-        claimed_until=now + timedelta(seconds=agent.timeout_seconds * MAX_STEPS * 2 + 30)))
-    external = f"agent-{hit_id}"
-    if session.exec(select(Assignment.id).where(Assignment.external_id == external)).first() is None:
-        session.add(Assignment(hit_id=hit_id, worker_id=agent.worker_id, external_id=external, accepted_at=now))
-        session.flush()
-    last = session.exec(select(AgentCall.outcome, AgentCall.detail).where(AgentCall.turn_id == turn_id)
-                        .order_by(col(AgentCall.id).desc())).first()
+    last = session.execute(_LAST_CALL, {"turn": turn_id}).first()
     session.expunge(agent)
-    return Claim(turn_id, agent, attempt, external, agent.worker_id, batch.protocol, turn.role,
+    return Claim(turn_id, agent, row[0], f"agent-{hit_id}", agent.worker_id, protocol, role,
                  refused=last.detail if last is not None and last.outcome == "invalid" else None)
 
 

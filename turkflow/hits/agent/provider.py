@@ -11,13 +11,15 @@ from sqlmodel import Session, select
 
 from turkflow.config import Settings
 from turkflow.hits.provider import AGENT, CrowdProvider, HitCheck
-from turkflow.models import AgentTurn, AgentTurnStatus, Assignment, Batch, Bonus, ConversationAgent, Hit, Turn, \
-    Worker, utcnow
+from turkflow.models import Agent, AgentTurn, AgentTurnStatus, Assignment, AssignmentStatus, Batch, Bonus, \
+    ConversationAgent, Hit, Turn, Worker, utcnow
 
-_PLAYER = (select(ConversationAgent.agent_id, Turn.conversation_id)
+_PLAYER = (select(ConversationAgent.agent_id, Turn.conversation_id, Agent.worker_id)
            .join(Turn, Turn.conversation_id == ConversationAgent.conversation_id)
+           .join(Agent, Agent.id == ConversationAgent.agent_id)
            .where(Turn.id == bindparam("turn"), ConversationAgent.role == bindparam("role")))
 _AGENT_TURN = insert(AgentTurn.__table__)
+_HELD = insert(Assignment.__table__)
 
 
 class AgentProvider(CrowdProvider):
@@ -25,8 +27,10 @@ class AgentProvider(CrowdProvider):
     calls_platform = False  # published in the opening's transaction: the agent's turn is written with its HIT
 
     def publish_turn(self, session: Session, hit: Hit, batch: Batch) -> str:
-        """Write the agent's turn, due now: the opening's Celery task asks the agents queue at once, and beat's
-        sweep finds it if that message is lost. A HIT published again (the reconciler) writes nothing more."""
+        """Write the agent's turn, due now, and the agent's assignment of the HIT (``external_id`` ``agent-<HIT
+        id>``): its actions and its submit then pass the checks a person's do, and asking the agent later takes
+        one write. The opening's Celery task asks the agents queue at once, and beat's sweep finds the turn if
+        that message is lost. A HIT published again (the reconciler) writes nothing more."""
         connection = session.connection()
         player = connection.execute(_PLAYER, {"turn": hit.turn_id, "role": hit.role}).first()
         if player is None:
@@ -40,6 +44,9 @@ class AgentProvider(CrowdProvider):
                 "hit_id": hit.id, "status": AgentTurnStatus.waiting, "attempts": 0, "due_at": now,
                 "claimed_until": None, "reason": None, "prompt_tokens": 0, "completion_tokens": 0,
                 "latency_ms": 0, "created_at": now, "ended_at": None})
+            connection.execute(_HELD, {"hit_id": hit.id, "worker_id": player.worker_id,
+                                       "external_id": f"agent-{hit.id}", "status": AssignmentStatus.accepted,
+                                       "accepted_at": now, "submitted_at": None, "reviewed_at": None})
         return f"agent-{hit.id}"
 
     def expire(self, session: Session, hit: Hit) -> None:

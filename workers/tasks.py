@@ -9,6 +9,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from turkflow import pipeline
 from turkflow.db import session_scope
+from turkflow.hits.lifecycle import Opened
 from turkflow.hits.provider import AGENT
 from turkflow.quality import activity, review
 from turkflow.workers.app import broker_redis, celery_app, providers, review_mark, settings
@@ -23,14 +24,20 @@ RETRY = {"autoretry_for": (Exception,), "retry_backoff": 2, "retry_backoff_max":
 def turn_submitted(turn_id: int) -> None:
     """A turn is stored: open the next HIT, then queue the review of the submission on the reviews queue,
     so workers waiting for their next turn never wait for the monitor."""
-    opened = pipeline.opening_after(settings(), providers(), turn_id)
-    if opened is not None and opened.provider == AGENT:  # an agent plays the next turn: the agents queue asks it
-        answer_agent_turn.delay(opened.turn_id)
-    queue_review(turn_id)
+    opened = follow(turn_id)
     # Logged at INFO only when no turn followed (the conversation ended, its batch paused, or a redelivered
     # message found the next turn open): an opening is every turn's routine, and Celery logs each task run.
     log.log(logging.DEBUG if opened is not None else logging.INFO, "turn %s submitted: opened hit %s", turn_id,
             opened.hit_id if opened is not None else None)
+
+
+def follow(turn_id: int) -> Optional[Opened]:
+    """What follows a stored turn: its next turn opened (an agent's sent to the agents queue), its review queued."""
+    opened = pipeline.opening_after(settings(), providers(), turn_id)
+    if opened is not None and opened.provider == AGENT:  # an agent plays the next turn: the agents queue asks it
+        answer_agent_turn.delay(opened.turn_id)
+    queue_review(turn_id)
+    return opened
 
 
 # A review starts this long after it is queued, and takes every turn submitted meanwhile: the submissions of
@@ -129,15 +136,17 @@ def refresh_activity() -> None:
 
 @celery_app.task(name="workers.tasks.answer_agent_turn")
 def answer_agent_turn(turn_id: int) -> None:
-    """Ask the turn's agent and store its answer, then open the next turn as a person's submit does. No Celery
-    retry: a failed call is recorded and the turn is due again after a back-off kept in the database, which
-    beat's sweep queues (``sweep_agent_turns``); a message run twice finds the turn claimed or answered."""
+    """Ask the turn's agent and store its answer, then open the next turn here, as the turns task does after a
+    person's submit: the turns queue serves people's submissions alone, so agents' turns never queue in front of
+    them. No Celery retry: a failed call is recorded and the turn is due again after a back-off kept in the
+    database, which beat's sweep queues (``sweep_agent_turns``); a message run twice finds the turn claimed or
+    answered."""
     done = pipeline.answer_agent_turn(settings(), providers(), turn_id)
     if done.submitted_turn_id is not None:
         try:
-            turn_submitted.delay(done.submitted_turn_id)
-        except Exception as exc:  # noqa: BLE001 - stored: the reconciler opens the next turn
-            log.warning("agent turn %s stored but not queued (%s); the reconciler will advance it", turn_id, exc)
+            follow(done.submitted_turn_id)
+        except Exception as exc:  # noqa: BLE001 - stored: the reconciler opens the next turn and reviews it
+            log.warning("agent turn %s stored; its next turn is left to the reconciler (%s)", turn_id, exc)
     log.log(logging.DEBUG if done.status in (None, "answered") else logging.INFO, "agent turn %s: %s %s",
             turn_id, done.status, done.reason or "")
 

@@ -443,3 +443,38 @@ def test_the_sgd_export_names_the_agents_of_a_conversation(settings, providers, 
     dialogues = [d for f in sorted((tmp_path / "sgd").rglob("dialogues_*.json"))
                  for d in json_.loads(f.read_text())]
     assert dialogues and all(d["turkflow_agents"] == {"teacher": "sim-good"} for d in dialogues)
+
+
+def test_batch_launch_with_agent_stores_the_roles_agents_and_costs_only_peoples_turns(settings):
+    from tests.test_cli import launched, ok, one_line_error
+
+    runner = CliRunner()
+
+    def turkflow(*args):
+        return runner.invoke(main, list(args), obj=App(settings))
+
+    out = ok(turkflow("batch", "launch", "--all", "-n", "2", "--max-turns", "6", "--agent", "teacher=sim-good",
+                      "--dry-run"))
+    assert "3 turns per conversation" in out and "agents play the teacher: sim-good" in out
+    assert "--agent" in one_line_error(turkflow("batch", "launch", "--all", "-n", "2", "--agent", "pilot=sim-good"))
+    ok(turkflow("tasks", "load", str(sample_tasks_path())))
+    assert "no agent called" in one_line_error(turkflow("batch", "launch", "--all", "-n", "2", "--agent",
+                                                        "teacher=unknown-model"))
+    batch_id = launched(turkflow, "-n", "2", "--agent", "teacher=sim-good,sim-poor", "--on-agent-failure", "people")
+    with session_scope(settings.database_url) as s:
+        batch = s.get(Batch, batch_id)
+        assert (batch.agents, batch.on_agent_failure) == ({"teacher": ["sim-good", "sim-poor"]}, "people")
+        assert len(s.exec(select(ConversationAgent)).all()) == 2
+        assert {h.provider for h in s.exec(select(Hit))} == {"local"}  # the students' first turns, for people
+
+
+def test_agents_list_sums_each_agents_turns_and_tokens_per_batch(settings, providers, fake):
+    declare(settings, "tutor", fake.url)
+    batch_id = launch(settings, providers, {"teacher": ["tutor"]})
+    turn_id = opened_teacher_turn(settings, providers, batch_id, student(settings))
+    pipeline.answer_agent_turn(settings, providers, turn_id)
+    tokens = agent_turn(settings, turn_id)
+    listed = CliRunner().invoke(main, ["agents", "list", "--batch", str(batch_id)], obj=App(settings))
+    assert listed.exit_code == 0, listed.output
+    row = next(line for line in listed.output.splitlines() if "tutor" in line)
+    assert f"{tokens.prompt_tokens} / {tokens.completion_tokens}" in row and " 1 " in row

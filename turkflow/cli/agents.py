@@ -58,25 +58,38 @@ def agents_add(app: App, name: str, endpoint: Optional[str], model: Optional[str
 
 
 @agents.command("list", context_settings=CONTEXT)
+@click.option("--batch", "batch_id", type=int, metavar="BATCH", help="Count only this batch's agent turns.")
 @pass_app
-def agents_list(app: App) -> None:
-    """Every declared agent, with its turns answered and failed so far."""
+def agents_list(app: App, batch_id: Optional[int]) -> None:
+    """Every declared agent with its turns answered and failed (or handed to people) and their tokens."""
     from sqlmodel import col, func, select
 
-    from turkflow.models import Agent, AgentTurn, AgentTurnStatus
+    from turkflow.models import Agent, AgentTurn, AgentTurnStatus, Conversation
 
     with app.session() as session:
-        counts = {(agent_id, status): n for agent_id, status, n in session.exec(
-            select(AgentTurn.agent_id, AgentTurn.status, func.count()).group_by(AgentTurn.agent_id, AgentTurn.status))}
+        query = (select(AgentTurn.agent_id, AgentTurn.status, func.count(), func.sum(AgentTurn.prompt_tokens),
+                        func.sum(AgentTurn.completion_tokens))
+                 .join(Conversation, Conversation.id == AgentTurn.conversation_id)
+                 .group_by(AgentTurn.agent_id, AgentTurn.status))
+        if batch_id is not None:
+            query = query.where(Conversation.batch_id == batch_id)
+        counts = {(agent_id, status): (n, p or 0, c or 0) for agent_id, status, n, p, c in session.exec(query)}
+
+        def summed(agent_id: int, *statuses: str, part: int = 0) -> int:
+            return sum(counts.get((agent_id, status), (0, 0, 0))[part] for status in statuses)
+
+        every = tuple(AgentTurnStatus)
         rows = [(a.name, a.kind, a.endpoint or a.target or "", a.model or "", a.structured or "",
-                 counts.get((a.id, AgentTurnStatus.answered), 0), counts.get((a.id, AgentTurnStatus.failed), 0)
-                 + counts.get((a.id, AgentTurnStatus.handed_over), 0))
+                 summed(a.id, AgentTurnStatus.answered),
+                 summed(a.id, AgentTurnStatus.failed, AgentTurnStatus.handed_over),
+                 f"{summed(a.id, *every, part=1)} / {summed(a.id, *every, part=2)}")
                 for a in session.exec(select(Agent).order_by(col(Agent.name)))]
     if not rows:
         click.echo("no agents declared; turkflow agents add NAME --endpoint URL --model M")
         return
-    table(None, ["name", "kind", "endpoint or target", "model", "structured output", "turns answered",
-                 "turns failed"], rows)
+    table(f"batch {batch_id}" if batch_id is not None else None,
+          ["name", "kind", "endpoint or target", "model", "structured output", "turns answered", "turns failed",
+           "tokens prompt / completion"], rows)
 
 
 @agents.command("show", context_settings=CONTEXT)

@@ -23,6 +23,7 @@ import random
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +43,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=1, help="without / with agents, alternated")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--skip-failures", action="store_true")
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgresql"])
     args = parser.parse_args(argv)
 
     from turkflow.config import Settings
     from turkflow.simulator.fake_openai import FakeOpenAI
-    from turkflow.simulator.stack import Stack
+    from turkflow.simulator.stack import PostgresCluster, Stack
 
     OUT.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"agents at {commit}: {args.conversations} agent conversations, a {args.delay:g} s agent; {load()}")
+    print(f"agents at {commit}: {args.conversations} conversations, a {args.delay:g} s agent, {args.backend}; "
+          f"{load()}")
     results: dict[str, Any] = {"commit": commit, "args": vars(args)}
-    with tempfile.TemporaryDirectory(prefix="turkflow-bench-agents-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="turkflow-bench-agents-") as scratch, ExitStack() as running:
         work = Path(scratch)
-        settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}", secret_key="bench",
+        url = f"sqlite:///{work / 'turkflow.db'}"
+        if args.backend == "postgresql":
+            cluster = PostgresCluster()
+            cluster.start()
+            running.callback(cluster.stop)
+            url = cluster.create_database("agents")
+        settings = Settings(data_dir=work, database_url=url, secret_key="bench",
                             worker_hash_key="bench", agent_backoff_seconds=0.5, agent_backoff_max_seconds=4,
                             agent_sweep_seconds=1, reopen_after_seconds=30)
         with FakeOpenAI(delay=0.2, timeout_sleep=3.0, errors=(args.timeouts, args.server_errors),

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ContextManager, Optional
 
 from sqlalchemy import bindparam, update
 from sqlmodel import Session, col, select
@@ -609,7 +610,8 @@ class AgentAnswer:
     reason: Optional[str] = None
 
 
-def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int) -> AgentAnswer:
+def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int,
+                      storage: Callable[[], ContextManager[Any]] = nullcontext) -> AgentAnswer:
     """Ask the agent that plays ``turn_id`` and store its answer through the turn's own submit (``agents.turns``):
     each step in its own short transaction, the agent asked with none open, so a slow model holds no lock.
 
@@ -617,18 +619,20 @@ def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int) ->
     recorded and the turn is due again after a back-off, for beat's sweep to queue; out of attempts the
     conversation ends with the reason or the turn goes to people. An answer that comes after the conversation
     ended stores nothing. A worker that dies mid-call leaves the turn claimed until its claim lapses; the sweep
-    then gives it to another."""
-    with session_scope(settings.database_url) as session:
+    then gives it to another. ``storage`` is entered around each transaction: a process asking many agents at
+    once passes a semaphore, so its threads queue for storage among themselves, not all in front of people's
+    writes (SQLite has one write lock, taken in turn)."""
+    with storage(), session_scope(settings.database_url) as session:
         claimed = agent_turns.claim(session, turn_id)
     if claimed is None:
         return AgentAnswer()
     try:
         player = agent_registry.player(claimed.agent)
     except AgentError as error:
-        return _agent_failed(settings, providers, claimed, error, 0)
+        return _agent_failed(settings, providers, claimed, error, 0, storage)
     steps: list[dict[str, Any]] = []
     for _ in range(agent_turns.MAX_STEPS):
-        with session_scope(settings.database_url) as session:
+        with storage(), session_scope(settings.database_url) as session:
             if not agent_turns.still_open(session, turn_id):
                 agent_turns.cancelled(session, claimed, 0)
                 return AgentAnswer(status=AgentTurnStatus.cancelled)
@@ -638,19 +642,20 @@ def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int) ->
         try:
             reply = player.answer(view)
         except AgentError as error:
-            return _agent_failed(settings, providers, claimed, error, _ms(started))
+            return _agent_failed(settings, providers, claimed, error, _ms(started), storage)
         latency = _ms(started)
         if agent_turns.closes(claimed, reply.answer):
-            return _store_agent_answer(settings, providers, claimed, steps, reply, latency)
+            return _store_agent_answer(settings, providers, claimed, steps, reply, latency, storage)
         steps.append(reply.answer)
     return _agent_failed(settings, providers, claimed, AgentError(
-        "invalid", f"no closing action after {agent_turns.MAX_STEPS} steps"), 0)
+        "invalid", f"no closing action after {agent_turns.MAX_STEPS} steps"), 0, storage)
 
 
 def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent_turns.Claim,
-                        steps: list[dict[str, Any]], reply: Any, latency: int) -> AgentAnswer:
+                        steps: list[dict[str, Any]], reply: Any, latency: int,
+                        storage: Callable[[], ContextManager[Any]]) -> AgentAnswer:
     try:
-        with session_scope(settings.database_url) as session:
+        with storage(), session_scope(settings.database_url) as session:
             if not agent_turns.still_open(session, claimed.turn_id):
                 agent_turns.cancelled(session, claimed, latency, reply)
                 return AgentAnswer(status=AgentTurnStatus.cancelled)
@@ -658,17 +663,17 @@ def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent
             agent_turns.remember_mode(session, claimed.agent.id, reply.structured)
     except InvalidInput as refused:  # rolled back: the protocol refused the answer as it would a person's
         return _agent_failed(settings, providers, claimed, AgentError(
-            "invalid", refused.message, structured=reply.structured), latency)
+            "invalid", refused.message, structured=reply.structured), latency, storage)
     except Conflict:  # rolled back: the turn was written or closed meanwhile
-        with session_scope(settings.database_url) as session:
+        with storage(), session_scope(settings.database_url) as session:
             agent_turns.cancelled(session, claimed, latency, reply)
         return AgentAnswer(status=AgentTurnStatus.cancelled)
     return AgentAnswer(status=ended.status, submitted_turn_id=ended.submitted_turn_id)
 
 
 def _agent_failed(settings: Settings, providers: Providers, claimed: agent_turns.Claim, error: AgentError,
-                  latency: int) -> AgentAnswer:
-    with session_scope(settings.database_url) as session:
+                  latency: int, storage: Callable[[], ContextManager[Any]] = nullcontext) -> AgentAnswer:
+    with storage(), session_scope(settings.database_url) as session:
         ended = agent_turns.failed(session, settings, claimed, error, latency)
     log.log(logging.INFO if ended.status == AgentTurnStatus.waiting else logging.WARNING,
             "agent %s, turn %s, attempt %s: %s (%s)", claimed.agent.name, claimed.turn_id, claimed.attempt,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Optional
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -34,6 +35,10 @@ def turn_submitted(turn_id: int) -> None:
 def follow(turn_id: int) -> Optional[Opened]:
     """What follows a stored turn: its next turn opened (an agent's sent to the agents queue), its review queued."""
     opened = pipeline.opening_after(settings(), providers(), turn_id)
+    return _queue_after(turn_id, opened)
+
+
+def _queue_after(turn_id: int, opened: Optional[Opened]) -> Optional[Opened]:
     if opened is not None and opened.provider == AGENT:  # an agent plays the next turn: the agents queue asks it
         answer_agent_turn.delay(opened.turn_id)
     queue_review(turn_id)
@@ -134,6 +139,12 @@ def refresh_activity() -> None:
 # ---- the agents queue: a slow model never delays people's turns ---------------------------------------------
 
 
+# The agents worker's threads wait on models together but store one at a time: on SQLite a writer queues for the
+# one write lock in turn, and forty agents' answers arriving together queued forty writes in front of a person's
+# next opening. Constant for the process (never rewritten by configure()).
+AGENT_STORAGE = threading.BoundedSemaphore(1)
+
+
 @celery_app.task(name="workers.tasks.answer_agent_turn")
 def answer_agent_turn(turn_id: int) -> None:
     """Ask the turn's agent and store its answer, then open the next turn here, as the turns task does after a
@@ -141,10 +152,12 @@ def answer_agent_turn(turn_id: int) -> None:
     them. No Celery retry: a failed call is recorded and the turn is due again after a back-off kept in the
     database, which beat's sweep queues (``sweep_agent_turns``); a message run twice finds the turn claimed or
     answered."""
-    done = pipeline.answer_agent_turn(settings(), providers(), turn_id)
+    done = pipeline.answer_agent_turn(settings(), providers(), turn_id, storage=lambda: AGENT_STORAGE)
     if done.submitted_turn_id is not None:
         try:
-            follow(done.submitted_turn_id)
+            with AGENT_STORAGE:
+                opened = pipeline.opening_after(settings(), providers(), done.submitted_turn_id)
+            _queue_after(done.submitted_turn_id, opened)
         except Exception as exc:  # noqa: BLE001 - stored: the reconciler opens the next turn and reviews it
             log.warning("agent turn %s stored; its next turn is left to the reconciler (%s)", turn_id, exc)
     log.log(logging.DEBUG if done.status in (None, "answered") else logging.INFO, "agent turn %s: %s %s",

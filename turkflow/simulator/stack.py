@@ -238,12 +238,10 @@ class Stack:
             workers = []
             for queues, processes in self.queue_workers.items():
                 for name in _numbered(f"celery-{queues.replace(',', '-')}", self.workers_per_queue):
-                    # the agents queue waits on models over the network: threads, and below people's work, as
-                    # the Procfile runs it
-                    agents = queues == "agents"
-                    self._spawn(name, [*(["nice", "-n", "10"] if agents else []), *celery, "worker", "--queues",
-                                       queues, "--hostname", f"{name}@%h", "--concurrency", str(processes), *quiet,
-                                       *(["--pool", "threads"] if agents else [])])
+                    # the agents queue waits on models over the network: threads, as the Procfile runs it
+                    pool = ["--pool", "threads"] if queues == "agents" else []
+                    self._spawn(name, [*celery, "worker", "--queues", queues, "--hostname", f"{name}@%h",
+                                       "--concurrency", str(processes), *quiet, *pool])
                     workers.append(name)
             for name in _numbered("beat", self.beats):  # each with a schedule file of its own, as on a machine
                 self._spawn(name, [*celery, "beat", "--schedule", str(self.log_dir / f"{name}-schedule"),

@@ -636,8 +636,16 @@ def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int,
             if not agent_turns.still_open(session, turn_id):
                 agent_turns.cancelled(session, claimed, 0)
                 return AgentAnswer(status=AgentTurnStatus.cancelled)
-            view = agent_turns.view(session, claimed, steps)
+            try:
+                view = agent_turns.view(session, claimed, steps)
+            except InvalidInput as refused:  # an earlier step of this turn the protocol refuses
+                session.rollback()
+                invalid = AgentError("invalid", refused.message)
+            else:
+                invalid = None
             session.rollback()  # the earlier steps were taken to show their results; the answer stores them
+        if invalid is not None:
+            return _agent_failed(settings, providers, claimed, invalid, 0, storage)
         started = time.monotonic()
         try:
             reply = player.answer(view)

@@ -2,8 +2,8 @@
 functions the role's page is (``lifecycle.turn_view``, the logged protocols' ``wizard_view``/``user_view``), so
 an agent sees what a person in its place would, and nothing a person would not.
 
-The schema is built here, in one place, from the protocol's own declarations (the role's questions; the role's
-actions): when the protocols' action bodies become typed declarations, this is the one function to switch.
+The schema is built here, in one place, from the protocol's own declarations: the role's questions (Wizard of
+Tasks' form), the role's typed action bodies (``turkflow.protocols.actions``) for the logged protocols.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sqlmodel import Session
 from turkflow.agents.interface import TurnView
 from turkflow.hits import lifecycle
 from turkflow.models import Turn
-from turkflow.protocols import registry
+from turkflow.protocols import actions, registry
 from turkflow.protocols.questions import Protocol, Question, RoleForm, TurnContext
 
 # The action that says a logged protocol's turn's text and ends it (the page's submit), by protocol and role;
@@ -27,19 +27,6 @@ CLOSING: dict[tuple[str, str], tuple[str, ...]] = {
 }
 # What a role's page shows beside the chat, by the dialog module's function (``wizard_view``, ``agent_view``)
 PAGE_VIEWS = {"user": ("user_view",), "wizard": ("wizard_view", "agent_view")}
-# The fields an action of a logged protocol may carry, as the pages post them (the protocol judges them).
-ACTION_FIELDS: dict[str, dict[str, Any]] = {
-    "text": {"type": "string", "description": "what this action says"},
-    "complete": {"type": "boolean", "description": "a user's message that ends the dialog"},
-    "label": {"type": "string", "description": "the suggested reply picked (STAR)"},
-    "api": {"type": "string", "description": "the knowledge base's API queried (STAR)"},
-    "form": {"type": "object", "description": "the query or search form's fields by name"},
-    "task": {"type": "string"}, "query": {"type": "integer"}, "position": {"type": "integer"},
-    "id": {"description": "the package booked (Frames)"},
-    "approved": {"type": "string", "enum": ["yes", "no"], "description": "the destination's verdict (MEEP)"},
-}
-
-
 def closing(protocol: str, role: str) -> tuple[str, ...]:
     return CLOSING.get((protocol, role), ())
 
@@ -72,11 +59,17 @@ def form_schema(protocol: Protocol, ctx: TurnContext) -> dict[str, Any]:
             "additionalProperties": False}
 
 
-def action_schema(form: RoleForm) -> dict[str, Any]:
-    """One action of a logged protocol's role, with the fields its pages post."""
-    return {"type": "object", "properties": {"action": {"type": "string", "enum": list(form.actions)},
-                                             **ACTION_FIELDS},
-            "required": ["action"]}
+def action_schema(protocol: str, form: RoleForm) -> dict[str, Any]:
+    """One action of a logged protocol's role: the protocol's own declarations (``protocols.actions.schema``),
+    the message that says the turn's text taking ``complete`` where the role ends the dialog with it, as the
+    role's page submits both at once."""
+    schema = actions.schema(protocol, form.role)
+    if "complete" in form.actions:
+        for variant in [schema, *schema.get("$defs", {}).values()]:
+            if variant.get("properties", {}).get("action", {}).get("const") in closing(protocol, form.role):
+                variant["properties"]["complete"] = {"type": "boolean",
+                                                     "description": "end the dialog with this message"}
+    return schema
 
 
 def turn_view(session: Session, turn: Turn, worker_id: int, *, steps: Optional[list[dict[str, Any]]] = None,
@@ -96,7 +89,7 @@ def turn_view(session: Session, turn: Turn, worker_id: int, *, steps: Optional[l
         schema = form_schema(protocol, seen.context)
     else:
         sees.update(page_view(session, protocol.name, turn, worker_id))
-        schema = action_schema(form)
+        schema = action_schema(protocol.name, form)
     return TurnView(protocol=protocol.name, role=role, turn_index=turn.index, conversation_id=turn.conversation_id,
                     instructions=instructions(form), history=history, sees=sees, schema=schema,
                     closing=closing(protocol.name, role), steps=list(steps or []), refused=refused)

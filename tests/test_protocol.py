@@ -138,12 +138,12 @@ def test_text_is_stored_in_nfc_with_one_kind_of_line_break():
 
 @pytest.mark.parametrize("given", ["4", 4, ["4"]])
 def test_a_survey_rating_is_stored_as_its_number_from_a_form_or_json(given):
-    assert validate_survey(FRAMES.form("user"), {"cooperativity": given}) == {"cooperativity": 4}
-    assert validate_survey(FRAMES.form("wizard"), {"goal_reached": True}) == {"goal_reached": True}
+    assert validate_survey(FRAMES.form("user").survey, {"cooperativity": given}) == {"cooperativity": 4}
+    assert validate_survey(FRAMES.form("wizard").survey, {"goal_reached": True}) == {"goal_reached": True}
 
 
 @pytest.mark.parametrize("given", ["0", "6", 6, "four", True, 4.0, None, ["4", "5"], {"n": 4}])
 def test_a_survey_rating_outside_one_to_five_is_refused_naming_the_question(given):
     with pytest.raises(InvalidAnswer) as refused:
-        validate_survey(FRAMES.form("user"), {"cooperativity": given})
+        validate_survey(FRAMES.form("user").survey, {"cooperativity": given})
     assert refused.value.field == "cooperativity"

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.agents import registry as agent_registry, turns as agent_turns
+from turkflow.agents import judges as agent_judges, registry as agent_registry, turns as agent_turns
 from turkflow.errors import AgentError, Conflict, InvalidInput, ModelMissing, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits.provider import CrowdProvider, HitCheck, Providers
@@ -114,7 +114,7 @@ _WAITING = (  # turns waiting for their review, oldest first (the partial index 
 )
 _REVIEWING = (  # the turns with what their checks and judges read of their conversation and batch, and their writer's kind
     select(Turn, Conversation.batch_id, Conversation.task_id, Batch.protocol, Batch.typed_block, Batch.provider,
-           Worker.kind)
+           Worker.kind, Batch.agents)
     .join(Conversation, Conversation.id == Turn.conversation_id).join(Batch, Batch.id == Conversation.batch_id)
     .join(Worker, Worker.id == Turn.worker_id)
     .where(col(Turn.id).in_(bindparam("turns", expanding=True))).order_by(Turn.id)
@@ -229,12 +229,15 @@ def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) 
         rows = session.execute(_REVIEWING, {"turns": turn_ids}).all()
         documents: dict[int, str] = {}
         found = {}
-        for turn, batch_id, task_id, protocol, typed_block, provider, kind in rows:
+        with_agents = []  # turns of batches where agents play: their ratings may judge a judge (agents.judges)
+        for turn, batch_id, task_id, protocol, typed_block, provider, kind, agents in rows:
             if turn.status == TurnStatus.submitted and turn.reviewed_at is None:
                 place = checks.Place(batch_id, task_id, protocol)
                 found[turn.id] = (turn, place, typed_block if kind == WorkerKind.person else 0,
                                   providers.get(provider), checks.turn_flags(session, turn, policy, place, documents),
                                   kind == WorkerKind.agent)
+                if agents and kind == WorkerKind.person:
+                    with_agents.append(turn.id)
         if not found:
             return reviews
         ratings = dict(session.execute(_RATINGS_BY, {"turns": list(found)}).all())
@@ -262,6 +265,9 @@ def review_turns(settings: Settings, providers: Providers, turn_ids: list[int]) 
                 # A provider that calls no platform pays by recording (as it publishes a HIT in the opening's
                 # transaction): paid with its decision, with no message of its own to the pay task.
                 _pay(session, provider, evaluation.bonus)
+        judging = [turn_id for turn_id in with_agents if turn_id in claimed]
+        if judging:
+            blocked += _record_signals(session, agent_judges.rating_signals(session, judging))
     _carry_out_blocks(settings, providers, blocked)
     return reviews
 
@@ -303,7 +309,8 @@ def review_gold(settings: Settings, providers: Providers, unit_id: int) -> list[
 
 
 def review_survey(settings: Settings, providers: Providers, conversation_id: int, worker_id: int) -> list[int]:
-    """Judge the writers of the other role by a worker's end-of-dialog answers, once they are stored (STAR),
+    """Judge the writers of the other role by a worker's end-of-dialog answers, once they are stored (STAR), and
+    the worker by them where an agent played the other role (``agents.judges``: a claim against what is known),
     and record that they were (``surveys.JUDGED``), so the reconciler judges only answers whose message was
     lost; running it again records nothing. Returns who was blocked."""
     with session_scope(settings.database_url) as session:
@@ -312,6 +319,7 @@ def review_survey(settings: Settings, providers: Providers, conversation_id: int
         last = session.exec(select(Turn).where(Turn.conversation_id == conversation_id)
                             .order_by(col(Turn.index).desc()).limit(1)).first()
         blocked = _judge(session, last, "judged_survey", session, conversation_id, worker_id)
+        blocked += _record_signals(session, agent_judges.survey_signals(session, conversation_id, worker_id))
         events.record(session, surveys.JUDGED, "system", conversation_id=conversation_id, worker_id=worker_id,
                       blocked=blocked)
     _carry_out_blocks(settings, providers, blocked)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Optional
 
 import click
-from turkflow.cli.common import CONTEXT, App, CommandError, pass_app, table, when
+from turkflow.cli.common import CONTEXT, App, CommandError, find_batch, pass_app, table, when
 from turkflow.config import default
 
 
@@ -153,3 +154,89 @@ def agents_test(app: App, name: str) -> None:
     with app.session() as session:
         remember_mode(session, agent.id, reply.structured)
     click.echo("valid: the turn would be stored")
+
+
+@agents.command("report", context_settings=CONTEXT)
+@click.argument("batch_id", type=int, required=False)
+@click.option("--from", "from_path", type=click.Path(path_type=Path, exists=True),
+              help="Compute the report from an export instead of the database: its evaluation.jsonl (or the "
+                   "directory holding it), or a report written with --json.")
+@click.option("--exclude-careless", is_flag=True,
+              help="Leave out the answers of the judges found careless (they disagree with what is known more "
+                   "often than an attentive judge would: a control agent's turns, success checked against the goal).")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also write the report, with the conversations' records it was computed from, as JSON here.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Also draw each agent's figures with their intervals into this PNG.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap and the permutation tests.")
+@click.option("--resamples", type=click.IntRange(min=100),
+              help="Bootstrap resamples per interval (default: the statistics module's, 2000).")
+@pass_app
+def agents_report(app: App, batch_id: Optional[int], from_path: Optional[Path], exclude_careless: bool,
+                  json_path: Optional[Path], plot_path: Optional[Path], seed: int, resamples: Optional[int]) -> None:
+    """How the agents of BATCH_ID did (default: the newest batch): per role and agent, success checked against
+    the goal and as people claim it, turns to success, people's ratings, failed calls and why, latency and
+    tokens, each with its 95% interval (bootstrap over conversations); for two or more agents of a role, their
+    differences with a permutation test, corrected for the number of pairs (Holm); and every judge, careless
+    or not.
+
+    \b
+      turkflow agents report 12 --plot agents.png --json agents.json
+      turkflow agents report 12 --exclude-careless
+      turkflow agents report --from dataset/          # recomputed from an export's evaluation.jsonl
+    """
+    from turkflow.agents import evaluation, report
+
+    options = report.Options(seed=seed, exclude_careless=exclude_careless,
+                             **({"resamples": resamples} if resamples else {}))
+    if from_path is not None:
+        if batch_id is not None:
+            raise CommandError("give BATCH_ID or --from, not both")
+        found = evaluation.read_records(from_path)
+        title = f"from {from_path}"
+    else:
+        with app.session() as session:
+            batch = find_batch(session, batch_id)
+            found = evaluation.batch_records(session, batch.id, app.settings.worker_hash_key)
+            title = f"batch {batch.id} ({batch.name})"
+        if not found:
+            raise CommandError(f"no agent played in {title}; launch one with batch launch --agent ROLE=NAME")
+    built = report.build(found, options)
+    show_report(built, title)
+    if json_path is not None:
+        json_path.write_text(json.dumps({"report": built, "conversations": [r.as_dict() for r in found]},
+                                        ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        click.echo(f"wrote {json_path}")
+    if plot_path is not None:
+        plot_path.write_bytes(report.plot(built))
+        click.echo(f"wrote {plot_path}")
+
+
+def show_report(built: dict, title: str) -> None:
+    from turkflow.agents import report
+
+    click.echo(f"Agents' report, {title}: {built['conversations']} conversations; 95% intervals over "
+               "conversations (bootstrap), n = conversations with the figure")
+    for role in built["roles"]:
+        names = [a["agent"] + (" (control)" if a["control"] else "") for a in role["agents"]]
+        table(f"{role['role']}: played by {', '.join(names)}", ["", *names],
+              [["conversations (ended)", *(f"{a['conversations']} ({a['ended']})" for a in role["agents"])],
+               *report.table_rows(role)])
+        units = {name: unit for name, _, unit in report.MEASURES}
+        rows = [[report.LABELS[measure], f"{d['a']} - {d['b']}", report.difference_text(d, units[measure]),
+                 f"{d['p']:.4f}" if d["p"] is not None else "-", f"{d['p_adjusted']:.4f}"
+                 if d["p_adjusted"] is not None else "-", "yes" if d["told_apart"] else "no"]
+                for measure, found in role["differences"].items() for d in found]
+        if rows:
+            table(f"{role['role']}: differences (intervals and p corrected for the pairs)",
+                  ["figure", "agents", "difference", "p", "p (Holm)", "told apart"], rows)
+        failures = [[a["agent"], reason, n] for a in role["agents"] for reason, n in a["reasons"]]
+        if failures:
+            table(f"{role['role']}: failed calls, by reason", ["agent", "outcome: reason", "calls"], failures)
+    careless = [j for j in built["judges"] if j["careless"]]
+    click.echo(f"judges: {len(built['judges'])}, careless: {len(careless)}"
+               + (f" (left out: {', '.join(built['excluded_judges'])})" if built["excluded_judges"] else
+                  " (leave them out with --exclude-careless)" if careless else ""))
+    if careless:
+        table("careless judges", ["judge", "answers", "known", "wrong", "p"],
+              [[j["judge"], j["answers"], j["known"], j["wrong"], j["p"]] for j in careless])

@@ -59,23 +59,31 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
                                   came from, u1_7 or v1.name, wait_for_user), executable by replay --from
     DIR/sessions/<id>.py          and the same session as Python that runs it again (MEEP's Figure 3)
     DIR/examples.jsonl            and MEEP's click-level training examples, one per agent decision
+    DIR/evaluation.jsonl          where agents played: per conversation, what the agents' report reads
+                                  (turkflow agents report --from DIR computes it again)
 
     Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.
     Conversations are read a page at a time, so memory stays flat however large the collection is.
     The files appear in DIR only when the export is complete.
     """
-    from turkflow.dataset.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
-    from turkflow.dataset.export import ExportError, ExportFilters, PiiScrubber, count_conversations, export_dataset
+    from turkflow.dataset.export import ExportFilters
 
     protocol = {"star": "star", "sgd": None, "frames": "frames", "meep": "meep"}.get(format_, "wizard_of_tasks")
     filters = ExportFilters(batch_id=batch_id, domain=domain, completed_only=completed_only,
                             exclude_blocked=exclude_blocked, protocol=protocol)
     if format_ == "sgd":
         _export_sgd(app, out_dir, filters, scrub_pii)
-        return
-    if format_ in ("star", "frames", "meep"):
+    elif format_ in ("star", "frames", "meep"):
         _export_corpus(app, out_dir, filters, format_, refused=exclude_blocked or scrub_pii)
-        return
+    else:
+        _export_turkflow(app, out_dir, filters, scrub_pii)
+    _export_evaluation(app, out_dir, filters)
+
+
+def _export_turkflow(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:
+    from turkflow.dataset.analysis.nlp import ENTITIES, ModelMissing, load_pipeline
+    from turkflow.dataset.export import ExportError, PiiScrubber, count_conversations, export_dataset
+
     try:
         with app.session() as session, progress_bar(transient=True) as bar:
             scrubber = PiiScrubber(load_pipeline(app.settings.spacy_model, ENTITIES)) if scrub_pii else None
@@ -89,6 +97,19 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
         raise CommandError(str(exc)) from None
     click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) from "
                f"{shown_url(app.database_url)} to {summary.out_dir}")
+
+
+def _export_evaluation(app: App, out_dir: Path, filters: ExportFilters) -> None:
+    """Beside any format, what the agents' report of the exported conversations is computed from, where agents
+    played (``turkflow agents report --from DIR`` computes it again)."""
+    from turkflow.agents import evaluation
+
+    with app.session() as session:
+        found = evaluation.exported_records(session, filters, app.settings.worker_hash_key)
+    written = evaluation.write_records(out_dir, found)
+    if written is not None:
+        click.echo(f"wrote {written}: {len(found)} conversations agents played in, for turkflow agents report "
+                   f"--from {out_dir}")
 
 
 # which --format writes a protocol's conversations (annotation's labels go out with the dialogs they label)

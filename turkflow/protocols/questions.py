@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import urlparse
 
 from turkflow.errors import InvalidAnswer, InvalidInput
@@ -43,6 +43,7 @@ class Question:
     is_rating: bool = False
     is_label: bool = False
     is_response: bool = False
+    claims_success: bool = False  # a survey's yes/no on whether the task was done (the claimed success of a dialog)
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def logged_protocol(name: str, user: RoleForm, wizard: RoleForm,
 # STAR's end-of-dialog questionnaires, worded as its dialogues/*.json log them (the user's first question
 # names the task, "Did the AI Assistant book your flight?": star.dialog.survey_wording words it per dialog).
 STAR_USER_SURVEY = (
-    Question("task_done", "Did the assistant get your task done?", "yes_no", YES_NO),
+    Question("task_done", "Did the assistant get your task done?", "yes_no", YES_NO, claims_success=True),
     Question("calm", "Did the assistant stay calm and helpful throughout the dialogue?", "yes_no", YES_NO),
 )
 STAR_WIZARD_SURVEY = (
@@ -368,6 +369,46 @@ ANNOTATE = Protocol(name="annotate", first_role="annotator", roles={"annotator":
                     closing_label="labelled", closing_reply=False, closing_reason="labelled",
                     distinct_writers=True)
 
+# ---- judging an agent (the DSTC8 and DSTC9 human evaluations) ------------------------------------------
+# Asked at the end of a dialog in which an agent played the other role, of the person who talked to it, after the
+# role's own questions: did it get the task done (the dialog's claimed success, beside the success checked against
+# the goal), how well it understood and how appropriate its replies were (DSTC's two 1-5 scales), overall
+# satisfaction, and why. The partner is named as the person's page names the role, never as the agent.
+
+SURVEY_TEXT_CHARS = 1000
+PARTNERS = {"teacher": "teacher", "student": "student", "user": "user", "wizard": "assistant"}
+PARTNER_OF = {("meep", "wizard"): "agent"}  # MEEP's pages call its wizard the agent
+
+
+def partner_name(protocol: Protocol, role: str) -> str:
+    """How ``role``'s pages name the other role."""
+    other = protocol.next_role(role)
+    return PARTNER_OF.get((protocol.name, other), PARTNERS.get(other, other))
+
+
+def evaluation_survey(protocol: Protocol, role: str) -> tuple[Question, ...]:
+    """The questions a person of ``role`` answers about an agent that played the other role. A role whose own
+    survey asks whether the task was done (STAR's user) is not asked it twice."""
+    partner = partner_name(protocol, role)
+    done = (f"Did the {partner} complete your task?" if role == protocol.first_role
+            else f"Was the {partner}'s task completed in this dialog?")
+    asked = (
+        Question("completed", done, "yes_no", YES_NO, claims_success=True),
+        Question("understanding", f"How well did the {partner} understand you? (1: not at all, 5: completely)",
+                 "rating", RATING),
+        Question("appropriateness", f"How appropriate were the {partner}'s replies? (1: not at all, "
+                 "5: completely)", "rating", RATING),
+        Question("satisfaction", f"Overall, how satisfied are you with the {partner}? (1: not at all, 5: very)",
+                 "rating", RATING),
+        Question("reason", "Why? In a sentence or two: what went well, what went wrong.", "text"),
+    )
+    claimed = any(q.claims_success for q in protocol.form(role).survey)
+    return tuple(q for q in asked if not (claimed and q.claims_success))
+
+
+EVALUATION_RATINGS = ("understanding", "appropriateness", "satisfaction")  # the 1-5 scales, as the report names them
+
+
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (WIZARD_OF_TASKS, STAR, FRAMES, MEEP, ANNOTATE)}
 # every protocol's roles: Wizard of Tasks' student and teacher, the others' user and wizard
 ROLES = tuple(dict.fromkeys(role for protocol in PROTOCOLS.values() for role in protocol.roles))
@@ -511,18 +552,27 @@ def validate_answers(protocol: Protocol, ctx: TurnContext, raw: dict[str, Any]) 
     return clean
 
 
-def validate_survey(form: RoleForm, raw: dict[str, Any]) -> dict[str, Any]:
-    """The role's end-of-dialog answers, every one required: a yes/no question's as a bool, a rating's as
-    its number; a field that is not a question of the survey is refused too, naming it."""
-    if not form.survey:
-        raise InvalidAnswer("role", f"a {form.role} answers no questions at the end")
-    asked = {q.name for q in form.survey}
+def validate_survey(questions: Sequence[Question], raw: dict[str, Any]) -> dict[str, Any]:
+    """A role's end-of-dialog answers, every one required: a yes/no question's as a bool, a rating's as its
+    number, a text's as clean text of at most ``SURVEY_TEXT_CHARS``; a field that is not a question of the
+    survey is refused too, naming it."""
+    if not questions:
+        raise InvalidAnswer("role", "you have no questions to answer about this dialog")
+    asked = {q.name for q in questions}
     unknown = sorted(name for name in raw if name not in asked)
     if unknown:
         raise InvalidAnswer(unknown[0][:60], "not a question of this survey")
-    clean = {}
-    for q in form.survey:
+    clean: dict[str, Any] = {}
+    for q in questions:
         given = raw.get(q.name)
+        if q.kind == "text":
+            text = _text(q, _single(q, _strings(q, given)) or "")
+            if not text:
+                raise InvalidAnswer(q.name, "this answer is required")
+            if len(text) > SURVEY_TEXT_CHARS:
+                raise InvalidAnswer(q.name, f"write at most {SURVEY_TEXT_CHARS} characters")
+            clean[q.name] = text
+            continue
         if isinstance(given, bool):  # a JSON client's true/false
             given = "yes" if given else "no"
         if q.kind == "rating" and isinstance(given, int) and not isinstance(given, bool):

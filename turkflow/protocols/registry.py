@@ -20,8 +20,10 @@ provides:
 - optionally ``survey_shows(session, conversation_id, role) -> str | None``: what a role's end-of-dialog
   page shows beside the questions (Frames shows the wizard the user's goal), ``survey_wording(conversation,
   role) -> {question: label}``: the dialog's own wording of a question (STAR's user is asked about their
-  task as STAR worded it per task; the answer is stored with that wording), and ``database_values(task)
-  -> {column: [value, ...]}``: the task's database as an annotator picks from it (Frames).
+  task as STAR worded it per task; the answer is stored with that wording), ``database_values(task)
+  -> {column: [value, ...]}``: the task's database as an annotator picks from it (Frames), and
+  ``verified_outcomes(session, conversation_ids) -> {conversation_id: Verified}``: each ended dialog's success
+  checked against its goal (Frames' booking, STAR's task outcome, MEEP's destination), for agents' reports.
 
 What the three modules do alike lives below the registry, once: who may log in a turn (``loggable``), the
 event queries, a submit's fields (``one``, ``message_text``) and the closing of a paid turn, whose answers
@@ -216,6 +218,15 @@ class ReplayDifference:
     def describe(self) -> str:
         turn = f", turn {self.turn_index + 1}" if self.turn_index is not None else ""
         return f"conversation {self.conversation_id}{turn}, {self.what}"
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A dialog's success checked against its goal (a booking against the user's constraints, the destination
+    driven to against the one wanted): ``ok``, and ``evidence`` a reader can check it by (JSON)."""
+
+    ok: bool
+    evidence: dict[str, Any]
 
 
 # ---- closing a paid turn -----------------------------------------------------------------------------------

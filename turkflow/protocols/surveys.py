@@ -1,5 +1,6 @@
 """End-of-dialog surveys, for any protocol whose roles have one (``RoleForm.survey``): STAR's questionnaires,
-Frames' cooperativity rating and goal question, MEEP's confirmation of success.
+Frames' cooperativity rating and goal question, MEEP's confirmation of success; and, in any protocol, the
+evaluation of an agent (``questions.evaluation_survey``) by the person who talked to it, after their role's own.
 
 When a dialog ends, the last worker of each role answers the role's questions once, for the dialog as it
 ended (STAR and Frames had one worker per role; here several wrote each role's turns). The worker who ends
@@ -22,9 +23,9 @@ from turkflow.protocols import registry
 from turkflow.db import savepoint
 from turkflow.errors import Conflict, Forbidden, NotFound
 from turkflow.hits import lifecycle
-from turkflow.models import (Batch, Conversation, ConversationStatus, Event, SurveyAnswer, Task, Turn, TurnStatus,
-                             Worker)
-from turkflow.protocols.questions import PROTOCOLS, Protocol, Question, validate_survey
+from turkflow.models import (Batch, Conversation, ConversationAgent, ConversationStatus, Event, SurveyAnswer, Task,
+                             Turn, TurnStatus, Worker)
+from turkflow.protocols.questions import PROTOCOLS, Protocol, Question, evaluation_survey, validate_survey
 
 SURVEYED = tuple(name for name, p in PROTOCOLS.items() if any(form.survey for form in p.roles.values()))
 
@@ -47,12 +48,31 @@ def conversation_over(session: Session, conversation: Conversation) -> bool:
     return last is not None and lifecycle.ends_conversation(session, last)
 
 
-def survey_role(session: Session, protocol: Protocol, conversation: Conversation,
-                worker: Worker) -> Optional[str]:
+def agent_roles(session: Session, conversation_ids: Sequence[int]) -> dict[int, frozenset[str]]:
+    """The roles agents played in each of these conversations (none for a dialog of people only)."""
+    found: dict[int, set[str]] = {i: set() for i in conversation_ids}
+    for conversation_id, role in session.exec(select(ConversationAgent.conversation_id, ConversationAgent.role)
+                                              .where(col(ConversationAgent.conversation_id).in_(list(found)))):
+        found[conversation_id].add(role)
+    return {i: frozenset(roles) for i, roles in found.items()}
+
+
+def questions_for(protocol: Protocol, role: str, agents: frozenset[str]) -> tuple[Question, ...]:
+    """What a worker of ``role`` answers at the end of a dialog whose roles ``agents`` were played by agents: the
+    role's own questions, and the evaluation of the agent that played the other role. An agent answers none."""
+    if role in agents:
+        return ()
+    own = protocol.form(role).survey
+    return own + evaluation_survey(protocol, role) if any(r != role for r in agents) else own
+
+
+def survey_role(session: Session, protocol: Protocol, conversation: Conversation, worker: Worker,
+                agents: Optional[frozenset[str]] = None) -> Optional[str]:
     """The role whose questions ``worker`` answers: one with questions whose last turn in this dialog they
     wrote."""
-    for role, form in protocol.roles.items():
-        if not form.survey:
+    agents = agent_roles(session, [conversation.id])[conversation.id] if agents is None else agents
+    for role in protocol.roles:
+        if not questions_for(protocol, role, agents):
             continue
         last = session.exec(select(Turn.worker_id).where(
             Turn.conversation_id == conversation.id, Turn.role == role, Turn.status == TurnStatus.submitted)
@@ -60,6 +80,12 @@ def survey_role(session: Session, protocol: Protocol, conversation: Conversation
         if last is not None and last == worker.id:
             return role
     return None
+
+
+def asks(session: Session, protocol: Protocol, conversation_id: int, role: str) -> bool:
+    """Whether a worker of ``role`` has questions to answer when this dialog ends (a page sends the worker whose
+    turn ended it on to them)."""
+    return bool(questions_for(protocol, role, agent_roles(session, [conversation_id])[conversation_id]))
 
 
 @dataclass(frozen=True)
@@ -77,10 +103,11 @@ def survey_for(session: Session, conversation_id: int, worker: Worker) -> Survey
     """The questions ``worker`` answers about this dialog; anybody else is refused."""
     conversation = session.get(Conversation, conversation_id)
     batch = session.get(Batch, conversation.batch_id) if conversation is not None else None
-    if batch is None or batch.protocol not in SURVEYED:
+    protocol = PROTOCOLS.get(batch.protocol) if batch is not None else None
+    agents = agent_roles(session, [conversation_id])[conversation_id] if protocol is not None else frozenset()
+    if protocol is None or not any(questions_for(protocol, role, agents) for role in protocol.roles):
         raise NotFound("no dialog with end-of-dialog questions has this number")
-    protocol = PROTOCOLS[batch.protocol]
-    role = survey_role(session, protocol, conversation, worker)
+    role = survey_role(session, protocol, conversation, worker, agents)
     if role is None:
         raise Forbidden("this dialog's questions are for the workers who wrote its last turns")
     if not conversation_over(session, conversation):
@@ -93,7 +120,7 @@ def survey_for(session: Session, conversation_id: int, worker: Worker) -> Survey
     worded = getattr(parts, "survey_wording", None)
     wording = worded(conversation, role) if worded else {}
     questions = tuple(replace(q, label=wording[q.name]) if q.name in wording else q
-                      for q in protocol.form(role).survey)
+                      for q in questions_for(protocol, role, agents))
     return SurveyView(conversation, protocol.name, title, role, questions, stored or None,
                       shows(session, conversation.id, role) if shows else None)
 
@@ -104,7 +131,7 @@ def answer_survey(session: Session, conversation_id: int, worker: Worker, raw: M
     view = survey_for(session, conversation_id, worker)
     if view.answered is not None:
         return False
-    clean = validate_survey(PROTOCOLS[view.protocol].form(view.role), dict(raw))
+    clean = validate_survey(view.questions, dict(raw))
     try:
         with savepoint(session):
             for question in view.questions:
@@ -133,15 +160,18 @@ def unjudged(session: Session, before: datetime) -> list[tuple[int, int]]:
         .order_by(SurveyAnswer.conversation_id, SurveyAnswer.worker_id))]
 
 
-# Roles asked anything at the end of some dialog: a worker of any other role (the Wizard of Tasks' student and
-# teacher) owes no survey, and their queue, reloaded after every turn, asks nothing of the database.
+# Roles asked their own questions at the end of some dialog: a worker of any other role (the Wizard of Tasks'
+# student and teacher) owes a survey only where agents played (the evaluation), and their queue, reloaded after
+# every turn, asks the database nothing more when no agent ever played here.
 SURVEYED_ROLES = frozenset(role for name in SURVEYED for role, form in PROTOCOLS[name].roles.items() if form.survey)
 
 # Built once: the queue reloads after every turn (building a statement costs more than running it).
+_AGENTS_PLAYED = select(ConversationAgent.conversation_id).limit(1)
 _UNANSWERED = (
     select(Conversation, Batch.protocol, Task.title).join(Batch, Batch.id == Conversation.batch_id)
     .join(Task, Task.id == Conversation.task_id)
-    .where(col(Batch.protocol).in_(SURVEYED),
+    .where(col(Batch.protocol).in_(SURVEYED)
+           | col(Conversation.id).in_(select(ConversationAgent.conversation_id)),
            col(Conversation.status).in_([ConversationStatus.active, ConversationStatus.completed]),
            col(Conversation.id).in_(select(Turn.conversation_id).where(Turn.worker_id == bindparam("worker"))),
            col(Conversation.id).not_in(
@@ -152,11 +182,13 @@ _UNANSWERED = (
 
 def surveys_due(session: Session, worker: Worker, limit: int = 100) -> list[dict[str, Any]]:
     """The dialogs whose questions ``worker`` still owes, newest first (for their queue)."""
-    if worker.role not in SURVEYED_ROLES:
+    if worker.role not in SURVEYED_ROLES and session.exec(_AGENTS_PLAYED).first() is None:
         return []
+    found = session.execute(_UNANSWERED, {"worker": worker.id, "limit": limit}).all()
+    agents = agent_roles(session, [conversation.id for conversation, _, _ in found])
     due = []
-    for conversation, protocol, title in session.execute(_UNANSWERED, {"worker": worker.id, "limit": limit}):
-        if survey_role(session, PROTOCOLS[protocol], conversation, worker) != worker.role:
+    for conversation, protocol, title in found:
+        if survey_role(session, PROTOCOLS[protocol], conversation, worker, agents[conversation.id]) != worker.role:
             continue
         if conversation_over(session, conversation):
             due.append({"conversation_id": conversation.id, "title": title})
@@ -165,12 +197,13 @@ def surveys_due(session: Session, worker: Worker, limit: int = 100) -> list[dict
 
 def questionnaires(session: Session, conversation_ids: Sequence[int]) -> dict[int, dict[str, list]]:
     """Each dialog's answers in STAR's shape, ``{"user": [{"Answer": true, "Question": ...}], ...}``, in the
-    order its protocol asks them."""
+    order they were asked (a role's own questions, then its evaluation of an agent)."""
     rows = list(session.exec(select(SurveyAnswer).where(col(SurveyAnswer.conversation_id).in_(conversation_ids))
                              .order_by(col(SurveyAnswer.id))))
     protocols = dict(session.exec(
         select(Conversation.id, Batch.protocol).join(Batch, Batch.id == Conversation.batch_id)
         .where(col(Conversation.id).in_(conversation_ids))).all())
+    agents = agent_roles(session, conversation_ids)
     found: dict[int, dict[str, list]] = {}
     for conversation_id in conversation_ids:
         protocol = PROTOCOLS.get(protocols.get(conversation_id, ""))
@@ -179,12 +212,12 @@ def questionnaires(session: Session, conversation_ids: Sequence[int]) -> dict[in
 
     def order(row: SurveyAnswer) -> tuple[int, str, int]:
         protocol = PROTOCOLS.get(protocols.get(row.conversation_id, ""))
-        asked = [q.name for q in protocol.form(row.role).survey] if protocol and row.role in protocol.roles else []
+        asked = ([q.name for q in questions_for(protocol, row.role, agents[row.conversation_id])]
+                 if protocol and row.role in protocol.roles else [])
         return row.conversation_id, row.role, asked.index(row.question) if row.question in asked else 99
 
     for row in sorted(rows, key=order):
-        if row.role in found[row.conversation_id]:
-            found[row.conversation_id][row.role].append({"Answer": row.answer, "Question": row.text})
+        found[row.conversation_id].setdefault(row.role, []).append({"Answer": row.answer, "Question": row.text})
     return found
 
 
@@ -202,7 +235,8 @@ class QuestionCounts:
 
 def distribution(session: Session, batch_id: int) -> list[QuestionCounts]:
     """How a batch's dialogs were judged: each survey question with the count of every answer, in the order
-    the protocol asks them (an empty list for a protocol without surveys)."""
+    the protocol asks them, the evaluation of agents after a role's own questions where it was answered (free
+    text is not counted; an empty list for a protocol without surveys and without agents)."""
     batch = session.get(Batch, batch_id)
     protocol = PROTOCOLS.get(batch.protocol) if batch is not None else None
     if protocol is None:
@@ -216,7 +250,10 @@ def distribution(session: Session, batch_id: int) -> list[QuestionCounts]:
         given.setdefault((role, question), []).append(answer)
     found = []
     for role, form in protocol.roles.items():
-        for q in form.survey:
+        evaluated = [q for q in evaluation_survey(protocol, role) if (role, q.name) in given]
+        for q in (*form.survey, *evaluated):
+            if q.kind == "text":
+                continue
             shown = ([("Yes", True), ("No", False)] if q.kind == "yes_no"
                      else [(text, int(value)) for value, text in q.options])
             answers = given.get((role, q.name), [])

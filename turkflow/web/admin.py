@@ -449,6 +449,40 @@ def count_batch(batch_id: int) -> Response:
     return redirect(url_for("admin.batch", batch_id=batch_id), 303)
 
 
+@bp.get("/batches/<int:batch_id>/agents")
+def agents_report(batch_id: int) -> str:
+    """The agents' report of a batch (``turkflow agents report``): each agent's figures with their intervals,
+    the differences between agents, and the judges; ``?exclude=careless`` leaves the careless judges out."""
+    from turkflow.agents import report
+
+    exclude = _choice_arg("exclude", ["careless"]) == "careless"
+    built, batch = _agents_report(batch_id, exclude)
+    return render_template("admin/agents.html", batch=batch, report=built, exclude=exclude,
+                           labels=report.LABELS, rows=report.table_rows, difference_text=report.difference_text,
+                           units={name: unit for name, _, unit in report.MEASURES})
+
+
+@bp.get("/batches/<int:batch_id>/agents.png")
+def agents_plot(batch_id: int) -> Response:
+    from turkflow.agents import report
+
+    built, _ = _agents_report(batch_id, _choice_arg("exclude", ["careless"]) == "careless")
+    return Response(report.plot(built), mimetype="image/png")
+
+
+def _agents_report(batch_id: int, exclude_careless: bool) -> tuple[dict[str, Any], Any]:
+    """The report (statistics imported when asked for: they load scipy)."""
+    from turkflow.agents import evaluation, report
+
+    with _db() as session:
+        batch = session.get(Batch, batch_id)
+        if batch is None:
+            raise NotFound("no batch has this number")
+        records = evaluation.batch_records(session, batch_id, _settings().worker_hash_key)
+        session.expunge(batch)
+    return report.build(records, report.Options(exclude_careless=exclude_careless)), batch
+
+
 @bp.get("/batches/<int:batch_id>/conversations")
 def conversations(batch_id: int) -> str:
     statuses = [s.value for s in ConversationStatus]

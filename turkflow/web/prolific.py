@@ -53,7 +53,7 @@ from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api, pages, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
 from turkflow.protocols import registry
-from turkflow.protocols.questions import STAR, get_protocol
+from turkflow.protocols.questions import STAR, SURVEY_TEXT_CHARS, get_protocol
 from turkflow.quality import gold, reliability
 from turkflow.web.http import id_arg, wants_json
 from turkflow.web.protocols import frames as frames_pages, meep as meep_pages
@@ -351,7 +351,8 @@ def _submit_logged(protocol: str) -> Any:
             submission = registry.parts(protocol).submit_turn(session, submission_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
             conversation_id = submission.turn.conversation_id
-            ended = lifecycle.ends_conversation(session, submission.turn)
+            asked = (lifecycle.ends_conversation(session, submission.turn)
+                     and surveys.asks(session, get_protocol(protocol), conversation_id, role))
     except InvalidInput as error:  # rolled back: nothing of this submission is stored
         if wants_json():
             raise
@@ -359,7 +360,6 @@ def _submit_logged(protocol: str) -> Any:
             return _shown_again(session, token, error, body)
     if created:
         queue_next_turn(turn_id, worker)
-    asked = ended and bool(get_protocol(protocol).form(role).survey)
     survey_url = _survey_url(conversation_id) if asked else None
     if wants_json():
         return jsonify(turn_id=turn_id, created=created, survey_url=survey_url,
@@ -411,7 +411,8 @@ def _survey_page(session: Session, assignment: Assignment, view: surveys.SurveyV
              "Your message ended the dialog. Please answer these questions; then you finish on Prolific.")
     page = render_template("survey.html", survey=view, worker=None, error=error, chosen=chosen or {},
                            stored_now=False, hidden={FORM_TOKEN: token}, history=history, intro=intro,
-                           form_action=f"{url_for('prolific.survey')}?{_link_args(c=view.conversation.id)}")
+                           form_action=f"{url_for('prolific.survey')}?{_link_args(c=view.conversation.id)}",
+                           text_chars=SURVEY_TEXT_CHARS)
     return worker_page_headers(Response(page, status))
 
 
@@ -434,7 +435,7 @@ def survey() -> Any:
     token = pages.page_token(settings.secret_key, assignment, participant_id)
     if wants_json():
         return jsonify({"conversation_id": view.conversation.id, "role": view.role, FORM_TOKEN: token,
-                        "questions": [{"name": q.name, "label": q.label,
+                        "questions": [{"name": q.name, "label": q.label, "kind": q.kind,
                                        "options": [value for value, _ in q.options]} for q in view.questions]})
     with session_scope(settings.database_url) as session:
         return _survey_page(session, assignment, view, token)

@@ -35,7 +35,7 @@ from turkflow.models import (
     Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
     utcnow,
 )
-from turkflow.protocols.questions import Question, TurnContext
+from turkflow.protocols.questions import SURVEY_TEXT_CHARS, Question, TurnContext
 from turkflow.web.http import id_arg, json_object, retry_after, wants_json
 from turkflow.workers import tasks
 
@@ -474,7 +474,8 @@ def _survey_page(view: surveys.SurveyView, worker: Worker, *, error: Optional[In
                  chosen: Optional[dict[str, Any]] = None, stored_now: bool = False,
                  status: int = 200) -> Response:
     page = render_template("survey.html", survey=view, worker=worker, error=error, chosen=chosen or {},
-                           stored_now=stored_now, hidden={"csrf_token": generate_csrf()})
+                           stored_now=stored_now, hidden={"csrf_token": generate_csrf()},
+                           text_chars=SURVEY_TEXT_CHARS)
     return worker_page_headers(make_response(page, status))
 
 

@@ -32,7 +32,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
-    ReplayDifference, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
+    ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
     message_text, open_submit, own_events, task_of,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
@@ -42,9 +42,9 @@ from turkflow.protocols.frames import actions as frames_actions
 from turkflow.protocols.frames import events as frames_events
 from turkflow.protocols.frames.database import Constraint, Database, convert, to_json
 from turkflow.protocols.frames.domain import Domain, load_domain
-from turkflow.protocols.frames.goals import generate, goal_from_dict
+from turkflow.protocols.frames.goals import MEETS_ALTERNATE, MEETS_GOAL, generate, goal_from_dict, judge_booking
 from turkflow.protocols.frames.search import Suggestion, describe, parse_search, run_search
-from turkflow.protocols.frames.survey import success_report
+from turkflow.protocols.frames.survey import NOT_BOOKED, success_report
 from turkflow.hits import lifecycle
 from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Turn, TurnStatus, Worker
 from turkflow.protocols.questions import FRAMES, clean_text
@@ -583,6 +583,24 @@ def survey_answers(session: Session, conversation_ids: Sequence[int]) -> dict[in
     return answers
 
 
+def booked_items(session: Session, conversations: Sequence[tuple[Conversation, Task]]
+                 ) -> dict[int, Optional[dict[str, Any]]]:
+    """What each dialog booked, as its database's typed row (None: nothing booked); a booking of a turn that
+    was not stored (its lease ran out) does not count."""
+    ids = [c.id for c, _ in conversations]
+    booked = dict(session.exec(select(DialogEvent.conversation_id, DialogEvent.data).join(
+        Turn, (Turn.id == DialogEvent.turn_id) & (Turn.worker_id == DialogEvent.worker_id)).where(
+        col(DialogEvent.conversation_id).in_(ids), DialogEvent.action == frames_events.BOOK,
+        Turn.status == TurnStatus.submitted)).all())
+    found: dict[int, Optional[dict[str, Any]]] = {}
+    for c, task in conversations:
+        db = domain_of(task).db
+        item = booked.get(c.id, {}).get("item")
+        found[c.id] = ({k: convert(db.columns[k].type, v) if k in db.columns else v for k, v in item.items()}
+                       if item else None)
+    return found
+
+
 def success_summary(session: Session, batch_id: int) -> dict[str, Any]:
     """Per template of the batch's goals (and "all"): how many goals could succeed against the binomial 99%
     interval of the template's probability, how many the wizards judged reached (by the goal's draw and
@@ -590,21 +608,11 @@ def success_summary(session: Session, batch_id: int) -> dict[str, Any]:
     alternate, breaks it, nothing booked) and the users' cooperativity ratings, as plain data."""
     conversations = list(session.exec(select(Conversation, Task).join(Task, Task.id == Conversation.task_id)
                                       .where(Conversation.batch_id == batch_id).order_by(col(Conversation.id))))
-    ids = [c.id for c, _ in conversations]
-    answers = survey_answers(session, ids)
-    booked = dict(session.exec(select(DialogEvent.conversation_id, DialogEvent.data).join(
-        Turn, (Turn.id == DialogEvent.turn_id) & (Turn.worker_id == DialogEvent.worker_id)).where(
-        col(DialogEvent.conversation_id).in_(ids), DialogEvent.action == frames_events.BOOK,
-        Turn.status == TurnStatus.submitted)).all())
-    dialogs, items = [], []
-    for c, task in conversations:
-        db = domain_of(task).db
-        dialogs.append((goal_from_dict(c.scenario, db), answers[c.id]))
-        item = booked.get(c.id, {}).get("item")
-        items.append({k: convert(db.columns[k].type, v) if k in db.columns else v for k, v in item.items()}
-                     if item else None)
+    answers = survey_answers(session, [c.id for c, _ in conversations])
+    booked = booked_items(session, conversations)
+    dialogs = [(goal_from_dict(c.scenario, domain_of(task).db), answers[c.id]) for c, task in conversations]
     rows = []
-    for r in success_report(dialogs, items):
+    for r in success_report(dialogs, [booked[c.id] for c, _ in conversations]):
         rows.append({"template": r.template, "probability": r.probability, "dialogs": r.dialogs,
                      "feasible": r.feasible, "expected": list(r.expected),
                      "feasible_as_expected": r.feasible_as_expected, "judged": r.judged, "reached": r.reached,
@@ -615,3 +623,25 @@ def success_summary(session: Session, batch_id: int) -> dict[str, Any]:
     return {"batch_id": batch_id, "dialogs": len(dialogs), "templates": rows}
 
 
+def verified_outcomes(session: Session, conversation_ids: Sequence[int]) -> dict[int, Verified]:
+    """Each dialog's success checked against its goal (``registry``'s ``verified_outcomes``): a booking that
+    meets the goal, or its alternate, succeeded; one that breaks both failed. Booking nothing succeeded only
+    where nothing in the database met the goal nor its alternate (the user was right to end the dialog)."""
+    conversations = list(session.exec(select(Conversation, Task).join(Task, Task.id == Conversation.task_id)
+                                      .where(col(Conversation.id).in_(list(conversation_ids)))))
+    booked = booked_items(session, conversations)
+    found = {}
+    for c, task in conversations:
+        goal = goal_from_dict(c.scenario, domain_of(task).db)
+        item = booked[c.id]
+        if item is not None:
+            judged = judge_booking(goal, item)
+            found[c.id] = Verified(judged.outcome in (MEETS_GOAL, MEETS_ALTERNATE), {
+                "booked": to_json(item.get("id")), "outcome": judged.outcome,
+                "broken": [condition_text(b.as_dict(), domain_of(task)) for b in judged.broken]})
+            continue
+        possible = goal.matches + (goal.alternate.matches if goal.alternate else 0)
+        found[c.id] = Verified(possible == 0, {"booked": None, "outcome": NOT_BOOKED,
+                                               "goal_matches": goal.matches, "alternate_matches":
+                                               goal.alternate.matches if goal.alternate else None})
+    return found

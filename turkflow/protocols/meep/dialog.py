@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -34,8 +35,8 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
-    YES, ReplayDifference, close_logged_turn, conversation_pages, dialog_events, loggable, one, open_submit,
-    own_events, task_of,
+    YES, ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, loggable, one,
+    open_submit, own_events, task_of,
 )
 from turkflow.errors import Forbidden, InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
@@ -470,6 +471,27 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     closing = CLOSING[turn.role]
     closes = ("utter", "judge") if turn.role == "user" else (closing,)
     return close_logged_turn(session, sent, closing=closes, holds=f"one {' or '.join(closes)}", logged_as="clicks")
+
+
+# ---- success against the goal ---------------------------------------------------------------------------
+
+
+def verified_outcomes(session: Session, conversation_ids: Sequence[int]) -> dict[int, Verified]:
+    """Each dialog's success checked against its goal (``registry``'s ``verified_outcomes``): the agent's
+    ``start_driving``, executed, drives to the destination the user wanted; a dialog that ended without
+    driving, or drove elsewhere, failed. (The user's approval on the map is their claim, beside it.)"""
+    found = {}
+    for conversation in session.exec(select(Conversation).where(col(Conversation.id).in_(list(conversation_ids)))):
+        files = requester_files(task_of(session, MEEP, conversation).star["folder"])
+        driven = clicks.destination(session_log(session, conversation, files), files.kb)
+        wanted = conversation.scenario.get("destination", {})
+        there = driven is not None and all(
+            isinstance(driven.get(k), (int, float))
+            and math.isclose(driven[k], wanted.get(k, math.inf), abs_tol=1e-6) for k in ("latitude", "longitude"))
+        found[conversation.id] = Verified(there, {
+            "goal": conversation.scenario.get("goal_id"), "driven": driven,
+            "wanted": {k: wanted.get(k) for k in ("latitude", "longitude", "name") if k in wanted}})
+    return found
 
 
 # ---- replay ---------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
-    ReplayDifference, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
+    ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
     message_text, open_submit, own_events,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
@@ -49,7 +49,7 @@ from turkflow.protocols.questions import STAR, clean_text
 from turkflow.protocols.files import read_json
 from turkflow.protocols import actions
 from turkflow.protocols.star import actions as star_actions
-from turkflow.protocols.star import judged, outcomes
+from turkflow.protocols.star import judged, outcomes, verified
 from turkflow.protocols.star import scenarios as star_scenarios
 from turkflow.protocols.star.kb import (
     FORM_OPS, Api, Column, KnowledgeBase, QueryResult, check_repeats, constraints_from, expression, form_kind,
@@ -871,6 +871,33 @@ def slot_values(session: Session, turn: Turn) -> Optional[frozenset[str]]:
     tasks = _tasks_of(session, session.get(Conversation, turn.conversation_id))
     return frozenset(choice.lower() for task in tasks.values() for field in query_form(task)
                      for choice in field["choices"])
+
+
+# ---- success against the goal ---------------------------------------------------------------------------
+
+
+def verified_outcomes(session: Session, conversation_ids: Sequence[int]) -> dict[int, Verified]:
+    """Each dialog's success checked against its scenario (``registry``'s ``verified_outcomes``;
+    ``star.verified``): every task reached the outcome the knowledge base allows. A dialog whose scenario
+    names no values (made before scenarios did) has no verdict."""
+    found = {}
+    for conversation in session.exec(select(Conversation).where(col(Conversation.id).in_(list(conversation_ids)))):
+        plans = conversation.scenario.get("plans")
+        tasks = _tasks_of(session, conversation)
+        if not plans or not tasks:
+            continue
+        events = _kept(session, dialog_events(session, conversation.id))
+        done = [verified.task_verdict(plan, events, _books(tasks, plan["api"])) for plan in plans]
+        found[conversation.id] = Verified(all(ok for ok, _ in done), {"tasks": [shown for _, shown in done]})
+    return found
+
+
+def _books(tasks: Mapping[str, Task], api: str) -> bool:
+    """Whether ``api`` takes a RequestType (a check or a booking): its task is done by a booking."""
+    try:
+        return any(c.type == "RequestType" for c in _kb_of(tasks, api).api(api).inputs.values())
+    except (NotFound, InvalidInput):
+        return False
 
 
 # ---- replay ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify, make_response, redirect, render_
 from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session
 
-from turkflow.protocols import registry
+from turkflow.protocols import registry, surveys
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits import lifecycle
@@ -173,10 +173,10 @@ def close_turn(protocol: Protocol, assignment_id: str, shown_again: ShownAgain) 
             if not created:  # sent before: only the same text again is the same turn
                 lifecycle.check_resent(submission.turn, body.get("text"), "text")
             conversation_id, text = submission.turn.conversation_id, submission.turn.text
-            # a role without end-of-dialog questions (MEEP's: the user's verdict is their last turn) goes back
-            # to the queue
+            # a role without end-of-dialog questions (MEEP's: the user's verdict is their last turn, unless an
+            # agent played the other role) goes back to the queue
             ended = (lifecycle.ends_conversation(session, submission.turn)
-                     and bool(protocol.form(submission.turn.role).survey))
+                     and surveys.asks(session, protocol, conversation_id, submission.turn.role))
     except (InvalidInput, ServiceUnavailable) as error:  # rolled back: nothing of this submission is stored
         if wants_json():
             raise

@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--people", type=int, default=60, help="simulated people, half of each role")
     parser.add_argument("--rounds", type=int, default=1, help="without / with agents, alternated")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--think-time", type=float, default=0.0, help="people's mean seconds before a submit")
     parser.add_argument("--skip-failures", action="store_true")
     parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgresql"])
     args = parser.parse_args(argv)
@@ -195,6 +196,7 @@ def people(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
             config = SimulationConfig(students=students, teachers=0 if with_agents else args.people - students,
                                       conversations=args.conversations, max_turns=16, mean_turns=8,
                                       seed=args.seed + round_no, policy="none", mix={}, concurrency=16,
+                                      think_time=args.think_time,
                                       settle_timeout=300, agents={"teacher": ("slow",)} if with_agents else {})
             started = time.monotonic()
             report = run_on(stack.settings, stack.url, config)

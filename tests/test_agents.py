@@ -478,3 +478,47 @@ def test_agents_list_sums_each_agents_turns_and_tokens_per_batch(settings, provi
     assert listed.exit_code == 0, listed.output
     row = next(line for line in listed.output.splitlines() if "tutor" in line)
     assert f"{tokens.prompt_tokens} / {tokens.completion_tokens}" in row and " 1 " in row
+
+
+def test_an_endpoint_agent_plays_stars_wizard_querying_then_replying_and_the_log_replays(
+        settings, providers, fake):
+    """A model's STAR wizard turn is two calls: a query (its result shown in the second call's view, as the page
+    shows it), then the reply; both are logged in one transaction with the submit, and the query replays."""
+    from turkflow.models import DialogEvent
+    from turkflow.protocols import registry
+    from turkflow.protocols.star.dialog import make_scenarios, read_tasks
+    from turkflow.simulator.star import sample_star_root
+
+    declare(settings, "llm-wizard", fake.url)
+    with session_scope(settings.database_url) as s:
+        registry.load_tasks(s, read_tasks(sample_star_root() / "tasks"))
+        chosen = list(s.exec(select(Task).where(Task.protocol == "star").order_by(Task.id)))
+        batch, hits = lifecycle.launch_batch(s, chosen, 1, name="star", protocol="star",
+                                             scenarios=make_scenarios(chosen, 1, seed=3),
+                                             agents={"wizard": find_agents(s, ["llm-wizard"])})
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get(hit.provider), hit.id)
+        user = Worker(external_id="u1", role="user", onboarded=True, stage=2)
+        s.add(user)
+        s.flush()
+        assignment = lifecycle.take_turn(s, user, hits[0].id, lease_seconds=60)
+        task = s.get(Task, s.get(Conversation, s.get(Turn, hits[0].turn_id).conversation_id).task_id)
+        api = task.star["api"]
+        form = {f["name"]: f["choices"][0] for f in registry.parts("star").query_form(task) if f["required"]}
+        turn_id = registry.parts("star").submit_turn(s, assignment.external_id, user, {
+            "action": "utter", "text": "Hello, can you help me?"}).turn.id
+    fake.script.extend([{"action": "query", "api": api, "form": form},
+                        {"action": "utter", "text": "I looked it up for you."}])
+    opened = pipeline.opening_after(settings, providers, turn_id)
+    done = pipeline.answer_agent_turn(settings, providers, opened.turn_id)
+    with session_scope(settings.database_url) as s:
+        why = [c.detail for c in s.exec(select(AgentCall))]
+    assert done.status == AgentTurnStatus.answered, why
+    second = fake.requests[1]["messages"][-1]["content"]
+    assert '"kb_log"' in second and '"this turn so far"' in second  # the query's answer, shown before the reply
+    with session_scope(settings.database_url) as s:
+        logged = [e.action for e in s.exec(select(DialogEvent).where(DialogEvent.turn_id == opened.turn_id)
+                                             .order_by(DialogEvent.id))]
+        assert logged == ["query", "return_item", "utter"]
+        count, differences = registry.parts("star").replay(s, [s.get(Turn, turn_id).conversation_id])
+    assert count == 1 and differences == []

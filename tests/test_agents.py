@@ -426,6 +426,17 @@ def test_an_ab_simulation_of_two_agents_that_differ_by_construction_shows_the_di
     assert agents["sim-95"]["relevant_share"] > agents["sim-30"]["relevant_share"]
     turns = report["reproducible"]["turns"]
     assert turns["lost"] == 0 and turns["by_agents"] > 0 and turns["history_mismatches"] == 0
+    # and at the end each student answers the evaluation of the agent they talked to, by what its turns were
+    assert agents["sim-95"]["evaluations"] + agents["sim-30"]["evaluations"] == 8
+    assert agents["sim-95"]["claimed_done_share"] > agents["sim-30"]["claimed_done_share"]
+    from turkflow.agents import evaluation
+    from turkflow.agents import report as agents_report
+
+    with session_scope(settings.database_url) as s:
+        built = agents_report.build(evaluation.batch_records(s, 1, "test"))
+    satisfied = {a["agent"]: a["measures"]["satisfaction"] for a in built["roles"][0]["agents"]}
+    assert satisfied["sim-95"]["units"] == satisfied["sim-30"]["units"] == 4
+    assert satisfied["sim-95"]["value"] > satisfied["sim-30"]["value"]
 
 
 def test_the_sgd_export_names_the_agents_of_a_conversation(settings, providers, tmp_path):

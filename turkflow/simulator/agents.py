@@ -24,7 +24,9 @@ def declare_fake(settings: Settings, url: str) -> None:
 
 def agents_report(session: Session, outcome: Outcome) -> dict[str, Any]:
     """Per agent: the conversations it played, its turns and the share right by construction, the simulated
-    people's ratings of its turns (relevant and useful, yes shares), its calls by outcome, tokens and latency."""
+    people's ratings of its turns (relevant and useful, yes shares) and their evaluations at the end (how many,
+    the share saying it completed their task), its calls by outcome, tokens and latency. The figures with their
+    intervals are ``turkflow agents report``'s, on the simulation's database."""
     played = dict(session.exec(
         select(Agent.name, func.count()).join(ConversationAgent, ConversationAgent.agent_id == Agent.id)
         .join(Conversation, Conversation.id == ConversationAgent.conversation_id)
@@ -50,6 +52,12 @@ def agents_report(session: Session, outcome: Outcome) -> dict[str, Any]:
         calls[name][outcome_] = calls[name].get(outcome_, 0) + 1
         latency[name].append(latency_ms)
         tokens[name] += (prompt or 0) + (completion or 0)
+    teacher_of = dict(session.exec(  # conversation -> the agent that played its other role than the judge's
+        select(ConversationAgent.conversation_id, Agent.name).join(Agent, Agent.id == ConversationAgent.agent_id)
+        .where(col(ConversationAgent.conversation_id).in_(outcome.conversation_ids))).all())
+    judged: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for position, answers in outcome.evaluations.items():
+        judged[teacher_of[outcome.conversation_ids[position]]].append(answers)
     report = {}
     for name in sorted(played):
         mine, ratings = turns[name], rated[name]
@@ -62,5 +70,8 @@ def agents_report(session: Session, outcome: Outcome) -> dict[str, Any]:
             "useful_share": round(sum(u for _, u in ratings) / len(ratings), 4) if ratings else None,
             "calls": dict(sorted(calls[name].items())), "tokens": tokens[name],
             "latency_ms_p50": ordered[len(ordered) // 2] if ordered else None,
+            "evaluations": len(judged[name]),
+            "claimed_done_share": (round(sum(a.get("completed") == "yes" for a in judged[name]) / len(judged[name]), 4)
+                                   if judged[name] else None),
         }
     return report

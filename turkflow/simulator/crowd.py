@@ -226,6 +226,34 @@ def answer_gold(worker: SimWorker, seed: int) -> dict[str, tuple[bool, bool]]:
             for item in gold.gold_for(worker.role)}
 
 
+EVALUATION_SCORE_NOISE = 0.5  # the spread of a truthful judge's 1-5 score around what the turns were worth
+
+
+def judge_agent(worker: SimWorker, seed: int, conversation: int, questions: list[dict[str, Any]],
+                right: list[bool]) -> dict[str, str]:
+    """``worker``'s end-of-dialog evaluation of the agent they talked to (the questions as the survey's JSON
+    gives them; ``right``: the hidden truth of each of its turns in the dialog). A truthful judge says the task
+    was done with the chance that a turn was right, and scores 1 + 4 x that share, give or take; a random rater
+    answers at random; a harsh one says no and 1 to everything."""
+    rng = random.Random(f"{seed}:evaluation:{worker.name}:{conversation}")
+    share = sum(right) / len(right) if right else 0.0
+    rates = worker.profile.rates
+    answers = {}
+    for question in questions:
+        name, kind = question["name"], question["kind"]
+        if kind == "yes_no":
+            done = rng.random() < (share if rates == "truthful" else 0.5 if rates == "random" else 0.0)
+            answers[name] = "yes" if done else "no"
+        elif kind == "rating":
+            score = (1 + 4 * share + rng.gauss(0, EVALUATION_SCORE_NOISE) if rates == "truthful"
+                     else rng.randint(1, 5) if rates == "random" else 1)
+            answers[name] = str(min(5, max(1, round(score))))
+        else:
+            answers[name] = ("Most answers helped me along." if share >= 0.5
+                             else "Too many answers were off topic.")
+    return answers
+
+
 def _rate(rates: str, truth: bool, rng: random.Random) -> tuple[bool, bool]:
     if rates == "truthful":
         return (truth if rng.random() >= RATER_ERROR else not truth,

@@ -85,7 +85,7 @@ from turkflow.models import (
 )
 from turkflow.protocols.questions import get_protocol
 from turkflow.quality.monitor import Policy
-from turkflow.simulator.crowd import SimWorker, Written, answer_gold, revise, write_turn
+from turkflow.simulator.crowd import SimWorker, Written, answer_gold, judge_agent, revise, write_turn
 from turkflow.simulator.fake_prolific import Refused
 from turkflow.simulator.prolific import ProlificCrowd
 from turkflow.simulator.utterances import Script
@@ -311,6 +311,8 @@ class Outcome:
     # turns agents wrote (--agent): (conversation position, index) -> the agent's name, its text and whether it
     # was right (a simulated agent's wrong answers are its known off-topic ones)
     agent_turns: dict[tuple[int, int], "AgentTurnRecord"] = field(default_factory=dict)
+    # the people's end-of-dialog evaluations of agents: conversation position -> the answers sent
+    evaluations: dict[int, dict[str, str]] = field(default_factory=dict)
 
     @cached_property
     def by_name(self) -> dict[str, SimWorker]:
@@ -467,6 +469,9 @@ class Simulation:
             if self.play is not None:  # what workers do once there is nothing left to take
                 list(pool.map(lambda name: self.play.finish(self.clients[name], self.by_name[name], out),
                               sorted(self.clients)))
+            elif self.agents:  # the last dialogs' evaluations, owed once the agents closed them
+                self._settle(batch_id)
+                list(pool.map(lambda name: self._evaluate_agents(name, fresh=True), sorted(self.clients)))
             self._settle(batch_id, bonuses=True)  # the whole batch: nothing left behind, every bonus paid
             if self.agents:
                 self._note_agent_turns(batch_id)
@@ -533,6 +538,22 @@ class Simulation:
             name = workers.pop()
             jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _evaluate_agents(self, name: str, fresh: bool = False) -> None:
+        """The worker answers the evaluation of each agent dialog their queue says they owe (``crowd.judge_agent``,
+        from what the agent's turns in it were); ``fresh``: load the queue first."""
+        client = self.clients[name]
+        for owed in (client.queue() if fresh else client.listing or {}).get("surveys", []):
+            conversation_id = owed["conversation_id"]
+            page = client.get("GET /survey", f"/survey/{conversation_id}")
+            if page.get("answered"):
+                continue
+            position = self.position[conversation_id]
+            right = [record.good for (at, _), record in sorted(self.out.agent_turns.items()) if at == position]
+            answers = judge_agent(self.by_name[name], self.seed, position, page["questions"], right)
+            client.post("POST /survey", f"/survey/{conversation_id}", json=answers)
+            with self._lock:
+                self.out.evaluations[position] = answers
 
     def _author(self, conversation: int, index: int) -> Optional[str]:
         """Who wrote the turn before ``index``: a simulated worker's name; None for the first turn or an agent's."""
@@ -641,6 +662,8 @@ class Simulation:
         try:
             if client.listing is None:  # otherwise the queue is the page the worker already has
                 client.queue()
+            if self.agents and self.play is None:  # questions owed sit at the top of the queue: answered first
+                self._evaluate_agents(job.worker.name)
             assignment_id, view = client.take(job.hit_id)
             if view is None:  # STAR's, Frames' and MEEP's turns have pages of their own
                 view = client.view(assignment_id)

@@ -35,6 +35,7 @@ from turkflow.models import (Bonus, Conversation, Event, Hit, HitStatus, Quality
 from turkflow.simulator.driver import pipeline_backlog
 from turkflow.simulator.stack import Stack
 from turkflow.workers.app import celery_config
+from turkflow.workers.broker import SET_ASIDE
 
 SETTLE_SECONDS = 90  # generous: the machine may be busy; the wait ends as soon as it settles
 _texts = itertools.count()
@@ -295,3 +296,44 @@ def test_tasks_go_to_the_broker_of_the_latest_settings_not_the_first_one_used(re
         for queue in queues.values():
             queue.flushdb()
             queue.close()
+
+
+# ---- messages no worker can read, and tasks whose arguments can never be right --------------------------------
+
+UNREADABLE = [b"not JSON at all", b"\xff\xfe not UTF-8", b'{"body": "no envelope"}', b'"a string"', b"[1, 2]"]
+FORGED = [("workers.tasks.turn_submitted", ("abc",)), ("workers.tasks.turn_submitted", (10**30,)),
+          ("workers.tasks.pay_bonus", (-1,)), ("workers.tasks.publish_hit", (1, "nosuchplatform")),
+          ("workers.tasks.survey_answered", (True, None))]
+
+
+def refused(settings) -> list[dict]:  # noqa: ANN001
+    with session_scope(settings.database_url) as s:
+        return [e.data for e in s.exec(select(Event).where(Event.kind == "task_refused").order_by(Event.id))]
+
+
+def test_a_message_no_worker_can_read_is_set_aside_and_a_forged_task_fails_at_once_and_the_worker_goes_on(stack):
+    """One message on the turns list that was not JSON killed the Celery worker, twice; well-formed forged tasks
+    were retried 20 times with back-off though they could never succeed (issue 35). Now the unreadable ones
+    are set aside in Redis and logged, each forged task is refused at once, recorded once, and the worker
+    goes on opening turns."""
+    broker = Redis.from_url(stack.settings.redis_url)
+    broker.delete(SET_ASIDE)
+    worker = stack.processes["celery"]
+    broker.lpush("turns", *UNREADABLE)
+    crowd = Crowd(stack, conversations=2)
+    for task, args in FORGED:
+        crowd.producer.send_task(task, args, retry=False)
+    crowd.write_round()
+    wait_until(crowd.settled, timeout=SETTLE_SECONDS)  # turns queued after the unreadable ones still open
+    wait_until(lambda: broker.llen(SET_ASIDE) == len(UNREADABLE) and len(refused(stack.settings)) >= len(FORGED),
+               timeout=SETTLE_SECONDS)
+    assert worker.poll() is None
+    set_aside = [json.loads(raw) for raw in broker.lrange(SET_ASIDE, 0, -1)]
+    assert sorted(entry["message"] for entry in set_aside) == sorted(
+        raw.decode("utf-8", "replace") for raw in UNREADABLE) and {e["queue"] for e in set_aside} == {"turns"}
+    crowd.write_round()  # a round later (a back-off retry of 2 s would have come meanwhile)
+    wait_until(crowd.settled, timeout=SETTLE_SECONDS)
+    recorded = refused(stack.settings)
+    assert sorted((r["task"], r["arguments"]) for r in recorded) == sorted((t, repr(list(a))) for t, a in FORGED)
+    assert {r["retries"] for r in recorded} == {0}
+    crowd.assert_intact()

@@ -7,7 +7,7 @@ import logging
 from turkflow import pipeline
 from turkflow.hits.mturk import NotPayableYet
 from turkflow.workers.app import celery_app, providers, settings
-from turkflow.workers.tasks import RETRY, SWEEP_LIMITS, publish_hit, turn_submitted
+from turkflow.workers.tasks import RETRY, SWEEP_LIMITS, ids, publish_hit, turn_submitted
 
 log = logging.getLogger("turkflow.tasks.mturk")
 
@@ -16,6 +16,7 @@ log = logging.getLogger("turkflow.tasks.mturk")
 def approve_assignment(assignment_id: int) -> None:
     """Approval is due (TURKFLOW_MTURK_APPROVE_AFTER_SECONDS after submission). Not retried here: the MTurk
     reconciler lists every approval still due on each round, so a failed one is simply tried again."""
+    ids(assignment_id=assignment_id)
     try:
         pipeline.approve(settings(), providers(), assignment_id)
     except NotPayableYet as exc:
@@ -24,6 +25,7 @@ def approve_assignment(assignment_id: int) -> None:
 
 @celery_app.task(name="workers.mturk_tasks.expire_hit", **RETRY)
 def expire_hit(hit_id: int) -> None:
+    ids(hit_id=hit_id)
     pipeline.expire(settings(), providers(), hit_id)
 
 

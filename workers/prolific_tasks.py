@@ -11,7 +11,7 @@ from turkflow.hits.prolific import sync
 from turkflow.hits.prolific.provider import PROVIDER, BonusOutcomeUnknown
 from turkflow.models import Batch, Worker
 from turkflow.workers.app import celery_app, providers, settings
-from turkflow.workers.tasks import RETRY, SWEEP_LIMITS, pay_bonus
+from turkflow.workers.tasks import RETRY, SWEEP_LIMITS, ids, pay_bonus
 
 log = logging.getLogger("turkflow.tasks.prolific")
 
@@ -36,6 +36,7 @@ def poll_prolific() -> None:
 def settle_bonus(bonus_id: int) -> None:
     """A claimed bonus is settled from the submission's payments, never paid again. Not retried here: an
     outcome still unknown is asked about again by the next round."""
+    ids(bonus_id=bonus_id)
     try:
         pipeline.pay_bonus(settings(), providers(), bonus_id)
     except BonusOutcomeUnknown as exc:
@@ -47,6 +48,7 @@ def turn_taken(batch_id: int, role: str, worker_id: int) -> None:
     """A participant took a turn of the study: keep a spare place (a study with no free place and nothing in
     progress drops to AWAITING REVIEW) and pause it if no other turn waits, before the poller comes round;
     and put the participant in their role's group, which the other roles' studies keep out."""
+    ids(batch_id=batch_id, worker_id=worker_id)
     provider = providers().get(PROVIDER)
     with session_scope(settings().database_url) as session:
         provider.keep_in_step(session, session.get(Batch, batch_id), role)

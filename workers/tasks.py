@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Optional
+from typing import Any, Optional
 
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import task_failure
 
-from turkflow import pipeline
+from turkflow import events, pipeline
 from turkflow.db import session_scope
+from turkflow.errors import InvalidInput
 from turkflow.hits.lifecycle import Opened
 from turkflow.hits.provider import AGENT
 from turkflow.quality import activity, review
@@ -17,14 +19,46 @@ from turkflow.workers.app import broker_redis, celery_app, providers, review_mar
 
 log = logging.getLogger("turkflow.tasks")
 
-RETRY = {"autoretry_for": (Exception,), "retry_backoff": 2, "retry_backoff_max": 300, "max_retries": 20,
-         "retry_jitter": True}
+# Retried with back-off: a database or a platform that is down comes back. Arguments that can never be right
+# (a forged message: an id that is no number or beyond any id, an unknown provider) are an InvalidInput, never
+# retried: the task fails at once and the refusal is recorded (``record_refusal``).
+RETRY = {"autoretry_for": (Exception,), "dont_autoretry_for": (InvalidInput,), "retry_backoff": 2,
+         "retry_backoff_max": 300, "max_retries": 20, "retry_jitter": True}
+MAX_ID = 2**31 - 1  # ids are INTEGER columns: 32 bits on PostgreSQL
+
+
+def ids(**named: Any) -> None:
+    """A task's id arguments: whole numbers from 1 to ``MAX_ID``, as every message the system sends holds
+    (None where the task takes none); anything else is an ``InvalidInput`` naming the argument."""
+    for name, value in named.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
+            raise InvalidInput(f"expected an id from 1 to {MAX_ID}, got {str(value)[:40]!r}", name)
+
+
+@task_failure.connect
+def record_refusal(sender: Any = None, task_id: Optional[str] = None, exception: Optional[BaseException] = None,
+                   args: Any = None, kwargs: Any = None, **_: Any) -> None:
+    """A task refused for its arguments: logged, and recorded in the event log (kind ``task_refused``) with
+    the task, what it was given and why, so a forged or corrupted message is seen and never tried again."""
+    if not isinstance(exception, InvalidInput):
+        return
+    retries = getattr(getattr(sender, "request", None), "retries", 0)
+    log.error("task %s %s refused: %s (arguments %.200r %.200r)", getattr(sender, "name", sender), task_id,
+              exception, args, kwargs)
+    try:
+        with session_scope(settings().database_url) as session:
+            events.record(session, "task_refused", "system", task=getattr(sender, "name", str(sender)),
+                          task_id=task_id, arguments=repr(args)[:200], keywords=repr(kwargs)[:200],
+                          reason=str(exception)[:300], retries=retries)
+    except Exception as error:  # noqa: BLE001 - the log line above says it already
+        log.warning("task %s refused but not recorded (%s)", task_id, error)
 
 
 @celery_app.task(name="workers.tasks.turn_submitted", **RETRY)
 def turn_submitted(turn_id: int) -> None:
     """A turn is stored: open the next HIT, then queue the review of the submission on the reviews queue,
     so workers waiting for their next turn never wait for the monitor."""
+    ids(turn_id=turn_id)
     opened = follow(turn_id)
     # Logged at INFO only when no turn followed (the conversation ended, its batch paused, or a redelivered
     # message found the next turn open): an opening is every turn's routine, and Celery logs each task run.
@@ -70,6 +104,8 @@ def queue_review(turn_id: Optional[int], gather: float = REVIEW_GATHER_SECONDS) 
 def review_submission(turn_id: Optional[int] = None) -> None:
     """Review the turn, and every other turn waiting (``pipeline.review_waiting``): judge the workers the
     submissions rated, queue any bonus, flag the submissions' content."""
+    if turn_id is not None:
+        ids(turn_id=turn_id)
     broker_redis().delete(review_mark())  # from now on a submission queues a review of its own
     reviews = pipeline.review_waiting(settings(), providers(), turn_id)
     for bonus_id in reviews.bonus_ids:
@@ -85,6 +121,7 @@ def review_submission(turn_id: Optional[int] = None) -> None:
 @celery_app.task(name="workers.tasks.survey_answered", **RETRY)
 def survey_answered(conversation_id: int, worker_id: int) -> None:
     """A worker's end-of-dialog answers are stored: judge the other role's writers by them."""
+    ids(conversation_id=conversation_id, worker_id=worker_id)
     blocked = pipeline.review_survey(settings(), providers(), conversation_id, worker_id)
     if blocked:
         log.info("survey of conversation %s by worker %s: blocked %s", conversation_id, worker_id, blocked)
@@ -92,12 +129,16 @@ def survey_answered(conversation_id: int, worker_id: int) -> None:
 
 @celery_app.task(name="workers.tasks.publish_hit", **RETRY)
 def publish_hit(hit_id: int, provider: str) -> None:
+    ids(hit_id=hit_id)
+    if not isinstance(provider, str) or provider not in providers().factories:
+        raise InvalidInput(f"no crowd provider {str(provider)[:40]!r}", "provider")
     pipeline.publish(settings(), providers(), hit_id, provider)
 
 
 @celery_app.task(name="workers.tasks.pay_bonus", **RETRY)
 def pay_bonus(bonus_id: int) -> None:
     """Retries with backoff until the provider accepts the payment (e.g. the assignment is payable)."""
+    ids(bonus_id=bonus_id)
     pipeline.pay_bonus(settings(), providers(), bonus_id)
 
 
@@ -152,6 +193,7 @@ def answer_agent_turn(turn_id: int) -> None:
     them. No Celery retry: a failed call is recorded and the turn is due again after a back-off kept in the
     database, which beat's sweep queues (``sweep_agent_turns``); a message run twice finds the turn claimed or
     answered."""
+    ids(turn_id=turn_id)
     done = pipeline.answer_agent_turn(settings(), providers(), turn_id, storage=lambda: AGENT_STORAGE)
     if done.submitted_turn_id is not None:
         try:

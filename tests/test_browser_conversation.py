@@ -215,3 +215,25 @@ def test_worker_text_with_script_renders_inert_on_the_queue_and_the_turn_page(
     take_next_turn(teacher, live_server)
     assert teacher.inner_text(".message-text") == hostile
     assert_no_script_ran(teacher)
+
+
+def test_a_waiting_worker_sees_a_turn_arrive_without_a_reload_and_the_tabs_title_says_so(
+        live_server, browser_context, teacher_context, settings, providers, celery_worker):
+    """The empty queue asks the server every second (fetch, not a reload: what the worker has on the page, and
+    the page itself, stay); the turn the student's submission opens appears with its pay, and the title of
+    the tab the teacher left changes."""
+    settings.queue_refresh_seconds = 1
+    launch(settings, providers)
+    teacher = join(teacher_context, live_server, settings, "teacher")
+    assert teacher.locator("#no-open-turns").is_visible()
+    assert "writing one takes about" in teacher.locator("#what-next").inner_text()
+    teacher.evaluate("window.stayed = true")  # a reload would forget it
+    title = teacher.title()
+    student = join(browser_context, live_server, settings, "student")
+    student_turn(student, live_server, "request_items", "Hello, what do I need?")  # and submits it
+    teacher.wait_for_selector("#open-turns button", timeout=60_000)
+    assert teacher.evaluate("window.stayed") is True
+    assert teacher.title() == f"(1) A turn is waiting · {title}"
+    assert teacher.locator("#open-turns .pays").inner_text().startswith("Pays $0.20 · bonus $0.08 · about ")
+    title_of_task = teacher.locator("#open-turns .task-title").inner_text()
+    assert teacher.get_by_role("button", name=f"Take turn 2 of {title_of_task}", exact=True).count() == 1

@@ -123,7 +123,7 @@ def test_an_empty_queue_page_checks_again_as_often_as_the_requester_set_or_never
     assert "data-refresh-seconds" not in teacher.get("/queue").get_data(as_text=True)  # 0: the worker checks
     settings.queue_refresh_seconds = 7
     page = teacher.get("/queue").get_data(as_text=True)
-    assert 'id="no-open-turns" data-refresh-seconds="7"' in page and "checks again every few seconds" in page
+    assert 'id="no-open-turns" data-refresh-seconds="7"' in page and "shows it as soon as it opens" in page
 
 
 def test_taking_a_turn_leases_it_for_the_configured_time_and_hides_it_from_others(app, settings, providers):

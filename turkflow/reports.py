@@ -133,3 +133,53 @@ def task_usage(session: Session) -> list[TaskUsage]:
     )
     rows = session.exec(select(Task, used.c.n).outerjoin(used, used.c.task_id == Task.id).order_by(Task.key))
     return [TaskUsage(task, n or 0) for task, n in rows]
+
+
+# ---- what a worker's pages say of pay and time, as a crowd platform's study page does ------------------
+
+
+@dataclass(frozen=True)
+class PayTerms:
+    """A batch's pay for one turn, in the words a worker's page shows: the reward, and the bonus with its rule
+    (the monitor's: over the writer's last ``window`` rated turns, both shares at or above ``above``)."""
+
+    reward_cents: int
+    bonus_cents: int
+    above: float
+    window: int
+    currency: str
+
+
+def pay_terms(session: Session, conversation_ids: list[int]) -> dict[int, PayTerms]:
+    """Each conversation's pay terms (those of its batch)."""
+    if not conversation_ids:
+        return {}
+    rows = session.exec(select(Conversation.id, Batch.reward_cents, Batch.bonus_cents, Batch.bonus_above,
+                               Batch.quality_window, Batch.currency)
+                        .join(Batch, Batch.id == Conversation.batch_id)
+                        .where(col(Conversation.id).in_(conversation_ids))).all()
+    return {row[0]: PayTerms(*row[1:]) for row in rows}
+
+
+# How many of a role's latest turns say how long a turn takes to write.
+PACE_TURNS = 100
+
+
+def minutes_to_write(session: Session, role: str) -> Optional[float]:
+    """The median minutes from taking a turn of ``role`` to submitting it, over its latest ``PACE_TURNS``
+    turns; None before five of them exist (the page then shows the study's estimate)."""
+    spans = session.exec(
+        select(Assignment.accepted_at, Assignment.submitted_at).join(Hit, Hit.id == Assignment.hit_id)
+        .join(Turn, Turn.id == Hit.turn_id)
+        .where(Turn.role == role, col(Assignment.submitted_at).is_not(None))
+        .order_by(col(Assignment.id).desc()).limit(PACE_TURNS)).all()
+    if len(spans) < 5:
+        return None
+    minutes = sorted((submitted - accepted).total_seconds() / 60 for accepted, submitted in spans)
+    return minutes[len(minutes) // 2]
+
+
+def earned_cents(session: Session, worker_id: int) -> int:
+    """What the worker has earned: rewards approved and bonuses paid (``money.spend`` without the fees)."""
+    paid = spend(session, worker_id=worker_id)
+    return paid.rewards_cents + paid.bonuses_cents

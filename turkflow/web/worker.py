@@ -23,12 +23,12 @@ from flask import (
 from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session, col, select
 
-from turkflow import invites
+from turkflow import invites, reports
 from turkflow.protocols import registry
 from turkflow.protocols import surveys
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.hits import lifecycle
+from turkflow.hits import lifecycle, money
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits.lifecycle import TurnView
 from turkflow.models import (
@@ -171,12 +171,20 @@ def queue() -> Any:
         written = session.get(Turn, submitted) if submitted and page else None
         last_turn = written is not None and written.worker_id == worker.id and lifecycle.ends_conversation(
             session, written)
+        if page and worker.onboarded:  # what a study page says: pay, bonus, time, earnings
+            terms = reports.pay_terms(session, [e["conversation_id"] for e in [*entries, *held]])
+            minutes = reports.minutes_to_write(session, worker.role)
+            earned = reports.earned_cents(session, worker.id)
     if not page:
         return jsonify(queue_json(worker, entries, owed))
     if not worker.onboarded:  # the role's quiz comes before the first turn
         return redirect(url_for("onboarding.quiz"), 303)
+    estimate = round(minutes) if minutes is not None else _settings().prolific_estimated_minutes
     return render_template("queue.html", worker=worker, entries=entries, held=held, submitted=submitted,
-                           last_turn=last_turn, surveys=owed, refresh_seconds=_settings().queue_refresh_seconds)
+                           last_turn=last_turn, surveys=owed, refresh_seconds=_settings().queue_refresh_seconds,
+                           terms=terms, minutes=max(1, estimate), measured=minutes is not None, earned=earned,
+                           rules=sorted({t for t in terms.values() if t.bonus_cents}, key=lambda t: t.bonus_cents),
+                           shown=money.shown)
 
 
 def queue_json(worker: AnyWorker, entries: list[dict[str, Any]], owed: list[Any]) -> dict[str, Any]:

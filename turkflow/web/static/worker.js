@@ -90,6 +90,40 @@
     });
   }
 
+  // The empty queue asks the server (JSON) every few seconds instead of reloading itself. When turns open it
+  // puts the queue page in place of this one (the server's own page, so nothing is rendered twice), says so
+  // to screen readers and in the tab's title, for a worker busy in another tab.
+  function watchQueue(empty) {
+    var every = 1000 * Number(empty.getAttribute("data-refresh-seconds"));
+    var url = empty.getAttribute("data-queue-url");
+    var title = document.title;
+    function check() {
+      fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
+        .then(function (answer) { return answer.ok ? answer.json() : {open: []}; })
+        .then(function (queue) {
+          if (!queue.open || queue.open.length === 0) { setTimeout(check, every); return; }
+          return fetch(url, {credentials: "same-origin"}).then(function (answer) { return answer.text(); })
+            .then(function (page) {
+              var fresh = new DOMParser().parseFromString(page, "text/html").querySelector("main");
+              if (!fresh) { setTimeout(check, every); return; }
+              document.querySelector("main").innerHTML = fresh.innerHTML;
+              var n = queue.open.length;
+              document.title = "(" + n + ") " + (n === 1 ? "A turn is waiting" : "Turns are waiting") + " · " + title;
+              var list = document.getElementById("open-turns");
+              if (list) {
+                var news = document.createElement("p");
+                news.className = "visually-hidden";
+                news.setAttribute("role", "status");
+                news.textContent = n === 1 ? "A turn is waiting for you." : n + " turns are waiting for you.";
+                list.parentNode.insertBefore(news, list);
+              }
+            });
+        })
+        .catch(function () { setTimeout(check, every); });
+    }
+    setTimeout(check, every);
+  }
+
   // One click sends the turn once; the server stores a turn once anyway.
   function submitOnce(form) {
     var sent = false;
@@ -113,9 +147,6 @@
     }
     document.querySelectorAll("[data-lease-expires]").forEach(countDown);
     var empty = document.querySelector("[data-refresh-seconds]");
-    if (empty) {
-      setTimeout(function () { window.location.reload(); },
-                 1000 * Number(empty.getAttribute("data-refresh-seconds")));
-    }
+    if (empty) { watchQueue(empty); }
   });
 })();

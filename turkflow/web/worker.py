@@ -390,6 +390,7 @@ def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", er
     page = render_template(
         "turn.html",
         view=view,
+        shown=money.shown,
         form=form,
         mode=mode,
         form_action=form_action,

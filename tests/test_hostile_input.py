@@ -287,7 +287,7 @@ def test_a_login_next_with_cr_lf_redirects_into_the_dashboard(client, settings, 
     seed_dashboard(settings, providers)
     response = client.post("/admin/login?next=/admin/review%0d%0aSet-Cookie:%20x=1", data={
         "csrf_token": csrf_token(client), "username": "ada", "password": "correct horse"})
-    assert response.status_code == 302 and response.headers["Location"] == "/admin/review"
+    assert response.status_code == 302 and response.headers["Location"] == "/admin/batches"
     assert "x=1" not in response.headers.get("Set-Cookie", "")
 
 

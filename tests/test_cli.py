@@ -447,3 +447,23 @@ def test_the_docs_document_every_setting_and_command():
         if not isinstance(command, click.Group):
             assert name in summary, f"{name} is missing from docs/reference/cli.md's table"
 
+
+
+def test_progress_outside_a_terminal_is_a_line_every_few_seconds_with_the_total_and_the_time_left(capsys):
+    """A long command in a log or CI (stderr no terminal) says how far it is, out of what, and how long is left;
+    quick work says nothing."""
+    from turkflow.cli.common import ProgressLines, progress_bar
+
+    assert isinstance(progress_bar(), ProgressLines)  # pytest's stderr is no terminal
+    with ProgressLines(every=0) as lines:
+        task = lines.add_task("exporting conversations", total=4, detail="")
+        lines.advance(task)
+        time.sleep(0.05)
+        lines.advance(task)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("exporting conversations: 1 of 4 (25%), 0:00 so far, about 0:")
+    assert said[1].startswith("exporting conversations: 2 of 4 (50%), 0:00 so far, about 0:") and said[1].endswith(" left")
+    assert said[-1].startswith("exporting conversations: 2 of 4 (50%)")
+    with ProgressLines() as quiet:  # every 5 s: a quick task prints nothing, not even at its end
+        quiet.advance(quiet.add_task("publishing on local", total=3))
+    assert capsys.readouterr().err == ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import importlib
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
@@ -354,14 +355,84 @@ def when(moment: Optional[datetime]) -> str:
 
 
 def progress_bar(**options: Any):  # noqa: ANN201
-    """A rich progress bar on stderr, so stdout stays clean for scripts; silent when stderr is no terminal."""
+    """Progress on stderr, so stdout stays clean for scripts: with its total, the time so far and an estimate
+    of the time left. In a terminal, a rich bar; otherwise (a log file, CI, a pipe) a line every
+    ``LINE_SECONDS`` seconds and one at the end (``ProgressLines``), which only a task with no total lacks."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
     err = Console(stderr=True, highlight=False)
+    if not err.is_terminal:
+        return ProgressLines(**options)
     return Progress(TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
-                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=err,
-                    disable=not err.is_terminal, **options)
+                    TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("left"),
+                    TimeRemainingColumn(), console=err, **options)
+
+
+LINE_SECONDS = 5.0
+
+
+@dataclass
+class _Task:
+    description: str
+    total: Optional[float]
+    completed: float
+    detail: str
+    started: float
+    said: float = 0.0  # when its last line was printed
+
+
+class ProgressLines:
+    """``progress_bar`` where stderr is no terminal: the rich bar's ``add_task``, ``update`` and ``advance``,
+    said as lines such as ``exporting conversations: 120 of 500 (24%), 0:12 so far, about 0:38 left``."""
+
+    def __init__(self, transient: bool = False, every: float = LINE_SECONDS) -> None:
+        self.every = every
+        self.tasks: list[_Task] = []
+
+    def __enter__(self) -> "ProgressLines":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for task in self.tasks:  # the last line of what took long enough to say anything; quick work says nothing
+            if time.monotonic() - task.started >= self.every:
+                self._say(task)
+
+    def add_task(self, description: str, total: Optional[float] = None, completed: float = 0,
+                 detail: str = "", **_: Any) -> int:
+        now = time.monotonic()
+        self.tasks.append(_Task(description, total, completed, detail, now, now))
+        return len(self.tasks) - 1
+
+    def update(self, task_id: int, *, completed: Optional[float] = None, total: Optional[float] = None,
+               detail: Optional[str] = None, advance: float = 0, **_: Any) -> None:
+        task = self.tasks[task_id]
+        task.completed = (task.completed if completed is None else completed) + advance
+        task.total = task.total if total is None else total
+        task.detail = task.detail if detail is None else detail
+        if time.monotonic() - task.said >= self.every:
+            self._say(task)
+
+    def advance(self, task_id: int, advance: float = 1) -> None:
+        self.update(task_id, advance=advance)
+
+    def _say(self, task: _Task) -> None:
+        task.said = time.monotonic()
+        spent = task.said - task.started
+        done = f"{task.completed:g}"
+        left = ""
+        if task.total:
+            done += f" of {task.total:g} ({100 * task.completed / task.total:.0f}%)"
+            if 0 < task.completed < task.total:
+                left = f", about {_clock(spent * (task.total - task.completed) / task.completed)} left"
+        detail = f" {task.detail}" if task.detail else ""
+        click.echo(f"{task.description}: {done}{detail}, {_clock(spent)} so far{left}", err=True)
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}" if minutes >= 60 else f"{minutes}:{seconds:02d}"
 
 
 # ---- finding what a user names ------------------------------------------------------------------------

@@ -245,9 +245,11 @@ def analyse(app: App, paths: tuple[Path, ...], corpus: str, out_dir: Path, limit
         schemas = load_schemas(schemas_dir) if schemas_dir is not None else None
         if limit is not None:
             dialogues = itertools.islice(dialogues, limit)
+        dialogues = list(dialogues)  # read once, to count the utterances the progress shows out of
         nlp = load_pipeline(app.settings.spacy_model, SYNTAX)
         with progress_bar(transient=True) as bar:
-            task = bar.add_task(f"parsing {corpus} utterances", total=None, detail="")
+            task = bar.add_task(f"parsing {corpus} utterances", detail="",
+                                total=sum(1 for d in dialogues for turn in d.turns if turn.text.strip()))
             stats = run_analysis(dialogues, nlp, source, batch_size=batch_size, n_process=n_process,
                                  top_patterns=top_patterns, on_utterance=lambda: bar.advance(task),
                                  star_schemas=schemas)

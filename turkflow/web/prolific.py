@@ -26,9 +26,9 @@ End-of-dialog questions (``/prolific/survey?...&c=<dialog>``): a Prolific partic
 back to, so the participant whose turn ends the dialog answers its questions in the same submission,
 before the completion URL (the dialog is on their screen). The last participant of the other role has
 already gone back to Prolific when the dialog ends; they are asked when they next arrive at a turn study
-of ours (STAR's or Frames'), after a turn is held for them (answering never costs them the turn), about one dialog per
-arrival (the newest they owe), with its messages shown, and then go on to their turn. One who never comes
-back is never asked. Answers are stored once.
+of ours (any protocol's: a Wizard of Tasks student owes the evaluation of an agent teacher), after a turn is held
+for them (answering never costs them the turn), about one dialog per arrival (the newest they owe), with its
+messages shown, and then go on to their turn. One who never comes back is never asked. Answers are stored once.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def turn() -> Any:
         known = pages.assignment_of(session, study, submission_id, participant_id)
         done = known is not None and known.status in (AssignmentStatus.submitted, AssignmentStatus.approved)
         logged = _logged(session, batch_id)
-        owed = _survey_owed(session, known, only_its_own=True) if done and logged else None
+        owed = _survey_owed(session, known, only_its_own=True) if done else None
     if owed is not None:  # the turn that ended the dialog is stored; its questions are not answered yet
         return redirect(_survey_url(owed), 303)
     if done:
@@ -138,7 +138,7 @@ def turn() -> Any:
             return _please_return("This turn is no longer yours", "Your time on it ran out, or the "
                                   "submission was returned, and the turn went to someone else.")
         token = pages.page_token(settings.secret_key, assignment, participant_id)
-        owed = _survey_owed(session, assignment) if logged else None
+        owed = _survey_owed(session, assignment)
         if owed is None and logged == STAR.name:
             page = _star_page(session, assignment, token, draft=request.args.get("draft", "")[:MAX_DRAFT])
         elif owed is None and logged:
@@ -191,6 +191,9 @@ def submit() -> Any:
             worker = session.get(Worker, assignment.worker_id)
             submission = lifecycle.submit_turn(session, submission_id, worker, raw)
             turn_id, created = submission.turn.id, submission.created
+            conversation_id = submission.turn.conversation_id
+            asked = (lifecycle.ends_conversation(session, submission.turn) and surveys.asks(
+                session, get_protocol(session.get(Batch, batch_id).protocol), conversation_id, role))
     except InvalidAnswer as error:  # rolled back: nothing of this submission is stored
         if wants_json():
             return jsonify(error=str(error), field=error.field), 400
@@ -200,6 +203,8 @@ def submit() -> Any:
                            answers=raw, hidden={FORM_TOKEN: token}, status=400)
     if created:
         queue_next_turn(turn_id, worker)
+    if asked:  # the turn ended a dialog with questions for this role (an agent's evaluation)
+        return redirect(_survey_url(conversation_id), 303)
     return _back_to_prolific(batch_id, role)
 
 
@@ -272,16 +277,17 @@ def _shown_again(session: Session, token: str, error: InvalidInput, body: dict[s
     return _logged_page(session, assignment, token, protocol, sent=body, error=error, status=400)
 
 
-def _held(session: Session, token: str) -> Assignment:
+def _held(session: Session, token: str, logged_only: bool = True) -> Assignment:
     """The assignment the link's submission holds, for a POST carrying the page's token (anyone else's, or
-    a forged token, is a 403 before anything is stored)."""
+    a forged token, is a 403 before anything is stored); in a STAR, Frames or MEEP batch unless not
+    ``logged_only`` (the end-of-dialog questions: any protocol's, where an agent played)."""
     batch_id, role, participant_id, study_id, submission_id = _link()
     study = pages.study_of_link(session, batch_id, role, study_id)
     assignment = pages.assignment_of(session, study, submission_id, participant_id)
     if assignment is None:
         raise Forbidden("this submission holds no turn here; open the study again from Prolific")
     pages.check_page_token(_settings().secret_key, token, assignment, participant_id)
-    if _logged(session, batch_id) is None:
+    if logged_only and _logged(session, batch_id) is None:
         raise NotFound("this study's turns are not part of a STAR, Frames or MEEP dialog")
     return assignment
 
@@ -391,10 +397,10 @@ def _survey_view(session: Session, token: Optional[str]) -> tuple[Assignment, Wo
         batch_id, role, participant_id, study_id, submission_id = _link()
         study = pages.study_of_link(session, batch_id, role, study_id)
         assignment = pages.assignment_of(session, study, submission_id, participant_id)
-        if assignment is None or _logged(session, batch_id) is None:
+        if assignment is None:
             raise Forbidden("this submission holds no turn of a dialog here; open the study again from Prolific")
     else:
-        assignment = _held(session, token)
+        assignment = _held(session, token, logged_only=False)
     worker = session.get(Worker, assignment.worker_id)
     return assignment, worker, surveys.survey_for(session, conversation_id, worker)
 

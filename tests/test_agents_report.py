@@ -158,6 +158,7 @@ def test_a_frames_batch_checks_each_booking_against_the_goal_beside_what_the_use
     sign_in(client)
     page = client.get(f"/admin/batches/{batch_id}/agents").get_data(as_text=True)
     assert "success checked against the goal" in page and "50% [" in page and 'id="agents-plot"' in page
+    assert f'href="/admin/workers/{user_id}"' in page and "frames-user" in page  # the judge, named
     assert client.get(f"/admin/batches/{batch_id}/agents.png").data[:4] == b"\x89PNG"
     assert f"/admin/batches/{batch_id}/agents" in client.get(f"/admin/batches/{batch_id}").get_data(as_text=True)
 

@@ -162,6 +162,19 @@ def records(session: Session, conversation_ids: Iterable[int], hash_key: str) ->
     return found
 
 
+def judges_of(session: Session, batch_id: int, hash_key: str) -> dict[str, Worker]:
+    """The people who judged the batch's agents (their end-of-dialog answers, their ratings of agents' turns),
+    by the hash the records name them by: the dashboard links a judge to their worker page."""
+    conversations = select(ConversationAgent.conversation_id).join(
+        Conversation, Conversation.id == ConversationAgent.conversation_id).where(Conversation.batch_id == batch_id)
+    answered = select(SurveyAnswer.worker_id).where(col(SurveyAnswer.conversation_id).in_(conversations))
+    rated = select(Rating.rater_id).join(Turn, Turn.id == Rating.rated_turn_id).join(
+        Agent, Agent.worker_id == Rating.author_id).where(col(Turn.conversation_id).in_(conversations))
+    found = session.exec(select(Worker).where(Worker.kind == WorkerKind.person,
+                                              col(Worker.id).in_(answered.union(rated)))).all()
+    return {anonymize(hash_key, worker.external_id): worker for worker in found}
+
+
 def _turns(session: Session, ids: list[int]) -> dict[int, dict[str, int]]:
     counted: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for conversation_id, role in session.exec(select(Turn.conversation_id, Turn.role).where(

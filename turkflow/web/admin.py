@@ -452,12 +452,16 @@ def count_batch(batch_id: int) -> Response:
 @bp.get("/batches/<int:batch_id>/agents")
 def agents_report(batch_id: int) -> str:
     """The agents' report of a batch (``turkflow agents report``): each agent's figures with their intervals,
-    the differences between agents, and the judges; ``?exclude=careless`` leaves the careless judges out."""
-    from turkflow.agents import report
+    the differences between agents, and the judges, each linked to their worker page; ``?exclude=careless``
+    leaves the careless judges out."""
+    from turkflow.agents import evaluation, report
 
     exclude = _choice_arg("exclude", ["careless"]) == "careless"
     built, batch = _agents_report(batch_id, exclude)
-    return render_template("admin/agents.html", batch=batch, report=built, exclude=exclude,
+    with _db() as session:
+        judges = {judge: (worker.id, worker.name or worker.external_id)
+                  for judge, worker in evaluation.judges_of(session, batch_id, _settings().worker_hash_key).items()}
+    return render_template("admin/agents.html", batch=batch, report=built, exclude=exclude, judges=judges,
                            labels=report.LABELS, rows=report.table_rows, difference_text=report.difference_text,
                            units={name: unit for name, _, unit in report.MEASURES})
 

@@ -115,6 +115,16 @@ class Settings(BaseSettings):
                              "agreement with the knowledge base and the flow chart, the other role's end-of-dialog "
                              "answers; 0: never). Part of --policy: ', judged 3 of 6'.")
     judged_window: int = Field(6, ge=1, description="Judged signals of one kind the judged rule reads per worker.")
+    compare_probation: int = Field(
+        10, ge=0, description="Side by side: each of a judge's first this many votes in a batch comes after a "
+                              "known-answer pair (a dialog beside a copy with a planted bad turn).")
+    compare_gold_every: int = Field(
+        5, ge=0, description="Side by side: after probation, one of every this many of a judge's units is a "
+                             "known-answer pair (0: none).")
+    compare_policy: str = Field(
+        "none, judged 3 of 8", description="Side by side: the quality policy of a comparison batch launched "
+                                           "without --policy; a judge 3 of whose last 8 known-answer pairs are "
+                                           "wrong goes to review (bench/RESULTS.md, Side by side).")
     typed_keys_per_char: float = Field(
         0.2, ge=0, description="A not_typed turn counts as machine-written when its page saw fewer keystrokes per "
                                "character than this (a paste; phone word completion stays above it).")

@@ -39,6 +39,7 @@ from turkflow.cli.common import (
 )
 from turkflow.cli.agents import agents
 from turkflow.cli.annotate import annotate, launch_annotation
+from turkflow.cli.compare import compare, launch_comparison
 from turkflow.cli.dataset import analyse, export, replay
 from turkflow.cli.demo import demo
 from turkflow.cli.mturk import batch_expire, mturk
@@ -166,7 +167,7 @@ def batch() -> None:
 @click.option("--all", "all_tasks", is_flag=True, help="Launch over every loaded task document.")
 @click.option("--conversations", "-n", type=click.IntRange(min=1), metavar="N",
               help="Number of conversations; task documents are assigned round-robin (required, except with "
-                   "--protocol annotate).")
+                   "--protocol annotate and compare).")
 @click.option("--reward", type=Dollars(), help="Reward per turn in USD.  "
                                                    f"[default: TURKFLOW_REWARD_CENTS, {default('reward_cents')} cents]")
 @click.option("--max-turns", type=click.IntRange(min=2), metavar="M",
@@ -213,8 +214,9 @@ def batch() -> None:
               help="Keep each conversation's next turn of a role this long for the worker who wrote that role's "
                    "last turn, then offer it to anyone (local provider only; 0: off).  "
                    f"[default: TURKFLOW_AFFINITY_SECONDS, {default('affinity_seconds')}]")
-@click.option("--of", "of_batch", type=int, metavar="BATCH",
-              help="Annotate: the batch whose submitted turns are labelled, each turn a HIT of its own.")
+@click.option("--of", "of_batches", metavar="BATCH[,BATCH...]",
+              help="Annotate: the batch whose submitted turns are labelled, each turn a HIT of its own. Compare: "
+                   "the batches whose finished dialogs are compared, each agent or batch of people a system.")
 @click.option("--scheme", metavar="NAME|FILE",
               help="Annotate: the annotation scheme, frames (the Frames paper's acts, slots and frames) or a "
                    "scheme file (YAML or JSON: name, acts, slots, frames).")
@@ -230,14 +232,24 @@ def batch() -> None:
                    "reason, or open the turn for people of the role.")
 @click.option("--agent-seed", type=int, default=0, show_default=True,
               help="Draws which agent plays each conversation; the same seed draws the same.")
+@click.option("--question", metavar="TEXT",
+              help="Compare: what judges are asked of each pair, e.g. \"Which assistant would you rather talk to?\"")
+@click.option("--judges", type=click.IntRange(min=1), metavar="N",
+              help="Compare: votes per pair of systems (the batch asks N times the number of pairs; adaptive "
+                   "pairs give more of them to the pairs whose order is least sure).")
+@click.option("--pairs", "pair_strategy", type=click.Choice(["adaptive", "uniform"]), default="adaptive",
+              show_default=True,
+              help="Compare: adaptive draws a pair of systems as likely as its order is uncertain; uniform "
+                   "gives every pair of systems as many votes.")
 @pass_app
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: Optional[int],
                  reward: Optional[int], max_turns: Optional[int], name: Optional[str], budget: Optional[int],
                  provider: Optional[str], live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str],
                  dry_run: bool, protocol: str, unhappy: float, conflicts: Optional[float], suggestions: Optional[int],
                  tasks_per_dialog: int,
-                 success: Optional[float], affinity: Optional[int], of_batch: Optional[int], scheme: Optional[str],
-                 annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int) -> None:
+                 success: Optional[float], affinity: Optional[int], of_batches: Optional[str], scheme: Optional[str],
+                 annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int,
+                 question: Optional[str], judges: Optional[int], pair_strategy: str) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
@@ -248,24 +260,50 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
 
     \b
       turkflow batch launch --protocol annotate --of 3 --scheme frames --annotators 3
+
+    With --protocol compare, judges read two finished dialogs of the batches --of on the same task from two
+    systems side by side and answer --question, --judges votes per pair of systems:
+
+    \b
+      turkflow batch launch --protocol compare --of 4,5 --judges 30 \\
+        --question "Which assistant would you rather talk to?"
     """
     from turkflow.protocols import registry
 
     played = _agent_roles(agent_roles, protocol)
+    of = _batch_ids(of_batches)
     if protocol == "annotate":
         if played:
             raise CommandError("--agent: annotation turns are labelled by people")
-        launched = launch_annotation(app, of=of_batch, scheme_ref=scheme, annotators=annotators, reward=reward,
-                                     name=name, budget=budget, provider=provider or app.settings.provider,
-                                     policy_text=policy_text, dry_run=dry_run)
+        if len(of) > 1:
+            raise CommandError("--protocol annotate labels the turns of one batch: give --of BATCH")
+        launched = launch_annotation(app, of=of[0] if of else None, scheme_ref=scheme, annotators=annotators,
+                                     reward=reward, name=name, budget=budget,
+                                     provider=provider or app.settings.provider, policy_text=policy_text,
+                                     dry_run=dry_run)
         if launched is not None:
             publish_all(app, launched[0], provider or app.settings.provider, launched[1])
             click.echo(f"launched batch {launched[0]}: {len(launched[1])} annotation turns open; invite annotators: "
                        f"turkflow worker invite --role annotator --onboarded; agreement: turkflow annotate "
                        f"agreement {launched[0]} (or the dashboard)")
         return
-    if of_batch is not None or scheme:
-        raise CommandError("--of and --scheme apply to --protocol annotate only")
+    if protocol == "compare":
+        if played:
+            raise CommandError("--agent: comparisons are judged by people")
+        launched = launch_comparison(app, of=of, question=question, judges=judges, strategy=pair_strategy,
+                                     reward=reward, name=name, budget=budget,
+                                     provider=provider or app.settings.provider, policy_text=policy_text,
+                                     dry_run=dry_run)
+        if launched is not None:
+            publish_all(app, launched[0], provider or app.settings.provider, launched[1])
+            click.echo(f"launched batch {launched[0]}: {len(launched[1])} judgements open; invite judges: turkflow "
+                       f"worker invite --role judge (they pass a quiz with known-answer pairs first); the ranking: "
+                       f"turkflow compare report {launched[0]} (or the dashboard)")
+        return
+    if of or scheme:
+        raise CommandError("--of applies to --protocol annotate and compare, --scheme to annotate only")
+    if question or judges:
+        raise CommandError("--question and --judges apply to --protocol compare only")
     if conversations is None:
         raise CommandError("give --conversations N")
     from sqlmodel import col, select
@@ -407,6 +445,16 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if provider == "local":
         roles = list(get_protocol(protocol).roles)
         click.echo(f"invite workers: turkflow worker invite --role {roles[0]} (and --role {roles[1]})")
+
+
+def _batch_ids(text: Optional[str]) -> list[int]:
+    """--of's batch ids, written 3 or 3,4."""
+    if not text:
+        return []
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(f"--of: expected batch ids separated by commas, got {text[:40]!r}") from None
 
 
 # STAR pays no per-turn bonus: its paper's bonuses (appendix B: for the qualification quiz, and for a top 10%
@@ -838,4 +886,5 @@ main.add_command(prolific)
 main.add_command(star)
 main.add_command(annotate)
 main.add_command(agents)
+main.add_command(compare)
 batch.add_command(batch_expire)

@@ -17,6 +17,8 @@ from sqlmodel import Session
 from turkflow import events
 from turkflow.errors import Forbidden
 from turkflow.models import Role, Worker, WorkerStatus
+from turkflow.protocols.compare.known import ONBOARDING as KNOWN_PAIRS, Dialog
+from turkflow.protocols.questions import CHOICES, JUDGE
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class QuizQuestion:
     text: str
     options: tuple[tuple[str, str], ...]  # (key, label)
     answer: str  # the key of the right option
+    pair: tuple[Dialog, ...] = ()  # a judge's known-answer pair: the left and the right dialog, side by side
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,30 @@ TEACHER_QUIZ = Quiz(
     ),
 )
 
-QUIZZES: dict[str, Quiz] = {STUDENT_QUIZ.role: STUDENT_QUIZ, TEACHER_QUIZ.role: TEACHER_QUIZ}
+JUDGE_QUIZ = Quiz(
+    role=JUDGE.role,
+    title="Judge onboarding: comparing two dialogs",
+    intro="You will read two dialogs about the same task side by side and say which assistant you would rather "
+          "talk to, or that they are about the same, with a short reason. Answer these questions, then compare "
+          "the pairs below as you would in the study.",
+    questions=(
+        QuizQuestion("read", "Before choosing, you:", (
+            ("both", "Read both dialogs to the end"),
+            ("first", "Read the first few turns of each"),
+            ("left", "Read the left one and skim the right one"),
+        ), "both"),
+        QuizQuestion("judge", "You are asked about the assistants. A user in one dialog is rude. You:", (
+            ("assistant", "Judge how each assistant helped, not how the user behaved"),
+            ("user", "Prefer the dialog with the politer user"),
+            ("tie", "Always say they are about the same"),
+        ), "assistant"),
+        *(QuizQuestion(known.name, f"{known.task}: which assistant would you rather talk to?", CHOICES,
+                       known.answer, pair=(known.left, known.right)) for known in KNOWN_PAIRS),
+    ),
+)
+
+QUIZZES: dict[str, Quiz] = {STUDENT_QUIZ.role: STUDENT_QUIZ, TEACHER_QUIZ.role: TEACHER_QUIZ,
+                            JUDGE_QUIZ.role: JUDGE_QUIZ}
 
 
 def quiz_for(role: str) -> Quiz:

@@ -84,8 +84,9 @@ class Protocol:
         return self.roles[role]
 
     def next_role(self, role: str) -> str:
+        """The other role; a protocol of one role (a comparison's judge) follows itself."""
         others = [r for r in self.roles if r != role]
-        return others[0]
+        return others[0] if others else role
 
 
 def _not_first(ctx: TurnContext) -> bool:
@@ -409,7 +410,36 @@ def evaluation_survey(protocol: Protocol, role: str) -> tuple[Question, ...]:
 EVALUATION_RATINGS = ("understanding", "appropriateness", "satisfaction")  # the 1-5 scales, as the report names them
 
 
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (WIZARD_OF_TASKS, STAR, FRAMES, MEEP, ANNOTATE)}
+# ---- Side by side (ACUTE-Eval's comparison of two whole dialogs) ---------------------------------------------
+# A judge reads two finished dialogs of the same task, side by side, and says which assistant they would rather
+# talk to (or that neither), with a short reason; each judgement is a one-turn conversation of the comparison
+# batch (turkflow.protocols.compare.dialog), the pair chosen when the judge opens it and logged as an event.
+
+# Dialog A is on the left on a wide screen and above on a phone; the answers keep the sides' names.
+CHOICES = (("left", "Dialog A"), ("right", "Dialog B"), ("tie", "Neither: they are about the same"))
+JUDGE = RoleForm(
+    role="judge",
+    title="Judge: compare two dialogs",
+    sees_document=False,
+    sees=("pair",),
+    actions=("shown",),  # the pair the judge was shown, logged by the server when the page first opens
+    guidelines=(
+        "Read both dialogs to the end: they are about the same task.",
+        "Answer the question about the assistants, not about the people they talked to.",
+        "Say which one you prefer, or that they are about the same, and why in a few words.",
+        "Some pairs have a clear answer: they check that judges read both dialogs.",
+    ),
+    questions=(
+        Question("choice", "Which one?", "choice", CHOICES),
+        # set by the server: a vote ends its conversation; a known-answer pair ("checked") opens a fresh unit
+        Question("verdict", "Verdict", "choice", (("judged", "Judged"), ("checked", "Checked")), is_label=True),
+        Question("response", "Why? (a few words)", "text", is_response=True),
+    ),
+)
+COMPARE = Protocol(name="compare", first_role="judge", roles={"judge": JUDGE}, closing_label="judged",
+                   closing_reply=False, closing_reason="judged", max_response_chars=500)
+
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (WIZARD_OF_TASKS, STAR, FRAMES, MEEP, ANNOTATE, COMPARE)}
 # every protocol's roles: Wizard of Tasks' student and teacher, the others' user and wizard
 ROLES = tuple(dict.fromkeys(role for protocol in PROTOCOLS.values() for role in protocol.roles))
 

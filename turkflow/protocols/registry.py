@@ -68,6 +68,8 @@ LOGGED: dict[str, LoggedProtocol] = {p.name: p for p in (
     LoggedProtocol("meep", "MEEP", "turkflow.protocols.meep.dialog", "meep.turn", ("local", "prolific"), "clicks"),
     LoggedProtocol("annotate", "Annotation", "turkflow.protocols.annotate.dialog", "annotate.turn", ("local",),
                    "labels", dialog=False),
+    LoggedProtocol("compare", "Side by side", "turkflow.protocols.compare.dialog", "compare.turn", ("local",),
+                   "judgements", dialog=False),
 )}
 
 
@@ -202,6 +204,18 @@ def check_room(session: Session, turn: Turn, worker: Worker, most: int) -> None:
     if logged >= most:
         raise InvalidInput(f"this turn holds {logged} actions, the most one turn may: send your reply now",
                            "action")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a submitted turn says of a writer where no peer rates them (an annotation's agreement, a judge's
+    answer to a known-answer pair): one signal for ``monitor.judge_signal``, which the pipeline's review passes
+    on from the protocol's ``judged_turn``."""
+
+    turn: Turn
+    ok: bool
+    kind: str
+    evidence: dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import click
 
@@ -15,6 +15,7 @@ from turkflow.cli.common import CONTEXT, App, dollars, pass_app, progress_bar, t
 from turkflow.config import Settings, default
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.annotate import AnnotateConfig, run as run_annotation
+from turkflow.simulator.compare import CompareConfig, run as run_comparison
 from turkflow.simulator.policies import (DEFAULT_POLICIES, EARLY_RATED_TURNS, EARLY_WRITTEN_TURNS,
                                          IDENTIFIED_RATINGS)
 from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_stack
@@ -54,7 +55,8 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
                    "--protocol star: a STAR root (tasks/, apis/ and, to replay STAR's sample dialogues, "
                    "dialogues/), e.g. ../shared/data/star (default: turkflow's sample STAR tasks, with "
                    "dialogues generated along their flow charts).")
-@click.option("--protocol", type=click.Choice(["wizard_of_tasks", *PLAYS, "annotate"]), default="wizard_of_tasks",
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", *PLAYS, "annotate", "compare"]),
+              default="wizard_of_tasks",
               show_default=True,
               help="star: users and wizards play STAR on its pages (queries, suggestions, custom replies, "
                    "the end-of-dialog questions), after passing its staged qualification; frames: users "
@@ -62,11 +64,21 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
                    "clicks only. All three on the local provider only. annotate: --annotators with a hidden "
                    "accuracy (--careless of them careless) label a simulated Frames batch of --conversations, "
                    "--per-turn of them each turn, in this process; the report gives their agreement, the "
-                   "dataset's labels against the truth and the monitor's precision and recall.")
+                   "dataset's labels against the truth and the monitor's precision and recall. compare: "
+                   "--judges of a hidden accuracy and position bias (--careless of them careless or one-sided) "
+                   "compare the dialogs of --systems of known strength side by side until --votes count; the "
+                   "report gives Kendall's tau of the ranking against the true order and the share of careless "
+                   "judges the monitor caught within their first 10 votes, in this process.")
 @click.option("--annotators", default=10, show_default=True, help="annotate: simulated annotators.")
 @click.option("--per-turn", default=3, show_default=True, help="annotate: annotators per turn.")
 @click.option("--gold", default=0.2, show_default=True,
               help="annotate: share of turns the requester marks gold with their true labels.")
+@click.option("--systems", default=4, show_default=True,
+              help="compare: systems of known strength (each beats the next weaker one 60% of the time).")
+@click.option("--votes", default=400, show_default=True, help="compare: votes the ranking counts at the end.")
+@click.option("--judges", default=20, show_default=True, help="compare: simulated judges.")
+@click.option("--pairs", "pair_strategy", type=click.Choice(["adaptive", "uniform"]), default="adaptive",
+              show_default=True, help="compare: how pairs of systems are drawn (as batch launch --pairs).")
 @click.option("--provider", type=click.Choice(["local", "prolific"]), default="local", show_default=True,
               help="Crowd platform of the batch: local (invited workers on the queue) or prolific "
                    "(participants work through Prolific studies on a fake Prolific on a loopback port).")
@@ -114,7 +126,8 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
              prolific_contract: Optional[Path], affinity: int, url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
              celery_concurrency: int, settle_timeout: float, json_path: Optional[str], annotators: int,
-             per_turn: int, gold: float, agent_roles: tuple[str, ...], fake_endpoint_delay: float) -> None:
+             per_turn: int, gold: float, agent_roles: tuple[str, ...], fake_endpoint_delay: float,
+             systems: int, votes: int, judges: int, pair_strategy: str) -> None:
     """Simulate a crowd working a batch through the real stack, and report.
 
     Starts redis-server, gunicorn and a Celery worker on a fresh database (or uses --url), invites the
@@ -150,8 +163,14 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --protocol star --conversations 20 --seed 3
       turkflow simulate --protocol annotate --conversations 6 --annotators 10 --careless 0.3
       turkflow simulate --agent teacher=sim-good,sim-poor --teachers 0 --conversations 20
+      turkflow simulate --protocol compare --systems 4 --votes 400 --careless 0.2 --seed 1 --json report.json
     """
     settings = app.settings
+    if protocol == "compare":
+        _compare(settings, CompareConfig(
+            systems=systems, votes=votes, judges=judges, careless=careless, strategy=pair_strategy, seed=seed,
+            **({"policy": policy} if policy else {})), database_url, run_dir, json_path)
+        return
     if protocol == "annotate":
         _annotate(settings, AnnotateConfig(
             conversations=conversations, annotators=annotators, careless=careless, per_turn=per_turn, gold=gold,
@@ -203,23 +222,9 @@ def _agents(given: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 def _annotate(settings: Settings, config: AnnotateConfig, database_url: Optional[str], run_dir: Optional[Path],
               json_path: Optional[str]) -> None:
     """The annotation simulation on its own database (a fresh SQLite file unless --database-url), reported."""
-    directory = run_dir or Path(tempfile.mkdtemp(prefix="turkflow-simulate-"))
-    try:
-        own = Settings(**{**settings.model_dump(), "data_dir": directory, "database_url": database_url or
-                          f"sqlite:///{(directory / 'turkflow.db').resolve()}"})
-        try:
-            report = run_annotation(own, config)
-        except ValueError as bad:
-            raise click.UsageError(str(bad)) from None
-    finally:
-        if run_dir is None:
-            shutil.rmtree(directory, ignore_errors=True)
-    if json_path:
-        text = json.dumps(report, indent=2)
-        if json_path == "-":
-            click.echo(text)
-            return
-        Path(json_path).write_text(text + "\n")
+    report = _in_own_database(settings, database_url, run_dir, lambda own: run_annotation(own, config))
+    if _written(report, json_path):
+        return
     batch, shown, data, seen = report["batch"], report["agreement"], report["dataset"], report["monitor"]
     click.echo(f"{batch['annotations']} annotations of {batch['units']} turns ({config.per_turn} a turn, "
                f"{data['gold_turns']} gold); {shown['majority']} turns agreed by a majority, "
@@ -231,6 +236,54 @@ def _annotate(settings: Settings, config: AnnotateConfig, database_url: Optional
     table("Agreement per label (Krippendorff's alpha)", ["label", "alpha", "share given"],
           [(row["label"], "undefined" if row["alpha"] is None else f"{row['alpha']:.3f}",
             _pct(row["share_with_label"])) for row in shown["labels"]])
+
+
+def _compare(settings: Settings, config: CompareConfig, database_url: Optional[str], run_dir: Optional[Path],
+             json_path: Optional[str]) -> None:
+    """The side-by-side simulation on its own database (a fresh SQLite file unless --database-url), reported."""
+    report = _in_own_database(settings, database_url, run_dir, lambda own: run_comparison(own, config))
+    if _written(report, json_path):
+        return
+    done = report["reproducible"]
+    click.echo(f"{done['votes']} votes counted ({done['votes_left_out']} of blocked judges left out) and "
+               f"{done['known_answer_pairs']} known-answer pairs ({done['known_answer_right']} answered right).")
+    click.echo(f"Ranking against the true order {' > '.join(done['true_order'])}: Kendall's tau "
+               f"{done['kendall_tau']:.2f}.")
+    click.echo(f"Monitor {config.policy}: careless and one-sided judges caught within their first 10 votes: "
+               f"{_pct(done['careless_caught_share'])}; honest judges blocked: {_pct(done['honest_blocked_share'])}.")
+    table("Judges (hidden truth)", ["judge", "behaviour", "accuracy", "bias", "votes", "known-answer",
+                                     "quiz attempts", "blocked after votes"],
+          [(j["judge"], j["behaviour"], j["accuracy"], j["bias"], j["votes"], j["known_answer"], j["quiz_attempts"],
+            "" if j["blocked_after_votes"] is None else j["blocked_after_votes"]) for j in done["judges"]])
+
+
+def _in_own_database(settings: Settings, database_url: Optional[str], run_dir: Optional[Path],
+                     simulate: Callable[[Settings], dict[str, Any]]) -> dict[str, Any]:
+    """Run an in-process simulation on its own database (a fresh SQLite file unless --database-url); a bad
+    configuration is a usage error."""
+    directory = run_dir or Path(tempfile.mkdtemp(prefix="turkflow-simulate-"))
+    try:
+        own = Settings(**{**settings.model_dump(), "data_dir": directory, "database_url": database_url or
+                          f"sqlite:///{(directory / 'turkflow.db').resolve()}"})
+        try:
+            return simulate(own)
+        except ValueError as bad:
+            raise click.UsageError(str(bad)) from None
+    finally:
+        if run_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _written(report: dict[str, Any], json_path: Optional[str]) -> bool:
+    """Write the report as JSON to --json's file; True when it went to stdout instead of the tables."""
+    if not json_path:
+        return False
+    text = json.dumps(report, indent=2)
+    if json_path == "-":
+        click.echo(text)
+        return True
+    Path(json_path).write_text(text + "\n")
+    return False
 
 
 def _with_own_stack(settings: Settings, config: SimulationConfig, database_url: Optional[str],

@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
 
     app.register_blueprint(worker_bp)
     from turkflow.web.protocols.annotate import bp as annotate_bp, dashboard as annotation_dashboard
+    from turkflow.web.protocols.compare import bp as compare_bp, dashboard as comparison_dashboard
     from turkflow.web.protocols.frames import bp as frames_bp
     from turkflow.web.protocols.meep import bp as meep_bp
     from turkflow.web.protocols.star import bp as star_bp
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     app.register_blueprint(frames_bp)
     app.register_blueprint(meep_bp)
     app.register_blueprint(annotate_bp)
+    app.register_blueprint(compare_bp)
     from turkflow.web.mturk import bp as mturk_bp
     from turkflow.web.onboarding import bp as onboarding_bp
 
@@ -92,6 +94,7 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
 
     init_admin(app)
     app.register_blueprint(annotation_dashboard)
+    app.register_blueprint(comparison_dashboard)
     app.register_error_handler(TurkflowError, error_response)
     app.register_error_handler(HTTPException, error_response)
     app.before_request(refuse_nul_bytes)

@@ -8,7 +8,6 @@ more than half), a person's final labels (``adjudicate``) and the dataset's labe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from sqlalchemy.exc import IntegrityError
@@ -20,6 +19,7 @@ from turkflow.errors import InvalidInput, NotFound
 from turkflow.models import Adjudication, Conversation, Task, Turn, TurnStatus, Worker, utcnow
 from turkflow.protocols.annotate import agreement
 from turkflow.protocols.annotate import labels as L
+from turkflow.protocols.registry import Judged
 
 MAJORITY, GOLD = "annotation_majority", "annotation_gold"  # the kinds of judged signal
 KEY_PREFIX = "annotate:"
@@ -37,16 +37,6 @@ def annotations(session: Session, batch_id: Optional[int] = None,
     for turn, task_id in session.exec(query.order_by(col(Turn.id))):
         found.setdefault(task_id, {})[turn.worker_id] = (turn, turn.answers.get("labels", L.EMPTY))
     return found
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One judgement of an annotation's writer, for ``monitor.judge_signal``."""
-
-    turn: Turn
-    ok: bool
-    kind: str
-    evidence: dict[str, Any]
 
 
 def judged(session: Session, turn: Turn) -> list[Judged]:

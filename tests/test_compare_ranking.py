@@ -92,11 +92,6 @@ def test_the_bootstrap_95_percent_interval_covers_the_true_strength_about_95_per
     assert 0.90 <= covered / checked <= 0.99, covered / checked
 
 
-def test_holms_correction_multiplies_the_kth_smallest_p_value_by_the_tests_left_and_keeps_them_increasing():
-    assert ranking.holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
-    assert ranking.holm([0.5, 0.9]) == [1.0, 1.0]
-
-
 def test_each_pair_is_tested_on_its_decisive_votes_and_a_clear_winner_stays_significant_after_correction():
     votes = (votes_of("a", "b", "left", 20) + votes_of("b", "a", "left", 2) + votes_of("a", "b", "tie", 6)
              + votes_of("b", "c", "left", 6) + votes_of("c", "b", "left", 5) + votes_of("a", "c", "left", 1))

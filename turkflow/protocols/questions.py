@@ -421,8 +421,7 @@ JUDGE = RoleForm(
     role="judge",
     title="Judge: compare two dialogs",
     sees_document=False,
-    sees=("pair",),
-    actions=("shown",),  # the pair the judge was shown, logged by the server when the page first opens
+    sees=("pair",),  # logged by the server as the judge's "shown" event when their page first opens
     guidelines=(
         "Read both dialogs to the end: they are about the same task.",
         "Answer the question about the assistants, not about the people they talked to.",

@@ -23,22 +23,30 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from sqlalchemy import and_
+from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
 from turkflow.errors import Conflict, InvalidInput
-from turkflow.models import Batch, Conversation, ConversationStatus, DialogEvent, Task, Turn, TurnStatus, Worker
-from turkflow.models import WorkerStatus
-from turkflow.protocols.compare import ranking
+from turkflow.models import (
+    Agent, Batch, Conversation, ConversationAgent, ConversationStatus, DialogEvent, Task, Turn, TurnStatus, Worker,
+    WorkerStatus,
+)
 from turkflow.protocols.compare.known import PLANTED
 from turkflow.protocols.questions import get_protocol
+
+if TYPE_CHECKING:
+    from turkflow.protocols.compare.ranking import Vote
+
+# ``ranking`` (scipy) is imported where votes are counted or a pair is drawn, not when the web app imports this
+# module: a web process that never shows a comparison starts without scipy.
 
 ADAPTIVE, UNIFORM = "adaptive", "uniform"
 STRATEGIES = (ADAPTIVE, UNIFORM)
 SHOWN = "shown"  # the judge's event that holds their pair
 FLOOR = 0.01  # every comparable pair keeps at least this weight in the adaptive draw
+AGENT_FAILED = "agent_failed"  # the end reason of a conversation an agent's failure ended
 
 
 @dataclass(frozen=True)
@@ -52,18 +60,31 @@ class Source:
 
 
 def sources(session: Session, batch_ids: Iterable[int]) -> dict[int, Source]:
-    """The finished conversations of these batches, by id."""
-    rows = session.exec(
+    """The finished conversations of these batches, by id (not those an agent's failure ended: a dialog cut
+    short is not one to judge; the agents' report counts the failures)."""
+    rows = list(session.exec(
         select(Conversation.id, Conversation.task_id, Conversation.batch_id, Batch.protocol)
         .join(Batch, Batch.id == Conversation.batch_id)
-        .where(col(Conversation.batch_id).in_(list(batch_ids)), Conversation.status == ConversationStatus.completed)
-        .order_by(col(Conversation.id)))
-    return {cid: Source(cid, task, system_of(batch), protocol) for cid, task, batch, protocol in rows}
+        .where(col(Conversation.batch_id).in_(list(batch_ids)), Conversation.status == ConversationStatus.completed,
+               or_(col(Conversation.end_reason).is_(None), Conversation.end_reason != AGENT_FAILED))
+        .order_by(col(Conversation.id))))
+    played: dict[int, dict[str, str]] = {}
+    for conversation, role, name in session.exec(
+            select(ConversationAgent.conversation_id, ConversationAgent.role, Agent.name)
+            .join(Agent, Agent.id == ConversationAgent.agent_id)
+            .where(col(ConversationAgent.conversation_id).in_([row[0] for row in rows]))):
+        played.setdefault(conversation, {})[role] = name
+    return {cid: Source(cid, task, system_of(batch, played.get(cid)), protocol) for cid, task, batch, protocol in rows}
 
 
-def system_of(batch_id: int) -> str:
-    """The system a batch's people make up."""
-    return f"people of batch {batch_id}"
+def system_of(batch_id: int, agents: Optional[dict[str, str]] = None) -> str:
+    """The system a dialog comes from: the agent that played in it (each role's, if agents played several),
+    else the people of its batch."""
+    if not agents:
+        return f"people of batch {batch_id}"
+    if len(agents) == 1:
+        return next(iter(agents.values()))
+    return ", ".join(f"{role}={name}" for role, name in sorted(agents.items()))
 
 
 def comparable(found: dict[int, Source]) -> dict[tuple[str, str], list[tuple[int, int]]]:
@@ -101,8 +122,10 @@ class Judgement:
         return bool(self.shown.get("gold"))
 
     @property
-    def vote(self) -> ranking.Vote:
-        return ranking.Vote(self.shown["left"]["system"], self.shown["right"]["system"], self.choice, self.judge)
+    def vote(self) -> Vote:
+        from turkflow.protocols.compare.ranking import Vote
+
+        return Vote(self.shown["left"]["system"], self.shown["right"]["system"], self.choice, self.judge)
 
 
 def judgements(session: Session, batch_id: int, judge: Optional[int] = None) -> list[Judgement]:
@@ -123,7 +146,7 @@ def judgements(session: Session, batch_id: int, judge: Optional[int] = None) -> 
     return list(found.values())
 
 
-def votes(found: Iterable[Judgement], include_blocked: bool = False) -> list[ranking.Vote]:
+def votes(found: Iterable[Judgement], include_blocked: bool = False) -> list[Vote]:
     """The votes among judgements (not the known-answer pairs), by default only of judges not blocked."""
     return [j.vote for j in found if not j.gold and (include_blocked or j.judge_active)]
 
@@ -190,10 +213,12 @@ def vote_pair(session: Session, batch_id: int, found: dict[int, Source], everyth
             "right": {"conversation": right, "system": found[right].system}}
 
 
-def pair_weights(systems: list[str], pairs: list[tuple[str, str]], given: list[ranking.Vote],
+def pair_weights(systems: list[str], pairs: list[tuple[str, str]], given: list[Vote],
                  strategy: str) -> dict[tuple[str, str], float]:
     """How likely each pair of systems is drawn next: adaptive, the chance that the votes so far order it
     wrongly (at least ``FLOOR``); uniform, only the pairs with the fewest votes."""
+    from turkflow.protocols.compare import ranking
+
     counts = ranking.count(systems, [v for v in given if v.left in systems and v.right in systems])
     place = {(systems[i], systems[j]): k for k, (i, j) in enumerate(counts.pairs)}
     if strategy == UNIFORM:

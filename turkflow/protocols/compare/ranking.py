@@ -23,6 +23,8 @@ import numpy as np
 from scipy import stats
 from scipy.optimize import minimize
 
+from turkflow.dataset.analysis import intervals
+
 LEFT, RIGHT, TIE = "left", "right", "tie"
 RIDGE = 0.01  # the prior's weight on the squared parameters (a standard deviation of 7 logits)
 LEVEL = 0.95
@@ -225,20 +227,8 @@ def win_grid(counts: Counts) -> list[PairResult]:
         rows.append(PairResult(counts.systems[i], counts.systems[j], wins, losses, ties,
                                (wins + ties / 2) / n if n else None,
                                stats.binomtest(wins, decisive).pvalue if decisive else None))
-    adjusted = holm([r.p_value for r in rows])
+    adjusted = intervals.holm([r.p_value for r in rows])
     return [PairResult(**{**vars(r), "p_holm": p}) for r, p in zip(rows, adjusted)]
-
-
-def holm(p_values: Sequence[Optional[float]]) -> list[Optional[float]]:
-    """Holm's step-down adjustment: the k-th smallest of m p-values times (m - k + 1), kept increasing and
-    at most 1 (a pair with no decisive vote is not a test and stays None)."""
-    tested = sorted((p, n) for n, p in enumerate(p_values) if p is not None)
-    adjusted: list[Optional[float]] = [None] * len(p_values)
-    running = 0.0
-    for rank, (p, n) in enumerate(tested):
-        running = max(running, min(1.0, p * (len(tested) - rank)))
-        adjusted[n] = running
-    return adjusted
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from turkflow.errors import InvalidInput, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.models import AssignmentStatus
 from turkflow.protocols.compare import dialog as compare_dialog
-from turkflow.protocols.compare import report
 from turkflow.protocols.questions import COMPARE
 from turkflow.web import admin
 from turkflow.web.http import wants_json
@@ -79,6 +78,8 @@ dashboard.after_request(admin.dashboard_headers)
 @dashboard.get("/<int:batch_id>")
 def batch_page(batch_id: int) -> Any:
     """The ranking with bootstrap intervals and its plot, the win-rate grid, position bias and the judges."""
+    from turkflow.protocols.compare import report  # scipy and matplotlib, for the requester's page only
+
     include_blocked = request.args.get("blocked") == "1"
     with session_scope(_settings().database_url) as session:
         shown = report.batch_report(session, batch_id, include_blocked=include_blocked)

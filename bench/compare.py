@@ -1,0 +1,125 @@
+"""Side by side (issue 38): how many votes rank systems of known strength, adaptive pairs against uniform ones,
+and how well the known-answer pairs catch careless and one-sided judges.
+
+Targets, with 4 systems (each beats the next weaker one 60% of the time) and 20% of the judges careless or
+one-sided: Kendall's tau >= 0.9 against the true order from at most 400 votes on at least 9 of 10 seeds; the
+adaptive draw needs fewer votes than uniform pairs for the same tau; careless and one-sided judges blocked
+within their first 10 votes >= 90%; honest judges blocked <= 1%.
+
+Each seed runs ``turkflow simulate --protocol compare`` in this process once per pair strategy, on its own
+SQLite database (``bench/out/compare-<strategy>-seed<N>/``), the same seed giving both strategies the same
+crowd and truth. Tau is read every 25 counted votes from the ranking the counted votes give (votes of judges
+blocked by then left out), so one run per seed gives the whole curve.
+
+    python -m bench compare                        # seeds 1-10, 400 votes, adaptive and uniform
+    python -m bench compare --seeds 1 2 --votes 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._cpu import load
+
+OUT = Path(__file__).resolve().parent / "out"
+TARGET_TAU, TARGET_SEEDS = 0.9, 0.9  # tau >= 0.9 on at least 9 of 10 seeds
+
+
+def simulate(strategy: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    from turkflow.config import Settings
+    from turkflow.simulator.compare import CompareConfig, run
+
+    directory = OUT / f"compare-{strategy}-seed{seed}"
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("turkflow.db*"):
+        old.unlink()
+    settings = Settings(data_dir=directory, database_url=f"sqlite:///{directory / 'turkflow.db'}")
+    report = run(settings, CompareConfig(systems=args.systems, votes=args.votes, judges=args.judges,
+                                         careless=args.careless, strategy=strategy, seed=seed))
+    (directory / "report.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def seeds_at(reports: list[dict[str, Any]], votes: int) -> int:
+    """Seeds whose ranking from the first ``votes`` counted votes has tau >= the target."""
+    return sum(1 for r in reports if r["reproducible"]["tau_by_votes"].get(str(votes), -1) >= TARGET_TAU)
+
+
+def votes_needed(reports: list[dict[str, Any]], checkpoints: list[int]) -> int | None:
+    """The fewest counted votes from which the target share of seeds rank with tau >= 0.9 at every later
+    checkpoint too."""
+    enough = [n for n in checkpoints if seeds_at(reports, n) >= TARGET_SEEDS * len(reports)]
+    for n in enough:
+        if all(m in enough for m in checkpoints if m >= n):
+            return n
+    return None
+
+
+def pooled(reports: list[dict[str, Any]], behaviours: tuple[str, ...], caught: Any) -> tuple[int, int]:
+    judges = [j for r in reports for j in r["reproducible"]["judges"] if j["behaviour"] in behaviours]
+    return sum(1 for j in judges if caught(j)), len(judges)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 11)))
+    parser.add_argument("--votes", type=int, default=400)
+    parser.add_argument("--systems", type=int, default=4)
+    parser.add_argument("--judges", type=int, default=20)
+    parser.add_argument("--careless", type=float, default=0.2)
+    parser.add_argument("--strategies", nargs="+", default=["adaptive", "uniform"])
+    args = parser.parse_args(argv)
+    OUT.mkdir(exist_ok=True)
+    print(f"compare: {args.systems} systems (each beats the next 60% of the time), {args.judges} judges of which "
+          f"{args.careless:.0%} careless or one-sided, {args.votes} votes; seeds {args.seeds}; {load()}", flush=True)
+    by_strategy: dict[str, list[dict[str, Any]]] = {}
+    for seed in args.seeds:
+        for strategy in args.strategies:
+            started = time.monotonic()
+            report = simulate(strategy, seed, args)
+            done = report["reproducible"]
+            by_strategy.setdefault(strategy, []).append(report)
+            print(f"  seed {seed} {strategy}: tau {done['kendall_tau']:.2f} from {done['votes']} votes "
+                  f"({done['votes_left_out']} left out, {done['known_answer_pairs']} known-answer pairs); "
+                  f"careless caught {done['careless_caught_share']}, honest blocked {done['honest_blocked_share']}; "
+                  f"{time.monotonic() - started:.0f} s", flush=True)
+    checkpoints = list(range(25, args.votes + 1, 25))
+    summary: dict[str, Any] = {}
+    print(f"\nseeds (of {len(args.seeds)}) whose ranking has tau >= {TARGET_TAU} after n counted votes:")
+    print("  n      " + "".join(f"{n:>5}" for n in checkpoints))
+    for strategy, reports in by_strategy.items():
+        print(f"  {strategy:<8}" + "".join(f"{seeds_at(reports, n):>5}" for n in checkpoints))
+    print()
+    for strategy, reports in by_strategy.items():
+        final = [r["reproducible"]["kendall_tau"] for r in reports]
+        bad = pooled(reports, ("careless", "one_sided"),
+                     lambda j: j["blocked_after_votes"] is not None and j["blocked_after_votes"] <= 10)
+        careless = pooled(reports, ("careless",),
+                          lambda j: j["blocked_after_votes"] is not None and j["blocked_after_votes"] <= 10)
+        honest = pooled(reports, ("honest",), lambda j: j["blocked_after_votes"] is not None)
+        known = sum(r["reproducible"]["known_answer_pairs"] for r in reports)
+        counted = sum(r["reproducible"]["votes"] for r in reports)
+        summary[strategy] = {
+            "seeds_tau_at_least_0.9": sum(1 for t in final if t >= TARGET_TAU), "seeds": len(reports),
+            "mean_tau": round(statistics.mean(final), 3), "votes_needed": votes_needed(reports, checkpoints),
+            "careless_and_one_sided_caught_within_10": f"{bad[0]}/{bad[1]}",
+            "careless_caught_within_10": f"{careless[0]}/{careless[1]}",
+            "honest_blocked": f"{honest[0]}/{honest[1]}",
+            "known_answer_pairs_per_vote": round(known / counted, 3),
+            "seeds_at": {n: seeds_at(reports, n) for n in checkpoints}}
+        print(f"{strategy}: tau >= {TARGET_TAU} on {summary[strategy]['seeds_tau_at_least_0.9']} of {len(reports)} "
+              f"seeds at {args.votes} votes (mean tau {summary[strategy]['mean_tau']}); 9 of 10 seeds from "
+              f"{summary[strategy]['votes_needed']} votes on; careless and one-sided judges caught within 10 votes "
+              f"{bad[0]}/{bad[1]} ({bad[0] / max(bad[1], 1):.0%}; careless alone {careless[0]}/{careless[1]}); "
+              f"honest blocked {honest[0]}/{honest[1]} ({honest[0] / max(honest[1], 1):.1%}); "
+              f"{known / counted:.2f} known-answer pairs per counted vote", flush=True)
+    (OUT / "compare.json").write_text(json.dumps({"args": vars(args), "summary": summary}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -533,3 +533,35 @@ def test_an_endpoint_agent_plays_stars_wizard_querying_then_replying_and_the_log
         assert logged == ["query", "return_item", "utter"]
         count, differences = registry.parts("star").replay(s, [s.get(Turn, turn_id).conversation_id])
     assert count == 1 and differences == []
+
+
+def test_agents_play_both_roles_of_a_frames_dialog_to_its_end_before_anyone_is_paid(settings, providers):
+    """A dry run of a protocol with no person: a simulated user and a simulated wizard (Frames), every turn on
+    the agents' path, the dialog ended by the user."""
+    from tests.test_frames_dialog import SAMPLE
+    from turkflow.protocols import registry
+    from turkflow.protocols.frames.dialog import make_scenarios, read_tasks
+
+    with session_scope(settings.database_url) as s:
+        registry.load_tasks(s, read_tasks(SAMPLE))
+        tasks_ = list(s.exec(select(Task).where(Task.protocol == "frames").order_by(Task.id)))
+        batch, hits = lifecycle.launch_batch(s, tasks_, 1, name="dry run", max_turns=10, protocol="frames",
+                                             scenarios=make_scenarios(tasks_, 1, seed=1),
+                                             agents={"user": find_agents(s, ["sim-100"]),
+                                                     "wizard": find_agents(s, ["sim-100"])})
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get(hit.provider), hit.id)
+        batch_id = batch.id
+    for _ in range(10):
+        due = pipeline.sweep_agent_turns(settings)
+        if not due:
+            break
+        for turn_id in due:
+            done = pipeline.answer_agent_turn(settings, providers, turn_id)
+            assert done.status == AgentTurnStatus.answered
+            pipeline.opening_after(settings, providers, done.submitted_turn_id)
+    with session_scope(settings.database_url) as s:
+        conversation = s.exec(select(Conversation).where(Conversation.batch_id == batch_id)).one()
+        assert (conversation.status, conversation.end_reason) == ("completed", "user_complete")
+        assert money.spend(s, batch_id=batch_id).total_cents == 0
+        assert lifecycle.committed_cents(s, batch_id) == 0

@@ -10,6 +10,7 @@ import pytest
 from sqlmodel import select
 
 from tests.test_star_browser import join, sent
+from tests.test_accessibility import serious_violations
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
 from turkflow.models import Turn
@@ -36,6 +37,7 @@ def test_an_annotator_labels_acts_a_slot_value_and_a_frame_reference_by_clicks(
     page.locator(f'#open-turns form[action="/queue/take/{oldest}"] button').click()
     page.wait_for_url("**/annotate/turn/*")
     assert page.inner_text("#target").endswith(f"to {destination}.")
+    assert serious_violations(page) == []  # the annotator's page, for a screen reader (axe-core)
     page.locator("#acts").get_by_text("greeting", exact=True).click()
     page.click("#add-act")
     page.locator("#acts").get_by_text("inform", exact=True).click()

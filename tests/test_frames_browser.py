@@ -14,6 +14,7 @@ from sqlmodel import select
 from tests.conftest import wait_until
 from tests.test_frames_dialog import domain_copy, launch_frames
 from tests.test_star_browser import join, sent, the_conversation
+from tests.test_accessibility import serious_violations
 from turkflow.db import session_scope
 from turkflow.models import DialogEvent, SurveyAnswer
 
@@ -49,6 +50,7 @@ def test_a_wizard_refines_a_search_without_retyping_with_flexible_dates_and_book
 
     take_next_turn(user, live_server)
     assert goal["instructions"].splitlines()[-1] in user.inner_text("#goal")
+    assert serious_violations(user) == []  # the user's page, for a screen reader (axe-core)
     user.fill("#user-text", "Hi! I'd like a trip from Boston for at most $300.")
     user.click("#submit-turn")
     sent(user)
@@ -64,6 +66,7 @@ def test_a_wizard_refines_a_search_without_retyping_with_flexible_dates_and_book
     entry.wait_for()
     assert "Origin is Boston; Price ($) at most 300" in entry.inner_text()
     assert "Nothing matches." in entry.inner_text()
+    assert serious_violations(wizard) == []  # the wizard's page with a search's results and suggestions
     suggestion = entry.locator(".suggestion-line").first.inner_text()
     assert suggestion.startswith("Price ($) at most ") and " instead of 300: " in suggestion
     cheapest = entry.locator(".results tbody tr").first.locator("td").all_inner_texts()

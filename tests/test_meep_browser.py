@@ -13,6 +13,7 @@ from sqlmodel import select
 from tests.conftest import wait_until
 from tests.test_meep_dialog import ASK, launch_meep
 from tests.test_star_browser import join, sent, the_conversation
+from tests.test_accessibility import serious_violations
 from turkflow.db import session_scope
 from turkflow.protocols.meep.dialog import replay
 from turkflow.models import DialogEvent
@@ -63,6 +64,7 @@ def test_the_agent_clicks_makes_a_template_drives_and_the_user_approves_on_the_m
 
     take_next_turn(user, live_server)
     assert "Bluebird Coffee, the one on Main Street" in user.inner_text("#goal")
+    assert serious_violations(user) == []  # the user's page, for a screen reader (axe-core)
     user.fill("#user-text", ASK)
     user.click("#submit-turn")
     sent(user)
@@ -80,6 +82,7 @@ def test_the_agent_clicks_makes_a_template_drives_and_the_user_approves_on_the_m
     agent.click('button[data-call="find_place"]')
     agent.locator('[data-result="v1"]').wait_for()
     assert "2410 Main Street" in agent.inner_text('[data-result="v1"]')
+    assert serious_violations(agent) == []  # the agent's page of clicks, with a call's result
 
     # "+": a new template from clicked words and a blank
     agent.click(slot(agent, "#composer", "words"))

@@ -13,6 +13,7 @@ from sqlmodel import select
 
 from tests.conftest import wait_until
 from tests.test_star_dialog import command, launch_star
+from tests.test_accessibility import serious_violations
 from turkflow import invites
 from turkflow.db import session_scope
 from turkflow.models import Conversation, Worker
@@ -71,6 +72,7 @@ def test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser(
 
     take_next_turn(user, live_server)
     assert "borrow a novel from the city library" in user.inner_text("#scenario-task")
+    assert serious_violations(user) == []  # the user's page, for a screen reader (axe-core)
     user.fill("#user-text", "Hi, I'd like to borrow a novel.")
     user.click("#submit-turn")
     sent(user)
@@ -104,6 +106,7 @@ def test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser(
     wizard.click("#run-query")
     item = wizard.locator("#kb-results .kb-item").first
     item.wait_for()
+    assert serious_violations(wizard) == []  # the wizard's page with its chart, form and results
     shown = dict(zip(item.locator("dt").all_inner_texts(), item.locator("dd").all_inner_texts()))
     assert shown["Genre"] == "Novel" and shown["Language"] == "English"
     inform = wizard.locator('button.suggestion[data-label="library_inform_book"]')
@@ -122,6 +125,7 @@ def test_a_user_and_a_wizard_complete_a_star_dialog_in_the_browser(
     user.check("#complete")
     user.click("#submit-turn")
     user.wait_for_url("**/survey/*")
+    assert serious_violations(user) == []
     user.check('input[name="task_done"][value="yes"]')
     user.check('input[name="calm"][value="yes"]')
     user.click("#submit-survey")

@@ -25,6 +25,8 @@
                                                    ? "click words and blanks" : "click to fill");
     box.classList.toggle("empty", !refs.length);
     box.setAttribute("data-refs", slot.value.trim());
+    // its name is what it shows, after what it is (a screen reader hears the slot, then its value)
+    box.setAttribute("aria-label", (slot.getAttribute("aria-label") || slot.name) + ": " + box.textContent);
   }
 
   function choose(slot) {
@@ -65,7 +67,6 @@
     button.type = "button";
     button.className = "slot-view";
     button.setAttribute("data-slot", slot.name);
-    button.setAttribute("aria-label", slot.getAttribute("aria-label") || slot.name);
     slot.insertAdjacentElement("afterend", button);
     slot.type = "hidden";
     show(slot);

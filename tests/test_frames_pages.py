@@ -310,7 +310,7 @@ def test_a_turn_takes_at_most_frames_max_actions_searches_and_the_page_shows_the
     shown = wizard.get(page, headers=JSON).get_json()["frames"]["wizard"]
     assert len(shown["searches"]) == 20 and shown["searches_total"] == 23 and shown["older_searches"] == 20
     html = wizard.get(page).get_data(as_text=True)
-    assert html.count('class="search-entry"') == 20 and 'href="?older=20#searches"' in html
+    assert html.count('class="search-entry"') == 20 and f'href="{page}?older=20#searches"' in html
     older = wizard.get(f"{page}?older=20", headers=JSON).get_json()["frames"]["wizard"]
     assert len(older["searches"]) == 3 and older["older_searches"] is None and older["newer_searches"] == 0
     assert [s["event_id"] for s in shown["searches"] + older["searches"]] == sorted(

@@ -338,6 +338,27 @@ def test_a_wizard_whose_lease_ran_out_leaves_nothing_in_the_next_wizards_turn_or
     assert said[1]["Text"] == "Which genre?"
 
 
+
+def test_the_wizard_page_shows_the_dialogs_queries_a_page_at_a_time_newest_first(star, settings):
+    """A turn of many queries made the next wizard's page huge (issue 35): the results show 20 queries at a
+    time, newest first, with links both ways, and a query browsed on an older page is shown on its page."""
+    _, wizard, page = star
+    queries = [act(wizard, page, "query", **NOVEL_QUERY).get_json()["wizard"]["kb_log"][0]["event_id"]
+               for _ in range(23)]
+    shown = wizard.get(page, headers=JSON).get_json()["star"]["wizard"]
+    assert [e["event_id"] for e in shown["kb_log"]] == queries[:2:-1]
+    assert (shown["kb_total"], shown["older_queries"], shown["newer_queries"]) == (23, 20, None)
+    html = wizard.get(page).get_data(as_text=True)
+    assert html.count('class="kb-entry"') == 20 and f'href="{page}?older=20#kb-results">Older queries' in html
+    assert "<span data-kb-more>3</span> more" in html and "data-kb-newer hidden" in html
+    older = wizard.get(f"{page}?older=20", headers=JSON).get_json()["star"]["wizard"]
+    assert [e["event_id"] for e in older["kb_log"]] == queries[2::-1]
+    assert (older["older_queries"], older["newer_queries"]) == (None, 0)
+    browsed = wizard.get(f"{page}?query={queries[0]}&position=0", headers=JSON).get_json()["star"]["wizard"]
+    assert [e["event_id"] for e in browsed["kb_log"]] == queries[2::-1]
+    assert wizard.get(f"{page}?older=x", headers=JSON).get_json()["field"] == "older"
+
+
 # ---- the user's page ----------------------------------------------------------------------------------
 
 

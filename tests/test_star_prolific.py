@@ -261,6 +261,26 @@ def test_a_star_dialog_on_prolific_through_the_pages_with_both_questionnaires(
                       ("User", "complete")]
 
 
+
+def test_the_wizards_older_queries_on_prolific_are_a_link_that_keeps_the_study_links_ids(
+        qualified, settings, providers, client, fake_prolific):
+    """The page of older queries is the study link with ``older``: Prolific's ids kept, so it opens."""
+    batch_id = launch(settings, providers)
+    link, page = arrive(client, fake_prolific, settings, batch_id, "user", "pu1")
+    client.post(link, data={"action": "utter", "text": "Hi, a novel please.", "turkflow_form": form_token(page.text)})
+    next_turn(settings, providers, batch_id)
+    link, page = arrive(client, fake_prolific, settings, batch_id, "wizard", "pw1")
+    action, token = link.replace("/turn?", "/turn/action?"), form_token(page.text)
+    for _ in range(21):
+        assert client.post(action, json={"action": "query", "api": "library_search", "turkflow_form": token,
+                                         "form": {"Genre": "Novel"}}, headers=JSON).status_code == 200
+    html = client.get(link).text
+    older = html.split('data-kb-older><a href="')[1].split('"')[0].replace("&amp;", "&")
+    assert path(older).startswith("/prolific/turn?") and "PROLIFIC_PID=pw1" in older and "older=20" in older
+    shown = client.get(path(older).split("#")[0], headers=JSON).get_json()["star"]["wizard"]
+    assert len(shown["kb_log"]) == 1 and shown["newer_queries"] == 0
+
+
 def test_forged_or_mismatched_ids_on_star_pages_get_a_403_and_store_nothing(
         qualified, settings, providers, client, fake_prolific):
     batch_id = launch(settings, providers, conversations=2)

@@ -206,6 +206,28 @@ def check_room(session: Session, turn: Turn, worker: Worker, most: int) -> None:
                            "action")
 
 
+LOG_PAGE = 20  # entries of a dialog's log a wizard's page shows at once (Frames' searches, STAR's queries)
+
+
+@dataclass(frozen=True)
+class LogPage:
+    """A page of a dialog's log, newest first: its entries, how many the log holds, and where the pages of
+    older and newer entries start (None: there is none). A dialog of hundreds of searches made a wizard's page
+    of megabytes."""
+
+    entries: list[Any]
+    total: int
+    older: Optional[int]
+    newer: Optional[int]
+
+
+def log_page(log: Sequence[Any], older: int, size: int = LOG_PAGE) -> LogPage:
+    """The ``size`` entries of ``log`` (newest first) from its ``older``-th."""
+    end = older + size
+    return LogPage(list(log[older:end]), len(log), end if end < len(log) else None,
+                   max(0, older - size) if older else None)
+
+
 @dataclass(frozen=True)
 class Judged:
     """What a submitted turn says of a writer where no peer rates them (an annotation's agreement, a judge's

@@ -32,8 +32,8 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
-    ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
-    message_text, open_submit, own_events, task_of,
+    LogPage, ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action,
+    log_page, loggable, message_text, open_submit, own_events, task_of,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
@@ -342,14 +342,11 @@ def form_values(search: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     return values
 
 
-SEARCHES_SHOWN = 20  # searches a page shows at once, newest first; older ones a page further
-
-
 def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None,
                 typed: Optional[Mapping[str, Any]] = None, older: int = 0) -> dict[str, Any]:
     """The wizard's page: the dialog's instruction, the search form under the domain's labels (filled with
     ``typed``, a refused search's fields, else with the dialog's newest search), the dialog's searches with
-    their results (the domain's result columns, the rest on demand) and suggestions, ``SEARCHES_SHOWN`` at a
+    their results (the domain's result columns, the rest on demand) and suggestions, a page (``log_page``) at a
     time from the ``older``-th newest, and what this turn did so far (``worker_id``'s actions: searches, a
     booking, the reply)."""
     conversation = session.get(Conversation, turn.conversation_id)
@@ -376,7 +373,7 @@ def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None,
         "has_dates": any(c.type == "date" for c in domain.db.searchable),
         "columns": list(domain.results),
         "labels": {name: domain.label(name) for name in domain.db.columns},
-        **_searches_shown(search_log(events, files.items, domain), older),
+        **_searches_shown(log_page(search_log(events, files.items, domain), older)),
         "this_turn": [{"action": e.action, "text": e.data.get("Text", ""),
                        "conditions": [condition_text(c, domain) for c in e.data.get("constraints", [])],
                        **({"id": e.data["id"]} if e.action == frames_events.BOOK else {})} for e in mine],
@@ -386,13 +383,9 @@ def wizard_view(session: Session, turn: Turn, worker_id: Optional[int] = None,
     }
 
 
-def _searches_shown(log: list[dict[str, Any]], older: int) -> dict[str, Any]:
-    """A page of the dialog's searches (newest first) and where the pages before and after it start: a dialog
-    of hundreds of searches made a wizard's page of megabytes."""
-    end = older + SEARCHES_SHOWN
-    return {"searches": log[older:end], "searches_total": len(log),
-            "older_searches": end if end < len(log) else None,
-            "newer_searches": max(0, older - SEARCHES_SHOWN) if older else None}
+def _searches_shown(page: LogPage) -> dict[str, Any]:
+    return {"searches": page.entries, "searches_total": page.total, "older_searches": page.older,
+            "newer_searches": page.newer}
 
 
 def user_view(session: Session, turn: Turn) -> dict[str, Any]:

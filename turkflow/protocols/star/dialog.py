@@ -35,8 +35,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
-    ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action, loggable,
-    message_text, open_submit, own_events,
+    ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action, log_page,
+    LOG_PAGE, loggable, message_text, open_submit, own_events,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged, worker_id_hider
@@ -713,12 +713,13 @@ def _suggestion(s: Suggestion) -> dict[str, Any]:
     return {"label": s.label, "text": s.text, "missing": list(s.missing)}
 
 
-def wizard_view(session: Session, turn: Turn, draft: str = "",
-                worker_id: Optional[int] = None, browse: Optional[tuple[int, int]] = None) -> dict[str, Any]:
+def wizard_view(session: Session, turn: Turn, draft: str = "", worker_id: Optional[int] = None,
+                browse: Optional[tuple[int, int]] = None, older: int = 0) -> dict[str, Any]:
     """Everything the wizard's page shows: the task tabs, the open task's chart with the position, its
-    knowledge-base form, every query and its result (``browse``: a query's id and the position of the
-    match to show), the primary and secondary items, the ranked replies (filled with the last item) and
-    what this turn has done so far (``worker_id``'s actions, when given: the turn's holder)."""
+    knowledge-base form, the dialog's queries and their results a page (``log_page``) at a time from the
+    ``older``-th newest (``browse``: a query's id and the position of the match to show, on the page that
+    holds it), the primary and secondary items, the ranked replies (filled with the last item) and what this
+    turn has done so far (``worker_id``'s actions, when given: the turn's holder)."""
     conversation = session.get(Conversation, turn.conversation_id)
     tasks = _tasks_of(session, conversation)
     if not tasks:
@@ -741,7 +742,7 @@ def wizard_view(session: Session, turn: Turn, draft: str = "",
                   "replies": task.star["replies"]},
         "form": query_form(task, next((e.data.get("Constraints") for e in reversed(events) if e.action == "query"
                                        and e.data.get("APIName") == task.star["api"]), None)),
-        "kb_log": _kb_log(counted, tasks, browse),
+        **_queries_shown(_kb_log(counted, tasks, browse), older, browse),
         "selected": dict(zip(("primary", "secondary"), map(_shown_item, selected_items(counted)))),
         "item": state.item,
         "suggestions": [_suggestion(s) for s in suggestions],
@@ -749,6 +750,15 @@ def wizard_view(session: Session, turn: Turn, draft: str = "",
                       for e in mine],
         "replied": any(e.action in CLOSING["wizard"] for e in mine),
     }
+
+
+def _queries_shown(log: list[dict[str, Any]], older: int, browse: Optional[tuple[int, int]]) -> dict[str, Any]:
+    """A page of the dialog's queries: the one holding the browsed query, else the ``older``-th newest on (a turn
+    of many queries made the next wizard's page huge)."""
+    browsed = next((n for n, entry in enumerate(log) if browse and entry["event_id"] == browse[0]), None)
+    page = log_page(log, older if browsed is None else browsed - browsed % LOG_PAGE)
+    return {"kb_log": page.entries, "kb_total": page.total, "older_queries": page.older,
+            "newer_queries": page.newer}
 
 
 def user_view(session: Session, turn: Turn) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from flask import Response, request
+from flask import Response
 from sqlmodel import Session
 
 from turkflow.protocols.frames import dialog as frames_dialog
@@ -28,9 +28,8 @@ from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ServiceUnavailable
 from turkflow.models import DialogEvent, Turn, Worker
 from turkflow.protocols.questions import FRAMES
-from turkflow.web.http import id_arg
 from turkflow.web.protocols.logged import (
-    Acted, Entry, Held, close_turn, held_turn, logged_blueprint, show_turn, take_action,
+    Acted, Entry, Held, close_turn, held_turn, logged_blueprint, older_arg, show_turn, take_action,
 )
 from turkflow.web.worker import _settings
 
@@ -38,13 +37,13 @@ bp = logged_blueprint(FRAMES)
 PAGES = {"user": "frames_user.html", "wizard": "frames_wizard.html"}
 
 
-def turn_data(session: Session, turn: Turn, worker: Worker,
-              form: Optional[dict[str, Any]] = None, older: int = 0) -> dict[str, Any]:
+def turn_data(session: Session, turn: Turn, worker: Worker, form: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """The role's own part of the page: the user's goal, or the wizard's search (never the other's), its
-    form filled with ``form`` (a refused search's fields) if given, its searches from the ``older``-th newest."""
+    form filled with ``form`` (a refused search's fields) if given, its searches from the page a GET asks for
+    (``older_arg``, on every entry route)."""
     if turn.role == "user":
         return {"user": frames_dialog.user_view(session, turn)}
-    return {"wizard": frames_dialog.wizard_view(session, turn, worker_id=worker.id, typed=form, older=older)}
+    return {"wizard": frames_dialog.wizard_view(session, turn, worker_id=worker.id, typed=form, older=older_arg())}
 
 
 def typed_of(body: dict[str, Any]) -> tuple[str, Optional[dict[str, Any]]]:
@@ -56,10 +55,9 @@ def typed_of(body: dict[str, Any]) -> tuple[str, Optional[dict[str, Any]]]:
 
 def _page(assignment_id: str, *, error: Optional[InvalidInput | ServiceUnavailable] = None, typed: str = "",
           form: Optional[dict[str, Any]] = None, status: int = 200) -> Response:
-    older = (id_arg("older") or 0) if request.method == "GET" else 0  # a page of older searches
     with session_scope(_settings().database_url) as session:
         held = held_turn(session, FRAMES, assignment_id)
-        data = turn_data(session, held.turn, held.worker, form, older)
+        data = turn_data(session, held.turn, held.worker, form)
         return show_turn(session, held, data, PAGES, error=error, typed=typed, status=status)
 
 

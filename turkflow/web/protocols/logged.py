@@ -19,7 +19,7 @@ from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits import lifecycle
 from turkflow.models import Assignment, AssignmentStatus, DialogEvent, Hit, Turn, Worker
 from turkflow.protocols.questions import Protocol
-from turkflow.web.http import json_object, retry_after, wants_json
+from turkflow.web.http import id_arg, json_object, retry_after, wants_json
 from turkflow.web.worker import (
     _current_worker, _own_assignment, _settings, queue_next_turn, turn_json, worker_page_headers,
 )
@@ -100,6 +100,12 @@ def show_turn(session: Session, held: Held, data: dict[str, Any], pages: Mapping
                        action_url=url_for(f"{name}.action", assignment_id=assignment_id),
                        hidden={"csrf_token": generate_csrf()}, lease_expires_at=held.hit.lease_expires_at,
                        worker=held.worker, status=status, **shown)
+
+
+def older_arg() -> int:
+    """The page of a wizard's log a GET asks for (``?older=N``: from the N-th newest entry; Frames' searches,
+    STAR's queries), on every entry route; 0, the newest, for anything else."""
+    return (id_arg("older") or 0) if request.method == "GET" else 0
 
 
 class Entry(NamedTuple):

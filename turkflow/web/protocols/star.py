@@ -11,7 +11,7 @@ role finds them at the top of their queue.
 Routes (``Accept: application/json`` gives the JSON variant; POSTs carry the CSRF token as the worker pages'
 forms do, or as ``X-CSRFToken``):
 ``GET|POST /star/turn/<assignment_id>`` (the page, ``?query=<id>&position=<n>`` showing a query's n-th
-match, from 0; submit the turn),
+match, from 0, ``?older=<n>`` the queries from the n-th newest; submit the turn),
 ``POST /star/turn/<assignment_id>/action`` (one action: query, select_primary, select_secondary,
 request_suggestions, select_task, ...),
 ``GET /star/image/<task_id>`` (the flow chart).
@@ -32,7 +32,7 @@ from turkflow.models import AssignmentStatus, Task, Turn, Worker
 from turkflow.protocols.questions import STAR
 from turkflow.web.http import wants_json
 from turkflow.web.protocols.logged import (
-    Acted, Held, close_turn, held_turn, logged_blueprint, render_turn, show_turn, take_action,
+    Acted, Held, close_turn, held_turn, logged_blueprint, older_arg, render_turn, show_turn, take_action,
 )
 from turkflow.web.worker import _settings
 
@@ -48,12 +48,13 @@ def star_turn_data(session: Session, turn: Turn, worker: Worker, draft: str = ""
                    browse: Optional[tuple[int, int]] = None, *, read_args: bool = True) -> dict[str, Any]:
     """What the role's page shows besides the chat: the user's scenario and instructions, or the
     wizard's tasks, chart, knowledge base (``browse``: a query's id and the match to show; else the
-    request's ``query`` and ``position`` arguments, on every entry route) and suggestions. The user's never
-    holds the knowledge base."""
+    request's ``query`` and ``position`` arguments, on every entry route, and ``older``, the page of older
+    queries) and suggestions. The user's never holds the knowledge base."""
     if turn.role == "user":
         return {"user": star_dialog.user_view(session, turn)}
+    older = older_arg() if read_args else 0
     return {"wizard": star_dialog.wizard_view(session, turn, draft, worker_id=worker.id,
-                                              browse=browse or (browsed() if read_args else None))}
+                                              browse=browse or (browsed() if read_args else None), older=older)}
 
 
 def browsed() -> Optional[tuple[int, int]]:

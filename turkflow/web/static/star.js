@@ -143,6 +143,23 @@
     return url.pathname + url.search + "#kb-results";
   }
 
+  // The links to the pages of newer and older queries, for the page of them just drawn.
+  function drawPages(wizard) {
+    [["[data-kb-newer]", wizard.newer_queries], ["[data-kb-older]", wizard.older_queries]].forEach(function (p) {
+      var line = document.querySelector(p[0]);
+      if (!line) { return; }
+      line.hidden = p[1] === null;
+      if (p[1] === null) { return; }
+      var url = new URL(window.location.href);
+      url.hash = "";
+      ["draft", "query", "position"].forEach(function (name) { url.searchParams.delete(name); });
+      url.searchParams.set("older", String(p[1]));
+      line.querySelector("a").href = url.pathname + url.search + "#kb-results";
+    });
+    var more = document.querySelector("[data-kb-more]");
+    if (more && wizard.older_queries !== null) { more.textContent = String(wizard.kb_total - wizard.older_queries); }
+  }
+
   function browse(link) {
     fetch(link.getAttribute("href").split("#")[0], {
       credentials: "same-origin", headers: {"Accept": "application/json"}
@@ -154,6 +171,7 @@
     }).then(function (data) {
       showError("");
       drawResults(data.star.wizard.kb_log);
+      drawPages(data.star.wizard);
       document.body.setAttribute("data-star-updated", String(Date.now()));
     }).catch(function (error) { showError(error.message); });
   }
@@ -198,6 +216,7 @@
   function redraw(data) {
     if (!data.wizard) { return; }
     drawResults(data.wizard.kb_log);
+    drawPages(data.wizard);
     drawSelected(data.wizard.selected);
     drawSuggestions(data.wizard.suggestions);
   }

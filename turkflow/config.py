@@ -162,7 +162,7 @@ class Settings(BaseSettings):
     stats_seconds: int = Field(
         300, description="How often the dashboard's hourly batch statistics and batch progress snapshots refresh.")
     queue_refresh_seconds: int = Field(
-        5, ge=0, description="How often a worker's queue page with no turn waiting reloads itself to show turns opened since; 0: never (the worker checks by hand). Every waiting worker's browser asks this often.")
+        5, ge=0, description="How often a worker's queue page with no turn waiting asks the server for turns opened since (a fetch: the page shows them in place and its tab's title changes); 0: never (the worker checks by hand). Every waiting worker's browser asks this often.")
     meep_tile_url: str = Field(
         "", pattern=r"^(https://[^\s'\"<>]+)?$",
         description="Map tiles MEEP's user sees the destination on (an https URL with {z}, {x} and {y}, e.g. https://tile.openstreetmap.org/{z}/{x}/{y}.png; respect the tile server's usage policy); empty: no tiles, the marker on a blank background with its coordinates.")

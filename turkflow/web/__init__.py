@@ -62,6 +62,9 @@ def create_app(settings: Settings | None = None, providers: Providers | None = N
     if settings.proxy_hops:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
     app.wsgi_app = BoundedBody(app.wsgi_app, app.config["MAX_CONTENT_LENGTH"])
+    from turkflow.hits.money import shown
+
+    app.add_template_global(shown)  # an amount in its currency, as every page shows money: $0.20, £0.20
     from turkflow.web.worker import bp as worker_bp
 
     app.register_blueprint(worker_bp)

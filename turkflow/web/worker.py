@@ -28,7 +28,7 @@ from turkflow.protocols import registry
 from turkflow.protocols import surveys
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.hits import lifecycle, money
+from turkflow.hits import lifecycle
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits.lifecycle import TurnView
 from turkflow.models import (
@@ -183,8 +183,7 @@ def queue() -> Any:
     return render_template("queue.html", worker=worker, entries=entries, held=held, submitted=submitted,
                            last_turn=last_turn, surveys=owed, refresh_seconds=_settings().queue_refresh_seconds,
                            terms=terms, minutes=max(1, estimate), measured=minutes is not None, earned=earned,
-                           rules=sorted({t for t in terms.values() if t.bonus_cents}, key=lambda t: t.bonus_cents),
-                           shown=money.shown)
+                           rules=sorted({t for t in terms.values() if t.bonus_cents}, key=lambda t: t.bonus_cents))
 
 
 def queue_json(worker: AnyWorker, entries: list[dict[str, Any]], owed: list[Any]) -> dict[str, Any]:
@@ -390,7 +389,6 @@ def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", er
     page = render_template(
         "turn.html",
         view=view,
-        shown=money.shown,
         form=form,
         mode=mode,
         form_action=form_action,

@@ -337,3 +337,9 @@ def test_a_message_no_worker_can_read_is_set_aside_and_a_forged_task_fails_at_on
     assert sorted((r["task"], r["arguments"]) for r in recorded) == sorted((t, repr(list(a))) for t, a in FORGED)
     assert {r["retries"] for r in recorded} == {0}
     crowd.assert_intact()
+
+
+def test_the_tests_redis_server_keeps_idle_clients_as_a_deployment_does(redis_url):
+    """A Celery connection idle between two uses on a busy machine must not be closed by the tests' Redis when
+    a deployment's (Redis's default, timeout 0) keeps it: the suite would fail where production would not."""
+    assert Redis.from_url(redis_url).config_get("timeout") == {"timeout": "0"}

@@ -149,9 +149,11 @@ def main() -> None:
             FakeProlific(contract=None) as fake:
         fake.max_page_size = args.page_cap
         database_url = f"sqlite:///{Path(work) / 'turkflow.db'}"
-        groups = ",".join(f"{role}={fake.make_group(f'Lab {role}s', [])}" for role in ("student", "teacher"))
+        groups = ",".join(f"{role}={fake.make_group(f'Lab {role}s', [f'known-{role}'])}"
+                          for role in ("student", "teacher"))
         settings = Settings(data_dir=Path(work), database_url=database_url, secret_key="bench",
                             worker_hash_key="bench", public_url="https://turkflow.example.org",
+                            prolific_rehearsal_host="turkflow.example.org",  # the fake is on this machine
                             prolific_token=fake.token, prolific_workspace_id=fake.workspace_id,
                             prolific_base_url=fake.url, prolific_role_groups=groups)
         upgrade(database_url)

@@ -164,8 +164,50 @@ def test_a_draft_is_created_found_by_its_internal_name_and_published(fake_prolif
     assert created["status"] == "UNPUBLISHED"
     found = [s["id"] for s in api.list_studies(prolific) if s["internal_name"] == INTERNAL_NAME]
     assert found == [created["id"]]
-    assert api.transition_study(prolific, created["id"], "PUBLISH")["status"] == "ACTIVE"
+    assert api.transition_study(prolific, created["id"], "PUBLISH")["status"] == "PUBLISHING"
     assert api.get_study(prolific, created["id"])["status"] == "ACTIVE"
+
+
+def test_a_study_is_publishing_for_a_moment_and_a_scheduled_draft_waits(fake_prolific, prolific):
+    """Prolific's study statuses beside the transition table's: PUBLISHING (moves refused meanwhile) and
+    SCHEDULED, which a person sets in Prolific's app."""
+    fake_prolific.publishing_requests = 2
+    study_id = draft(prolific)["id"]
+    assert api.transition_study(prolific, study_id, "PUBLISH")["status"] == "PUBLISHING"
+    with pytest.raises(api.ProlificError, match="cannot PAUSE while it is PUBLISHING"):
+        api.transition_study(prolific, study_id, "PAUSE")
+    with pytest.raises(Refused, match="not taking participants"):
+        fake_prolific.start(study_id, "too-early")
+    assert api.get_study(prolific, study_id)["status"] == "PUBLISHING"
+    assert api.get_study(prolific, study_id)["status"] == "ACTIVE"
+    later = draft(prolific)["id"]
+    scheduled = prolific.call("POST", f"/api/v1/studies/{later}/transition/",
+                              json={"action": "SCHEDULE_PUBLISH", "publish_at": "2030-01-01T09:00:00Z"})
+    assert scheduled["status"] == "SCHEDULED"
+    with pytest.raises(api.ProlificError, match="cannot PUBLISH while it is SCHEDULED"):
+        api.transition_study(prolific, later, "PUBLISH")
+
+
+def test_a_maximum_time_of_a_day_or_more_is_refused(prolific):
+    with pytest.raises(api.ProlificError, match="less than 24 hours"):
+        draft(prolific, maximum_minutes=24 * 60)
+    assert draft(prolific, maximum_minutes=24 * 60 - 1)["maximum_allowed_time"] == 1439
+
+
+def test_prolific_pauses_a_study_that_underpays_at_its_median_completion_time(fake_prolific, prolific):
+    """20p for an estimated 2 minutes is GBP 6 an hour; at a median of 5 minutes it is GBP 2.40, and Prolific
+    pauses the study and asks for adjustment payments."""
+    study_id = published(prolific, places=6)
+    for number in range(3):
+        submission_id = fake_prolific.start(study_id, f"p{number}")
+        fake_prolific.complete(submission_id, CODE, minutes=5)
+    assert fake_prolific.median_minutes(study_id) == pytest.approx(5, abs=0.01)
+    assert api.get_study(prolific, study_id)["status"] == "PAUSED"
+    assert fake_prolific.studies[study_id].paused_by_prolific
+    quick = published(prolific, places=6)
+    for number in range(3):
+        fake_prolific.complete(fake_prolific.start(quick, f"q{number}"), CODE, minutes=1.5)
+    assert api.get_study(prolific, quick)["status"] == "ACTIVE"
 
 
 def test_a_study_pauses_resumes_and_stops_and_refuses_other_moves(prolific):
@@ -187,6 +229,16 @@ def test_a_published_study_only_grows_its_places(fake_prolific, prolific):
     assert shrink.value.prolific_status == 400
     with pytest.raises(api.ProlificError, match="reward: This field cannot be changed"):
         api.update_study(prolific, study_id, {"reward": 30})
+
+
+def test_a_study_awaiting_review_takes_new_participants_only_once_started(fake_prolific, prolific):
+    study_id = published(prolific, places=1)
+    fake_prolific.fill_places(study_id, CODE)
+    assert api.update_study(prolific, study_id, {"total_available_places": 2})["status"] == "AWAITING REVIEW"
+    with pytest.raises(Refused, match="not taking participants"):
+        fake_prolific.start(study_id, "next")
+    assert api.transition_study(prolific, study_id, "START")["status"] == "ACTIVE"
+    assert fake_prolific.start(study_id, "next")
 
 
 def test_a_study_waits_for_review_when_its_places_run_out_and_grows_active_again(fake_prolific, prolific):
@@ -219,6 +271,34 @@ def test_a_test_study_goes_to_test_participants_only_once_one_exists(fake_prolif
     assert participant_id in fake_prolific.test_participants
     test = api.create_test_study(prolific, study_id)
     assert test["study_id"] != study_id and test["study_url"].startswith("https://")
+    with pytest.raises(Refused, match="test participant only"):
+        fake_prolific.start(test["study_id"], "a-real-participant")
+
+
+def test_a_researcher_has_one_test_participant_whose_pay_is_charged_then_refunded_within_a_day(
+        fake_prolific, prolific):
+    """Prolific's test studies: one test participant per researcher account; what they are paid comes out
+    of the workspace's balance and is refunded within 24 hours."""
+    tester = api.create_test_participant(prolific, "tester@example.org")
+    with pytest.raises(api.ProlificError, match="one per researcher account") as second:
+        api.create_test_participant(prolific, "second@example.org")
+    assert second.value.prolific_status == 400
+    test_id = api.create_test_study(prolific, draft(prolific)["id"])["study_id"]
+    before = fake_prolific.balance_cents
+    submission_id = fake_prolific.start(test_id, tester)
+    fake_prolific.complete(submission_id, CODE)
+    api.transition_submission(prolific, submission_id, "APPROVE")
+    assert fake_prolific.balance_cents == before - 20
+    assert fake_prolific.refund_test_charges(now=time.time()) == 0  # not a day yet
+    assert fake_prolific.refund_test_charges(now=time.time() + 24 * 3600) == 20
+    assert fake_prolific.balance_cents == before
+
+
+def test_test_studies_are_a_feature_prolific_enables_per_workspace(fake_prolific, prolific):
+    fake_prolific.test_studies_enabled = False
+    with pytest.raises(api.ProlificError, match="not enabled for this workspace") as refused:
+        api.create_test_participant(prolific, "tester@example.org")
+    assert refused.value.prolific_status == 403
 
 
 # ---- submissions ---------------------------------------------------------------------------------------
@@ -389,6 +469,20 @@ def test_a_subscription_needs_the_workspaces_secret_first(fake_prolific, prolifi
     assert [s["id"] for s in api.list_webhook_subscriptions(prolific, workspace)] == [created["id"]]
     api.delete_webhook_subscription(prolific, created["id"])
     assert api.list_webhook_subscriptions(prolific, workspace) == []
+
+
+@pytest.mark.parametrize("prolific_reads", ["body", "path"])
+def test_a_subscription_is_confirmed_whichever_way_prolific_reads_the_hook_secret(
+        fake_prolific, prolific, prolific_reads):
+    """Prolific's API description takes the X-Hook-Secret in the body of a POST to the subscription; its
+    guide puts it where the subscription's id goes. Confirming works with a Prolific that reads either."""
+    fake_prolific.hook_confirmation = prolific_reads
+    workspace = fake_prolific.workspace_id
+    api.create_webhook_secret(prolific, workspace)
+    created, hook_secret = api.create_webhook_subscription(prolific, workspace, "submission.status.change",
+                                                           "https://turkflow.example.org/prolific/webhook")
+    assert api.confirm_webhook_subscription(prolific, created["id"], hook_secret)["is_enabled"] is True
+    assert fake_prolific.subscriptions[created["id"]]["is_enabled"]
 
 
 class Receiver:

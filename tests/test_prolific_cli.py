@@ -40,25 +40,27 @@ def one_line(text: str) -> str:
 
 
 def test_check_shows_the_token_the_balance_and_what_is_missing(turkflow):
-    result = turkflow("prolific", "check", prolific_role_groups="")
+    result = turkflow("prolific", "check", prolific_role_groups="", public_url="http://127.0.0.1:5000")
     assert result.exit_code == 1
     assert "the token works (lab@example.org)" in result.stdout
     assert 'workspace "Lab": available balance £1,000.00' in result.stdout
     assert "students: no onboarding study yet (`turkflow prolific onboarding --role student`)" \
         in result.stdout
     assert "pay: at least £0.20 a turn (£6.00 an hour at 2 minutes a turn)" in result.stdout
-    assert "TURKFLOW_PUBLIC_URL must be an HTTPS address" in one_line(result.stderr)
+    assert "study links would point at http://127.0.0.1:5000/prolific/turn, which is not an https address" \
+        in one_line(result.stderr)
     assert "no onboarding study for students or teachers" in result.stderr
 
 
 def test_check_passes_with_an_https_address_and_the_role_groups(turkflow, fake_prolific: FakeProlific):
     client = api.ProlificClient(fake_prolific.token, fake_prolific.url)
-    student, teacher = (api.create_participant_group(client, fake_prolific.workspace_id, f"{role}s")["id"]
+    student, teacher = (api.create_participant_group(client, fake_prolific.workspace_id, f"{role}s",
+                                                     participant_ids=[f"p-{role}"])["id"]
                         for role in ("student", "teacher"))
     result = turkflow("prolific", "check", public_url="https://turkflow.example.org",
                       prolific_role_groups=f"student={student},teacher={teacher}")
     assert result.exit_code == 0, result.stderr
-    assert f'teachers: hand-made participant group "teachers" ({teacher})' in result.stdout
+    assert f'teachers: hand-made participant group "teachers" ({teacher}), 1 participants' in result.stdout
     assert "study links: https://turkflow.example.org/prolific/turn" in result.stdout
     missing = turkflow("prolific", "check", public_url="https://turkflow.example.org",
                        prolific_role_groups="student=group-404")
@@ -80,7 +82,7 @@ def test_groups_lists_the_block_list_group_and_test_participants_are_created(tur
 
 
 def test_webhook_needs_https_and_subscribes_our_url_once(turkflow, fake_prolific, settings):
-    assert "HTTPS" in one_line(turkflow("prolific", "webhook").stderr)
+    assert "not an https address" in one_line(turkflow("prolific", "webhook", public_url="http://127.0.0.1:5000").stderr)
     for _ in range(2):
         result = turkflow("prolific", "webhook", public_url="https://turkflow.example.org")
         assert result.exit_code == 0, result.stderr
@@ -134,7 +136,8 @@ def test_launch_while_prolific_cannot_be_reached_is_one_line_and_creates_nothing
 def test_prolific_help_lists_every_command():
     result = CliRunner().invoke(main, ["prolific", "--help"])
     listed = re.findall(r"^  (\S+) ", result.stdout.split("\nCommands:\n")[1], re.MULTILINE)
-    assert listed == ["bonuses", "check", "groups", "onboarding", "rehearse", "spend", "test-participant", "webhook"]
+    assert listed == ["bonuses", "check", "groups", "onboarding", "rehearse", "spend", "studies", "test-participant",
+                      "webhook"]
     assert listed == sorted(prolific.commands)  # a new command shows in the list
 
 
@@ -160,3 +163,42 @@ def test_spend_names_the_bulk_payments_of_bonuses_sent_but_not_shown_paid(
     fake_prolific.settle_payments()
     assert pipeline.pay_bonus(settings, providers, bonus_id)
     assert "went to prolific" not in turkflow("prolific", "spend").stdout
+
+
+def test_spend_shows_test_studies_apart_from_real_ones(turkflow, settings, providers, client, fake_prolific):
+    """A test study's participant is paid from the workspace's balance and Prolific refunds it within 24
+    hours: its spend is not part of the real spend."""
+    bonus_id, _ = bonus_on_a_stored_turn(settings, providers, client, fake_prolific)
+    assert pipeline.pay_bonus(settings, providers, bonus_id)
+    real = turkflow("prolific", "spend")
+    assert "Prolific, real studies: $0.08 spent, $0.20 pending (1 batch)" in real.stdout  # the bonus; a turn pending
+    assert "test studies" not in real.stdout
+    with session_scope(settings.database_url) as s:
+        batch = s.exec(select(Batch)).one()
+        batch.platform_terms = {**batch.platform_terms, "test": True}
+        s.add(batch)
+    trial = turkflow("prolific", "spend")
+    assert "Prolific, real studies: $0.00 spent, $0.00 pending (0 batches)" in trial.stdout
+    assert "Prolific, test studies: $0.08 spent, $0.20 pending (1 batch); charged to the workspace and refunded " \
+           "by Prolific within 24 hours, not part of the real spend" in trial.stdout
+    assert f"batch {batch.id} \"prolific\" (prolific test studies)" in trial.stdout
+
+
+def test_studies_shows_each_roles_study_with_its_status_and_median_time(turkflow, settings, providers, client,
+                                                                        fake_prolific):
+    bonus_on_a_stored_turn(settings, providers, client, fake_prolific)
+    shown = turkflow("prolific", "studies")
+    assert shown.exit_code == 0, shown.stderr
+    assert "real studies" in shown.stdout and "student" in shown.stdout and "active" in shown.stdout
+    assert "2 min" in shown.stdout  # the estimate participants were told
+    assert turkflow("prolific", "studies", "99").exit_code == 1
+
+
+def test_the_webhook_is_confirmed_with_a_prolific_that_reads_the_secret_where_its_guide_says(
+        turkflow, fake_prolific, settings):
+    fake_prolific.hook_confirmation = "path"
+    result = turkflow("prolific", "webhook")
+    assert result.exit_code == 0, result.stderr
+    assert "(enabled)" in result.stdout
+    [subscription] = fake_prolific.subscriptions.values()
+    assert subscription["is_enabled"]

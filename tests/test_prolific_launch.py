@@ -33,6 +33,7 @@ pytest_plugins = ["tests.fake_prolific"]
 def prolific_settings(tmp_path: Path, database_url: str, fake: FakeProlific, **changed) -> Settings:  # noqa: ANN003
     return Settings(data_dir=tmp_path / "var", database_url=database_url, secret_key="test-secret",
                     worker_hash_key="test-hash-key", public_url="https://turkflow.example.org", provider="prolific",
+                    prolific_rehearsal_host="turkflow.example.org",
                     prolific_token=fake.token, prolific_workspace_id=fake.workspace_id, prolific_base_url=fake.url,
                     **changed)
 
@@ -47,8 +48,10 @@ def one_line(text: str) -> str:
 
 
 def role_groups(fake: FakeProlific, *members: str) -> str:
-    """Hand-made groups (TURKFLOW_PROLIFIC_ROLE_GROUPS) holding ``members``, as a lab makes them by hand."""
-    return ",".join(f"{role}={fake.make_group(f'{role}s', list(members))}" for role in ("student", "teacher"))
+    """Hand-made groups (TURKFLOW_PROLIFIC_ROLE_GROUPS) holding ``members`` (someone known, if none is named: a
+    group with nobody in it admits nobody), as a lab makes them by hand."""
+    return ",".join(f"{role}={fake.make_group(f'{role}s', list(members or ('p-known',)))}"
+                    for role in ("student", "teacher"))
 
 
 def launch(settings: Settings, reward_cents: int = 40) -> list[int]:
@@ -201,7 +204,7 @@ def test_the_dry_run_shows_the_workspaces_currency_and_never_more_than_the_budge
     result = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
                  "-n", "20", "--max-turns", "12", "--reward", "0.50", "--budget", "150", "--dry-run")
     assert result.exit_code == 0, result.stderr
-    assert "£0.50 a turn on prolific" in result.stdout
+    assert "£0.50 a turn on Prolific (real studies)" in result.stdout
     at_most = result.stdout.split("at most £")[1].split(":")[0]
     assert float(at_most.replace(",", "")) <= 150 and "$" not in result.stdout
     assert "39.996% of each reward and bonus" in result.stdout  # 33.33% and 20% VAT on it
@@ -328,3 +331,28 @@ def test_a_balance_that_cannot_pay_the_first_turns_is_refused_before_anything_is
                                                      estimated_minutes=2, internal_name="i"))
     with pytest.raises(api.ProlificError, match="Insufficient funds"):
         api.transition_study(client, draft["id"], "PUBLISH")
+
+
+def test_the_dashboard_shows_a_test_batchs_spend_apart_and_each_roles_study(tmp_path, database_url, fake_prolific):
+    import re
+
+    from turkflow.requesters import create_requester
+    from turkflow.web import create_app
+
+    tester = api.create_test_participant(api.ProlificClient(fake_prolific.token, fake_prolific.url), "lab@example.org")
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_test_studies=True,
+                                 prolific_role_groups=role_groups(fake_prolific, tester))
+    launched = run(settings, "batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()),
+                   "-n", "1", "--reward", "0.50")
+    assert launched.exit_code == 0, launched.stderr
+    with session_scope(settings.database_url) as s:
+        create_requester(s, "ada", "correct horse")
+    client = create_app(settings).test_client()
+    login = client.get("/admin/login").get_data(as_text=True)
+    token = re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', login).group(1)
+    client.post("/admin/login", data={"csrf_token": token, "username": "ada", "password": "correct horse"})
+    page = client.get("/admin/batches/1").get_data(as_text=True)
+    assert 'id="test-spend"' in page and "refunded by Prolific within 24 hours" in page
+    assert 'id="prolific-studies"' in page and "test studies, for the test participant only" in page
+    [test_copy] = [s for s in fake_prolific.studies.values() if s.test]
+    assert test_copy.id in page

@@ -3,6 +3,7 @@ OpenAPI description), on a real migrated database."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,17 @@ from turkflow.db import session_scope
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api
+from turkflow.hits.prolific import sync
 from turkflow.hits.prolific.provider import (
     BonusOutcomeUnknown,
     ProlificProvider,
+    StudyStep,
     SubmissionInProgress,
-    role_groups,
+    next_step,
     worker_external_id,
 )
+from turkflow.hits.prolific.studies import study_views
+from turkflow.hits.prolific.terms import role_groups
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -35,6 +40,7 @@ from turkflow.models import (
     Task,
     Turn,
     Worker,
+    utcnow,
 )
 
 pytest.register_assert_rewrite("tests.fake_prolific")  # before the import below, as the plugin line wants
@@ -52,6 +58,7 @@ def settings(tmp_path: Path, database_url: str, fake_prolific: FakeProlific) -> 
     groups = {role: fake_prolific.make_group(f"Lab's {role}s", played) for role in ("student", "teacher")}
     return Settings(data_dir=tmp_path / "var", database_url=database_url, secret_key="test-secret",
                     worker_hash_key="test-hash-key", public_url="https://turkflow.example.org",
+                    prolific_rehearsal_host="turkflow.example.org",
                     prolific_token=fake_prolific.token, prolific_workspace_id=fake_prolific.workspace_id,
                     prolific_base_url=fake_prolific.url,
                     prolific_role_groups=",".join(f"{role}={group}" for role, group in groups.items()))
@@ -310,7 +317,7 @@ def test_a_crash_after_the_pay_call_is_settled_from_prolific_and_never_pays_twic
         bonus = s.get(Bonus, bonus_id)
         provider.pay_bonus(s, bonus, s.get(Worker, bonus.worker_id), s.get(Assignment, bonus.assignment_id))
         raise RuntimeError("the worker died before committing")
-    with pytest.raises(BonusOutcomeUnknown, match="shows no payment yet"):
+    with pytest.raises(BonusOutcomeUnknown, match="shows no payment"):
         pay(settings, provider, bonus_id)
     fake_prolific.settle_payments()
     pay(settings, provider, bonus_id)
@@ -514,3 +521,92 @@ def test_a_turn_opened_while_its_study_is_being_paused_resumes_it(
     with session_scope(settings.database_url) as s:
         assert provider.keep_in_step(s, s.get(Batch, batch_id), "student") == "ACTIVE"
     assert fake_prolific.studies[study_id].status == "ACTIVE" and fake_prolific.places_free(study_id) == 1
+
+
+# ---- Prolific's own statuses: publishing, scheduled, paused by Prolific (issue 34) ------------------------------
+
+
+@pytest.mark.parametrize("status, waiting, batch_status, paused_by_us, step", [
+    ("PROCESSING", 3, "active", False, StudyStep()),  # transient: looked at again next round
+    ("PUBLISHING", 3, "active", False, StudyStep()),
+    ("SCHEDULED", 3, "active", False, StudyStep()),  # a person scheduled it: not ours to publish
+    ("SCHEDULED", 0, "cancelled", False, StudyStep(action="CANCEL_PUBLISH")),
+    ("PAUSED", 3, "active", False, StudyStep(places=4)),  # paused by Prolific or a person: never resumed
+    ("PAUSED", 3, "active", True, StudyStep(places=4, action="START")),
+    ("AWAITING REVIEW", 2, "active", False, StudyStep(places=3, action="START")),
+    ("ACTIVE", 0, "active", False, StudyStep(action="PAUSE")),
+    ("UNPUBLISHED", 2, "active", False, StudyStep(places=3, action="PUBLISH")),
+])
+def test_each_status_prolific_gives_a_study_gets_its_step(status, waiting, batch_status, paused_by_us, step):
+    assert next_step(status, places_taken=1, total_places=2, waiting=waiting, batch_status=batch_status,
+                     paused_by_us=paused_by_us) == step
+
+
+def test_a_study_still_publishing_is_left_to_finish(settings, provider, fake_prolific):
+    fake_prolific.publishing_requests = 4
+    batch_id, hits = launch(settings, conversations=2)
+    study_id = publish(settings, provider, hits[0])
+    assert fake_prolific.studies[study_id].status == "PUBLISHING"
+    before = len(fake_prolific.requests)
+    publish(settings, provider, hits[1])  # looks, finds it publishing, changes nothing
+    assert {method for method, _ in fake_prolific.requests[before:]} == {"GET"}
+    for _ in range(4):
+        api.get_study(provider.client, study_id)
+    with session_scope(settings.database_url) as s:
+        assert provider.keep_in_step(s, s.get(Batch, batch_id), "student") == "ACTIVE"
+
+
+def takes_minutes(settings: Settings, fake: FakeProlific, provider: ProlificProvider, hit_id: int,
+                  participant_id: str, minutes: float) -> None:
+    """A participant takes ``minutes`` over a turn: on our page, and on Prolific's clock."""
+    submission_id = arrives(settings, fake, hit_id, participant_id)
+    with session_scope(settings.database_url) as s:
+        assignment = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
+        assignment.accepted_at = utcnow() - timedelta(minutes=minutes)
+        s.add(assignment)
+        worker = s.get(Worker, assignment.worker_id)
+        lifecycle.submit_turn(s, submission_id, worker, STUDENT_ANSWERS)
+        batch_id = s.get(Conversation, s.get(Turn, s.get(Hit, hit_id).turn_id).conversation_id).batch_id
+    fake.complete(submission_id, provider.completion_code(batch_id, "student"), minutes=minutes)
+
+
+def test_a_study_prolific_paused_for_underpaying_is_never_resumed_and_the_lab_is_told(
+        settings, provider, fake_prolific):
+    """Prolific judges pay at the median completion time and pauses a study that pays under its minimum
+    there (20 pence for 10 minutes); turkflow resumed any paused study. Now it leaves it paused and says so."""
+    batch_id, hits = launch(settings, conversations=4)
+    study_id = next(publish(settings, provider, hit_id) for hit_id in hits)
+    for hit_id in hits[1:]:
+        publish(settings, provider, hit_id)
+    for number, hit_id in enumerate(hits[:3]):
+        takes_minutes(settings, fake_prolific, provider, hit_id, f"p{number + 1}", minutes=10)
+    assert fake_prolific.studies[study_id].status == "PAUSED" and fake_prolific.studies[study_id].paused_by_prolific
+    starts_before = sum(1 for m, p in fake_prolific.requests if p.endswith("/transition/"))
+    found = sync.poll(settings, provider)  # the fourth turn still waits
+    assert found.studies[study_id] == "PAUSED" and "paused on Prolific, not by turkflow" in found.slow[study_id]
+    assert sum(1 for m, p in fake_prolific.requests if p.endswith("/transition/")) == starts_before
+    assert not sync.poll(settings, provider).slow  # said once
+    with session_scope(settings.database_url) as s:
+        [view] = study_views(s, s.get(Batch, batch_id))
+        assert view.paused_elsewhere and view.median_minutes == pytest.approx(10, abs=0.1)
+        assert s.exec(select(Event).where(Event.kind == "prolific_study_paused_elsewhere")).one().data["study_id"] \
+            == study_id
+
+
+def test_turns_taking_near_the_time_prolific_underpays_at_are_warned_about_before_prolific_pauses(
+        settings, provider, fake_prolific):
+    """20 cents pays USD 8 an hour for 1.5 minutes: at a median of 1.3 minutes the lab hears it, while
+    Prolific (which has not judged it underpaying) keeps the study running."""
+    batch_id, hits = launch(settings, conversations=4)
+    for hit_id in hits:
+        publish(settings, provider, hit_id)
+    for number, hit_id in enumerate(hits[:3]):
+        takes_minutes(settings, fake_prolific, provider, hit_id, f"p{number + 1}", minutes=1.3)
+    found = sync.poll(settings, provider)
+    [(study_id, warning)] = found.slow.items()
+    assert "1.3 minutes a turn at the median, near the 1.5" in warning
+    assert fake_prolific.studies[study_id].status == "ACTIVE"
+    with session_scope(settings.database_url) as s:
+        [view] = study_views(s, s.get(Batch, batch_id))
+    assert (view.turns_timed, view.estimated_minutes, view.underpaid_after_minutes) == (3, 2, 1.5)
+

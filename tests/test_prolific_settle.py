@@ -44,6 +44,7 @@ from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_
 
 pytest.register_assert_rewrite("tests.fake_prolific")
 from tests.fake_prolific import FakeProlific  # noqa: E402
+from turkflow.simulator import fake_prolific as fake_module  # noqa: E402
 from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
 
 pytest_plugins = ["tests.fake_prolific"]
@@ -62,6 +63,7 @@ def settings(tmp_path: Path, database_url: str, fake_prolific: FakeProlific) -> 
               for role in ("student", "teacher")}
     return Settings(data_dir=tmp_path / "var", database_url=database_url, secret_key="test-secret",
                     worker_hash_key="test-hash-key", public_url="https://turkflow.example.org",
+                    prolific_rehearsal_host="turkflow.example.org",
                     provider="prolific", prolific_token=fake_prolific.token,
                     prolific_workspace_id=fake_prolific.workspace_id, prolific_base_url=fake_prolific.url,
                     prolific_role_groups=",".join(f"{role}={group}" for role, group in groups.items()),
@@ -344,6 +346,9 @@ def test_a_bonus_whose_worker_died_between_claim_and_pay_is_released_by_a_person
     listed = cli(settings, "bonuses")
     assert listed.exit_code == 0 and str(bonus_id) in listed.output and "shows it approved, bonuses paid on it: none" in listed.output
     assert "`turkflow prolific bonuses` lists those a person must release or settle" in cli(settings, "spend").output
+    early = cli(settings, "bonuses", "--release", str(bonus_id), "--by", "ana")  # Prolific may still be paying it
+    assert early.exit_code == 1 and "can be released from" in early.output and pay_calls(fake_prolific) == 0
+    claimed_ago(settings, bonus_id, sync.PAYS_WITHIN)
 
     released = cli(settings, "bonuses", "--release", str(bonus_id), "--by", "ana")
     assert released.exit_code == 0, released.output
@@ -379,19 +384,125 @@ def test_a_bonus_whose_pay_failed_on_prolifics_side_is_marked_settled_by_a_perso
     assert sync.stuck_bonuses(settings) == [] and round_of_beat(settings, providers).claimed_bonuses == []
 
 
+def test_each_bonus_is_settled_by_a_payment_of_its_own_amount_never_by_another_bonus_paid_beside_it(
+        settings, providers, fake_prolific, monkeypatch):
+    """Issue 34, item 4: a never-paid quality bonus was marked paid because the turn's reward (another amount)
+    had been paid as a bonus on the same submission; the reward then stayed stuck, and its release paid it
+    again. Prolific keeps the amount of each payment on the submission: each bonus is matched to its own."""
+    _, _, hits = launch(settings, providers)
+    submission_id = writes(settings, fake_prolific, providers, hits[0], "p1", goes_back=False)
+    with session_scope(settings.database_url) as s:
+        assignment = s.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
+        quality = Bonus(turn_id=s.get(Hit, assignment.hit_id).turn_id, worker_id=assignment.worker_id,
+                        assignment_id=assignment.id, amount_cents=8, request_token="quality-bonus")
+        s.add(quality)
+        s.flush()
+        quality_id = quality.id
+    real_pay = api.pay_bonus_payments
+
+    def dies_before_the_call(*args):  # noqa: ANN002, ANN202
+        raise SystemExit("worker killed after the claim, before the pay call")
+
+    def pays_then_dies(client, bulk_id):  # noqa: ANN001, ANN202
+        real_pay(client, bulk_id)
+        raise SystemExit("worker killed right after the pay call")
+
+    with monkeypatch.context() as dying:
+        dying.setattr(api, "pay_bonus_payments", dies_before_the_call)
+        with pytest.raises(SystemExit):
+            pipeline.pay_bonus(settings, providers, quality_id)
+    fake_prolific.return_submission(submission_id)  # the turn's reward is now owed as a bonus
+    with monkeypatch.context() as dying:
+        dying.setattr(api, "pay_bonus_payments", pays_then_dies)
+        with pytest.raises(SystemExit):
+            round_of_beat(settings, providers)
+    assert fake_prolific.paid(submission_id) == [REWARD]
+
+    round_of_beat(settings, providers)
+    reward = next(b for b in bonuses_of(settings, submission_id) if b.kind == BonusKind.reward)
+    assert reward.status == BonusStatus.paid
+    assert next(b for b in bonuses_of(settings, submission_id) if b.id == quality_id).status == BonusStatus.pending
+    settings.prolific_bonus_unknown_after_seconds = 0
+    for bonus in bonuses_of(settings, submission_id):
+        claimed_ago(settings, bonus.id, sync.PAYS_WITHIN)
+    assert [stuck.bonus_id for stuck in sync.stuck_bonuses(settings)] == [quality_id]
+    assert cli(settings, "bonuses", "--release", str(quality_id), "--by", "ana").exit_code == 0
+    round_of_beat(settings, providers)
+    assert sorted(fake_prolific.paid(submission_id)) == [8, REWARD] and pay_calls(fake_prolific) == 2
+    assert {b.status for b in bonuses_of(settings, submission_id)} == {BonusStatus.paid}
+
+
+def test_a_payment_made_by_hand_in_prolifics_app_never_settles_a_bonus_of_ours(settings, providers, fake_prolific,
+                                                                               monkeypatch):
+    """Issue 34, item 4: an adjustment a person paid by hand on the submission (Prolific asks for them when a
+    study underpays) marked a claimed bonus paid."""
+    bonus_id, submission_id = bonus_on_a_turn(settings, providers, fake_prolific)
+    with monkeypatch.context() as dying:
+        dying.setattr(api, "pay_bonus_payments", lambda *args: (_ for _ in ()).throw(SystemExit("killed")))
+        with pytest.raises(SystemExit):
+            pipeline.pay_bonus(settings, providers, bonus_id)
+    fake_prolific.submissions[submission_id].bonus_payments.append(25)  # the adjustment, paid in the app
+    fake_prolific.payments.append(fake_module.Payment("in Prolific's app", submission_id, "p1", 25))
+    found = round_of_beat(settings, providers)
+    assert found.claimed_bonuses == [bonus_id]
+    with session_scope(settings.database_url) as s:
+        assert s.get(Bonus, bonus_id).status == BonusStatus.pending
+    settings.prolific_bonus_unknown_after_seconds = 0
+    claimed_ago(settings, bonus_id, sync.PAYS_WITHIN)
+    [stuck] = sync.stuck_bonuses(settings, providers.get("prolific"))
+    assert stuck.prolific_payments == [25]
+    listed = cli(settings, "bonuses")
+    assert "$0.08 to prolific:p1" in listed.output and "bonuses paid on it: $0.25" in listed.output  # the batch pays in USD
+    assert cli(settings, "bonuses", "--release", str(bonus_id), "--by", "ana").exit_code == 0
+    assert fake_prolific.paid(submission_id) == [25, 8] and pay_calls(fake_prolific) == 1
+
+
 def test_a_bonus_prolific_shows_paid_cannot_be_released_for_a_second_payment(settings, providers, fake_prolific):
     bonus_id, submission_id = bonus_on_a_turn(settings, providers, fake_prolific)
-    fake_prolific.pay_later = True
+    fake_prolific.lose_pays = 1
+    with pytest.raises(api.ProlificError):  # a 500: it may have paid
+        pipeline.pay_bonus(settings, providers, bonus_id)
+    settings.prolific_bonus_unknown_after_seconds = 0
+    claimed_ago(settings, bonus_id, sync.PAYS_WITHIN)
+    with session_scope(settings.database_url) as s:
+        bulk_id = s.get(Bonus, bonus_id).external_id
+    fake_prolific.payments.append(fake_module.Payment(bulk_id, submission_id, "p1", 8))  # it paid, after all
+    fake_prolific.submissions[submission_id].bonus_payments.append(8)
+    refused = cli(settings, "bonuses", "--release", str(bonus_id), "--by", "ana")
+    assert refused.exit_code == 1 and "shows a payment of its amount" in refused.output
+    assert pay_calls(fake_prolific) == 1
+
+
+def test_a_crash_after_prolific_accepted_the_pay_call_is_never_offered_for_release(settings, providers, fake_prolific):
+    """Issue 34, item 5: Prolific's acceptance is committed on its own right after the call, so a worker dying
+    before its own transaction ends still knows Prolific will pay; the bonus is only ever settled."""
+    bonus_id, submission_id = bonus_on_a_turn(settings, providers, fake_prolific)
+    fake_prolific.pay_later = True  # Prolific pays asynchronously, minutes later
     with pytest.raises(RuntimeError), session_scope(settings.database_url) as s:
         bonus = s.get(Bonus, bonus_id)
         providers.get("prolific").pay_bonus(s, bonus, s.get(Worker, bonus.worker_id),
                                             s.get(Assignment, bonus.assignment_id))
         raise RuntimeError("the worker died before recording the payment")
     settings.prolific_bonus_unknown_after_seconds = 0
-    fake_prolific.settle_payments()  # the slow payment lands
+    claimed_ago(settings, bonus_id, timedelta(days=2))
+    [stuck] = sync.stuck_bonuses(settings)
+    assert stuck.cause == "accepted" and stuck.releasable_from is None
+    assert "--settle only" in cli(settings, "bonuses").output
     refused = cli(settings, "bonuses", "--release", str(bonus_id), "--by", "ana")
-    assert refused.exit_code == 1 and "shows a payment" in refused.output
+    assert refused.exit_code == 1 and "Prolific accepted its pay call" in refused.output
+    fake_prolific.settle_payments()  # the payment lands
+    round_of_beat(settings, providers)
     assert fake_prolific.paid(submission_id) == [8] and pay_calls(fake_prolific) == 1
+    with session_scope(settings.database_url) as s:
+        assert s.get(Bonus, bonus_id).status == BonusStatus.paid
+
+
+def claimed_ago(settings: Settings, bonus_id: int, ago: timedelta) -> None:
+    """The bonus was claimed for payment ``ago``."""
+    with session_scope(settings.database_url) as s:
+        bonus = s.get(Bonus, bonus_id)
+        bonus.pay_claimed_at = utcnow() - ago - timedelta(seconds=1)
+        s.add(bonus)
 
 
 def test_a_person_releases_a_stuck_bonus_on_the_dashboard_and_it_is_paid_once(
@@ -405,6 +516,7 @@ def test_a_person_releases_a_stuck_bonus_on_the_dashboard_and_it_is_paid_once(
     with pytest.raises(api.ProlificError):
         pipeline.pay_bonus(settings, providers, bonus_id)
     settings.prolific_bonus_unknown_after_seconds = 0
+    claimed_ago(settings, bonus_id, sync.PAYS_WITHIN)
     with session_scope(settings.database_url) as s:
         create_requester(s, "ada", "correct horse")
     login = client.get("/admin/login").get_data(as_text=True)

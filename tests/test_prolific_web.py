@@ -72,7 +72,8 @@ def prolific_settings(tmp_path: Path, database_url: str, redis_url: str, fake: F
               for role in ("student", "teacher")} if vouched else {}
     return Settings(data_dir=tmp_path / "var", database_url=database_url, redis_url=redis_url,
                     secret_key="test-secret", worker_hash_key="test-hash-key",
-                    public_url="http://127.0.0.1:5000", stuck_after_seconds=0, reopen_after_seconds=0,
+                    public_url="https://turkflow.example.org", prolific_rehearsal_host="turkflow.example.org",
+                    stuck_after_seconds=0, reopen_after_seconds=0,
                     review_after_seconds=0, provider="prolific",
                     prolific_token=fake.token, prolific_workspace_id=fake.workspace_id,
                     prolific_base_url=fake.url,
@@ -152,6 +153,15 @@ def test_a_participant_takes_the_waiting_turn_and_goes_back_to_prolific_with_the
     assert [(a.external_id, a.status) for a in assignments] == [(submission_id, AssignmentStatus.submitted)]
     assert [t.text for t in turns] == [STUDENT_ANSWERS["response"]]
     assert [(w.external_id, w.role, w.onboarded) for w in workers] == [("prolific:p1", "student", True)]
+
+
+def test_the_turn_pages_forms_may_end_on_prolifics_completion_page(settings, providers, client, fake_prolific):
+    """A stored turn redirects to Prolific's completion page; a browser applies the page's form-action to that
+    redirect, so a policy of 'self' alone kept every participant from getting back to Prolific."""
+    batch_id = launch(settings, providers)
+    _, _, page = arrives(client, fake_prolific, study_of(settings, batch_id, "student"), "p1")
+    policy = page.headers["Content-Security-Policy"]
+    assert "form-action 'self' https://app.prolific.com;" in policy and "frame-ancestors 'none'" in policy
 
 
 def test_a_refused_answer_shows_the_page_again_and_stores_nothing(settings, providers, client, fake_prolific):
@@ -439,7 +449,7 @@ def test_a_bonus_whose_worker_died_after_the_pay_call_is_settled_by_the_poller_n
         assert monitor.unpaid_bonuses(s, claimed.created_at.replace(year=2100)) == []  # the poller settles it
     found = sync.poll(settings, providers.get("prolific"))
     assert found.claimed_bonuses == [bonus_id]
-    with pytest.raises(BonusOutcomeUnknown, match="shows no payment yet"):
+    with pytest.raises(BonusOutcomeUnknown, match="shows no payment"):
         pipeline.pay_bonus(settings, providers, bonus_id)
     fake_prolific.settle_payments()
     assert pipeline.pay_bonus(settings, providers, bonus_id)
@@ -524,7 +534,7 @@ def test_subscribing_confirms_through_the_api_and_a_post_to_our_url_confirms_not
     provider = providers.get("prolific")
     secret, subscription = provider.subscribe()
     assert secret == settings.prolific_webhook_secret  # the workspace's secret is kept, not replaced
-    assert subscription["target_url"] == "http://127.0.0.1:5000/prolific/webhook"
+    assert subscription["target_url"] == "https://turkflow.example.org/prolific/webhook"
     assert fake_prolific.subscriptions[subscription["id"]]["is_enabled"]  # confirmed with its X-Hook-Secret
     assert provider.subscribe()[1]["id"] == subscription["id"]  # running it again subscribes nothing more
     asked = len(fake_prolific.requests)

@@ -31,7 +31,9 @@ class Settings(BaseSettings):
     provider: Literal["local", "mturk", "prolific"] = Field("local", description="Crowd provider for new batches.")
     port: int = Field(5000, description="Web port on this machine (`make demo` serves 127.0.0.1:PORT).")
     public_url: str = Field("", description="Base URL workers reach the turn pages at; default: "
-                                            "http://127.0.0.1:PORT.")
+                                            "http://127.0.0.1:PORT. Prolific: an https address that is not this "
+                                            "machine or a private one, checked before anything is published, and "
+                                            "kept with each batch and onboarding study as published.")
     secret_key: str = Field("", description="Signs sessions, invite links and CSRF tokens; default: stored in data_dir.")
     worker_hash_key: str = Field("", description="Key for anonymized worker ids in exports; default: stored in data_dir.")
 
@@ -216,7 +218,7 @@ class Settings(BaseSettings):
     prolific_workspace_id: str = Field("", description="Prolific workspace whose balance pays for the "
                                                        "studies.")
     prolific_project_id: str = Field("", description="Prolific project the studies go in; empty: the "
-                                                     "workspace's default project.")
+                                                     "workspace's default project. Kept on each batch as launched.")
     prolific_base_url: str = Field("https://api.prolific.com", description="Prolific API address.")
     prolific_webhook_secret: str = Field(
         "", description="The workspace's webhook secret (`turkflow prolific webhook`); empty: no webhooks, "
@@ -232,22 +234,32 @@ class Settings(BaseSettings):
                              "workspace currency, if you hold yourself to more than Prolific's own minimum "
                              "(GBP 6 / USD 8 an hour, always applied).")
     prolific_estimated_minutes: int = Field(2, ge=1, description="Minutes a turn takes, as the study tells "
-                                                                "participants (and as Prolific judges pay).")
+                                                                "participants (and as Prolific judges pay). Kept on "
+                                                                "each batch as launched.")
     prolific_max_minutes: int = Field(
         20, ge=1, description="Minutes a participant has for one turn before Prolific times the submission out "
-                              "and the turn goes back to the pool.")
+                              "and the turn goes back to the pool; under 24 hours. Kept on each batch as launched.")
     prolific_role_groups: str = Field(
         "", description="Hand-made participant groups each role's studies admit, `student=<group id>,teacher="
                         "<group id>`, whose members count as onboarded; a role not named uses the group its "
-                        "onboarding study (`turkflow prolific onboarding`) adds those who pass to.")
+                        "onboarding study (`turkflow prolific onboarding`) adds those who pass to. Kept on each "
+                        "batch as launched.")
     prolific_study_name: str = Field("Write the next message of a how-to chat (one turn)",
-                                     description="Prolific study title; the role is added in front.")
+                                     description="Prolific study title; the role is added in front. Kept on each "
+                                                 "batch as launched.")
     prolific_study_description: str = Field(
         "Read a short chat between a student and a teacher about a how-to task and write the next message. "
-        "Each submission is one message; come back for more.", description="Prolific study description.")
+        "Each submission is one message; come back for more.", description="Prolific study description. Kept on "
+                                                                           "each batch as launched.")
     prolific_test_studies: bool = Field(
-        False, description="Publish each study to the workspace's test participants only (Prolific's test "
-                           "study, which pays nobody), to try a batch; Prolific enables it per workspace.")
+        False, description="Launch batches on Prolific's test studies, which only the workspace's test participant "
+                           "(one per researcher account) sees; what they are paid is charged to the workspace and "
+                           "refunded within 24 hours. A beta Prolific enables per workspace. Kept on each batch as "
+                           "launched.")
+    prolific_rehearsal_host: str = Field(
+        "", description="A host name the public URL check takes as public without resolving it, honoured only while "
+                        "prolific_base_url is on this machine (the fake Prolific of `turkflow prolific rehearse`, which "
+                        "sends its participants to the local web process instead); never needed with Prolific itself.")
     prolific_approve_after_seconds: int = Field(
         3600, ge=0, description="turkflow approves a stored turn's submission this long after it was stored.")
     prolific_poll_seconds: int = Field(

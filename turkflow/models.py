@@ -164,6 +164,10 @@ class Batch(SQLModel, table=True):
                          "conversation's agent of a role is in ConversationAgent.")
     on_agent_failure: str = Field(default="end", description="What an agent's turn out of attempts does: end "
                                   "(the conversation ends with the reason) or people (the turn opens for people).")
+    platform_terms: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, server_default="{}"),
+                                 description="What decides what the batch publishes on its platform, as launched "
+                                 "(Prolific: turkflow.hits.prolific.terms.StudyTerms); every process reads it from "
+                                 "here. Empty: not recorded yet.")
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -361,6 +365,9 @@ class Bonus(SQLModel, table=True):
         "committed before the call, so a claimed bonus is settled from the platform, never paid again.")
     external_id: Optional[str] = Field(default=None, description="The platform's id of the payment (Prolific's "
                                        "bulk bonus payment id).")
+    pay_accepted_at: Optional[datetime] = Field(
+        default=None, description="When the platform accepted the pay call (Prolific answers 202 and pays within "
+        "minutes), committed on its own right after the call: such a bonus is never paid again by turkflow.")
 
 
 class Requester(SQLModel, table=True):
@@ -639,6 +646,11 @@ class ProlificStudy(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     ended_at: Optional[datetime] = Field(default=None, description="When turkflow stopped the study (its batch "
                                          "ended); the poller leaves it alone afterwards.")
+    seen_status: Optional[str] = Field(default=None, description="The study's status on Prolific when turkflow last "
+                                  "looked (None: not looked at yet).")
+    paused_at: Optional[datetime] = Field(default=None, description="When turkflow paused the study (no turn "
+                                          "waited); None while it runs, or when Prolific or a person paused it: "
+                                          "turkflow resumes only a study it paused itself.")
 
 
 class ProlificOnboarding(SQLModel, table=True):
@@ -648,7 +660,8 @@ class ProlificOnboarding(SQLModel, table=True):
     role has one per qualification stage (``turkflow.protocols.star.stages``): stage 2's study admits only stage 1's
     group; a Wizard of Tasks role has one, stage 1."""
 
-    __table_args__ = (UniqueConstraint("role", "stage", name="uq_prolificonboarding_role_stage"),)
+    __table_args__ = (Index("uq_prolificonboarding_current", "role", "stage", unique=True,
+                            sqlite_where=text("replaced_at IS NULL"), postgresql_where=text("replaced_at IS NULL")),)
 
     id: Optional[int] = Field(default=None, primary_key=True)
     role: str
@@ -657,6 +670,14 @@ class ProlificOnboarding(SQLModel, table=True):
     group_id: Optional[str] = Field(default=None, description="Prolific's id of the group passing adds to.")
     study_id: Optional[str] = Field(default=None, unique=True,
                                     description="Prolific's id; None until created.")
+    terms: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False, server_default="{}"),
+                        description="What the study was published with (turkflow.hits.prolific.terms."
+                        "OnboardingTerms): test or real, its address, reward and minutes.")
+    published_at: Optional[datetime] = Field(default=None, description="When Prolific took the study as "
+                                             "published; None while it is a draft (a refused publish leaves one).")
+    replaced_at: Optional[datetime] = Field(default=None, description="When a new onboarding study of the role "
+                                            "and stage replaced this one (`turkflow prolific onboarding --replace`); "
+                                            "one study of a role and stage is current.")
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -247,18 +247,44 @@ def requester() -> str:
 # ---- money ----------------------------------------------------------------------------------------------
 
 
-def parse_cents(text: str) -> int:
-    """``"0.20"`` or ``"$0.20"`` → 20; refuses negative amounts and fractions of a cent."""
+class Cents(int):
+    """An amount typed on the command line, in cents (pence), with the currency its symbol named ("£0.50":
+    GBP; None for a bare "0.50", which is in the currency of whatever pays it)."""
+
+    currency: Optional[str] = None
+
+
+def parse_cents(text: str) -> Cents:
+    """``"0.20"``, ``"$0.20"``, ``"£0.20"`` or ``"€0.20"`` → 20 (with the symbol's currency); refuses negative
+    amounts and fractions of a cent."""
+    from turkflow.hits.money import SYMBOLS
+
+    typed = str(text).strip()
+    currency = next((code for code, symbol in SYMBOLS.items() if typed.startswith(symbol)), None)
     try:
-        amount = Decimal(str(text).strip().removeprefix("$"))
+        amount = Decimal(typed[1:] if currency else typed)
     except InvalidOperation:
-        raise ValueError(f"{text!r} is not an amount in dollars such as 0.20") from None
+        raise ValueError(f"{text!r} is not an amount such as 0.20 (or £0.20, $0.20)") from None
     if not amount.is_finite() or amount < 0:
-        raise ValueError(f"{text!r} is not an amount in dollars such as 0.20")
+        raise ValueError(f"{text!r} is not an amount such as 0.20 (or £0.20, $0.20)")
     cents = amount * 100
     if cents != cents.to_integral_value():
         raise ValueError(f"{text!r} has fractions of a cent")
-    return int(cents)
+    found = Cents(int(cents))
+    found.currency = currency
+    return found
+
+
+def check_currency(amount: Optional[int], currency: str, option: str, who: str) -> None:
+    """Refuse, in one line, an amount typed with another currency's symbol than ``currency``, the one
+    ``who`` pays in."""
+    typed = getattr(amount, "currency", None)
+    if typed is not None and typed != currency:
+        from turkflow.hits.money import shown
+
+        raise CommandError(f"{option} {shown(amount, typed)} is in {typed}, but {who} pays in {currency}: "
+                           f"give {shown(amount, currency)} or a bare amount "
+                           f"({int(amount) // 100}.{int(amount) % 100:02d})")
 
 
 def dollars(cents: int) -> str:
@@ -266,11 +292,14 @@ def dollars(cents: int) -> str:
 
 
 class Dollars(click.ParamType):
-    """A USD amount on the command line, stored as integer cents."""
+    """An amount on the command line (a bare 0.50, or with its currency's symbol, £0.50 or $0.50), stored as
+    integer cents of the currency that pays it; ``check_currency`` refuses a symbol that is not it."""
 
-    name = "USD"
+    name = "AMOUNT"
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> int:
+        if isinstance(value, Cents):
+            return value
         try:
             return parse_cents(value)
         except ValueError as exc:

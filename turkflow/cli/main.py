@@ -168,13 +168,14 @@ def batch() -> None:
 @click.option("--conversations", "-n", type=click.IntRange(min=1), metavar="N",
               help="Number of conversations; task documents are assigned round-robin (required, except with "
                    "--protocol annotate and compare).")
-@click.option("--reward", type=Dollars(), help="Reward per turn in USD.  "
-                                                   f"[default: TURKFLOW_REWARD_CENTS, {default('reward_cents')} cents]")
+@click.option("--reward", type=Dollars(), help="Reward per turn: USD, or a Prolific workspace's currency (0.50, "
+              f"or £0.50 / $0.50).  [default: TURKFLOW_REWARD_CENTS, {default('reward_cents')} cents]")
 @click.option("--max-turns", type=click.IntRange(min=2), metavar="M",
               help=f"A conversation closes after this many turns.  [default: TURKFLOW_MAX_TURNS, {default('max_turns')}]")
 @click.option("--name", help="A name for the batch.  [default: the task file's name or 'all tasks', and the date]")
 @click.option("--budget", type=Dollars(),
-              help="Spending cap in USD: the batch pauses instead of opening a turn that would exceed it.")
+              help="Spending cap, in the reward's currency: the batch pauses instead of opening a turn that would "
+                   "exceed it.")
 @click.option("--provider", type=Names(platform_names),
               help="Crowd provider.  [default: TURKFLOW_PROVIDER, local]")
 @click.option("--live", is_flag=True,
@@ -363,7 +364,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError(f"--policy: {bad}") from None
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
     launch_gate(app, provider, protocol, multi_task=tasks_per_dialog > 1)
-    terms = launch_terms(app, provider, reward, first_places=conversations)
+    terms = launch_terms(app, provider, reward, first_places=conversations, budget_cents=budget)
+    if provider == "prolific":
+        where = "Prolific's test studies (its test participant only)" if terms.test else "Prolific (real studies)"
     fee_percent, amount = terms.fee_percent, (lambda cents: money.shown(cents, terms.currency))
     people_turns = sum(1 for index in range(max_turns) if _role_at(protocol, index) not in played)
     cost = money.estimate(provider, conversations, max_turns, reward, bonus, budget_cents=budget,
@@ -400,7 +403,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if live and not yes:
         click.confirm(f"Publish on the LIVE MTurk marketplace, paying up to {dollars(cost.total_cents)} "
                       "of real money?", abort=True)
-    if provider == "prolific" and not settings.prolific_test_studies and not yes:
+    if provider == "prolific" and not terms.test and not yes:
         click.confirm(f"Publish on Prolific, paying up to {amount(cost.total_cents)} of real money?",
                       abort=True)
 
@@ -432,6 +435,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         )
         new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
         new_batch.suggestions_shown = settings.star_suggestions if suggestions is None else suggestions
+        new_batch.platform_terms = terms.platform_terms  # what its studies are made with, whoever makes them
         batch_id, hit_ids, task_count = new_batch.id, [h.id for h in hits], len(chosen)
 
     publish_all(app, batch_id, provider, hit_ids)

@@ -125,7 +125,8 @@ def mturk_spend(app: App, batch_id: Optional[int], by_worker: bool) -> None:
     def dollars(cents: int) -> str:  # amounts in the batch's currency (Prolific: the workspace's)
         return money.shown(cents, batch.currency)
 
-    click.echo(f"batch {batch.id} \"{batch.name}\" ({batch.provider}{' live' if batch.live else ''}): "
+    test = " test studies" if batch.platform_terms.get("test") else ""
+    click.echo(f"batch {batch.id} \"{batch.name}\" ({batch.provider}{' live' if batch.live else ''}{test}): "
                f"{dollars(total.total_cents)} spent = {dollars(total.rewards_cents)} rewards + "
                f"{dollars(total.bonuses_cents)} bonuses + {dollars(total.fees_cents)} fees; "
                f"{dollars(total.pending_cents)} pending")

@@ -87,7 +87,7 @@ from turkflow.protocols.questions import get_protocol
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import SimWorker, Written, answer_gold, judge_agent, revise, write_turn
 from turkflow.simulator.fake_prolific import Refused
-from turkflow.simulator.prolific import ProlificCrowd
+from turkflow.simulator.prolific import ProlificCrowd, study_terms
 from turkflow.simulator.utterances import Script
 
 HTTP_TIMEOUT = 60
@@ -352,6 +352,8 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
             scenarios=scenarios, affinity_seconds=affinity_seconds, seed=seed,
             agents={role: find_agents(session, list(names)) for role, names in (agents or {}).items()},
         )
+        if provider == "prolific":  # what its studies are made with, whoever makes them (as batch launch does)
+            batch.platform_terms = study_terms(settings)
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
         batch_id, hit_ids = batch.id, [hit.id for hit in hits]
     for hit_id in hit_ids:  # committed first: Prolific's provider records its study in a session of its own

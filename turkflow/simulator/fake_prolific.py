@@ -8,8 +8,11 @@ response that breaks it is recorded in ``violations`` (the tests' fixture fails 
 to send a bad request takes its violations with ``take_violations()``). A request the contract refuses
 is answered 400, as Prolific would. Without a contract (``contract=None``) nothing is checked.
 
-It plays Prolific's states: studies (UNPUBLISHED, ACTIVE, PAUSED, AWAITING REVIEW once every place is
-used and the last submissions wait for review, COMPLETED), submissions (RESERVED, ACTIVE, AWAITING
+It plays Prolific's states: studies (UNPUBLISHED; PUBLISHING for a moment after PUBLISH, then ACTIVE; SCHEDULED
+when a person schedules a draft in Prolific's app; PAUSED, by the researcher or by Prolific itself when the
+median completion time makes the study pay under its hourly minimum, as Prolific's help says it does;
+AWAITING REVIEW once every place is used and the last submissions wait for review, which takes new
+participants again only after a START; COMPLETED), submissions (RESERVED, ACTIVE, AWAITING
 REVIEW, APPROVED, REJECTED, RETURNED, TIMED-OUT; a timed-out one may be approved, as Prolific lets a
 researcher, unless ``approves_timed_out`` is off), submission lists filtered by study and status and
 ordered by start (at most ``max_page_size`` a page), bonus set-up and payment (paying the same bulk id
@@ -17,16 +20,22 @@ twice pays twice, every payment is recorded, and ``lose_pays`` makes the next pa
 paying), participant groups and the allow/block list filters that read them, completion codes whose
 actions add a participant to a group or take them out of it (the group must exist when the code is set;
 the group lists the study as a feeder), webhook secrets and subscriptions (a new subscription's
-``X-Hook-Secret`` comes back as a response header and confirms it through the API, as Prolific documents;
-nothing is sent to the target before). It refuses what Prolific refuses beyond the contract's shapes: a
+``X-Hook-Secret`` comes back as a response header and confirms it through the API, either way Prolific
+documents it: in the body of a POST to the subscription, as its API description says, or in the path, as
+its "Monitoring study progress" guide says; ``hook_confirmation`` keeps only one of them; nothing is sent
+to the target before), test participants and test studies as Prolific runs them (a beta feature a
+workspace must have enabled, ``test_studies_enabled``: one test participant per researcher account; a test
+study's rewards and bonuses are charged to the workspace's balance and refunded within 24 hours,
+``refund_test_charges``). It refuses what Prolific refuses beyond the contract's shapes: a
 study field Prolific does not have (``STUDY_FIELDS``, the contract's BaseStudy), a filter it does not know
 or a group that is not the workspace's, a reward under GBP 6 / USD 8 an hour (``currency``) at the
-estimated time, a maximum time under 2 + 2 x estimate + 2 x sqrt(estimate) minutes. The participant's
+estimated time, a maximum time under 2 + 2 x estimate + 2 x sqrt(estimate) minutes or of 24 hours or
+more. The participant's
 side has no API, so helpers play it: ``reserve``, ``start``, ``complete``, ``return_submission``,
 ``time_out``, ``fill_places``, and ``send_webhook`` POSTs a signed event (with its ``X-Event-ID``) to a URL
 of ours; ``make_group`` is a group the researcher made by hand in Prolific's app. A browser plays a
 participant through ``/participant/take`` and ``/participant/complete`` (``turkflow prolific
-rehearse``).
+rehearse``); ``listing`` says what is published, test or real, for a rehearsal to end with.
 """
 
 from __future__ import annotations
@@ -36,11 +45,12 @@ import hashlib
 import hmac
 import itertools
 import json
+import statistics
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -58,12 +68,23 @@ SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "prolific" / "publi
 HOLDS_PLACE = {"RESERVED", "ACTIVE", "AWAITING REVIEW", "APPROVED", "PARTIALLY APPROVED"}
 # Prolific's study transition table (the spec's description of POST /studies/{id}/transition/).
 STUDY_TRANSITIONS = {
-    ("UNPUBLISHED", "PUBLISH"): "ACTIVE",
+    ("UNPUBLISHED", "PUBLISH"): "PUBLISHING",  # then ACTIVE, a moment later (``publishing_requests``)
+    ("UNPUBLISHED", "SCHEDULE_PUBLISH"): "SCHEDULED",
+    ("SCHEDULED", "CANCEL_PUBLISH"): "UNPUBLISHED",
     ("ACTIVE", "PAUSE"): "PAUSED",
     ("ACTIVE", "STOP"): "COMPLETED",
     ("PAUSED", "START"): "ACTIVE",
     ("PAUSED", "STOP"): "COMPLETED",
+    # A study waiting for review takes new participants again only once started, its places grown.
+    ("AWAITING REVIEW", "START"): "ACTIVE",
+    ("AWAITING REVIEW", "STOP"): "COMPLETED",
 }
+# Prolific's longest maximum time: always under 24 hours.
+MAX_ALLOWED_MINUTES = 24 * 60
+# Completed submissions after which Prolific judges a study's pay at their median completion time.
+UNDERPAID_AFTER = 3
+# How long Prolific takes to refund what a test study's participants were paid ("within 24 hours").
+TEST_REFUND_SECONDS = 24 * 3600
 # What may change on a published study (the spec's description of PATCH /studies/{id}/).
 PUBLISHED_FIELDS = {"internal_name", "total_available_places", "submissions_config"}
 REJECT_MESSAGE_MIN = 100
@@ -108,6 +129,9 @@ class Study:
     stopped: bool = False
     date_created: str = field(default_factory=_now)
     published_at: Optional[str] = None
+    test: bool = False  # a test study: only the workspace's test participants see it
+    paused_by_prolific: bool = False  # Prolific paused it: it pays under the minimum at its median time
+    publishing_left: int = 0  # further requests it stays PUBLISHING for
 
 
 @dataclass
@@ -120,6 +144,16 @@ class Submission:
     completed_at: Optional[str] = None
     study_code: Optional[str] = None
     bonus_payments: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TestCharge:
+    """What a test study's submission cost the workspace (a reward or a bonus), refunded within 24 hours."""
+
+    submission_id: str
+    cents: int
+    charged_at: float
+    refunded: bool = False
 
 
 @dataclass
@@ -186,6 +220,11 @@ class FakeProlific:
         self.subscriptions: dict[str, dict[str, Any]] = {}
         self.hook_secrets: dict[str, str] = {}  # subscription id -> the X-Hook-Secret sent to its target
         self.test_participants: list[str] = []
+        self.test_studies_enabled = True  # Prolific's beta: enabled per workspace on request
+        self.test_charges: list[TestCharge] = []
+        self.publishing_requests = 0  # further API requests a study stays PUBLISHING for after PUBLISH
+        self.hook_confirmation = "either"  # "body" (the API description), "path" (the guide) or "either"
+        self.rehearsal_web: Optional[tuple[str, str]] = None  # (public origin, local origin) for participants
         self.messages: list[tuple[str, str, str]] = []  # (study id, participant id, body) of every message
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
@@ -275,6 +314,8 @@ class FakeProlific:
             status, body, *headers = getattr(self, f"_{endpoint}")(request, **args)
         except ApiError as exc:
             return _error(exc.status, exc.detail)
+        finally:
+            self._advance()
         if body is None:
             return Response(status=status, headers=headers[0] if headers else None)
         return Response(json.dumps(body), status=status, mimetype="application/json",
@@ -331,11 +372,14 @@ class FakeProlific:
             places = changes.get("total_available_places")
             if places is not None and places < study.fields["total_available_places"]:
                 raise ApiError(400, {"total_available_places": ["Places can only be increased."]})
-            if places is not None and places > study.fields["total_available_places"]:
+            grown = places is not None and places > study.fields["total_available_places"]
+            if grown:
                 self._check_funds(study, places - study.fields["total_available_places"])
                 study.stopped = False
+        else:
+            grown = False
         study.fields.update(changes)
-        self._settle_study(study)
+        self._settle_study(study, grown)
         return 200, self._study_json(study)
 
     def _check_group_actions(self, fields: dict[str, Any]) -> None:
@@ -371,6 +415,8 @@ class FakeProlific:
                 raise ApiError(400, {"reward": [f"The reward must be at least {hourly / 100:.2f} "
                                                 f"{self.currency} an hour at the estimated time."]})
         longest = fields.get("maximum_allowed_time")
+        if longest is not None and longest >= MAX_ALLOWED_MINUTES:
+            raise ApiError(400, {"maximum_allowed_time": ["Must be less than 24 hours."]})
         if estimate is not None and longest is not None and longest < 2 + 2 * estimate + 2 * estimate ** 0.5:
             raise ApiError(400, {"maximum_allowed_time": ["Must be at least 2 minutes plus two times the "
                                                           "estimated time plus two times its square root."]})
@@ -387,8 +433,11 @@ class FakeProlific:
             if missing:
                 raise ApiError(400, {name: ["This field is required to publish."] for name in missing})
             self._check_funds(study, study.fields["total_available_places"])
-            study.published_at = _now()
+            study.published_at, study.publishing_left = _now(), self.publishing_requests
+        if action == "START" and study.status == "AWAITING REVIEW" and self.places_free(study.id) <= 0:
+            raise ApiError(400, "A study awaiting review needs more places before it can start again.")
         study.status, study.stopped = after, action == "STOP"
+        study.paused_by_prolific = study.paused_by_prolific and after == "PAUSED"
         self._settle_study(study)
         return 200, self._study_json(study)
 
@@ -402,17 +451,48 @@ class FakeProlific:
                                 f"is {self.balance_cents}.")
 
     def _create_test_study(self, request: Request, study_id: str) -> tuple[int, Any]:
+        """A published copy of a draft that only the workspace's test participants see ("Create a test
+        study"); the draft stays a draft."""
+        self._check_test_feature()
         study = self._study(study_id)
         if study.status != "UNPUBLISHED" or not self.test_participants:
             raise ApiError(400, "A test study needs a draft study and at least one test participant.")
-        test = Study(id=self.new_id("study"), fields=dict(study.fields), status="ACTIVE", published_at=_now())
+        test = Study(id=self.new_id("study"), fields=dict(study.fields), status="ACTIVE", published_at=_now(),
+                     test=True)
         self.studies[test.id] = test
         return 200, {"study_id": test.id, "study_url": f"https://app.prolific.com/studies/{test.id}"}
 
     def _create_test_participant(self, request: Request) -> tuple[int, Any]:
+        """"Creates a test participant with the same details as the researcher": one per researcher account."""
+        self._check_test_feature()
+        if self.test_participants:
+            raise ApiError(400, "This researcher already has a test participant "
+                                f"({self.test_participants[0]}); there is one per researcher account.")
         participant_id = self.new_id("test-participant")
         self.test_participants.append(participant_id)
         return 201, {"participant_id": participant_id}
+
+    def _check_test_feature(self) -> None:
+        if not self.test_studies_enabled:
+            raise ApiError(403, "Test participants and test studies are not enabled for this workspace "
+                                "(a beta feature: ask Prolific support).")
+
+    def refund_test_charges(self, now: Optional[float] = None) -> int:
+        """Refund what test studies were charged at least 24 hours before ``now`` (default: every charge, as
+        a day later); returns the cents refunded."""
+        with self._lock:
+            due = [c for c in self.test_charges if not c.refunded
+                   and (now is None or now - c.charged_at >= TEST_REFUND_SECONDS)]
+            for charge in due:
+                charge.refunded = True
+                self.balance_cents += charge.cents
+            return sum(c.cents for c in due)
+
+    def _charge_test(self, submission: Submission, cents: int) -> None:
+        """A test study's participant is paid like any other, from the workspace's balance; Prolific refunds
+        it within 24 hours."""
+        self.balance_cents -= cents
+        self.test_charges.append(TestCharge(submission.id, cents, time.time()))
 
     # -- submissions --
 
@@ -505,6 +585,9 @@ class FakeProlific:
         for submission_id, cents in bulk.lines:
             payment = Payment(bulk.id, submission_id, self.submissions[submission_id].participant_id, cents)
             self.unsettled.append(payment)
+            if self.studies[bulk.study_id].test:  # charged below with the rest, refunded within 24 hours
+                self.test_charges.append(TestCharge(submission_id, cents + cents * self.fee_percent // 100,
+                                                    time.time()))
         self.balance_cents -= sum(cents for _, cents in bulk.lines) + bulk.fees_cents
         if not self.pay_later:
             self.settle_payments()
@@ -586,12 +669,21 @@ class FakeProlific:
         return 201, {"results": [dict(subscription)]}, {"X-Hook-Secret": self.hook_secrets[subscription["id"]]}
 
     def _confirm_subscription(self, request: Request, subscription_id: str) -> tuple[int, Any]:
-        """Echoing a new subscription's ``X-Hook-Secret`` enables it (``hook_secrets`` holds them)."""
-        subscription = self.subscriptions.get(subscription_id)
-        if subscription is None:
+        """Echoing a new subscription's ``X-Hook-Secret`` enables it (``hook_secrets`` holds them). Prolific
+        documents two ways: the API description posts the secret in the body to the subscription's id; the
+        "Monitoring study progress" guide puts the X-Hook-Secret where the id goes. Both are accepted, unless
+        ``hook_confirmation`` keeps one ("body" or "path")."""
+        secret = request.get_json()["secret"]
+        by_path = {hook: found for found, hook in self.hook_secrets.items()}
+        if subscription_id in self.subscriptions and self.hook_confirmation != "path":
+            if secret != self.hook_secrets[subscription_id]:
+                raise ApiError(400, {"secret": ["This is not the secret sent for this subscription."]})
+            subscription = self.subscriptions[subscription_id]
+        elif subscription_id in by_path and by_path[subscription_id] in self.subscriptions \
+                and self.hook_confirmation != "body" and secret == subscription_id:
+            subscription = self.subscriptions[by_path[subscription_id]]
+        else:
             raise ApiError(404, "Subscription not found.")
-        if request.get_json()["secret"] != self.hook_secrets[subscription_id]:
-            raise ApiError(400, {"secret": ["This is not the secret sent for this subscription."]})
         subscription["is_enabled"] = True
         return 200, dict(subscription)
 
@@ -615,6 +707,8 @@ class FakeProlific:
                 study_id, participant_id = args.get("study", ""), args.get("participant", "")
                 submission_id = self.start(study_id, participant_id)
                 url = self.studies[study_id].fields["external_study_url"]
+                if self.rehearsal_web is not None and url.startswith(self.rehearsal_web[0] + "/"):
+                    url = self.rehearsal_web[1] + url[len(self.rehearsal_web[0]):]
                 for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id),
                                     ("SESSION_ID", submission_id)):
                     url = url.replace("{{%" + name + "%}}", value)
@@ -649,10 +743,14 @@ class FakeProlific:
                 return reserved[0].id
             return self._take_place(study_id, participant_id, "ACTIVE")
 
-    def complete(self, submission_id: str, code: str) -> None:
-        """The participant returns to Prolific with a completion code; the code's actions run."""
+    def complete(self, submission_id: str, code: str, *, minutes: Optional[float] = None) -> None:
+        """The participant returns to Prolific with a completion code; the code's actions run. ``minutes``:
+        how long the submission took on Prolific's clock (it started that long ago)."""
         with self._lock:
             submission = self._submission(submission_id, helper=True)
+            if minutes is not None:
+                started = datetime.now(timezone.utc) - timedelta(minutes=minutes)
+                submission.started_at = started.isoformat().replace("+00:00", "Z")
             if submission.status != "ACTIVE":
                 raise Refused(f"submission {submission_id} is {submission.status}, not ACTIVE")
             study = self.studies[submission.study_id]
@@ -668,6 +766,24 @@ class FakeProlific:
                 elif action["action"] == "REMOVE_FROM_PARTICIPANT_GROUP":
                     self.groups[action["participant_group"]].members.pop(submission.participant_id, None)
             self._move(submission, "APPROVED" if "AUTOMATICALLY_APPROVE" in actions else "AWAITING REVIEW")
+            self._judge_pay(study)
+
+    def _judge_pay(self, study: Study) -> None:
+        """Prolific judges a study's pay at the median completion time of its completed submissions and
+        pauses an active study that pays under its hourly minimum there, asking the researcher for
+        adjustment payments (researcher help, "Underpaying studies")."""
+        taken = median_minutes([s for s in self._submissions_of(study.id) if s.completed_at])
+        if taken is None or study.status != "ACTIVE":
+            return
+        hourly = MIN_HOURLY.get(self.currency, max(MIN_HOURLY.values()))
+        if int(study.fields.get("reward") or 0) * 60 < hourly * taken:
+            study.status, study.paused_by_prolific = "PAUSED", True
+
+    def median_minutes(self, study_id: str) -> Optional[float]:
+        """The median completion time of a study's completed submissions, as Prolific computes it (None
+        before it judges: fewer than ``UNDERPAID_AFTER``)."""
+        with self._lock:
+            return median_minutes([s for s in self._submissions_of(study_id) if s.completed_at])
 
     def make_group(self, name: str, participant_ids: list[str]) -> str:
         """A participant group the researcher made by hand in Prolific's app; returns its id."""
@@ -745,6 +861,8 @@ class FakeProlific:
             study = self.studies.get(study_id)
             if study is None or study.status != "ACTIVE":
                 raise Refused(f"study {study_id} is not taking participants ({study and study.status})")
+            if study.test and participant_id not in self.test_participants:
+                raise Refused(f"study {study_id} is a test study, for the workspace's test participant only")
             if self.places_free(study_id) <= 0:
                 raise Refused(f"study {study_id} has no free place")
             self._check_filters(study, participant_id)
@@ -776,16 +894,33 @@ class FakeProlific:
             self._move(submission, status)
 
     def _move(self, submission: Submission, status: str) -> None:
+        study = self.studies[submission.study_id]
+        if status == "APPROVED" and submission.status != "APPROVED" and study.test:
+            reward = int(study.fields.get("reward") or 0)
+            self._charge_test(submission, reward + reward * self.fee_percent // 100)
         submission.status = status
-        self._settle_study(self.studies[submission.study_id])
+        self._settle_study(study)
 
-    def _settle_study(self, study: Study) -> None:
+    def _advance(self) -> None:
+        """A request was answered: a study publishing for ``publishing_requests`` requests is active."""
+        for study in self.studies.values():
+            if study.status == "PUBLISHING" and study.publishing_left > 0:
+                study.publishing_left -= 1
+            elif study.status == "PUBLISHING":
+                study.status = "ACTIVE"
+                self._settle_study(study)
+
+    def _settle_study(self, study: Study, grown: bool = False) -> None:
         """A published study runs while it has free places or work in progress, then waits for review,
-        then is complete; growing its places makes it active again. Paused and stopped studies stay so."""
-        if study.status in ("UNPUBLISHED", "PAUSED") or study.stopped:
+        then is complete. Growing its places makes a complete one active again; one awaiting review takes
+        new participants only once started (START). Paused, stopped, scheduled and publishing studies stay
+        so."""
+        if study.status in ("UNPUBLISHED", "PAUSED", "PUBLISHING", "SCHEDULED") or study.stopped:
             return
-        statuses = [s.status for s in self._submissions_of(study.id)]
-        if self.places_free(study.id) > 0 or {"RESERVED", "ACTIVE"} & set(statuses):
+        statuses = {s.status for s in self._submissions_of(study.id)}
+        in_progress = bool({"RESERVED", "ACTIVE"} & statuses)
+        takes_new = study.status == "ACTIVE" or (study.status == "COMPLETED" and grown)
+        if in_progress or (takes_new and self.places_free(study.id) > 0):
             study.status = "ACTIVE"
         elif "AWAITING REVIEW" in statuses:
             study.status = "AWAITING REVIEW"
@@ -814,6 +949,18 @@ class FakeProlific:
         if group_id not in self.groups:
             raise ApiError(404, "Participant group not found.")
         return self.groups[group_id]
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every study as a researcher sees it in Prolific's app: test or real, its status, who it admits,
+        where it sends participants and its places; what a rehearsal ends with."""
+        with self._lock:
+            return [{"id": study.id, "kind": "test" if study.test else "real", "status": study.status,
+                     "name": study.fields.get("name") or "", "url": study.fields.get("external_study_url") or "",
+                     "places": int(study.fields.get("total_available_places") or 0),
+                     "taken": self._places_taken(study.id),
+                     "paused_by_prolific": study.paused_by_prolific,
+                     "published": study.published_at is not None}
+                    for study in self.studies.values()]
 
     # ---- Prolific's JSON ---------------------------------------------------------------------------
 
@@ -873,6 +1020,19 @@ class _QuietHandler(WSGIRequestHandler):
 
     def log_request(self, code: object = "-", size: object = "-") -> None:
         pass
+
+
+def median_minutes(completed: list[Submission]) -> Optional[float]:
+    """The median of the submissions' completion times, in minutes (None for fewer than
+    ``UNDERPAID_AFTER``)."""
+    if len(completed) < UNDERPAID_AFTER:
+        return None
+
+    def moment(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    return statistics.median((moment(s.completed_at) - moment(s.started_at)).total_seconds() / 60
+                             for s in completed)
 
 
 def _error(status: int, detail: Any) -> Response:

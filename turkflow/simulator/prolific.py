@@ -1,7 +1,10 @@
 """The Prolific a simulation on Prolific runs against: the fake Prolific (``fake_prolific.py``) on a
 loopback port, the started stack's ``TURKFLOW_PROLIFIC_*`` settings pointing at it, and the simulated
 participants pre-qualified through hand-made role groups (``TURKFLOW_PROLIFIC_ROLE_GROUPS``) made on the
-fake, as a lab that recruits known participants does; the onboarding study is not simulated.
+fake, as a lab that recruits known participants does; the onboarding study is not simulated. As in a
+rehearsal (``turkflow prolific rehearse``), the studies point at a rehearsal address that the public URL
+check is told to trust (``REHEARSAL_URL``, ``TURKFLOW_PROLIFIC_REHEARSAL_HOST``), and the simulated
+participants follow a study's link to the stack's own web process.
 
 The fake checks every call against Prolific's contract when it can (the file is there and openapi-core
 is installed), and the report says whether it did and how many violations it found.
@@ -17,7 +20,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from turkflow.config import Settings
+from turkflow.hits.prolific.terms import StudyTerms
 from turkflow.simulator.crowd import SimWorker
+
+REHEARSAL_HOST = "rehearsal.turkflow.invalid"  # .invalid never resolves: nothing real can point at it
+REHEARSAL_URL = f"https://{REHEARSAL_HOST}"
 from turkflow.simulator.fake_prolific import SPEC_PATH, FakeProlific
 
 
@@ -69,8 +76,13 @@ def settings_for(settings: Settings, on: ProlificCrowd, crowd: list[SimWorker]) 
         groups[role] = fake.make_group(f"Simulated {role}s", members)
     return settings.model_copy(update={
         "provider": "prolific", "prolific_token": fake.token, "prolific_workspace_id": fake.workspace_id,
-        "prolific_base_url": fake.url, "prolific_webhook_secret": "",
+        "prolific_base_url": fake.url, "prolific_webhook_secret": "", "prolific_rehearsal_host": REHEARSAL_HOST,
         "prolific_role_groups": ",".join(f"{role}={group}" for role, group in groups.items())})
+
+
+def study_terms(settings: Settings) -> dict[str, Any]:
+    """What a simulated batch's studies are made with, stored with it as ``turkflow batch launch`` does."""
+    return StudyTerms.of_settings(settings).as_json()
 
 
 def contract_report(fake: FakeProlific, unchecked_because: str) -> dict[str, Any]:

@@ -200,7 +200,11 @@ def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, 
             settings = prolific.settings_for(settings, on_prolific, chosen.crowd)
         with Stack(settings, run_dir / "logs", web_workers=web_workers, web_threads=web_threads,
                    celery_concurrency=celery_concurrency, own_redis=own_redis) as stack:
-            report = run_on(stack.settings, stack.url, config, progress, on_prolific)
+            if on_prolific is None:
+                report = run_on(stack.settings, stack.url, config, progress, on_prolific)
+            else:  # studies point at the rehearsal address; participants reach the stack's web process
+                public = stack.settings.model_copy(update={"public_url": prolific.REHEARSAL_URL})
+                report = run_on(public, prolific.REHEARSAL_URL, config, progress, on_prolific, web_urls=[stack.url])
         if on_prolific is not None:  # the stack has stopped: every call it made is counted
             report["prolific"] = prolific.contract_report(on_prolific.fake, unchecked_because)
     report["stack"] = {"web_workers": web_workers, "web_threads": web_threads,

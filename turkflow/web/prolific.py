@@ -50,7 +50,7 @@ from turkflow.protocols.star import dialog as star_dialog
 from turkflow.protocols import surveys
 from turkflow.hits import lifecycle, onboarding
 from turkflow.protocols.star import stages
-from turkflow.hits.prolific import api, pages, sync
+from turkflow.hits.prolific import api, pages, studies, sync
 from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
 from turkflow.protocols import registry
 from turkflow.protocols.questions import STAR, SURVEY_TEXT_CHARS, get_protocol
@@ -128,9 +128,10 @@ def turn() -> Any:
         assignment = pages.assignment_of(session, study, submission_id, participant_id)
         taken = assignment is None
         if taken:
-            worker = pages.participant(session, participant_id, role, _provider().vouched_by_group(role))
+            batch = session.get(Batch, batch_id)  # its terms, as launched, whatever this process's settings
+            worker = pages.participant(session, participant_id, role, _provider().vouched_by_group(batch, role))
             assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id,
-                                              settings.prolific_max_minutes * 60)
+                                              _provider().terms_of(batch).maximum_minutes * 60)
         if assignment is None:
             return _please_return("No turn is waiting for you right now",
                                   f"Every {role} turn of this study has just been taken by someone else.")
@@ -563,7 +564,8 @@ def _stage_quiz(stage: stages.Stage, *, answers: Optional[dict[str, str]] = None
     _provider().check_submission(study_id, submission_id, participant_id)
     token = pages.onboarding_token(settings.secret_key, participant_id, submission_id, role, stage.number)
     with session_scope(settings.database_url) as session:
-        worker = pages.stage_participant(session, participant_id, stage, _provider().vouched_by_group(role))
+        study = pages.onboarding_study_of_link(session, role, study_id, stage.number)
+        worker = pages.stage_participant(session, participant_id, stage, _provider().onboarding_vouched(study))
         attempt = stages.open_attempt(session, worker, stage)
         view = stages.attempt_view(session, stage, attempt) if attempt is not None else None
         if wants_json():
@@ -739,7 +741,14 @@ def webhook() -> Any:
     return Response(status=204)
 
 
-# ---- the dashboard's Prolific bonuses page (``turkflow.web.admin`` serves it to signed-in requesters) ----
+# ---- the dashboard's Prolific parts (``turkflow.web.admin`` serves them to signed-in requesters) ----------
+
+
+def studies_of(session: Session, batch_id: int) -> list[studies.StudyView]:
+    """A Prolific batch's studies for its dashboard page: status, median time, warnings (our records only)."""
+    return studies.study_views(session, session.get(Batch, batch_id))
+
+
 
 
 def stuck_bonuses(settings: Settings, providers: Any) -> list[sync.StuckBonus]:

@@ -31,7 +31,7 @@ DEFAULT_BASE_URL = "https://api.prolific.com"
 COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc="
 # Prolific fills these in when it sends a participant to the study URL.
 URL_PARAMETERS = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
-STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP")
+STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP", "CANCEL_PUBLISH")
 SIGNATURE_HEADER = "X-Prolific-Request-Signature"
 HOOK_SECRET_HEADER = "X-Hook-Secret"  # returned with a new subscription, sent back to confirm it
 EVENT_ID_HEADER = "X-Event-ID"  # one event's id, the same on every redelivery
@@ -251,7 +251,9 @@ def update_study(client: ProlificClient, study_id: str, changes: Mapping[str, An
 
 
 def transition_study(client: ProlificClient, study_id: str, action: str) -> dict[str, Any]:
-    """PUBLISH a draft; PAUSE, START (resume) or STOP (complete) a published study."""
+    """PUBLISH a draft; PAUSE, START (resume, or take new participants again after AWAITING REVIEW) or STOP
+    (complete) a published study; CANCEL_PUBLISH a draft someone scheduled. Prolific answers PUBLISH with
+    PUBLISHING, then the study is ACTIVE."""
     if action not in STUDY_ACTIONS:
         raise ValueError(f"study action must be one of {', '.join(STUDY_ACTIONS)}, not {action!r}")
     return client.call("POST", f"/api/v1/studies/{study_id}/transition/", json={"action": action})
@@ -441,10 +443,21 @@ def create_webhook_subscription(client: ProlificClient, workspace_id: str, event
 
 def confirm_webhook_subscription(client: ProlificClient, subscription_id: str, hook_secret: str
                                  ) -> dict[str, Any]:
-    """Enable a new subscription with its ``X-Hook-Secret`` (the spec: "generated when the subscription
-    was created and returned as the ``X-Hook-Secret`` header")."""
-    return client.call("POST", f"/api/v1/hooks/subscriptions/{subscription_id}/",
-                       json={"secret": hook_secret})
+    """Enable a new subscription with its ``X-Hook-Secret``. Prolific documents it two ways: its API
+    description posts the secret in the body to the subscription ("generated when the subscription was
+    created and returned as the ``X-Hook-Secret`` header"); its "Monitoring study progress" guide puts the
+    X-Hook-Secret where the subscription's id goes. The first is tried first; the second only when Prolific
+    refuses the first (a 4xx), and if both are refused, the first refusal is the error."""
+    try:
+        return client.call("POST", f"/api/v1/hooks/subscriptions/{subscription_id}/",
+                           json={"secret": hook_secret})
+    except ProlificError as refused:
+        if not 400 <= refused.prolific_status < 500:
+            raise
+        try:
+            return client.call("POST", f"/api/v1/hooks/subscriptions/{hook_secret}/", json={"secret": hook_secret})
+        except ProlificError:
+            raise refused from None
 
 
 def list_webhook_subscriptions(client: ProlificClient, workspace_id: str, enabled: bool = True

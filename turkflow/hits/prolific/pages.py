@@ -135,11 +135,12 @@ def not_onboarded(role: str) -> str:
 
 def onboarding_study_of_link(session: Session, role: str, study_id: str,
                              stage: int = stages.SINGLE_TASK) -> ProlificOnboarding:
-    """The role's (STAR: the role stage's) onboarding study, which must be the study Prolific says the
-    participant came from."""
+    """The role's (STAR: the role stage's) onboarding study that Prolific says the participant came from: the
+    current one, or one it replaced (its participants may still finish)."""
     row = session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role,
-                                                        ProlificOnboarding.stage == stage)).first()
-    if row is None or row.study_id != study_id:
+                                                        ProlificOnboarding.stage == stage,
+                                                        ProlificOnboarding.study_id == study_id)).first()
+    if row is None:
         raise Forbidden("this link does not belong to that Prolific onboarding study")
     return row
 

@@ -13,10 +13,18 @@ creation was interrupted looks for the draft by its ``internal_name``). While th
 at least one free place and pauses when no turn waits, so it never runs out of places and drops to
 AWAITING REVIEW; when the batch ends, the study is stopped.
 
+What a batch's studies are made with (test or real studies, the role groups, the public address, texts and
+times) is the batch's own, stored when it was launched (``terms.StudyTerms``), never this process's
+settings; a role's onboarding study likewise keeps what it was published with. turkflow resumes only a
+study it paused itself: one Prolific paused (it pays under Prolific's minimum at its median completion time)
+or a person paused stays paused.
+
 Bonuses are paid in bulk, and exactly once although Prolific's pay call is not idempotent (see docs/prolific.md):
 a study's pending bonuses are set up as one bulk payment and claimed (``Bonus.pay_claimed_at`` and the bulk
-id in ``Bonus.external_id``) in a transaction of their own, committed before the pay call, and a claimed
-bonus is never paid again by this code, only settled from Prolific's record of payments on the submission.
+id in ``Bonus.external_id``) in a transaction of their own, committed before the pay call; Prolific's
+acceptance of the call is committed on its own right after it (``Bonus.pay_accepted_at``). A claimed bonus
+is never paid again by this code, only settled from Prolific's record of payments on the submission, each of
+our bonuses matched to a payment of its own amount (``matched_bonuses``).
 """
 
 from __future__ import annotations
@@ -24,10 +32,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import func
+from sqlalchemy import String, cast, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select, update
 
@@ -37,7 +47,8 @@ from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits import onboarding
 from turkflow.protocols.star import stages
-from turkflow.hits.prolific import api
+from turkflow.hits.prolific import api, public
+from turkflow.hits.prolific.terms import OnboardingTerms, StudyTerms
 from turkflow.hits.provider import CrowdProvider, HitCheck
 from turkflow.protocols.questions import PROTOCOLS, get_protocol
 from turkflow.models import (
@@ -85,6 +96,51 @@ class BonusOutcomeUnknown(Exception):
     yet. Prolific pays within minutes, so a later look usually settles it; never pay it again blindly."""
 
 
+# Statuses turkflow moves a study from; it leaves any other (PUBLISHING, SCHEDULED, a transient PROCESSING,
+# one Prolific adds later) as it is until its next look.
+ACTS_ON = {"UNPUBLISHED", "ACTIVE", "PAUSED", "AWAITING REVIEW", "COMPLETED"}
+
+
+@dataclass(frozen=True)
+class StudyStep:
+    """What keeping a batch role's study in step does next: grow (a draft: set) its places, one transition,
+    or take the study as over."""
+
+    places: Optional[int] = None
+    action: Optional[str] = None  # PUBLISH, START, PAUSE, STOP or CANCEL_PUBLISH
+    over: bool = False
+
+
+def next_step(status: str, *, places_taken: int, total_places: int, waiting: int, batch_status: str,
+              paused_by_us: bool) -> StudyStep:
+    """The step a batch role's study needs, from Prolific's status for it and our turns waiting.
+
+    While the batch runs, the free places cover every waiting turn and never fall to 0 (a study with no free
+    place and nothing in progress drops to AWAITING REVIEW, which takes nobody new until started again);
+    the study is published, or resumed, while a turn waits, and paused while none does. A study paused by
+    anyone but turkflow (Prolific, for underpaying at its median time; a person) is never resumed. An ended
+    batch stops its study (a scheduled one is unscheduled). A status turkflow does not act on is left alone.
+    """
+    if batch_status in (BatchStatus.completed, BatchStatus.cancelled):
+        if status in ("ACTIVE", "PAUSED", "AWAITING REVIEW"):
+            return StudyStep(action="STOP")
+        if status == "SCHEDULED":
+            return StudyStep(action="CANCEL_PUBLISH")
+        return StudyStep(over=status in ("COMPLETED", "UNPUBLISHED"))
+    if status not in ACTS_ON:
+        return StudyStep()
+    wanted = places_taken + max(waiting, 1)
+    places = wanted if wanted > total_places or (status == "UNPUBLISHED" and wanted != total_places) else None
+    runs = batch_status == BatchStatus.active and waiting > 0
+    if status == "UNPUBLISHED" and runs:
+        return StudyStep(places, "PUBLISH")
+    if (status == "PAUSED" and paused_by_us and runs) or (status == "AWAITING REVIEW" and runs):
+        return StudyStep(places, "START")
+    if status == "ACTIVE" and not runs:
+        return StudyStep(places, "PAUSE")
+    return StudyStep(places)
+
+
 class ProlificProvider(CrowdProvider):
     name = PROVIDER
 
@@ -108,8 +164,28 @@ class ProlificProvider(CrowdProvider):
         key = self.settings.secret_key.encode()
         return hmac.new(key, f"prolific {batch_id} {role}".encode(), hashlib.sha256).hexdigest()[:10].upper()
 
-    def page_url(self, batch_id: int, role: str) -> str:
-        return f"{self.settings.public_url.rstrip('/')}/prolific/turn?b={batch_id}&r={role}"
+    # -- what a batch publishes --
+
+    def terms_of(self, batch: Batch) -> StudyTerms:
+        """What the batch's studies are made with, as stored when it was launched. A batch with none stored
+        has no study yet (its first one records them, ``_recorded_terms``): until then this process's
+        settings stand for them."""
+        return StudyTerms.from_json(batch.platform_terms) or StudyTerms.of_settings(self.settings)
+
+    def _recorded_terms(self, own: Session, batch_id: int) -> StudyTerms:
+        """The batch's stored terms, recording this process's settings first if it has none (once: a batch
+        launched without them, by code that calls ``lifecycle.launch_batch`` itself, or before they were
+        stored). ``own`` is a session of the caller's own, committed here."""
+        mine = StudyTerms.of_settings(self.settings)
+        own.execute(update(Batch).where(Batch.id == batch_id, cast(Batch.platform_terms, String) == "{}")
+                    .values(platform_terms=mine.as_json()))
+        own.commit()
+        return StudyTerms.from_json(own.exec(select(Batch.platform_terms).where(Batch.id == batch_id)).one())
+
+    def check_public_url(self, url: str, what: str, rehearsal_host: str = "") -> str:
+        """``public.check`` with this process's Prolific address (a rehearsal host counts only on the fake)."""
+        return public.check(url, what=what, rehearsal_host=rehearsal_host,
+                            prolific_base_url=self.settings.prolific_base_url)
 
     def onboarding_code(self, role: str, passed: bool, stage: int = stages.SINGLE_TASK) -> str:
         """The code the onboarding quiz sends a participant back with: the passing one adds them to the
@@ -120,35 +196,66 @@ class ProlificProvider(CrowdProvider):
         text = f"prolific onboarding {role}{which} {'passed' if passed else 'failed'}"
         return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:10].upper()
 
-    def onboarding_url(self, role: str, stage: int = stages.SINGLE_TASK) -> str:
+    @staticmethod
+    def onboarding_url(public_url: str, role: str, stage: int = stages.SINGLE_TASK) -> str:
         which = f"&s={stage}" if stages.has_stages(role) else ""
-        return f"{self.settings.public_url.rstrip('/')}/prolific/onboarding?r={role}{which}"
+        return f"{public_url.rstrip('/')}/prolific/onboarding?r={role}{which}"
 
-    def vouched_by_group(self, role: str) -> bool:
-        """True when a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS) admits the role's participants: then
-        Prolific's allow list alone stands for onboarding, and a new participant arrives onboarded."""
-        return role in role_groups(self.settings.prolific_role_groups)
+    def vouched_by_group(self, batch: Batch, role: str) -> bool:
+        """True when a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS when the batch was launched) admits the
+        role's participants: then Prolific's allow list alone stands for onboarding, and a new participant
+        arrives onboarded."""
+        return role in self.terms_of(batch).role_groups
 
-    def allow_group(self, session: Session, role: str, stage: int = stages.SINGLE_TASK) -> Optional[str]:
-        """The group a role's turn studies admit: the hand-made one, else the onboarding study's (of a STAR
-        role's ``stage``; hand-made groups stand for stage 1 only)."""
-        configured = role_groups(self.settings.prolific_role_groups).get(role)
+    @staticmethod
+    def onboarding_vouched(row: ProlificOnboarding) -> bool:
+        """Whether a hand-made group stood for the role's passers when this onboarding study was published:
+        then its members arrive at a STAR stage's quiz as onboarded participants of the role."""
+        return bool(_onboarding_terms(row).hand_made_group)
+
+    def allow_group(self, session: Session, role: str, stage: int = stages.SINGLE_TASK,
+                    terms: Optional[StudyTerms] = None) -> Optional[str]:
+        """The group a role's turn studies admit: the batch's hand-made one (``terms``; a new batch's:
+        this process's settings), else the current onboarding study's (of a STAR role's ``stage``; hand-made
+        groups stand for stage 1 only)."""
+        configured = (terms or StudyTerms.of_settings(self.settings)).role_groups.get(role)
         if configured and stage == stages.SINGLE_TASK:
             return configured
-        row = _onboarding_row(session, role, stage)
+        row = current_onboarding(session, role, stage)
         return row.group_id if row is not None else None
 
-    def missing_onboarding(self, session: Session, protocol: str = "wizard_of_tasks",
-                           multi_task: bool = False) -> list[tuple[str, int]]:
-        """The (role, stage) onboarding studies a batch of ``protocol`` still lacks: each role's (stage 1;
-        a hand-made group stands for it), and with ``multi_task`` STAR's stage 2 of each role too."""
+    def missing_onboarding(self, session: Session, protocol: str = "wizard_of_tasks", multi_task: bool = False,
+                           terms: Optional[StudyTerms] = None) -> list[tuple[str, int, str]]:
+        """The (role, stage, why) a batch of ``protocol`` (with ``terms``; a new batch: this process's
+        settings) cannot admit anyone for yet: each role's stage 1, and with ``multi_task`` STAR's stage 2
+        of each role too. A role is admitted by a hand-made group with somebody in it, or by an onboarding
+        study that is published, or whose group already holds somebody (passers of a study it replaced). A
+        real batch needs a real onboarding study: a test one admits only the workspace's test participant."""
+        terms = terms or StudyTerms.of_settings(self.settings)
         wanted = [(role, stages.SINGLE_TASK) for role in get_protocol(protocol).roles]
         if multi_task:
             wanted += [(role, stages.MULTI_TASK) for role in get_protocol(protocol).roles
                        if stages.has_stages(role)]
-        return [(role, stage) for role, stage in wanted
-                if not (stage == stages.SINGLE_TASK and self.vouched_by_group(role))
-                and _onboarding_row(session, role, stage) is None]
+        missing = []
+        for role, stage in wanted:
+            group = self.allow_group(session, role, stage, terms)
+            row = current_onboarding(session, role, stage)
+            hand_made = stage == stages.SINGLE_TASK and role in terms.role_groups
+            published = row is not None and row.published_at is not None
+            test_only = row is not None and _onboarding_terms(row).test
+            if hand_made or (published and not (test_only and not terms.test)):
+                why = "" if not hand_made else self._nobody_in(group, f"hand-made group {group}")
+            elif group is not None and not self._nobody_in(group, ""):
+                why = ""
+            elif row is None:
+                why = "no onboarding study"
+            elif test_only and not terms.test:
+                why = "only a test onboarding study, which real participants never see"
+            else:
+                why = "a draft onboarding study (Prolific did not publish it) with nobody in its group"
+            if why:
+                missing.append((role, stage, why))
+        return missing
 
     # -- turns --
 
@@ -169,12 +276,9 @@ class ProlificProvider(CrowdProvider):
 
     def keep_in_step(self, session: Session, batch: Batch, role: str, *, include: Optional[Hit] = None,
                      exclude: Optional[Hit] = None) -> Optional[str]:
-        """Bring the batch role's study in line with the turns waiting for a participant.
-
-        While the batch runs, the free places cover every waiting turn and never fall to 0 (a study with
-        no free place and nothing in progress drops to AWAITING REVIEW), and the study is paused while no
-        turn waits, so its spare place is not taken for nothing. A paused batch pauses the study; an ended
-        one stops it. Returns Prolific's status afterwards (None: the role has no study).
+        """Bring the batch role's study in line with the turns waiting for a participant (``next_step``);
+        returns Prolific's status afterwards (None: the role has no study). The caller commits what is
+        recorded: the status seen, and whether turkflow paused the study.
 
         A turn opened while the study is being paused is found by counting again after the pause (its row is
         committed as pending before it is published): then the study resumes, or its publisher, which
@@ -189,67 +293,79 @@ class ProlificProvider(CrowdProvider):
             return None
         study = api.get_study(self.client, row.study_id)
         status = study["status"]
-        if batch.status in (BatchStatus.completed, BatchStatus.cancelled):
-            if status in ("ACTIVE", "PAUSED"):
-                status = api.transition_study(self.client, row.study_id, "STOP")["status"]
-            if status != "UNPUBLISHED":
-                _end_study(session, row.id)
-            return status
         waiting = _waiting_turns(session, batch.id, role, include=include, exclude=exclude)
-        wanted = int(study.get("places_taken") or 0) + max(waiting, 1)
-        if status == "UNPUBLISHED" or wanted > int(study.get("total_available_places") or 0):
-            status = api.update_study(self.client, row.study_id, {"total_available_places": wanted})["status"]
-        runs = batch.status == BatchStatus.active and waiting > 0
-        if status == "UNPUBLISHED" and runs:
-            status = api.transition_study(self.client, row.study_id, "PUBLISH")["status"]
-        elif status == "PAUSED" and runs:
-            status = self._transition(row.study_id, "START")
-        elif status == "ACTIVE" and not runs:
-            status = self._transition(row.study_id, "PAUSE")
+        step = next_step(status, places_taken=int(study.get("places_taken") or 0), waiting=waiting,
+                         total_places=int(study.get("total_available_places") or 0), batch_status=batch.status,
+                         paused_by_us=row.paused_at is not None)
+        if step.places is not None:
+            status = api.update_study(self.client, row.study_id, {"total_available_places": step.places})["status"]
+        if step.action in ("PUBLISH", "STOP", "CANCEL_PUBLISH"):
+            status = api.transition_study(self.client, row.study_id, step.action)["status"]
+        elif step.action == "START":
+            status, _ = self._transition(row.study_id, "START")
+            row.paused_at = None
+        elif step.action == "PAUSE":
+            status, ours = self._transition(row.study_id, "PAUSE")
+            row.paused_at = utcnow() if ours else row.paused_at  # a pause someone else made is not ours to undo
             if batch.status == BatchStatus.active and _waiting_now(session, batch.id, role, exclude) > 0:
-                status = self._transition(row.study_id, "START")
+                status, _ = self._transition(row.study_id, "START")
+                row.paused_at = None
+        if status == "PAUSED" and row.paused_at is None and row.seen_status != "PAUSED":
+            log.warning("Prolific study %s of batch %s %s was paused, not by turkflow; turkflow leaves it paused",
+                        row.study_id, batch.id, role)
+            events.record(session, "prolific_study_paused_elsewhere", "provider", batch_id=batch.id, role=role,
+                          study_id=row.study_id)
+        row.seen_status = status
+        session.add(row)
+        if step.over or step.action == "STOP" or (step.action == "CANCEL_PUBLISH" and status == "UNPUBLISHED"):
+            _end_study(session, row.id)
         return status
 
-    def _transition(self, study_id: str, action: str) -> str:
-        """PAUSE or START; one another worker made first (Prolific refuses it then) is taken as done."""
+    def _transition(self, study_id: str, action: str) -> tuple[str, bool]:
+        """PAUSE or START; one another worker made first (Prolific refuses it then) is taken as done. Returns
+        Prolific's status afterwards and whether this call made the move."""
         try:
-            return api.transition_study(self.client, study_id, action)["status"]
+            return api.transition_study(self.client, study_id, action)["status"], True
         except api.ProlificError as exc:
             if exc.prolific_status != 400:
                 raise
-            return api.get_study(self.client, study_id)["status"]
+            return api.get_study(self.client, study_id)["status"], False
 
     def study_id(self, session: Session, batch: Batch, role: str) -> str:
-        """The batch role's study id, creating the study once.
+        """The batch role's study id, creating the study once, with the batch's terms.
 
-        The ``ProlificStudy`` row is written (and committed) first; the study id is recorded on it once
-        Prolific made the draft. A row without an id means an attempt was interrupted or is under way: we
-        look for its draft by ``internal_name`` and create one only if there is none. Two workers doing
-        this at once may both create a draft; the first id recorded wins, and the other stays an
-        unpublished draft, which costs nothing.
+        The ``ProlificStudy`` row is written (and committed) first, with the batch's terms recorded if it had
+        none; the study id is recorded on it once Prolific made the draft. A row without an id means an
+        attempt was interrupted or is under way: we look for its draft by ``internal_name`` and create one
+        only if there is none. Two workers doing this at once may both create a draft; the first id recorded
+        wins, and the other stays an unpublished draft, which costs nothing.
         """
         with Session(session.get_bind()) as own:
             row = _study_row(own, batch.id, role)
             if row is not None and row.study_id is not None:
                 return row.study_id
+            terms = self._recorded_terms(own, batch.id)
             if row is None:
                 try:
                     own.add(ProlificStudy(batch_id=batch.id, role=role))
                     own.commit()
                 except IntegrityError:
                     own.rollback()
-        allowed = self.allow_group(session, role, _stage_of_batch(session, batch))
-        if allowed is None:
-            allowed = self.allow_group(session, role)
-        if allowed is None:  # a study open to everyone would let strangers in before onboarding
-            self.check_onboarding_gate(session, live=True, protocol=batch.protocol)
-            raise ProviderError(f"no participant group admits {role}s yet: run `turkflow prolific onboarding "
-                                f"--role {role}` (or name one in TURKFLOW_PROLIFIC_ROLE_GROUPS)")
+        stage = _stage_of_batch(session, batch)
+        if self.allow_group(session, role, stage, terms) is None:
+            stage = stages.SINGLE_TASK  # a multi-task batch without stage 2's group admits stage 1's
+        allowed = self.allow_group(session, role, stage, terms)
+        missing = [m for m in self.missing_onboarding(session, batch.protocol, stage == stages.MULTI_TASK, terms)
+                   if m[0] == role and m[1] == stage]
+        if allowed is None or missing:  # a study open to everyone, or to nobody, helps no one
+            raise ProviderError(gate_refusal(missing or [(role, stage, "no onboarding study")]))
+        page = terms.checked_url(terms.page_url(batch.id, role), f"the {role} study of batch {batch.id}",
+                                 self.settings.prolific_base_url)
         with Session(session.get_bind()) as own:
             name = self.internal_name(_study_row(own, batch.id, role))
         drafts = self._studies_named(name)
-        made = drafts[0]["id"] if drafts else self._create_study(batch, role, name, allowed)["id"]
-        if self.settings.prolific_test_studies:  # the draft stays a draft; its test copy is the study
+        made = drafts[0]["id"] if drafts else self._create_study(batch, role, name, allowed, terms, page)["id"]
+        if terms.test:  # the draft stays a draft; its test copy is the study
             made = api.create_test_study(self.client, made)["study_id"]
         with Session(session.get_bind()) as own:
             own.execute(update(ProlificStudy)
@@ -267,20 +383,19 @@ class ProlificProvider(CrowdProvider):
                        if s.get("internal_name") == name and s.get("status") == "UNPUBLISHED"),
                       key=lambda s: (s.get("date_created") or "", s["id"]))
 
-    def _create_study(self, batch: Batch, role: str, name: str, allowed: Optional[str]) -> dict[str, Any]:
-        settings = self.settings
+    def _create_study(self, batch: Batch, role: str, name: str, allowed: str, terms: StudyTerms,
+                      page: str) -> dict[str, Any]:
         others = [other for other in get_protocol(batch.protocol).roles if other != role]
         body = api.study_body(
-            name=f"{role.capitalize()}: {settings.prolific_study_name}",
-            description=settings.prolific_study_description,
-            page_url=self.page_url(batch.id, role), completion_code=self.completion_code(batch.id, role),
-            reward_cents=batch.reward_cents, places=1, estimated_minutes=settings.prolific_estimated_minutes,
-            maximum_minutes=settings.prolific_max_minutes, internal_name=name,
-            allow_groups=[allowed] if allowed else [],
+            name=f"{role.capitalize()}: {terms.study_name}", description=terms.study_description,
+            page_url=page, completion_code=self.completion_code(batch.id, role),
+            reward_cents=batch.reward_cents, places=1, estimated_minutes=terms.estimated_minutes,
+            maximum_minutes=terms.maximum_minutes, internal_name=name, allow_groups=[allowed],
             block_groups=[self.blocked_group(), *(self.role_group(other) for other in others)],
-            project=settings.prolific_project_id or None)
+            project=terms.project_id or None)
         created = api.create_study(self.client, body)
-        log.info("created Prolific study %s for batch %s %s", created["id"], batch.id, role)
+        log.info("created Prolific study %s for batch %s %s%s", created["id"], batch.id, role,
+                 " (a draft for its test study)" if terms.test else "")
         return created
 
     def check_submission(self, study_id: str, submission_id: str, participant_id: str) -> None:
@@ -342,14 +457,16 @@ class ProlificProvider(CrowdProvider):
         The bonuses (at most 200, this one first) are set up as one bulk, then claimed all or none with the
         bulk id (``pay_claimed_at``, ``external_id``) in a transaction of their own, committed before the
         one pay call; the caller must hold no uncommitted write to them. A worker that finds one of them
-        claimed by another meanwhile claims none and pays nothing (its set-up costs nothing). A claimed
-        bonus is settled only from its submission's ``bonus_payments``: a turn is one submission and earns
-        at most one bonus, so a payment there is this one. An unclaimed bonus was never paid, so it needs
-        no such look.
+        claimed by another meanwhile claims none and pays nothing (its set-up costs nothing). Prolific's
+        acceptance of the call is committed on its own at once (``pay_accepted_at``, and the event with
+        Prolific's fees), before anything else happens, so a crash after the call still knows Prolific will
+        pay. A claimed bonus is settled only from its submission's ``bonus_payments``, by a payment of its
+        own amount (``matched_bonuses``). An unclaimed bonus was never paid, so it needs no such look.
         """
         if bonus.pay_claimed_at is not None:
             return self._settle(session, bonus, assignment)
-        study_id = session.get(Hit, assignment.hit_id).external_id
+        hit = session.get(Hit, assignment.hit_id)
+        study_id, batch_id = hit.external_id, lifecycle.batch_of_hit(session, hit).id
         due = _unclaimed_bonuses(session, study_id, first=bonus.id)
         if bonus.id not in due:
             raise BonusOutcomeUnknown(f"bonus {bonus.id} is being paid by another worker")
@@ -364,115 +481,160 @@ class ProlificProvider(CrowdProvider):
             else:  # it may have paid: settled from Prolific, or by a person (``sync.stuck_bonuses``)
                 _note_unanswered(session, list(due), bulk["id"], str(exc))
             raise
-        batch_id = lifecycle.batch_of_hit(session, session.get(Hit, assignment.hit_id)).id
-        events.record(session, "prolific_bonus_sent", "provider", batch_id=batch_id, bonus_ids=list(due),
-                      bulk_id=bulk["id"], study_id=study_id, total_cents=bulk["total_amount"],
-                      amount_cents=bulk["amount"], fees_cents=bulk["fees"], vat_cents=bulk.get("vat") or 0)
+        _accepted(session, list(due), bulk, batch_id, study_id)
         return list(due)
 
     def _settle(self, session: Session, bonus: Bonus, assignment: Assignment) -> list[int]:
-        """A claimed bonus is paid once its submission shows a payment for it, and never paid again from
-        here."""
+        """A claimed bonus is paid once its submission shows a payment of its own amount that no other bonus
+        of ours there accounts for, and never paid again from here."""
         payments = api.get_submission(self.client, assignment.external_id).get("bonus_payments") or []
         if payment_shown(session, bonus, payments):
             return [bonus.id]
-        raise BonusOutcomeUnknown(f"bonus {bonus.id} went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC "
-                                  f"and submission {assignment.external_id} shows no payment yet")
+        accepted = (f"Prolific accepted the pay call at {bonus.pay_accepted_at:%H:%M} UTC"
+                    if bonus.pay_accepted_at is not None else f"it went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC")
+        raise BonusOutcomeUnknown(f"bonus {bonus.id}: {accepted} and submission {assignment.external_id} shows no "
+                                  f"payment of {bonus.amount_cents} yet")
 
     # -- participants --
 
+    def _nobody_in(self, group: str, named: str) -> str:
+        """Why ``group`` (``named``) admits nobody: empty, or not a group of the workspace; "" when someone
+        is in it."""
+        try:
+            return "" if api.list_participant_group_members(self.client, group) else f"{named} with nobody in it"
+        except api.ProlificError as exc:
+            if exc.prolific_status != 404:
+                raise
+            return f"{named}, not a group of this workspace"
+
     def check_onboarding_gate(self, session: Session, live: bool, protocol: str = "wizard_of_tasks",
-                              multi_task: bool = False) -> None:
+                              multi_task: bool = False, terms: Optional[StudyTerms] = None) -> None:
         """A role's turn studies admit the group its onboarding study adds those who pass to (``turkflow
-        prolific onboarding``), or a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS); without either, our
-        turn page refuses every new participant of the role. A STAR role has a study per stage; stage 2
-        (``multi_task``) unlocks multi-task dialogs."""
-        missing = self.missing_onboarding(session, protocol, multi_task)
-        if not missing:
-            return
-        if not any(stages.has_stages(role) for role, _ in missing):
-            roles = " or ".join(f"{role}s" for role, _ in missing)
-            raise ProviderError(f"no onboarding study for {roles}: run `turkflow prolific onboarding --role "
-                                f"{missing[0][0]}` (or name hand-made groups in TURKFLOW_PROLIFIC_ROLE_GROUPS); "
-                                "until then nobody can take their turns")
-        named = ", ".join(f"{role} stage {stage}" for role, stage in missing)
-        role, stage = missing[0]
-        raise ProviderError(f"no onboarding study for {named}: run `turkflow prolific onboarding --role {role} "
-                            f"--stage {stage}` for each; until then nobody can take those turns")
+        prolific onboarding``), or a hand-made group (TURKFLOW_PROLIFIC_ROLE_GROUPS); a draft onboarding
+        study with nobody in its group, or a hand-made group with nobody in it, admits nobody, and our turn
+        page would refuse every participant of the role. A STAR role has a study per stage; stage 2
+        (``multi_task``) unlocks multi-task dialogs. Refused in one line naming what is missing."""
+        missing = self.missing_onboarding(session, protocol, multi_task, terms)
+        if missing:
+            raise ProviderError(gate_refusal(missing))
 
     def set_up_onboarding(self, session: Session, role: str, *, reward_cents: int, places: int,
-                          estimated_minutes: int, stage: int = stages.SINGLE_TASK
+                          estimated_minutes: int, stage: int = stages.SINGLE_TASK, replace: bool = False
                           ) -> tuple[ProlificOnboarding, str]:
-        """The role's onboarding study (a STAR role's, of ``stage``), made once: returns its row and
+        """The role's current onboarding study (a STAR role's, of ``stage``), made once: returns its row and
         Prolific's status.
 
-        As with a batch role's study, the ``ProlificOnboarding`` row is written (and committed) first; the
-        group (the hand-made one, else our role group, found by name or created) and then the study (a draft
-        an interrupted attempt left is found by ``internal_name``) are recorded on it as Prolific makes them,
-        so running this again finishes an interrupted set-up and makes nothing twice (it grows the study to
-        ``places`` if it has fewer). The study's URL is our
-        onboarding quiz; its passing code adds the participant to the group, and both codes approve the
-        submission (the quiz is paid whether passed or not). Participants of another role, or blocked, are
-        kept out; each participant takes it once.
+        As with a batch role's study, the ``ProlificOnboarding`` row is written (and committed) first, with
+        what the study is published with (``terms.OnboardingTerms``: a test or a real study, by
+        TURKFLOW_PROLIFIC_TEST_STUDIES; the quiz's address, checked first; reward and minutes); the group
+        (the hand-made one, else our role group, found by name or created) and then the study (a draft an
+        interrupted attempt left is found by ``internal_name``) are recorded on it as Prolific makes them, so
+        running this again finishes an interrupted set-up and makes nothing twice. A draft's places follow
+        ``places``; a published study's only grow to it. A study Prolific refused to publish (its balance)
+        stays a draft, which admits nobody: ``published_at`` stays None and the launch gate says so.
 
-        A STAR role's stage 1 works the same way (its tutorial and quiz, with hints); its stage 2 study
-        admits only the participants stage 1's group holds (set stage 1 up first), and passing it adds them
-        to a group of its own, which the turn studies of batches whose dialogs are all multi-task admit.
+        ``replace`` stops the current study (participants in it may still finish) and makes a new one in its
+        place, adding those who pass to the same group, so everyone who passed the old one stays admitted;
+        a test study is followed by a real one this way. Without it, settings that would make another kind of
+        study than the current one (test or real) are refused.
+
+        The study's URL is our onboarding quiz; its passing code adds the participant to the group, and both
+        codes approve the submission (the quiz is paid whether passed or not). Participants of another role,
+        or blocked, are kept out; each participant takes it once. A STAR role's stage 1 works the same way
+        (its tutorial and quiz, with hints); its stage 2 study admits only the participants stage 1's group
+        holds (set stage 1 up first), and passing it adds them to a group of its own, which the turn studies
+        of batches whose dialogs are all multi-task admit.
         """
         title, description = _onboarding_texts(role, stage)
+        which = f" stage {stage}" if stages.has_stages(role) else ""
+        terms = OnboardingTerms.of_settings(self.settings, role, test=self.settings.prolific_test_studies,
+                                            reward_cents=reward_cents, minutes=estimated_minutes)
+        quiz = self.check_public_url(self.onboarding_url(terms.public_url, role, stage),
+                                     f"the {role}{which} onboarding study", terms.rehearsal_host)
         admits: list[str] = []
         if stage != stages.SINGLE_TASK:
-            earlier = self.allow_group(session, role, stage - 1)
-            if earlier is None:
+            earlier = current_onboarding(session, role, stage - 1)
+            if earlier is None or earlier.group_id is None:
                 raise ProviderError(f"set up {role} stage {stage - 1} first (`turkflow prolific onboarding "
                                     f"--role {role} --stage {stage - 1}`): stage {stage} admits only its group")
-            admits = [earlier]
+            admits = [earlier.group_id]
         bind = session.get_bind()
-        is_row = (ProlificOnboarding.role == role, ProlificOnboarding.stage == stage)
         with Session(bind) as own:
-            if _onboarding_row(own, role, stage) is None:
+            current = current_onboarding(own, role, stage)
+            if current is not None and replace:
+                self._replace_onboarding(own, current)
+                current = None
+            kind = "test" if terms.test else "real"
+            if current is not None and _onboarding_terms(current).test != terms.test:
+                raise ProviderError(f"the current {role}{which} onboarding study ({current.study_id}) is not a "
+                                    f"{kind} study; publish a {kind} one in its place with --replace")
+            if current is None:
                 try:
-                    own.add(ProlificOnboarding(role=role, stage=stage))
+                    own.add(ProlificOnboarding(role=role, stage=stage, terms=terms.as_json()))
                     own.commit()
                 except IntegrityError:
                     own.rollback()
-            row = _onboarding_row(own, role, stage)
-            group_id = row.group_id or self._passing_group(role, stage)
-            own.execute(update(ProlificOnboarding).where(*is_row, col(ProlificOnboarding.group_id).is_(None))
+            row = current_onboarding(own, role, stage)
+            group_id = row.group_id or self._passing_group(role, stage, terms)
+            own.execute(update(ProlificOnboarding).where(ProlificOnboarding.id == row.id,
+                                                         col(ProlificOnboarding.group_id).is_(None))
                         .values(group_id=group_id))
             own.commit()
             own.refresh(row)
-            group_id, study_id = row.group_id, row.study_id
+            group_id, study_id, terms = row.group_id, row.study_id, _onboarding_terms(row)
         if study_id is None:
-            which = f" stage {stage}" if stages.has_stages(role) else ""
             name = f"turkflow {self.install} onboarding {role}{which} #{row.id} {_stamp(row.created_at)}"
             drafts = self._studies_named(name)
             others = [other for other in _roles_beside(role) if other != role]
             made = drafts[0]["id"] if drafts else api.create_study(self.client, api.study_body(
                 name=title, description=f"{description} One attempt; paid whether you pass or not.",
-                page_url=self.onboarding_url(role, stage), reward_cents=reward_cents, places=places,
-                estimated_minutes=estimated_minutes, internal_name=name, allow_groups=admits,
+                page_url=quiz, reward_cents=terms.reward_cents, places=places,
+                estimated_minutes=terms.minutes, internal_name=name, allow_groups=admits,
                 block_groups=[self.blocked_group(), *(self.role_group(other) for other in others)],
-                project=self.settings.prolific_project_id or None, submissions_per_participant=1,
+                project=terms.project_id or None, submissions_per_participant=1,
                 completion_codes=self._onboarding_codes(role, group_id, stage)))["id"]
-            if self.settings.prolific_test_studies:
+            if terms.test:
                 made = api.create_test_study(self.client, made)["study_id"]
             with Session(bind) as own:
-                own.execute(update(ProlificOnboarding).where(*is_row, col(ProlificOnboarding.study_id).is_(None))
+                own.execute(update(ProlificOnboarding).where(ProlificOnboarding.id == row.id,
+                                                             col(ProlificOnboarding.study_id).is_(None))
                             .values(study_id=made))
                 own.commit()
             events.record(session, "prolific_onboarding_created", "provider", role=role, stage=stage,
-                          study_id=made, group_id=group_id)
+                          study_id=made, group_id=group_id, test=terms.test)
             log.info("created Prolific onboarding study %s for %ss%s (group %s)", made, role, which, group_id)
         with Session(bind) as own:
-            row = _onboarding_row(own, role, stage)
+            row = own.get(ProlificOnboarding, row.id)
         study = api.get_study(self.client, row.study_id)
-        status = study["status"]
-        if int(study.get("total_available_places") or 0) < places:  # places only ever grow
+        status, had = study["status"], int(study.get("total_available_places") or 0)
+        if had < places or (status == "UNPUBLISHED" and had != places):  # a draft's follow; published: only grow
             status = api.update_study(self.client, row.study_id, {"total_available_places": places})["status"]
         if status == "UNPUBLISHED":
             status = api.transition_study(self.client, row.study_id, "PUBLISH")["status"]
+        if status not in ("UNPUBLISHED", "SCHEDULED") and row.published_at is None:
+            with Session(bind) as own:
+                own.execute(update(ProlificOnboarding).where(ProlificOnboarding.id == row.id,
+                                                             col(ProlificOnboarding.published_at).is_(None))
+                            .values(published_at=utcnow()))
+                own.commit()
+                row = own.get(ProlificOnboarding, row.id)
         return row, status
+
+    def _replace_onboarding(self, own: Session, current: ProlificOnboarding) -> None:
+        """Stop the current onboarding study (a draft is left as it is: it costs nothing) and mark it
+        replaced, in ``own``'s transaction, committed."""
+        if current.study_id is not None:
+            status = api.get_study(self.client, current.study_id)["status"]
+            if status in ("ACTIVE", "PAUSED", "AWAITING REVIEW"):
+                api.transition_study(self.client, current.study_id, "STOP")
+            elif status == "SCHEDULED":
+                api.transition_study(self.client, current.study_id, "CANCEL_PUBLISH")
+        own.execute(update(ProlificOnboarding).where(ProlificOnboarding.id == current.id,
+                                                     col(ProlificOnboarding.replaced_at).is_(None))
+                    .values(replaced_at=utcnow()))
+        events.record(own, "prolific_onboarding_replaced", "provider", role=current.role, stage=current.stage,
+                      study_id=current.study_id)
+        own.commit()
 
     def _onboarding_codes(self, role: str, group_id: str, stage: int) -> list[dict[str, Any]]:
         approve = {"action": "AUTOMATICALLY_APPROVE"}
@@ -480,11 +642,11 @@ class ProlificProvider(CrowdProvider):
         return [api.completion_code_item(self.onboarding_code(role, True, stage), approve, joins),
                 api.completion_code_item(self.onboarding_code(role, False, stage), approve, code_type="OTHER")]
 
-    def _passing_group(self, role: str, stage: int) -> str:
+    def _passing_group(self, role: str, stage: int, terms: OnboardingTerms) -> str:
         """The group passing the role's (stage's) quiz adds to: stage 1's is the hand-made group or our role
         group (which the other roles' studies keep out); a later stage has a group of its own."""
         if stage == stages.SINGLE_TASK:
-            return role_groups(self.settings.prolific_role_groups).get(role) or self.role_group(role)
+            return terms.hand_made_group or self.role_group(role)
         return self._group(f"turkflow {self.install} {role}s stage {stage}",
                            f"Participants who passed turkflow's {role} stage {stage} quiz.")
 
@@ -518,6 +680,7 @@ class ProlificProvider(CrowdProvider):
     # -- webhooks --
 
     def webhook_url(self) -> str:
+        """Where Prolific posts its events: the workspace's one subscription, this process's public URL."""
         return f"{self.settings.public_url.rstrip('/')}/prolific/webhook"
 
     def subscribe(self) -> tuple[str, dict[str, Any]]:
@@ -525,7 +688,10 @@ class ProlificProvider(CrowdProvider):
         URL to submission status changes, made by Prolific's documented flow ("Monitoring study progress"):
         creating the subscription returns its ``X-Hook-Secret`` as a response header, and sending that back
         through the API confirms it. Nothing is ever confirmed from a request to our own URL. A subscription
-        of ours left unconfirmed (its secret lost with an interrupted run) is deleted and made again."""
+        of ours left unconfirmed (its secret lost with an interrupted run) is deleted and made again. The URL
+        is checked first, as everything published on Prolific is (``public.check``)."""
+        self.check_public_url(self.webhook_url(), "the webhook subscription",
+                              self.settings.prolific_rehearsal_host)
         workspace_id = self.settings.prolific_workspace_id
         secrets = api.list_webhook_secrets(self.client, workspace_id)
         secret = secrets[0]["value"] if secrets else api.create_webhook_secret(self.client, workspace_id)
@@ -570,6 +736,20 @@ class ProlificProvider(CrowdProvider):
         """What the workspace can still spend, in its currency's minor unit (Prolific has no sandbox)."""
         balance = api.get_workspace_balance(self.client, self.settings.prolific_workspace_id)
         return int(balance["available_balance"] or 0)
+
+
+def gate_refusal(missing: list[tuple[str, int, str]]) -> str:
+    """One line naming what keeps each (role, stage, why) from admitting anyone, and what to run."""
+    said: dict[str, list[str]] = {}
+    for role, stage, why in missing:
+        said.setdefault(why, []).append(f"{role} stage {stage}" if stages.has_stages(role) else f"{role}s")
+    reasons = "; ".join(f"{why} for {(', ' if ' stage ' in names[0] else ' or ').join(names)}"
+                        for why, names in said.items())
+    role, stage, _ = missing[0]
+    which = f" --stage {stage}" if stages.has_stages(role) else ""
+    return (f"{reasons}: run `turkflow prolific onboarding --role {role}{which}` for each (or name hand-made "
+            "groups with participants in them in TURKFLOW_PROLIFIC_ROLE_GROUPS); until then nobody can take "
+            "those turns")
 
 
 def _waiting_turns(session: Session, batch_id: int, role: str, *, include: Optional[Hit] = None,
@@ -629,13 +809,41 @@ def _claim(session: Session, bonus_ids: list[int], bulk_id: str) -> bool:
     return True
 
 
+def matched_bonuses(session: Session, assignment_id: int, payments: list[Any]) -> set[int]:
+    """Our bonuses on one submission that its ``bonus_payments`` (amounts in cents: all Prolific keeps of a
+    payment on a submission) account for, each matched to one payment of its own amount: first those known
+    paid, then the claimed ones, earliest claim first. A payment no bonus of ours matches (a person's payment
+    in Prolific's app, an adjustment payment Prolific asked for) settles nothing, and no bonus is taken as
+    paid because another one is."""
+    left = Counter(round(float(cents)) for cents in payments)
+    ours = session.exec(
+        select(Bonus.id, Bonus.amount_cents).where(
+            Bonus.assignment_id == assignment_id,
+            or_(Bonus.status == BonusStatus.paid, col(Bonus.pay_claimed_at).is_not(None)))
+        .order_by((Bonus.status == BonusStatus.paid).desc(), Bonus.pay_claimed_at, Bonus.id)).all()
+    matched = set()
+    for bonus_id, cents in ours:
+        if left[cents] > 0:
+            left[cents] -= 1
+            matched.add(bonus_id)
+    return matched
+
+
 def payment_shown(session: Session, bonus: Bonus, payments: list[Any]) -> bool:
-    """Whether a submission's ``bonus_payments`` include this bonus: more payments than the submission's
-    other bonuses already known paid (a turn is one submission, and earns at most its quality bonus and,
-    if its submission ended unpaid, its reward as a bonus)."""
-    others = session.exec(select(func.count()).select_from(Bonus).where(
-        Bonus.assignment_id == bonus.assignment_id, Bonus.id != bonus.id, Bonus.status == BonusStatus.paid)).one()
-    return len(payments) > others
+    """Whether a submission's ``bonus_payments`` hold this bonus's own payment (``matched_bonuses``)."""
+    return bonus.id in matched_bonuses(session, bonus.assignment_id, payments)
+
+
+def _accepted(session: Session, bonus_ids: list[int], bulk: dict[str, Any], batch_id: int, study_id: str) -> None:
+    """Record, durably and at once, that Prolific accepted a bulk's pay call (it pays within minutes): such
+    a bonus is never released for another payment, only settled."""
+    with Session(session.get_bind()) as own:
+        own.execute(update(Bonus).where(col(Bonus.id).in_(bonus_ids), Bonus.external_id == bulk["id"])
+                    .values(pay_accepted_at=utcnow()))
+        events.record(own, "prolific_bonus_sent", "provider", batch_id=batch_id, bonus_ids=bonus_ids,
+                      bulk_id=bulk["id"], study_id=study_id, total_cents=bulk["total_amount"],
+                      amount_cents=bulk["amount"], fees_cents=bulk["fees"], vat_cents=bulk.get("vat") or 0)
+        own.commit()
 
 
 def _note_unanswered(session: Session, bonus_ids: list[int], bulk_id: str, detail: str) -> None:
@@ -655,9 +863,19 @@ def _release(session: Session, bonus_ids: list[int], bulk_id: str) -> None:
         own.commit()
 
 
-def _onboarding_row(session: Session, role: str, stage: int = stages.SINGLE_TASK) -> Optional[ProlificOnboarding]:
+def current_onboarding(session: Session, role: str, stage: int = stages.SINGLE_TASK) -> Optional[ProlificOnboarding]:
+    """The role's current onboarding study (of ``stage``): the one not replaced."""
     return session.exec(select(ProlificOnboarding).where(ProlificOnboarding.role == role,
-                                                         ProlificOnboarding.stage == stage)).first()
+                                                         ProlificOnboarding.stage == stage,
+                                                         col(ProlificOnboarding.replaced_at).is_(None))).first()
+
+
+# An onboarding study made before its terms were stored: a real study (test ones needed a setting turned on).
+_REAL = OnboardingTerms(test=False, public_url="")
+
+
+def _onboarding_terms(row: ProlificOnboarding) -> OnboardingTerms:
+    return OnboardingTerms.from_json(row.terms) or _REAL
 
 
 def _roles_beside(role: str) -> list[str]:
@@ -704,9 +922,3 @@ def _end_study(session: Session, row_id: int) -> None:
                       study_id=row.study_id)
 
 
-def role_groups(text: str) -> dict[str, str]:
-    """``student=<id>,teacher=<id>`` (TURKFLOW_PROLIFIC_ROLE_GROUPS) as a mapping."""
-    pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
-    if any(len(pair) != 2 or not pair[0].strip() or not pair[1].strip() for pair in pairs):
-        raise ValueError(f"TURKFLOW_PROLIFIC_ROLE_GROUPS must read role=<group id>,..., not {text!r}")
-    return {role.strip(): group.strip() for role, group in pairs}

@@ -8,7 +8,8 @@ rule is one line naming the setting or option to change. The rules, as Prolific 
   "Prolific's payment principles"); ``MIN_HOURLY`` by the workspace's currency. A lab may ask more of itself
   with ``TURKFLOW_PROLIFIC_MIN_HOURLY_CENTS``; the higher of the two applies.
 - **Maximum time.** "The min value is calculated as two minutes plus two times the estimated time plus two
-  times the square root of the estimated time" (the API's description of ``maximum_allowed_time``).
+  times the square root of the estimated time" (the API's description of ``maximum_allowed_time``), and it is
+  always under 24 hours (``LONGEST_MAXIMUM_MINUTES``).
 - **Estimated time and places.** A study takes at least one minute and at least one place.
 - **Funds.** A study is published, or its places grow, only if the workspace's balance covers them.
 
@@ -28,6 +29,8 @@ from turkflow.hits.money import least_reward_cents, percent_cents, shown
 MIN_HOURLY = {"GBP": 600, "USD": 800}
 # A currency Prolific does not name: the stricter of the two.
 MIN_HOURLY_OTHER = max(MIN_HOURLY.values())
+# Prolific's maximum allowed time is under 24 hours.
+LONGEST_MAXIMUM_MINUTES = 24 * 60 - 1
 
 
 def least_hourly_cents(currency: Optional[str], own_floor: int = 0) -> int:
@@ -52,6 +55,8 @@ def study_problems(*, reward_cents: int, estimated_minutes: float, maximum_minut
     if maximum_minutes is not None and estimated_minutes >= 1 \
             and maximum_minutes < least_maximum_minutes(estimated_minutes):
         problems.append(f"maximum: at least {least_maximum_minutes(estimated_minutes)} minutes")
+    if maximum_minutes is not None and maximum_minutes > LONGEST_MAXIMUM_MINUTES:
+        problems.append(f"maximum: at most {LONGEST_MAXIMUM_MINUTES} minutes (under 24 hours)")
     if places < 1:
         problems.append("places: at least 1")
     return problems
@@ -66,12 +71,21 @@ def check_turn_study(*, reward_cents: int, estimated_minutes: int, maximum_minut
         raise InvalidInput(f"{shown(reward_cents, currency)} is below Prolific's minimum pay: at least "
                            f"{shown(least, currency)} a turn ({shown(hourly_cents, currency)} an hour at "
                            f"TURKFLOW_PROLIFIC_ESTIMATED_MINUTES={estimated_minutes} minutes a turn)", "--reward")
+    check_maximum(maximum_minutes, estimated_minutes)
+
+
+def check_maximum(maximum_minutes: int, estimated_minutes: int) -> None:
+    """A turn study's maximum time (TURKFLOW_PROLIFIC_MAX_MINUTES): at least Prolific's least for the
+    estimate, and under 24 hours."""
     longest = least_maximum_minutes(estimated_minutes)
     if maximum_minutes < longest:
         raise InvalidInput(f"{maximum_minutes} minutes is below Prolific's least maximum time for "
                            f"TURKFLOW_PROLIFIC_ESTIMATED_MINUTES={estimated_minutes}: at least {longest} "
                            f"(2 + 2 x {estimated_minutes} + 2 x sqrt({estimated_minutes}) minutes)",
                            "TURKFLOW_PROLIFIC_MAX_MINUTES")
+    if maximum_minutes > LONGEST_MAXIMUM_MINUTES:
+        raise InvalidInput(f"{maximum_minutes} minutes is more than Prolific allows: a maximum time is under 24 "
+                           f"hours, at most {LONGEST_MAXIMUM_MINUTES} minutes", "TURKFLOW_PROLIFIC_MAX_MINUTES")
 
 
 def check_funds(*, available_cents: int, first_places: int, reward_cents: int, fee_percent: float,

@@ -12,7 +12,10 @@ claimed bonuses whose pay outcome is still unknown, for the pipeline to settle f
 
 A claimed bonus Prolific still shows no payment for ``prolific_bonus_unknown_after_seconds`` after its
 claim is a person's to decide (``stuck_bonuses``): released for a new bulk payment (``release_bonus``) or
-marked settled (``settle_bonus_by_hand``); turkflow never pays it again by itself.
+marked settled (``settle_bonus_by_hand``); turkflow never pays it again by itself. A release is refused
+while Prolific may still pay: Prolific pays an accepted call "in the following minutes" (its description of
+the pay call), so a bonus whose call it accepted is never released, and one whose call may have reached it
+(a crash, no answer) only ``PAYS_WITHIN`` after its claim.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.db import savepoint, session_scope
 from turkflow.errors import Conflict, NotFound
-from turkflow.hits import lifecycle
-from turkflow.hits.prolific import api, pages
+from turkflow.hits import lifecycle, money
+from turkflow.hits.prolific import api, pages, studies
 from turkflow.hits.prolific.provider import ProlificProvider, payment_shown
+from turkflow.hits.prolific.terms import StudyTerms
 from turkflow.models import (
     Assignment,
     AssignmentStatus,
@@ -62,6 +66,9 @@ UNSETTLED = (AssignmentStatus.accepted, *OWED)
 # study's maximum time: Prolific's reservation (10 minutes) and clocks that disagree.
 STARTED_BEFORE_TAKEN = timedelta(minutes=15)
 UNPAID_PER_ROUND = 200
+# How long after a pay call reached Prolific its payment may still land: Prolific pays "in the following
+# minutes"; an hour is a dozen times more than any wait its description allows for.
+PAYS_WITHIN = timedelta(hours=1)
 
 
 @dataclass
@@ -78,11 +85,12 @@ class ProlificRound:
     approvals_asked: list[int] = field(default_factory=list)
     claimed_bonuses: list[int] = field(default_factory=list)  # pay outcome unknown: settle from Prolific
     studies: dict[str, str] = field(default_factory=dict)  # Prolific study id -> its status afterwards
+    slow: dict[str, str] = field(default_factory=dict)  # study id -> a timing warning said for the first time
     failed: list[str] = field(default_factory=list)  # studies Prolific could not be asked about this round
 
     def __bool__(self) -> bool:
         return any((self.released, self.settled, self.finished_without_turn, self.unpaid, self.approved_late,
-                    self.reward_bonuses, self.failed))
+                    self.reward_bonuses, self.failed, self.slow))
 
 
 def apply_status(session: Session, submission_id: str, status: str, found: ProlificRound) -> None:
@@ -156,6 +164,9 @@ def poll(settings: Settings, provider: ProlificProvider, now: Optional[datetime]
         except api.ProlificError as exc:
             log.warning("Prolific study %s skipped this round (%s)", study_id, exc)
             found.failed.append(study_id)
+    with session_scope(settings.database_url) as session:
+        for batch_id in sorted({row.batch_id for row in rows if row.study_id in running}):
+            warn_once(session, session.get(Batch, batch_id), found)
     settle_unpaid(settings, provider, found)
     found.approvals_asked = approve_due(settings, provider, now, found.awaiting_review)
     with session_scope(settings.database_url) as session:
@@ -163,12 +174,37 @@ def poll(settings: Settings, provider: ProlificProvider, now: Optional[datetime]
     return found
 
 
+def warn_once(session: Session, batch: Batch, found: ProlificRound) -> None:
+    """Record (an event) and say (``found.slow``) each running study's timing or pause warning the first
+    time it reaches a level: near Prolific's minimum, under it, paused elsewhere."""
+    for view in studies.study_views(session, batch):
+        warning = view.warning
+        if view.ended or warning is None or view.study_id is None:
+            continue
+        level = ("paused" if view.paused_elsewhere else "under"
+                 if view.median_minutes >= view.underpaid_after_minutes else "near"
+                 if view.median_minutes >= studies.WARN_AT * view.underpaid_after_minutes else None)
+        if level is None or session.exec(select(Event.id).where(
+                Event.kind == "prolific_study_warning", Event.batch_id == batch.id,
+                Event.data["study_id"].as_string() == view.study_id,
+                Event.data["level"].as_string() == level)).first() is not None:
+            continue
+        events.record(session, "prolific_study_warning", "provider", batch_id=batch.id, study_id=view.study_id,
+                      role=view.role, level=level, warning=warning)
+        log.warning("Prolific study %s of batch %s (%ss): %s", view.study_id, batch.id, view.role, warning)
+        found.slow[view.study_id] = warning
+
+
 def unsettled_since(session: Session, settings: Settings,
                     statuses: tuple[str, ...] = UNSETTLED) -> dict[str, datetime]:
     """For each study (running or ended) where we hold a submission in one of ``statuses``: the earliest
-    moment any of them may have started on Prolific (our oldest such record, less the study's maximum time
-    and a margin). Of an ended study only the money still owed counts (``OWED``)."""
-    margin = timedelta(minutes=settings.prolific_max_minutes) + STARTED_BEFORE_TAKEN
+    moment any of them may have started on Prolific (our oldest such record, less the study's maximum time,
+    as its batch was launched, and a margin). Of an ended study only the money still owed counts
+    (``OWED``)."""
+    longest = {study_id: (StudyTerms.from_json(terms) or StudyTerms.of_settings(settings)).maximum_minutes
+               for study_id, terms in session.exec(
+                   select(ProlificStudy.study_id, Batch.platform_terms).join(Batch, Batch.id == ProlificStudy.batch_id)
+                   .where(col(ProlificStudy.study_id).is_not(None)))}
     query = (select(Hit.external_id, func.min(Assignment.accepted_at)).join(Hit, Hit.id == Assignment.hit_id)
              .where(Hit.provider == pages.PROVIDER, col(Assignment.status).in_(statuses),
                     col(Hit.external_id).is_not(None))
@@ -176,8 +212,8 @@ def unsettled_since(session: Session, settings: Settings,
     if set(statuses) - set(OWED):
         query = query.join(ProlificStudy, ProlificStudy.study_id == Hit.external_id).where(
             col(ProlificStudy.ended_at).is_(None))
-    return {study_id: _aware(oldest) - margin for study_id, oldest in session.exec(query).all()
-            if oldest is not None}
+    return {study_id: _aware(oldest) - timedelta(minutes=longest.get(study_id, settings.prolific_max_minutes))
+            - STARTED_BEFORE_TAKEN for study_id, oldest in session.exec(query).all() if oldest is not None}
 
 
 def settle_unpaid(settings: Settings, provider: ProlificProvider, found: ProlificRound,
@@ -297,8 +333,15 @@ class StuckBonus:
     claimed_at: datetime
     reason: str  # what happened to the pay call, as far as turkflow knows
     cause: str  # the same in a word: "accepted" (by Prolific, yet unpaid), "unanswered" (failed), "crashed"
+    currency: str = "GBP"  # of the amount: the batch's
     prolific_status: Optional[str] = None
     prolific_payments: Optional[list[int]] = None  # bonuses Prolific shows paid on the submission, in cents
+
+    @property
+    def releasable_from(self) -> Optional[datetime]:
+        """When a person may release it for a new payment: once Prolific can no longer be paying it (None:
+        never; Prolific accepted its pay call)."""
+        return None if self.cause == "accepted" else self.claimed_at + PAYS_WITHIN
 
 
 def stuck_bonuses(settings: Settings, provider: Optional[ProlificProvider] = None, *,
@@ -308,7 +351,7 @@ def stuck_bonuses(settings: Settings, provider: Optional[ProlificProvider] = Non
     now = now or utcnow()
     before = now - timedelta(seconds=settings.prolific_bonus_unknown_after_seconds)
     with session_scope(settings.database_url) as session:
-        query = (select(Bonus, Assignment.external_id, Worker.external_id, Conversation.batch_id)
+        query = (select(Bonus, Assignment.external_id, Worker.external_id, Conversation.batch_id, Batch.currency)
                  .join(Assignment, Assignment.id == Bonus.assignment_id).join(Worker, Worker.id == Bonus.worker_id)
                  .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
                  .join(Batch, Batch.id == Conversation.batch_id)
@@ -323,23 +366,33 @@ def stuck_bonuses(settings: Settings, provider: Optional[ProlificProvider] = Non
                               "connection); Prolific may or may not have been asked to pay")
         found = [StuckBonus(bonus.id, batch, bonus.kind, bonus.amount_cents, worker, submission_id,
                             bonus.external_id, _aware(bonus.pay_claimed_at),
-                            *reversed(reasons.get(bonus.external_id, crashed)))
-                 for bonus, submission_id, worker, batch in rows]
+                            *reversed(_accepted_reason(bonus) or reasons.get(bonus.external_id, crashed)),
+                            currency=currency)
+                 for bonus, submission_id, worker, batch, currency in rows]
     return found if provider is None else _with_prolific(found, provider)
 
 
 def release_bonus(settings: Settings, provider: ProlificProvider, bonus_id: int, by: str,
                   now: Optional[datetime] = None) -> StuckBonus:
     """A person's decision: the stuck bonus was never paid, so it goes into a new bulk payment (the caller
-    pays it). Refused unless it is stuck and Prolific shows no payment for it on the submission now.
-    Recorded as an event naming who decided and what Prolific showed."""
+    pays it). Refused unless it is stuck, Prolific can no longer be paying it (``releasable_from``), and
+    Prolific shows no payment of its amount for it on the submission now. Recorded as an event naming who
+    decided and what Prolific showed."""
     stuck = _stuck(settings, provider, bonus_id, now)
+    if stuck.releasable_from is None:
+        raise Conflict(f"bonus {bonus_id}: Prolific accepted its pay call ({stuck.reason}) and pays it itself; "
+                       "a release would pay it twice. If it never shows on the submission, pay it by hand in "
+                       "Prolific's app and mark it settled")
+    if (now or utcnow()) < stuck.releasable_from:
+        raise Conflict(f"bonus {bonus_id}: its pay call may have reached Prolific, which pays within minutes; it "
+                       f"can be released from {stuck.releasable_from:%Y-%m-%d %H:%M} UTC, if no payment shows by then")
     if stuck.prolific_payments is None:
         raise Conflict(f"Prolific did not answer about submission {stuck.submission_id}; try again later")
     with session_scope(settings.database_url) as session:
         if payment_shown(session, session.get(Bonus, bonus_id), stuck.prolific_payments):
-            raise Conflict(f"bonus {bonus_id}: Prolific shows a payment on submission {stuck.submission_id} "
-                           f"({_cents_list(stuck.prolific_payments)}); mark it settled instead")
+            raise Conflict(f"bonus {bonus_id}: Prolific shows a payment of its amount on submission "
+                           f"{stuck.submission_id} ({_cents_list(stuck.prolific_payments, stuck.currency)}); mark it "
+                           "settled instead")
         released = session.execute(
             update(Bonus).where(Bonus.id == bonus_id, Bonus.status == BonusStatus.pending,
                                 Bonus.external_id == stuck.bulk_id, col(Bonus.pay_claimed_at).is_not(None))
@@ -393,7 +446,7 @@ def _with_prolific(found: list[StuckBonus], provider: ProlificProvider) -> list[
             seen.append(stuck)
             continue
         seen.append(StuckBonus(**{**stuck.__dict__, "prolific_status": submission.get("status"),
-                                  "prolific_payments": [int(c) for c in submission.get("bonus_payments") or []]}))
+                                  "prolific_payments": [round(float(c)) for c in submission.get("bonus_payments") or []]}))
     return seen
 
 
@@ -403,25 +456,27 @@ def _decided(session: Session, kind: str, by: str, stuck: StuckBonus) -> None:
                   prolific_status=stuck.prolific_status, prolific_payments=stuck.prolific_payments, by=by)
 
 
+def _accepted_reason(bonus: Bonus) -> Optional[tuple[str, str]]:
+    """(cause, reason) of a bonus whose pay call Prolific accepted (None: it did not, as far as we know)."""
+    if bonus.pay_accepted_at is None:
+        return None
+    return ("accepted", f"Prolific accepted the pay call at {_aware(bonus.pay_accepted_at):%Y-%m-%d %H:%M} UTC but "
+                        "shows no payment of its amount on the submission")
+
+
 def _pay_outcomes(session: Session, bulk_ids: set[Optional[str]]) -> dict[str, tuple[str, str]]:
-    """What each bulk's pay call did, from the events the provider recorded: accepted by Prolific, or
-    failed without an answer that says whether it paid; (cause, reason)."""
+    """What each bulk's failed pay call did, from the events the provider recorded: no answer that says
+    whether it paid; (cause, reason)."""
     found: dict[str, tuple[str, str]] = {}
-    for kind, at, data in session.exec(select(Event.kind, Event.at, Event.data).where(
-            col(Event.kind).in_(["prolific_bonus_sent", "prolific_bonus_pay_unanswered"]))):
+    for data in session.exec(select(Event.data).where(Event.kind == "prolific_bonus_pay_unanswered")):
         bulk_id = (data or {}).get("bulk_id")
-        if bulk_id not in bulk_ids:
-            continue
-        if kind == "prolific_bonus_sent":
-            found[bulk_id] = ("accepted", f"Prolific accepted the pay call at {_aware(at):%Y-%m-%d %H:%M} UTC but "
-                                          "shows no payment on the submission")
-        else:
+        if bulk_id in bulk_ids:
             found.setdefault(bulk_id, ("unanswered", f"the pay call got no usable answer: {data.get('detail', '?')}"))
     return found
 
 
-def _cents_list(payments: list[int]) -> str:
-    return ", ".join(f"{c // 100}.{c % 100:02d}" for c in payments) or "none"
+def _cents_list(payments: list[int], currency: str) -> str:
+    return ", ".join(money.shown(c, currency) for c in payments) or "none"
 
 
 def _aware(moment: datetime) -> datetime:

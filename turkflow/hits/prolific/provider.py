@@ -39,6 +39,7 @@ from typing import Any, Optional
 
 from sqlalchemy import String, cast, or_
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select, update
 
 from turkflow import events
@@ -282,7 +283,9 @@ class ProlificProvider(CrowdProvider):
 
         A turn opened while the study is being paused is found by counting again after the pause (its row is
         committed as pending before it is published): then the study resumes, or its publisher, which
-        reads the study after that commit, finds it paused and resumes it.
+        reads the study after that commit, finds it paused and resumes it. That publisher knows the pause is
+        ours because it is recorded (``paused_at``), and committed, before the count: either the publisher
+        reads the record, or the count finds its turn.
 
         A participant who has started but not yet reached our page is counted twice (their place is taken
         and the turn they will take still waits), so places can run one ahead; our page then finds no turn
@@ -294,6 +297,8 @@ class ProlificProvider(CrowdProvider):
         study = api.get_study(self.client, row.study_id)
         status = study["status"]
         waiting = _waiting_turns(session, batch.id, role, include=include, exclude=exclude)
+        if status == "PAUSED" and row.paused_at is None:  # a pause of ours may have been recorded meanwhile
+            set_committed_value(row, "paused_at", _paused_now(session, row.id))
         step = next_step(status, places_taken=int(study.get("places_taken") or 0), waiting=waiting,
                          total_places=int(study.get("total_available_places") or 0), batch_status=batch.status,
                          paused_by_us=row.paused_at is not None)
@@ -306,7 +311,8 @@ class ProlificProvider(CrowdProvider):
             row.paused_at = None
         elif step.action == "PAUSE":
             status, ours = self._transition(row.study_id, "PAUSE")
-            row.paused_at = utcnow() if ours else row.paused_at  # a pause someone else made is not ours to undo
+            if ours:  # a pause someone else made is not ours to undo
+                _paused_by_us(session, row)
             if batch.status == BatchStatus.active and _waiting_now(session, batch.id, role, exclude) > 0:
                 status, _ = self._transition(row.study_id, "START")
                 row.paused_at = None
@@ -911,6 +917,22 @@ def _stamp(moment: datetime) -> str:
 def _study_row(session: Session, batch_id: int, role: str) -> Optional[ProlificStudy]:
     return session.exec(select(ProlificStudy).where(ProlificStudy.batch_id == batch_id,
                                                     ProlificStudy.role == role)).first()
+
+
+def _paused_by_us(session: Session, row: ProlificStudy) -> None:
+    """Record, committed at once (before the pauser counts the waiting turns again), that turkflow paused the
+    study; the caller's copy of the row says the same."""
+    moment = utcnow()
+    with Session(session.get_bind()) as own:
+        own.execute(update(ProlificStudy).where(ProlificStudy.id == row.id).values(paused_at=moment))
+        own.commit()
+    set_committed_value(row, "paused_at", moment)
+
+
+def _paused_now(session: Session, row_id: int) -> Optional[datetime]:
+    """When turkflow paused the study, as committed now (outside the caller's snapshot)."""
+    with Session(session.get_bind()) as fresh:
+        return fresh.exec(select(ProlificStudy.paused_at).where(ProlificStudy.id == row_id)).one()
 
 
 def _end_study(session: Session, row_id: int) -> None:

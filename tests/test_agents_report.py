@@ -374,3 +374,21 @@ def test_a_meep_dialog_succeeded_when_the_car_drove_to_the_destination_the_user_
     assert (verified[first].ok, verified[second].ok) == (True, False)
     assert verified[second].evidence["driven"] == {"latitude": 34.0016, "longitude": -118.4825}
     assert verified[second].evidence["goal"] == "tacos-washington"
+
+
+def test_a_person_who_rates_a_control_agents_turn_good_is_judged_by_the_monitor(settings, providers):
+    wot_batch(settings, providers, ["sim-0"], conversations=2)  # a control: every turn off-topic
+    with session_scope(settings.database_url) as s:
+        person = Worker(external_id="s-yes", role="student", onboarded=True)
+        s.add(person)
+        s.flush()
+        s.expunge(person)
+    for _ in range(2):
+        student_turn(settings, providers, person, {"intent": "request_items", "response": "What do I need?"})
+    fooled = student_turn(settings, providers, person, {**STOP, "intent": "request_step",
+                                                        "response": "And then?"})  # rates the control yes/yes
+    pipeline.review_submission(settings, providers, fooled)
+    with session_scope(settings.database_url) as s:
+        signal = s.exec(select(JudgedSignal).where(JudgedSignal.turn_id == fooled)).one()
+    assert (signal.kind, signal.ok, signal.worker_id) == (judges.CONTROL, False, person.id)
+    assert signal.evidence["rated"] == "a turn of sim-0, a control"

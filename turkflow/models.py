@@ -168,6 +168,9 @@ class Batch(SQLModel, table=True):
                                  description="What decides what the batch publishes on its platform, as launched "
                                  "(Prolific: turkflow.hits.prolific.terms.StudyTerms); every process reads it from "
                                  "here. Empty: not recorded yet.")
+    pairwise: bool = Field(default=False, description="Per-turn pairwise: each turn of a role two or more agents "
+                           "play is answered by two of them, and the person who continues the dialog picks one "
+                           "(turkflow.agents.pairwise).")
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -768,3 +771,38 @@ class AgentCall(SQLModel, table=True):
     completion_tokens: Optional[int] = None
     latency_ms: int = 0
     started_at: datetime = Field(default_factory=utcnow)
+
+
+class Candidate(SQLModel, table=True):
+    """One agent's reply to a turn two agents answered (per-turn pairwise, ``turkflow.agents.pairwise``): the
+    reply the turn was stored with and its rival's, checked as the role's answers; the person who writes the
+    next turn picks one (``Pick``)."""
+
+    __table_args__ = (UniqueConstraint("turn_id", "agent_id", name="uq_candidate_turn_agent"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    turn_id: int = Field(foreign_key="turn.id", index=True)
+    agent_id: int = Field(foreign_key="agent.id")
+    text: str
+    label: Optional[str] = None
+    answers: dict = json_column()
+    prompt_tokens: Optional[int] = None
+    completion_tokens: Optional[int] = None
+    latency_ms: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Pick(SQLModel, table=True):
+    """A person's pick between a turn's two candidate replies, made on their own next turn: the turn holds the
+    chosen one from then on. One per turn."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    turn_id: int = Field(foreign_key="turn.id", unique=True, description="The agents' turn whose reply was picked.")
+    chosen_id: int = Field(foreign_key="candidate.id")
+    rejected_id: int = Field(foreign_key="candidate.id")
+    first_id: int = Field(foreign_key="candidate.id", description="The candidate shown first (left, or above).")
+    worker_id: int = Field(foreign_key="worker.id", index=True, description="The person who picked.")
+    picker_turn_id: int = Field(foreign_key="turn.id", unique=True, description="The person's turn that picked.")
+    reason: str = Field(default="", description="Why, if the person said.")
+    at: datetime = Field(default_factory=utcnow)
+

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from turkflow import events, states
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.agents import judges as agent_judges, registry as agent_registry, turns as agent_turns
+from turkflow.agents import judges as agent_judges, pairwise, registry as agent_registry, turns as agent_turns
 from turkflow.errors import AgentError, Conflict, InvalidInput, ModelMissing, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits.provider import CrowdProvider, HitCheck, Providers
@@ -661,15 +661,35 @@ def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int,
             return _agent_failed(settings, providers, claimed, error, _ms(started), storage)
         latency = _ms(started)
         if agent_turns.closes(claimed, reply.answer):
-            return _store_agent_answer(settings, providers, claimed, steps, reply, latency, storage)
+            rival = _rival_answer(settings, claimed, view, storage)
+            return _store_agent_answer(settings, providers, claimed, steps, reply, latency, storage, rival)
         steps.append(reply.answer)
     return _agent_failed(settings, providers, claimed, AgentError(
         "invalid", f"no closing action after {agent_turns.MAX_STEPS} steps"), 0, storage)
 
 
+def _rival_answer(settings: Settings, claimed: agent_turns.Claim, view: Any,
+                  storage: Callable[[], ContextManager[Any]]) -> Optional[pairwise.Offer]:
+    """Per-turn pairwise: the same view asked of the turn's rival agent (``agents.pairwise``), with no
+    transaction open; None when the batch does not compare this role's agents turn by turn, or the rival gave
+    nothing usable (its call is recorded, and the turn stays its own agent's)."""
+    with storage(), session_scope(settings.database_url) as session:
+        rival = pairwise.rival(session, claimed.turn_id, claimed.agent)
+    if rival is None:
+        return None
+    started = time.monotonic()
+    try:
+        return pairwise.Offer(rival, agent_registry.player(rival).answer(view), _ms(started))
+    except AgentError as error:
+        with storage(), session_scope(settings.database_url) as session:
+            pairwise.failed(session, claimed, rival, error, _ms(started))
+        return None
+
+
 def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent_turns.Claim,
                         steps: list[dict[str, Any]], reply: Any, latency: int,
-                        storage: Callable[[], ContextManager[Any]]) -> AgentAnswer:
+                        storage: Callable[[], ContextManager[Any]],
+                        rival: Optional[pairwise.Offer] = None) -> AgentAnswer:
     try:
         with storage(), session_scope(settings.database_url) as session:
             if not agent_turns.still_open(session, claimed.turn_id):
@@ -677,6 +697,8 @@ def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent
                 return AgentAnswer(status=AgentTurnStatus.cancelled)
             ended = agent_turns.store(session, claimed, steps, reply.answer, reply, latency)
             agent_turns.remember_mode(session, claimed.agent.id, reply.structured)
+            if rival is not None and ended.submitted_turn_id is not None:
+                pairwise.record(session, claimed, rival)
     except InvalidInput as refused:  # rolled back: the protocol refused the answer as it would a person's
         return _agent_failed(settings, providers, claimed, AgentError(
             "invalid", refused.message, structured=reply.structured), latency, storage)

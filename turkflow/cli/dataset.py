@@ -61,6 +61,8 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     DIR/examples.jsonl            and MEEP's click-level training examples, one per agent decision
     DIR/evaluation.jsonl          where agents played: per conversation, what the agents' report reads
                                   (turkflow agents report --from DIR computes it again)
+    DIR/preferences.jsonl         where people picked between two agents' replies (--pairwise): one
+                                  preference pair per pick (prompt, chosen, rejected; docs/agents.md)
 
     Worker ids are keyed hashes (TURKFLOW_WORKER_HASH_KEY); raw crowd ids never leave the database.
     Conversations are read a page at a time, so memory stays flat however large the collection is.
@@ -78,6 +80,7 @@ def export(app: App, out_dir: Path, batch_id: Optional[int], domain: Optional[st
     else:
         _export_turkflow(app, out_dir, filters, scrub_pii)
     _export_evaluation(app, out_dir, filters)
+    _export_preferences(app, out_dir, filters)
 
 
 def _export_turkflow(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:
@@ -110,6 +113,17 @@ def _export_evaluation(app: App, out_dir: Path, filters: ExportFilters) -> None:
     if written is not None:
         click.echo(f"wrote {written}: {len(found)} conversations agents played in, for turkflow agents report "
                    f"--from {out_dir}")
+
+
+def _export_preferences(app: App, out_dir: Path, filters: ExportFilters) -> None:
+    """Beside any format, the picks people made between two agents' replies, as preference pairs."""
+    from turkflow.agents import pairwise
+
+    with app.session() as session:
+        found = pairwise.preferences(session, filters, app.settings.worker_hash_key)
+    written = pairwise.write_preferences(out_dir, found)
+    if written is not None:
+        click.echo(f"wrote {written}: {len(found)} preference pairs (a person's pick between two agents' replies)")
 
 
 # which --format writes a protocol's conversations (annotation's labels go out with the dialogs they label)

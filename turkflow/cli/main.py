@@ -233,6 +233,10 @@ def batch() -> None:
                    "reason, or open the turn for people of the role.")
 @click.option("--agent-seed", type=int, default=0, show_default=True,
               help="Draws which agent plays each conversation; the same seed draws the same.")
+@click.option("--pairwise", is_flag=True,
+              help="Per-turn pairwise: each turn of a role two or more --agent names play is answered by two of "
+                   "them, and the person who writes the next turn picks the reply the dialog continues with "
+                   "(Wizard of Tasks, local provider; export --format preferences writes the picks).")
 @click.option("--question", metavar="TEXT",
               help="Compare: what judges are asked of each pair, e.g. \"Which assistant would you rather talk to?\"")
 @click.option("--judges", type=click.IntRange(min=1), metavar="N",
@@ -250,6 +254,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                  tasks_per_dialog: int,
                  success: Optional[float], affinity: Optional[int], of_batches: Optional[str], scheme: Optional[str],
                  annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int,
+                 pairwise: bool,
                  question: Optional[str], judges: Optional[int], pair_strategy: str) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
@@ -317,6 +322,12 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
 
     if bool(tasks_file) == all_tasks:
         raise CommandError("give either --tasks FILE or --all")
+    compared = lifecycle.pairwise_roles(protocol, played) if pairwise else []
+    if pairwise and not compared:
+        raise CommandError("--pairwise compares two agents' replies to a turn written in one answer: give a role "
+                           "two or more agents (--agent teacher=A,B) of a Wizard of Tasks batch")
+    if pairwise and (provider or app.settings.provider) != "local":
+        raise CommandError("--pairwise batches run on --provider local")
     logged = registry.logged(protocol)
     if logged is not None and tasks_file:
         raise CommandError(f"--tasks loads Wizard of Tasks documents; load {logged.title} tasks with "
@@ -382,6 +393,9 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     for role, names in played.items():
         click.echo(f"  - agents play the {role}: {', '.join(names)} (their turns cost nothing"
                    + (", one drawn per conversation" if len(names) > 1 else "") + f"; on failure: {on_agent_failure})")
+    for role in compared:
+        click.echo(f"  - pairwise: each {role} turn is answered by two of its agents; the person who writes the next "
+                   "turn picks the reply the dialog continues with")
     if not rated:
         click.echo(f"quality: no ratings; a worker {policy.judged_block} of whose last {policy.judged_window} "
                    "signals of one kind are not ok goes to review" + (STAR_SIGNALS if protocol == "star" else "") if policy.judged_block else
@@ -431,7 +445,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
             scenarios=scenarios, affinity_seconds=affinity, agents=playing, on_agent_failure=on_agent_failure,
-            seed=agent_seed,
+            seed=agent_seed, pairwise=pairwise,
         )
         new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
         new_batch.suggestions_shown = settings.star_suggestions if suggestions is None else suggestions

@@ -14,7 +14,7 @@ import secrets
 from collections import namedtuple
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from sqlalchemy import JSON, and_, bindparam, case, func, insert, literal, or_, true, union_all, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -87,6 +87,7 @@ def launch_batch(
     agents: Optional[dict[str, list[Agent]]] = None,
     on_agent_failure: str = "end",
     seed: int = 0,
+    pairwise: bool = False,
 ) -> tuple[Batch, list[Hit]]:
     """Create a batch and its conversations, each with its first turn opened (HITs still to publish).
 
@@ -102,6 +103,8 @@ def launch_batch(
     here (``draw_agents``: seeded by ``seed``, balanced per task) and kept in ``ConversationAgent``, and the
     turns of that role are the agents queue's (``hits.agent``), never a platform's. ``on_agent_failure``:
     what an agent's turn out of attempts does, ``end`` the conversation or open the turn for ``people``.
+    ``pairwise``: each turn of a role two or more agents play is answered by two of them, and the person who
+    continues picks one (``turkflow.agents.pairwise``).
     """
     if not tasks:
         raise ValueError("no task documents loaded; run `turkflow tasks load FILE` first")
@@ -135,16 +138,24 @@ def launch_batch(
         raise ValueError("give at least one agent for each role an agent plays")
     if on_agent_failure not in ("end", "people"):
         raise ValueError("on-agent-failure is end or people")
+    if pairwise and not pairwise_roles(protocol, agents):
+        if any(form.actions for form in get_protocol(protocol).roles.values()):
+            raise ValueError(f"pairwise compares two agents' replies written in one answer; a {protocol} turn takes "
+                             "in-turn actions (Wizard of Tasks turns only)")
+        raise ValueError("pairwise compares the replies of two agents of one role turn by turn: give a role two or "
+                         "more agents")
+    if pairwise and provider != LOCAL:
+        raise ValueError("pairwise batches run on the local queue")
     batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
                   budget_cents=budget_cents, live=live, protocol=protocol, affinity_seconds=affinity_seconds,
                   agents={role: [agent.name for agent in playing] for role, playing in agents.items()},
-                  on_agent_failure=on_agent_failure, **(quality or {}))
+                  on_agent_failure=on_agent_failure, pairwise=pairwise, **(quality or {}))
     session.add(batch)
     session.flush()
     events.record(session, "batch_launched", "system", batch_id=batch.id, conversations=conversations,
                   provider=provider, reward_cents=reward_cents, max_turns=max_turns,
-                  **({"agents": batch.agents, "agent_seed": seed, "on_agent_failure": on_agent_failure}
-                     if agents else {}))
+                  **({"agents": batch.agents, "agent_seed": seed, "on_agent_failure": on_agent_failure,
+                      "pairwise": pairwise} if agents else {}))
     chosen = [scenarios[n] if scenarios is not None else (tasks[n % len(tasks)], {}) for n in range(conversations)]
     players = {role: draw_agents([task.key for task, _ in chosen], [agent.id for agent in playing], seed, role)
                for role, playing in agents.items()}
@@ -159,6 +170,14 @@ def launch_batch(
         session.expire(conversation, ["updated_at"])  # the opening's UPDATE set it
         hits.append(session.get(Hit, opened.hit_id))
     return batch, hits
+
+
+def pairwise_roles(protocol: str, agents: Mapping[str, Sequence[Any]]) -> list[str]:
+    """The roles a pairwise batch of ``protocol`` compares turn by turn: those two or more agents play. A
+    protocol whose turns take in-turn actions has none: its replies are not one answer each."""
+    if any(form.actions for form in get_protocol(protocol).roles.values()):
+        return []
+    return sorted(role for role, playing in agents.items() if len(playing) >= 2)
 
 
 def draw_agents(task_keys: Sequence[str], agent_ids: Sequence[int], seed: int, role: str) -> list[int]:

@@ -24,6 +24,7 @@ from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session, col, select
 
 from turkflow import invites, reports
+from turkflow.agents import pairwise
 from turkflow.protocols import registry
 from turkflow.protocols import surveys
 from turkflow.config import Settings
@@ -255,15 +256,23 @@ def turn(assignment_id: str) -> Any:
         found = _own_turn(session, worker, assignment_id)
         assignment, hit, current = found.assignment, found.hit, found.turn
         view = lifecycle.turn_view(session, current, found)
+        pick = _pick(session, current)
     logged = registry.logged(view.protocol.name)
     if logged is not None:  # STAR's, Frames' and MEEP's own pages
         return redirect(url_for(logged.page, assignment_id=assignment_id), 303)
     if wants_json():
-        return jsonify(turn_json(view, assignment, hit))
+        return jsonify({**turn_json(view, assignment, hit), **({"pick": pick} if pick else {})})
     if assignment.status != AssignmentStatus.accepted:  # already submitted: back to the queue
         return redirect(url_for("worker.queue", submitted=current.id), 303)
     return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
-                       hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker)
+                       hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker,
+                       pick=pick)
+
+
+def _pick(session: Session, turn: Any) -> Optional[dict[str, Any]]:
+    """The two replies the person picks from on this turn (per-turn pairwise), as the page shows them."""
+    waiting = pairwise.pending(session, turn)
+    return waiting.view() if waiting is not None else None
 
 
 @bp.post("/turn/<assignment_id>")
@@ -298,7 +307,11 @@ def submit_answers(session: Session, assignment_id: str, worker: AnyWorker,
         if not submission.created:  # sent before: only the same text again is the same turn
             lifecycle.check_resent(submission.turn, raw.get("response"), "response")
         return submission
-    return lifecycle.submit_turn(session, assignment_id, worker, raw, loaded=found)
+    answers = dict(raw)
+    if found is not None and found.assignment.worker_id == worker.id \
+            and found.assignment.status == AssignmentStatus.accepted:
+        pairwise.apply_pick(session, found.turn, worker, answers)  # the reply the dialog continues with, first
+    return lifecycle.submit_turn(session, assignment_id, worker, answers, loaded=found)
 
 
 def _own_assignment(session: Session, worker: AnyWorker, assignment_id: str) -> tuple[Assignment, Hit, Turn]:
@@ -339,11 +352,12 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer | ServiceUnavailab
         found = _own_turn(session, worker, assignment_id)
         hit = found.hit
         view = lifecycle.turn_view(session, found.turn, found)
+        pick = _pick(session, found.turn)
     page = render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
                        errors={error.field: error.reason} if isinstance(error, InvalidAnswer) else {},
                        retry=isinstance(error, ServiceUnavailable), answers=raw,
                        hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker,
-                       status=error.status)
+                       status=error.status, pick=pick)
     page.headers.update(retry_after(error))
     return page
 
@@ -371,13 +385,14 @@ def queue_next_turn(turn_id: int, worker: AnyWorker) -> None:
 def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", errors: Optional[dict] = None,
                 answers: Optional[dict] = None, hidden: Optional[dict[str, str]] = None,
                 lease_expires_at: Optional[datetime] = None, worker: Optional[AnyWorker] = None,
-                retry: bool = False, status: int = 200) -> Response:
+                retry: bool = False, status: int = 200, pick: Optional[dict[str, Any]] = None) -> Response:
     """The turn page for one turn, reusable by every crowd provider's entry route.
 
     ``mode`` is "work" (the form to fill in) or "preview" (read-only, e.g. an MTurk worker who has not
     accepted the HIT). ``answers`` refills the form after a refused submission; ``hidden`` adds form fields
     (an MTurk assignmentId); ``worker`` shows who is signed in and the way back to the local queue;
-    ``retry`` says nothing was saved because storage took no writes, to send the same again later.
+    ``retry`` says nothing was saved because storage took no writes, to send the same again later; ``pick``:
+    the two replies to pick from in place of the last turn (per-turn pairwise, ``turkflow.agents.pairwise``).
     """
     if mode not in ("work", "preview"):
         raise ValueError(f"unknown turn page mode {mode!r}")
@@ -408,6 +423,7 @@ def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", er
         label_text={role: dict(view.protocol.form(role).label_question().options)
                     for role in view.protocol.roles},
         max_chars=view.protocol.max_response_chars,
+        pick=pick,
     )
     return worker_page_headers(make_response(page, status))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
+from tests.test_accessibility import serious_violations
 from tests.test_compare import QUESTION, launch, systems
 from tests.test_star_browser import join, sent
 from turkflow.db import session_scope
@@ -36,6 +37,7 @@ def test_a_judge_compares_two_dialogs_side_by_side_on_a_desktop_and_one_above_th
     page.wait_for_url("**/compare/turn/*")
     seen.append(page.content())
     assert page.inner_text("#question") == QUESTION
+    assert serious_violations(page) == []  # the judge's page, for a screen reader (axe-core)
     left, right = page.locator("#left-dialog"), page.locator("#right-dialog")
     assert "What do I need for this?" in left.inner_text() and "What do I need for this?" in right.inner_text()
     a, b = left.bounding_box(), right.bounding_box()

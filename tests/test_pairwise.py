@@ -169,6 +169,7 @@ def test_pairwise_launch_needs_two_agents_for_a_role_of_a_wizard_of_tasks_batch(
 @pytest.mark.browser
 def test_a_student_in_the_browser_picks_one_of_two_replies_and_the_dialog_continues_with_it(
         live_server, browser_context, settings, providers, celery_worker):
+    from tests.test_accessibility import serious_violations
     from tests.test_browser_conversation import join, rate_previous, student_turn, submit, take_next_turn
 
     launch(settings, providers)
@@ -176,6 +177,7 @@ def test_a_student_in_the_browser_picks_one_of_two_replies_and_the_dialog_contin
     student_turn(page, live_server, "request_items", "Hi! What do I need for this?")
     take_next_turn(page, live_server)  # both agents answered, and the student's next turn is open
     first, second = page.inner_text("#candidate-first"), page.inner_text("#candidate-second")
+    assert serious_violations(page) == []  # the two replies and the pick, for a screen reader (axe-core)
     assert sum(any(off in text for off in OFF_TOPIC) for text in (first, second)) == 1
     with session_scope(settings.database_url) as s:
         teacher = s.exec(select(Turn).where(Turn.role == "teacher", Turn.index == 1)).one()

@@ -248,3 +248,16 @@ def test_simulated_judges_rank_systems_of_known_strength_and_the_monitor_reports
     one_sided = next(j for j in report["judges"] if j["behaviour"] == "one_sided")
     assert one_sided["blocked_after_votes"] is not None and one_sided["blocked_after_votes"] <= 10
     assert "Kendall's tau" in done.stdout
+
+
+def test_a_batch_with_no_vote_yet_reports_no_interval_and_its_json_is_json(settings, providers, client):
+    of = systems(settings, providers, n=2, dialogs=1)
+    batch_id = launch(settings, providers, of, judges=1)
+    with session_scope(settings.database_url) as s:
+        create_requester(s, "ada", "correct horse")
+    sign_in(client)
+    shown = client.get(f"/admin/compare/{batch_id}", headers=JSON)
+    assert shown.status_code == 200 and "Infinity" not in shown.get_data(as_text=True)
+    assert [(r["low"], r["high"]) for r in shown.get_json()["ranking"]] == [(None, None), (None, None)]
+    page = client.get(f"/admin/compare/{batch_id}").get_data(as_text=True)
+    assert "no votes yet" in page and "No decisive vote yet." in page

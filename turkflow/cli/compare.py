@@ -89,7 +89,8 @@ def compare_report(app: App, batch_id: int, blocked: bool, rounds: int, as_json:
                + f"; {votes['known_answer_right']} of {votes['known_answer']} known-answer pairs answered right")
     table(f"Ranking (Bradley-Terry with ties; {shown['level']:.0%} bootstrap intervals, {rounds} resamples)",
           ["rank", "system", "strength", "interval", "votes"],
-          [(r["rank"], r["system"], f"{r['strength']:+.2f}", f"{r['low']:+.2f} to {r['high']:+.2f}", r["votes"])
+          [(r["rank"], r["system"], f"{r['strength']:+.2f}",
+            "no votes yet" if r["low"] is None else f"{r['low']:+.2f} to {r['high']:+.2f}", r["votes"])
            for r in shown["ranking"]])
     table("Pairs (exact binomial test of decisive votes, Holm-corrected)",
           ["system", "against", "wins", "losses", "ties", "win rate", "p (Holm)"],

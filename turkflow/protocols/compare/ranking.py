@@ -189,9 +189,9 @@ def bootstrap(counts: Counts, rounds: int = 1000, seed: int = 0, level: float = 
     (each vote drawn with replacement, as many as there were)."""
     cells = np.concatenate([counts.first, counts.second, counts.ties])
     n = int(cells.sum())
-    if n == 0:
+    if n == 0:  # nothing to resample: no interval (nan)
         size = len(counts.systems)
-        return np.full(size, -np.inf), np.full(size, np.inf)
+        return np.full(size, np.nan), np.full(size, np.nan)
     drawn = np.random.default_rng(seed).multinomial(n, cells / n, size=rounds)
     pairs = len(counts.pairs)
     strength, _ = fit_many(counts, drawn[:, :pairs], drawn[:, pairs:2 * pairs], drawn[:, 2 * pairs:])

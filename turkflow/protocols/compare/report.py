@@ -9,6 +9,7 @@ on their known-answer pairs, so their votes are the ones least worth counting.
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import matplotlib
@@ -49,7 +50,7 @@ def batch_report(session: Session, batch_id: int, *, rounds: int = ROUNDS, inclu
                   "known_answer": sum(1 for j in found if j.gold),
                   "known_answer_right": sum(1 for j in found if j.gold and j.choice == j.shown["expected"])},
         "ranking": [{"rank": r + 1, "system": systems[n], "strength": round(float(fitted.strength[n]), 4),
-                     "low": round(float(low[n]), 4), "high": round(float(high[n]), 4), "votes": played[systems[n]]}
+                     "low": _rounded(low[n]), "high": _rounded(high[n]), "votes": played[systems[n]]}
                     for r, n in enumerate(order)],
         "tie": round(fitted.tie, 4),
         "pairs": [{"a": p.a, "b": p.b, "a_wins": p.wins, "b_wins": p.losses, "ties": p.ties,
@@ -88,7 +89,8 @@ def judges(session: Session, found: list[pairs.Judgement]) -> list[dict[str, Any
 
 
 def _rounded(value: Any, digits: int = 4) -> Any:
-    return None if value is None else round(float(value), digits)
+    """A number for JSON: None where there is none (no vote yet: no interval)."""
+    return None if value is None or not math.isfinite(value) else round(float(value), digits)
 
 
 def ranking_png(report: dict[str, Any]) -> bytes:
@@ -98,7 +100,8 @@ def ranking_png(report: dict[str, Any]) -> bytes:
     fig, ax = plt.subplots(figsize=(6.4, 0.6 * len(rows) + 1.4))
     if rows:
         strength = [r["strength"] for r in rows]
-        errors = [[r["strength"] - r["low"] for r in rows], [r["high"] - r["strength"] for r in rows]]
+        errors = [[0 if r["low"] is None else r["strength"] - r["low"] for r in rows],
+                  [0 if r["high"] is None else r["high"] - r["strength"] for r in rows]]
         ax.errorbar(strength, range(len(rows)), xerr=errors, fmt="o", color="#4c72b0", capsize=4)
         ax.set_yticks(range(len(rows)), [r["system"] for r in rows])
         ax.axvline(0, color="#999999", linewidth=0.8)

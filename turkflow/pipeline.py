@@ -654,15 +654,16 @@ def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int,
             session.rollback()  # the earlier steps were taken to show their results; the answer stores them
         if invalid is not None:
             return _agent_failed(settings, providers, claimed, invalid, 0, storage)
-        started = time.monotonic()
+        called_at, started = utcnow(), time.monotonic()
         try:
             reply = player.answer(view)
         except AgentError as error:
-            return _agent_failed(settings, providers, claimed, error, _ms(started), storage)
+            return _agent_failed(settings, providers, claimed, error, _ms(started), storage, called_at)
         latency = _ms(started)
         if agent_turns.closes(claimed, reply.answer):
             rival = _rival_answer(settings, claimed, view, storage)
-            return _store_agent_answer(settings, providers, claimed, steps, reply, latency, storage, rival)
+            return _store_agent_answer(settings, providers, claimed, steps, reply, latency, storage, called_at,
+                                      rival)
         steps.append(reply.answer)
     return _agent_failed(settings, providers, claimed, AgentError(
         "invalid", f"no closing action after {agent_turns.MAX_STEPS} steps"), 0, storage)
@@ -677,42 +678,43 @@ def _rival_answer(settings: Settings, claimed: agent_turns.Claim, view: Any,
         rival = pairwise.rival(session, claimed.turn_id, claimed.agent)
     if rival is None:
         return None
-    started = time.monotonic()
+    called_at, started = utcnow(), time.monotonic()
     try:
-        return pairwise.Offer(rival, agent_registry.player(rival).answer(view), _ms(started))
+        return pairwise.Offer(rival, agent_registry.player(rival).answer(view), _ms(started), called_at)
     except AgentError as error:
         with storage(), session_scope(settings.database_url) as session:
-            pairwise.failed(session, claimed, rival, error, _ms(started))
+            pairwise.failed(session, claimed, rival, error, _ms(started), called_at)
         return None
 
 
 def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent_turns.Claim,
                         steps: list[dict[str, Any]], reply: Any, latency: int,
-                        storage: Callable[[], ContextManager[Any]],
+                        storage: Callable[[], ContextManager[Any]], called_at: datetime,
                         rival: Optional[pairwise.Offer] = None) -> AgentAnswer:
     try:
         with storage(), session_scope(settings.database_url) as session:
             if not agent_turns.still_open(session, claimed.turn_id):
-                agent_turns.cancelled(session, claimed, latency, reply)
+                agent_turns.cancelled(session, claimed, latency, reply, called_at)
                 return AgentAnswer(status=AgentTurnStatus.cancelled)
-            ended = agent_turns.store(session, claimed, steps, reply.answer, reply, latency)
+            ended = agent_turns.store(session, claimed, steps, reply.answer, reply, latency, called_at)
             agent_turns.remember_mode(session, claimed.agent.id, reply.structured)
             if rival is not None and ended.submitted_turn_id is not None:
                 pairwise.record(session, claimed, rival)
     except InvalidInput as refused:  # rolled back: the protocol refused the answer as it would a person's
         return _agent_failed(settings, providers, claimed, AgentError(
-            "invalid", refused.message, structured=reply.structured), latency, storage)
+            "invalid", refused.message, structured=reply.structured), latency, storage, called_at)
     except Conflict:  # rolled back: the turn was written or closed meanwhile
         with storage(), session_scope(settings.database_url) as session:
-            agent_turns.cancelled(session, claimed, latency, reply)
+            agent_turns.cancelled(session, claimed, latency, reply, called_at)
         return AgentAnswer(status=AgentTurnStatus.cancelled)
     return AgentAnswer(status=ended.status, submitted_turn_id=ended.submitted_turn_id)
 
 
 def _agent_failed(settings: Settings, providers: Providers, claimed: agent_turns.Claim, error: AgentError,
-                  latency: int, storage: Callable[[], ContextManager[Any]] = nullcontext) -> AgentAnswer:
+                  latency: int, storage: Callable[[], ContextManager[Any]] = nullcontext,
+                  called_at: Optional[datetime] = None) -> AgentAnswer:
     with storage(), session_scope(settings.database_url) as session:
-        ended = agent_turns.failed(session, settings, claimed, error, latency)
+        ended = agent_turns.failed(session, settings, claimed, error, latency, called_at=called_at)
     log.log(logging.INFO if ended.status == AgentTurnStatus.waiting else logging.WARNING,
             "agent %s, turn %s, attempt %s: %s (%s)", claimed.agent.name, claimed.turn_id, claimed.attempt,
             error.outcome, ended.status)

@@ -23,6 +23,7 @@ import json
 import os
 import random
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
 
@@ -65,6 +66,7 @@ class Offer:
     agent: Agent
     reply: Reply
     latency_ms: int
+    called_at: datetime
 
 
 def record(session: Session, claimed: Any, offer: Offer) -> list[Candidate]:
@@ -77,9 +79,10 @@ def record(session: Session, claimed: Any, offer: Offer) -> list[Candidate]:
         answers = check(session, turn, offer.reply.answer)
     except InvalidInput as refused:
         record_call(session, as_rival, "invalid", refused.message, offer.reply.structured, offer.reply,
-                    offer.latency_ms)
+                    offer.latency_ms, offer.called_at)
         return []
-    record_call(session, as_rival, "ok", "", offer.reply.structured, offer.reply, offer.latency_ms)
+    record_call(session, as_rival, "ok", "", offer.reply.structured, offer.reply, offer.latency_ms,
+                offer.called_at)
     form = get_protocol(claimed.protocol).form(turn.role)
     response = next(q.name for q in form.questions if q.is_response)
     own = Candidate(turn_id=turn.id, agent_id=claimed.agent.id, text=turn.text or "", label=turn.label,
@@ -93,10 +96,12 @@ def record(session: Session, claimed: Any, offer: Offer) -> list[Candidate]:
     return [own, theirs]
 
 
-def failed(session: Session, claimed: Any, agent: Agent, error: AgentError, latency_ms: int) -> None:
-    """The rival gave nothing usable: its call is recorded; the turn stays its own agent's."""
+def failed(session: Session, claimed: Any, agent: Agent, error: AgentError, latency_ms: int,
+           called_at: datetime) -> None:
+    """The rival gave nothing usable: its call, started at ``called_at``, is recorded; the turn stays its own
+    agent's."""
     record_call(session, replace(claimed, agent=agent), error.outcome, error.message, error.structured, None,
-                latency_ms)
+                latency_ms, called_at)
 
 
 def check(session: Session, turn: Turn, answer: Any) -> dict[str, Any]:

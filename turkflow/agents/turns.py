@@ -113,7 +113,7 @@ def view(session: Session, claimed: Claim, steps: list[dict[str, Any]]) -> TurnV
 
 
 def store(session: Session, claimed: Claim, steps: list[dict[str, Any]], final: dict[str, Any],
-          reply: Reply, latency_ms: int) -> Ended:
+          reply: Reply, latency_ms: int, called_at: Optional[datetime] = None) -> Ended:
     """Store the answer as the role's page would submit it, the call that gave it and the turn's end, in one
     transaction. Raises what the protocol raises for a refused answer (nothing is stored then)."""
     turn = session.get(Turn, claimed.turn_id)
@@ -125,7 +125,7 @@ def store(session: Session, claimed: Claim, steps: list[dict[str, Any]], final: 
         submission = parts.submit_turn(session, claimed.assignment, worker, submit_body(claimed, final))
     else:
         submission = lifecycle.submit_turn(session, claimed.assignment, worker, final)
-    record_call(session, claimed, "ok", "", reply.structured, reply, latency_ms)
+    record_call(session, claimed, "ok", "", reply.structured, reply, latency_ms, called_at)
     tokens = {"prompt_tokens": AgentTurn.prompt_tokens + (reply.prompt_tokens or 0),
               "completion_tokens": AgentTurn.completion_tokens + (reply.completion_tokens or 0)}
     _end(session, claimed, S.answered, None, latency_ms=latency_ms, **tokens)
@@ -158,10 +158,12 @@ _CALL = insert(AgentCall.__table__)
 
 
 def record_call(session: Session, claimed: Claim, outcome: str, detail: str, structured: Optional[str],
-                reply: Optional[Reply], latency_ms: int) -> None:
+                reply: Optional[Reply], latency_ms: int, called_at: Optional[datetime] = None) -> None:
+    """One call, started at ``called_at`` (None: no call was made, it is now)."""
     session.connection().execute(_CALL, {
         "turn_id": claimed.turn_id, "agent_id": claimed.agent.id, "attempt": claimed.attempt, "outcome": outcome,
-        "detail": detail[:1000], "structured": structured, "latency_ms": latency_ms, "started_at": utcnow(),
+        "detail": detail[:1000], "structured": structured, "latency_ms": latency_ms,
+        "started_at": called_at or utcnow(),
         "prompt_tokens": reply.prompt_tokens if reply else None,
         "completion_tokens": reply.completion_tokens if reply else None})
 
@@ -173,21 +175,22 @@ def _end(session: Session, claimed: Claim, to: str, reason: Optional[str], **val
     return done
 
 
-def cancelled(session: Session, claimed: Claim, latency_ms: int, reply: Optional[Reply] = None) -> Ended:
+def cancelled(session: Session, claimed: Claim, latency_ms: int, reply: Optional[Reply] = None,
+              called_at: Optional[datetime] = None) -> Ended:
     """The conversation ended (cancelled, or its turn closed) before the answer was stored: nothing is stored;
     the call is recorded."""
     record_call(session, claimed, "cancelled", "the turn was no longer open when the answer came",
-                reply.structured if reply else None, reply, latency_ms)
+                reply.structured if reply else None, reply, latency_ms, called_at)
     _end(session, claimed, S.cancelled, "the conversation ended before the answer")
     return Ended(S.cancelled)
 
 
 def failed(session: Session, settings: Settings, claimed: Claim, error: AgentError, latency_ms: int,
-           now: Optional[datetime] = None) -> Ended:
+           now: Optional[datetime] = None, called_at: Optional[datetime] = None) -> Ended:
     """A call that gave nothing usable: recorded; the turn is due again after the back-off, or, out of attempts,
     ends as its batch says (``Batch.on_agent_failure``)."""
     now = now or utcnow()
-    record_call(session, claimed, error.outcome, error.message, error.structured, None, latency_ms)
+    record_call(session, claimed, error.outcome, error.message, error.structured, None, latency_ms, called_at)
     reason = f"{error.outcome}: {error.message}"[:500]
     if claimed.attempt < settings.agent_attempts:
         wait = min(settings.agent_backoff_max_seconds, settings.agent_backoff_seconds * 2 ** (claimed.attempt - 1))

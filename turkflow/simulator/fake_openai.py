@@ -7,12 +7,14 @@ It answers ``POST /v1/chat/completions`` with a JSON object built from the schem
 (``"timeout"``, ``"429"``, ``"500"``, ``"nonsense"``, ``"refuse_schema"``, ``"too_long"``, or a dict to answer);
 ``refuse_modes`` makes it refuse some structured-output modes as servers without them do (400); ``delay`` is
 every answer's latency and ``errors`` a seeded share of calls that fail (timeouts and 5xx) for the benchmarks.
-Every request is kept in ``requests``.
+Every request is kept in ``requests``, unless the server runs in a process of its own (``own_process``: a
+benchmark's endpoint then shares no interpreter lock with the simulated crowd, as a model server would not).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import random
 import threading
 import time
@@ -59,7 +61,7 @@ def schema_of(body: dict[str, Any]) -> dict[str, Any]:
 
 class FakeOpenAI:
     def __init__(self, *, delay: float = 0.0, timeout_sleep: float = 30.0, errors: tuple[float, float] = (0.0, 0.0),
-                 seed: int = 0):
+                 seed: int = 0, own_process: bool = False):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.delay, self.timeout_sleep = delay, timeout_sleep
@@ -72,12 +74,20 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self._server = make_server("127.0.0.1", self.port, self._wsgi, threaded=True, request_handler=_Quiet)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # forked when entered, so what is set before (``answer``) serves there too; ``requests`` stays empty here
+        self._process = multiprocessing.get_context("fork").Process(
+            target=self._server.serve_forever, daemon=True) if own_process else None
 
     def __enter__(self) -> "FakeOpenAI":
-        self._thread.start()
+        (self._process or self._thread).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.join(timeout=5)
+            self._server.server_close()
+            return
         self._server.shutdown()
         self._thread.join(timeout=5)
 

@@ -220,6 +220,23 @@ def test_a_server_that_refuses_json_schema_is_asked_in_json_mode_and_the_agent_r
         assert s.exec(select(Agent.structured)).one() == "json_object"
 
 
+def test_the_persons_next_turn_is_open_once_the_agents_answer_is_stored_and_the_call_says_when_it_started(
+        settings, providers, fake):
+    declare(settings, "tutor", fake.url)
+    fake.delay = 0.3
+    batch_id = launch(settings, providers, {"teacher": ["tutor"]})
+    person = student(settings)
+    turn_id = opened_teacher_turn(settings, providers, batch_id, person)
+    done = pipeline.answer_agent_turn(settings, providers, turn_id)
+    assert done.status == AgentTurnStatus.answered
+    with session_scope(settings.database_url) as s:  # no opening after it: the answer's transaction opened it
+        [hit] = lifecycle.open_hits_for(s, person)
+        assert (hit.id, s.get(Turn, hit.turn_id).index) == (done.opened.hit_id, 2)
+        call = s.exec(select(AgentCall).where(AgentCall.turn_id == turn_id)).one()
+        answered = agent_turn(settings, turn_id)
+    assert call.latency_ms >= 300 and (answered.ended_at - call.started_at).total_seconds() >= 0.3
+
+
 def test_a_timeout_a_429_and_a_500_are_retried_after_their_waits_and_the_answer_is_stored_once(
         settings, providers, fake):
     settings = fast(settings, agent_attempts=4)
@@ -397,7 +414,6 @@ def test_a_star_batch_whose_wizard_is_star_suggest_replays_with_no_difference(se
         opened = pipeline.opening_after(settings, providers, turn_id)
         assert opened is not None and opened.provider == AGENT
         assert pipeline.answer_agent_turn(settings, providers, opened.turn_id).status == AgentTurnStatus.answered
-        pipeline.opening_after(settings, providers, opened.turn_id)
     with session_scope(settings.database_url) as s:
         ids = [c.id for c in s.exec(select(Conversation).where(Conversation.batch_id == batch_id))]
         from turkflow.models import DialogEvent
@@ -559,7 +575,6 @@ def test_agents_play_both_roles_of_a_frames_dialog_to_its_end_before_anyone_is_p
         for turn_id in due:
             done = pipeline.answer_agent_turn(settings, providers, turn_id)
             assert done.status == AgentTurnStatus.answered
-            pipeline.opening_after(settings, providers, done.submitted_turn_id)
     with session_scope(settings.database_url) as s:
         conversation = s.exec(select(Conversation).where(Conversation.batch_id == batch_id)).one()
         assert (conversation.status, conversation.end_reason) == ("completed", "user_complete")

@@ -22,11 +22,10 @@ pytest_plugins = ["tests.fake_prolific"]
 
 def agent_answers(settings, providers, turn_id: int) -> None:
     """What the Celery tasks do after a person's turn: the agent teacher's turn opens, is answered, and the next
-    student turn opens on Prolific."""
+    student turn opens on Prolific with the answer."""
     opened = pipeline.opening_after(settings, providers, turn_id)
     assert opened is not None and opened.provider == AGENT
     assert pipeline.answer_agent_turn(settings, providers, opened.turn_id).status == AgentTurnStatus.answered
-    pipeline.opening_after(settings, providers, opened.turn_id)
 
 
 def test_a_prolific_student_answers_the_evaluation_of_an_agent_teacher_before_their_next_turn(

@@ -198,7 +198,6 @@ def student_turn(settings, providers, person: Worker, answers: dict) -> int:
         turn_id = lifecycle.submit_turn(s, assignment.external_id, person, answers).turn.id
     opened = pipeline.opening_after(settings, providers, turn_id)
     assert pipeline.answer_agent_turn(settings, providers, opened.turn_id).status == AgentTurnStatus.answered
-    pipeline.opening_after(settings, providers, opened.turn_id)
     return turn_id
 
 

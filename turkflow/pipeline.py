@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, Callable, Optional
 
 from sqlalchemy import bindparam, update
 from sqlmodel import Session, col, select
 
 from turkflow import events, states
 from turkflow.config import Settings
-from turkflow.db import session_scope
+from turkflow.db import savepoint, session_scope
 from turkflow.agents import judges as agent_judges, pairwise, registry as agent_registry, turns as agent_turns
 from turkflow.errors import AgentError, Conflict, InvalidInput, ModelMissing, ProviderError
 from turkflow.hits import lifecycle
@@ -609,38 +608,38 @@ def expire(settings: Settings, providers: Providers, hit_id: int) -> None:
 
 @dataclass
 class AgentAnswer:
-    """What one run of an agent's turn did: how it ended (or that it is due again), the submitted turn whose
-    next turn the caller opens (as after a person's submit), and a HIT handed to people, already published."""
+    """What one run of an agent's turn did: how it ended (or that it is due again), the submitted turn and the
+    turn opened after it in the same transaction (the caller sends an agent's to the agents queue and queues the
+    review, as after a person's submit), and a HIT handed to people, already published."""
 
     status: Optional[str] = None  # None: nothing to do (not due, or another worker has it)
     submitted_turn_id: Optional[int] = None
+    opened: Optional[lifecycle.Opened] = None
     handed_over_hit_id: Optional[int] = None
     reason: Optional[str] = None
 
 
-def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int,
-                      storage: Callable[[], ContextManager[Any]] = nullcontext) -> AgentAnswer:
-    """Ask the agent that plays ``turn_id`` and store its answer through the turn's own submit (``agents.turns``):
-    each step in its own short transaction, the agent asked with none open, so a slow model holds no lock.
+def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int) -> AgentAnswer:
+    """Ask the agent that plays ``turn_id`` and store its answer through the turn's own submit (``agents.turns``),
+    opening the turn after it: each step in its own short transaction, the agent asked with none open, so a slow
+    model holds no lock.
 
     A failure (timeout, refused connection, 429, 5xx, an answer the protocol refuses, a context too long) is
     recorded and the turn is due again after a back-off, for beat's sweep to queue; out of attempts the
     conversation ends with the reason or the turn goes to people. An answer that comes after the conversation
     ended stores nothing. A worker that dies mid-call leaves the turn claimed until its claim lapses; the sweep
-    then gives it to another. ``storage`` is entered around each transaction: a process asking many agents at
-    once passes a semaphore, so its threads queue for storage among themselves, not all in front of people's
-    writes (SQLite has one write lock, taken in turn)."""
-    with storage(), session_scope(settings.database_url) as session:
+    then gives it to another."""
+    with session_scope(settings.database_url) as session:
         claimed = agent_turns.claim(session, turn_id)
     if claimed is None:
         return AgentAnswer()
     try:
         player = agent_registry.player(claimed.agent)
     except AgentError as error:
-        return _agent_failed(settings, providers, claimed, error, 0, storage)
+        return _agent_failed(settings, providers, claimed, error, 0)
     steps: list[dict[str, Any]] = []
     for _ in range(agent_turns.MAX_STEPS):
-        with storage(), session_scope(settings.database_url) as session:
+        with session_scope(settings.database_url) as session:
             if not agent_turns.still_open(session, turn_id):
                 agent_turns.cancelled(session, claimed, 0)
                 return AgentAnswer(status=AgentTurnStatus.cancelled)
@@ -653,28 +652,26 @@ def answer_agent_turn(settings: Settings, providers: Providers, turn_id: int,
                 invalid = None
             session.rollback()  # the earlier steps were taken to show their results; the answer stores them
         if invalid is not None:
-            return _agent_failed(settings, providers, claimed, invalid, 0, storage)
+            return _agent_failed(settings, providers, claimed, invalid, 0)
         called_at, started = utcnow(), time.monotonic()
         try:
             reply = player.answer(view)
         except AgentError as error:
-            return _agent_failed(settings, providers, claimed, error, _ms(started), storage, called_at)
+            return _agent_failed(settings, providers, claimed, error, _ms(started), called_at)
         latency = _ms(started)
         if agent_turns.closes(claimed, reply.answer):
-            rival = _rival_answer(settings, claimed, view, storage)
-            return _store_agent_answer(settings, providers, claimed, steps, reply, latency, storage, called_at,
-                                      rival)
+            rival = _rival_answer(settings, claimed, view)
+            return _store_agent_answer(settings, providers, claimed, steps, reply, latency, called_at, rival)
         steps.append(reply.answer)
     return _agent_failed(settings, providers, claimed, AgentError(
-        "invalid", f"no closing action after {agent_turns.MAX_STEPS} steps"), 0, storage)
+        "invalid", f"no closing action after {agent_turns.MAX_STEPS} steps"), 0)
 
 
-def _rival_answer(settings: Settings, claimed: agent_turns.Claim, view: Any,
-                  storage: Callable[[], ContextManager[Any]]) -> Optional[pairwise.Offer]:
+def _rival_answer(settings: Settings, claimed: agent_turns.Claim, view: Any) -> Optional[pairwise.Offer]:
     """Per-turn pairwise: the same view asked of the turn's rival agent (``agents.pairwise``), with no
     transaction open; None when the batch does not compare this role's agents turn by turn, or the rival gave
     nothing usable (its call is recorded, and the turn stays its own agent's)."""
-    with storage(), session_scope(settings.database_url) as session:
+    with session_scope(settings.database_url) as session:
         rival = pairwise.rival(session, claimed.turn_id, claimed.agent)
     if rival is None:
         return None
@@ -682,17 +679,19 @@ def _rival_answer(settings: Settings, claimed: agent_turns.Claim, view: Any,
     try:
         return pairwise.Offer(rival, agent_registry.player(rival).answer(view), _ms(started), called_at)
     except AgentError as error:
-        with storage(), session_scope(settings.database_url) as session:
+        with session_scope(settings.database_url) as session:
             pairwise.failed(session, claimed, rival, error, _ms(started), called_at)
         return None
 
 
 def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent_turns.Claim,
-                        steps: list[dict[str, Any]], reply: Any, latency: int,
-                        storage: Callable[[], ContextManager[Any]], called_at: datetime,
+                        steps: list[dict[str, Any]], reply: Any, latency: int, called_at: datetime,
                         rival: Optional[pairwise.Offer] = None) -> AgentAnswer:
+    """Store the answer (and a per-turn pairwise rival's) and open the turn after it in one transaction: the
+    person whose turn follows waits for one commit, not for this one and then an opening's (on SQLite each a turn
+    at the one write lock)."""
     try:
-        with storage(), session_scope(settings.database_url) as session:
+        with session_scope(settings.database_url) as session:
             if not agent_turns.still_open(session, claimed.turn_id):
                 agent_turns.cancelled(session, claimed, latency, reply, called_at)
                 return AgentAnswer(status=AgentTurnStatus.cancelled)
@@ -700,20 +699,38 @@ def _store_agent_answer(settings: Settings, providers: Providers, claimed: agent
             agent_turns.remember_mode(session, claimed.agent.id, reply.structured)
             if rival is not None and ended.submitted_turn_id is not None:
                 pairwise.record(session, claimed, rival)
+            opened = _open_in(session, providers, ended.submitted_turn_id)
     except InvalidInput as refused:  # rolled back: the protocol refused the answer as it would a person's
         return _agent_failed(settings, providers, claimed, AgentError(
-            "invalid", refused.message, structured=reply.structured), latency, storage, called_at)
+            "invalid", refused.message, structured=reply.structured), latency, called_at)
     except Conflict:  # rolled back: the turn was written or closed meanwhile
-        with storage(), session_scope(settings.database_url) as session:
+        with session_scope(settings.database_url) as session:
             agent_turns.cancelled(session, claimed, latency, reply, called_at)
         return AgentAnswer(status=AgentTurnStatus.cancelled)
-    return AgentAnswer(status=ended.status, submitted_turn_id=ended.submitted_turn_id)
+    try:
+        _publish_opened(settings, providers, _to_publish(opened))  # a platform's HIT: called after commit
+    except ProviderError as exc:
+        log.warning("turn %s opened after agent turn %s; its platform is told later (%s)", opened.turn_id,
+                    claimed.turn_id, exc)
+    return AgentAnswer(status=ended.status, submitted_turn_id=ended.submitted_turn_id, opened=opened)
+
+
+def _open_in(session: Session, providers: Providers, turn_id: Optional[int]) -> Optional[lifecycle.Opened]:
+    """The turn after ``turn_id``, opened in the caller's transaction; an opening that fails is rolled back alone
+    (a savepoint), what the caller wrote stays, and the reconciler opens the turn later."""
+    if turn_id is None:
+        return None
+    try:
+        with savepoint(session):
+            return lifecycle.open_turn_after(session, turn_id, providers)
+    except Exception as exc:  # noqa: BLE001 - the answer is stored; the reconciler opens what follows it
+        log.warning("turn %s stored; the turn after it is left to the reconciler (%s)", turn_id, exc)
+        return None
 
 
 def _agent_failed(settings: Settings, providers: Providers, claimed: agent_turns.Claim, error: AgentError,
-                  latency: int, storage: Callable[[], ContextManager[Any]] = nullcontext,
-                  called_at: Optional[datetime] = None) -> AgentAnswer:
-    with storage(), session_scope(settings.database_url) as session:
+                  latency: int, called_at: Optional[datetime] = None) -> AgentAnswer:
+    with session_scope(settings.database_url) as session:
         ended = agent_turns.failed(session, settings, claimed, error, latency, called_at=called_at)
     log.log(logging.INFO if ended.status == AgentTurnStatus.waiting else logging.WARNING,
             "agent %s, turn %s, attempt %s: %s (%s)", claimed.agent.name, claimed.turn_id, claimed.attempt,

@@ -36,6 +36,7 @@ QUEUES = {
     "agents": "agents' turns (turkflow.agents): a slow model waits here, never in front of people's turns",
 }
 REVIEWS = "reviews"
+AGENTS = "agents"
 ROUTES = {  # every task, by its stable name
     "workers.tasks.turn_submitted": "turns",
     "workers.tasks.review_submission": REVIEWS,
@@ -51,7 +52,7 @@ ROUTES = {  # every task, by its stable name
     "workers.tasks.refresh_activity": "sweeps",
     "workers.mturk_tasks.reconcile_mturk": "sweeps",
     "workers.prolific_tasks.poll_prolific": "sweeps",
-    "workers.tasks.answer_agent_turn": "agents",
+    "workers.tasks.answer_agent_turn": AGENTS,
     "workers.tasks.sweep_agent_turns": "sweeps",
 }
 
@@ -186,8 +187,14 @@ _reviews_here = True  # until the worker says which queues it takes (a worker wi
 
 @celeryd_after_setup.connect
 def _note_queues(sender: str, instance: Any, **_: Any) -> None:
+    """Note whether this worker reviews (its processes load spaCy as they start), and in a worker of the agents
+    queue load the agents' client libraries now, before a pool forks or a thread asks an agent."""
     global _reviews_here
     _reviews_here = REVIEWS in instance.app.amqp.queues.consume_from
+    if AGENTS in instance.app.amqp.queues.consume_from:
+        from turkflow.agents import registry as agents
+
+        agents.load_kinds()
 
 
 @worker_process_init.connect

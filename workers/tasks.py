@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any, Optional
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -180,28 +179,20 @@ def refresh_activity() -> None:
 # ---- the agents queue: a slow model never delays people's turns ---------------------------------------------
 
 
-# The agents worker's threads wait on models together but store one at a time: on SQLite a writer queues for the
-# one write lock in turn, and forty agents' answers arriving together queued forty writes in front of a person's
-# next opening. Constant for the process (never rewritten by configure()).
-AGENT_STORAGE = threading.BoundedSemaphore(1)
-
-
 @celery_app.task(name="workers.tasks.answer_agent_turn")
 def answer_agent_turn(turn_id: int) -> None:
-    """Ask the turn's agent and store its answer, then open the next turn here, as the turns task does after a
-    person's submit: the turns queue serves people's submissions alone, so agents' turns never queue in front of
-    them. No Celery retry: a failed call is recorded and the turn is due again after a back-off kept in the
-    database, which beat's sweep queues (``sweep_agent_turns``); a message run twice finds the turn claimed or
-    answered."""
+    """Ask the turn's agent, store its answer and open the next turn (one transaction), then send that turn to the
+    agents queue if an agent plays it and queue the review, as the turns task does after a person's submit: the
+    turns queue serves people's submissions alone. No Celery retry: a failed call is recorded and the turn is due
+    again after a back-off kept in the database, which beat's sweep queues (``sweep_agent_turns``); a message run
+    twice finds the turn claimed or answered."""
     ids(turn_id=turn_id)
-    done = pipeline.answer_agent_turn(settings(), providers(), turn_id, storage=lambda: AGENT_STORAGE)
+    done = pipeline.answer_agent_turn(settings(), providers(), turn_id)
     if done.submitted_turn_id is not None:
         try:
-            with AGENT_STORAGE:
-                opened = pipeline.opening_after(settings(), providers(), done.submitted_turn_id)
-            _queue_after(done.submitted_turn_id, opened)
-        except Exception as exc:  # noqa: BLE001 - stored: the reconciler opens the next turn and reviews it
-            log.warning("agent turn %s stored; its next turn is left to the reconciler (%s)", turn_id, exc)
+            _queue_after(done.submitted_turn_id, done.opened)
+        except Exception as exc:  # noqa: BLE001 - stored and opened: beat's sweeps ask an agent and review the turn
+            log.warning("agent turn %s stored; what follows it is left to beat's sweeps (%s)", turn_id, exc)
     log.log(logging.DEBUG if done.status in (None, "answered") else logging.INFO, "agent turn %s: %s %s",
             turn_id, done.status, done.reason or "")
 

@@ -114,6 +114,12 @@ def player(agent: Agent) -> Player:
     return builtins.build(agent.target)
 
 
+def load_kinds() -> None:
+    """Import what the kinds of agent need before the first turn, not in it (an agents worker starting): the
+    ``openai`` client takes a second or more of CPU to import, and each thread of a fresh worker waited on it."""
+    from turkflow.agents import endpoint  # noqa: F401
+
+
 class CallableAgent:
     """A Python function ``package.module:function`` that takes the turn's view (``TurnView.as_dict()``) and
     returns the answer (a dict); what it raises is the call's failure."""

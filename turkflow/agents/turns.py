@@ -64,7 +64,7 @@ _CLAIM = (states.update_to(AgentTurn, S.calling)
                  AgentTurn.due_at <= bindparam("now"))
           .values(attempts=AgentTurn.attempts + 1, claimed_until=bindparam("until"))
           .returning(AgentTurn.attempts).execution_options(synchronize_session=False))
-_CLAIMING = (select(AgentTurn.hit_id, Agent, Turn.role, Batch.protocol)
+_CLAIMING = (select(AgentTurn.hit_id, AgentTurn.status, AgentTurn.due_at, Agent, Turn.role, Batch.protocol)
              .join(Agent, Agent.id == AgentTurn.agent_id).join(Turn, Turn.id == AgentTurn.turn_id)
              .join(Conversation, Conversation.id == Turn.conversation_id)
              .join(Batch, Batch.id == Conversation.batch_id).where(AgentTurn.turn_id == bindparam("turn")))
@@ -74,14 +74,14 @@ _LAST_CALL = (select(AgentCall.outcome, AgentCall.detail).where(AgentCall.turn_i
 
 def claim(session: Session, turn_id: int, now: Optional[datetime] = None) -> Optional[Claim]:
     """Take the turn for this call if it is due and nobody has it (one write, what it needs read first); None
-    otherwise (a duplicate message, a turn answered or ended). It is held as long as the agent's calls may take;
-    beat's sweep gives a turn held longer to another worker. The agent's assignment of the HIT was written with
-    the turn (``hits.agent``)."""
+    otherwise (a duplicate message, a turn answered or ended: seen in the read, so it writes nothing and never
+    waits for SQLite's write lock). It is held as long as the agent's calls may take; beat's sweep gives a turn
+    held longer to another worker. The agent's assignment of the HIT was written with the turn (``hits.agent``)."""
     now = now or utcnow()
     found = session.execute(_CLAIMING, {"turn": turn_id}).first()
-    if found is None:
+    if found is None or found.status != S.waiting or found.due_at > now:
         return None
-    hit_id, agent, role, protocol = found
+    hit_id, _, _, agent, role, protocol = found
     until = now + timedelta(seconds=agent.timeout_seconds * MAX_STEPS * 2 + 30)
     row = session.execute(_CLAIM, {"turn": turn_id, "now": now, "until": until}).first()
     if row is None:
@@ -231,6 +231,8 @@ def remember_mode(session: Session, agent_id: int, mode: Optional[str]) -> None:
 _LOST = (states.update_to(AgentTurn, S.waiting)  # claimed by a worker that died or lost its message mid-call
          .where(AgentTurn.status == S.calling, AgentTurn.claimed_until < bindparam("now"))
          .values(claimed_until=None).execution_options(synchronize_session=False))
+_ANY_LOST = (select(AgentTurn.turn_id).where(AgentTurn.status == S.calling, AgentTurn.claimed_until < bindparam("now"))
+             .limit(1))
 _ENDED_ELSEWHERE = (select(AgentTurn.turn_id).join(Turn, Turn.id == AgentTurn.turn_id)
                     .where(col(AgentTurn.status).in_([S.waiting]), Turn.status != TurnStatus.open))
 _DUE = (select(AgentTurn.turn_id).where(
@@ -243,9 +245,11 @@ def sweep(session: Session, now: Optional[datetime] = None, limit: int = 500,
           queued_for: timedelta = timedelta(seconds=30)) -> list[int]:
     """The agent turns to ask now (due after a back-off, or given back by a worker lost mid-call), each marked
     as queued for ``queued_for`` so the next sweeps do not queue it again meanwhile; agent turns whose turn
-    closed otherwise (the batch cancelled) end as cancelled."""
+    closed otherwise (the batch cancelled) end as cancelled. It writes only what it finds: on SQLite a sweep that
+    finds nothing takes no turn at the one write lock."""
     now = now or utcnow()
-    session.execute(_LOST, {"now": now})
+    if session.execute(_ANY_LOST, {"now": now}).first() is not None:
+        session.execute(_LOST, {"now": now})
     gone = list(session.execute(_ENDED_ELSEWHERE).scalars())
     if gone:
         session.execute(states.update_to(AgentTurn, S.cancelled).where(col(AgentTurn.turn_id).in_(gone))

@@ -41,11 +41,10 @@ def launch(settings, providers, conversations=1, pairwise=True, teachers=(GOOD, 
 
 
 def answered_teacher_turn(settings, providers, student_turn_id: int) -> int:
-    """What the Celery tasks do after a student's turn: open the teacher's turn, let the agents answer it, open
-    the student's next turn. The teacher's turn."""
+    """What the Celery tasks do after a student's turn: open the teacher's turn, let the agents answer it (which
+    opens the student's next turn). The teacher's turn."""
     opened = pipeline.opening_after(settings, providers, student_turn_id)
     pipeline.answer_agent_turn(settings, providers, opened.turn_id)
-    pipeline.opening_after(settings, providers, opened.turn_id)
     return opened.turn_id
 
 

@@ -60,6 +60,12 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+# How long a process may take to answer after it was started. Only a guard against a hang: every wait fails at
+# once when its process exits, and a busy machine (two cores under a test suite) takes far longer than a quiet
+# one to import a web app or a Celery worker.
+STARTUP_SECONDS = 300
+
+
 class PostgresCluster:
     """A throwaway cluster owned by the postgres user (PostgreSQL refuses to run as root), tuned for speed
     over durability (tests do not need to survive a power cut), or ``durable`` as a lab's server runs, for a
@@ -73,24 +79,31 @@ class PostgresCluster:
         self.bin = Path(bindirs[-1])
         self.root = Path(tempfile.mkdtemp(prefix="turkflow-pg-"))
         self.data = self.root / "data"
-        self.port = free_port()
         self.as_root = os.geteuid() == 0
 
     def _run(self, *args: str) -> None:
         cmd = list(args)
         if self.as_root:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode:
+            log = self.root / "log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{Path(args[0]).name} exited with status {done.returncode}: "
+                               f"{done.stderr.strip()}\n{tail}".strip())
 
     def start(self) -> None:
         if self.as_root:
             shutil.chown(self.root, "postgres", "postgres")
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        # Only a Unix socket in the cluster's own directory: no TCP port to pick, so no other process on the
+        # machine can take it between the pick and the start (a free port was sometimes taken meanwhile).
+        options = f"-k {self.root} -c listen_addresses='' -c max_connections=200"
         if not self.durable:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        # pg_ctl waits 60 s by default; a busy machine can take longer to start a cluster
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                  "-w", "start")
+                  "-w", "-t", str(STARTUP_SECONDS), "start")
 
     def stop(self) -> None:
         try:
@@ -103,7 +116,7 @@ class PostgresCluster:
         return int((self.data / "postmaster.pid").read_text().split()[0])
 
     def url(self, database: str) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+        return f"postgresql+psycopg://postgres@/{database}?host={self.root}"
 
     def create_database(self, name: str) -> str:
         from sqlalchemy import create_engine, text
@@ -127,10 +140,6 @@ class PostgresCluster:
 KEEP_ALIVE_SECONDS = 75
 
 
-# How long a process may take to answer after it was started. Only a guard against a hang: every wait fails at
-# once when its process exits, and a busy machine (two cores under a test suite) takes far longer than a quiet
-# one to import a web app or a Celery worker.
-STARTUP_SECONDS = 300
 # gunicorn kills a worker that has not checked in for this long, the app's import included: the 30 s default
 # killed web workers still importing on a busy machine, over and over.
 WORKER_TIMEOUT_SECONDS = 120

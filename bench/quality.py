@@ -43,7 +43,7 @@ COLUMNS = (("honest blocked", "honest_blocked_share", "≤ 1%"),
 
 
 def config(policy: str, seed: int, conversations: int, workers: int) -> Any:
-    from turkflow.simulator.policies import DEFAULT_POLICIES
+    from turkflow.simulator import DEFAULT_POLICIES
     from turkflow.simulator.run import SimulationConfig
 
     return SimulationConfig(dialogs=SGD_DEV, students=workers // 2, teachers=workers - workers // 2, conversations=conversations,
@@ -96,7 +96,8 @@ def replay_database(run: Collected) -> list[dict[str, Any]]:
     """Every policy replayed on a kept run."""
     from turkflow.config import default
     from turkflow.quality.monitor import Policy
-    from turkflow.simulator.policies import DEFAULT_POLICIES, compare
+    from turkflow.simulator import DEFAULT_POLICIES
+    from turkflow.simulator.policies import compare
 
     policies = [Policy.parse(text, default("bonus_above"), default("bonus_cents")) for text in DEFAULT_POLICIES]
     return [{**e.__dict__, "misses": e.misses()}

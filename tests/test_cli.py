@@ -410,6 +410,37 @@ def test_turkflow_help_lists_a_lazily_imported_command_by_its_own_short_help_wit
         assert listed.split()[0] in done.stdout
 
 
+# What no command that touches no spaCy model needs, each a large import: the NLP and numeric stacks, the model
+# endpoints' client, MTurk's, the web and Celery apps, and Alembic while no migration is due.
+HEAVY = {"spacy", "matplotlib", "numpy", "scipy", "openai", "boto3", "flask", "celery", "alembic"}
+
+
+def imported_by(*args: str, env: dict[str, str]) -> set[str]:
+    """The top-level packages and turkflow's modules a fresh ``turkflow ARGS...`` process imported."""
+    done = subprocess.run([sys.executable, "-c", "import sys; from turkflow.cli.main import main\n"
+                           "try:\n    main(sys.argv[1:], prog_name='turkflow')\nexcept SystemExit as end:\n"
+                           "    assert not end.code, end.code\n"
+                           "print(' '.join({m if m.startswith('turkflow') else m.split('.')[0] for m in sys.modules}))",
+                           *args], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env},
+                          input="a long enough password\n", timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.splitlines()[-1].split())
+
+
+@pytest.mark.parametrize("args", [("--help",), ("batch", "launch", "--help"), ("simulate", "--help")], ids=" ".join)
+def test_a_commands_help_imports_neither_the_database_nor_the_models(args, tmp_path):
+    loaded = imported_by(*args, env={"TURKFLOW_DATA_DIR": str(tmp_path)})
+    assert not loaded & {*HEAVY, "sqlalchemy", "sqlmodel", "turkflow.models", "turkflow.simulator.run"}
+
+
+def test_commands_on_a_current_database_import_no_model_library_and_no_alembic(tmp_path):
+    env = {"TURKFLOW_DATA_DIR": str(tmp_path)}
+    assert "alembic" in imported_by("tasks", "load", "--sample", env=env)  # a new database: migrated
+    for args in (("tasks", "list"), ("batch", "status"), ("worker", "list"), ("worker", "invite", "--role", "student"),
+                 ("admin", "create", "someone", "--password-stdin")):
+        assert not imported_by(*args, env=env) & HEAVY, args
+
+
 def all_commands(group: click.Group = main, path: tuple[str, ...] = ()):  # noqa: ANN201
     """Every command as ``--help`` lists it, the lazily imported ones included."""
     ctx = click.Context(group)

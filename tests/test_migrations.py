@@ -6,12 +6,16 @@ from alembic.script import ScriptDirectory
 from sqlmodel import SQLModel
 
 import turkflow.models  # noqa: F401
-from turkflow.db import alembic_config, get_engine
+from turkflow.db import alembic_config, get_engine, head_revision, schema_current
 
 
-def test_migrations_have_one_head():
+def test_migrations_have_one_head_the_newest_numbered_file():
     heads = ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads()
-    assert len(heads) == 1, heads
+    assert heads == [head_revision()]  # what every command compares the database with, without Alembic
+
+
+def test_a_migrated_database_is_current(database_url):
+    assert schema_current(database_url)
 
 
 def test_migrated_schema_matches_the_models(database_url):

@@ -1,4 +1,8 @@
-"""Engines, sessions and schema migrations (Alembic) for SQLite and PostgreSQL alike."""
+"""Engines, sessions and schema migrations (Alembic) for SQLite and PostgreSQL alike.
+
+Alembic is imported only when a migration runs (``alembic_config``, ``upgrade``): a process that finds its
+database current (``schema_current``: one query against the newest migration's number) never loads it.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,9 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 from importlib.resources import files
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import event, make_url
+from sqlalchemy import event, inspect, make_url, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, create_engine
@@ -21,6 +23,8 @@ from sqlmodel import Session, create_engine
 from turkflow.config import private_folder
 from turkflow.errors import ServiceUnavailable
 
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 _engines: dict[str, Engine] = {}
 
@@ -281,15 +285,43 @@ def savepoint(session: Session) -> Iterator[None]:
         yield
 
 
+MIGRATIONS = files("turkflow") / "migrations"
+
+
+def head_revision() -> str:
+    """The newest migration's revision: migrations are numbered (``versions/NNNN_*.py``, the revision the
+    number), one after another, so the head is the highest number (tests/test_migrations.py checks that
+    Alembic finds this one head)."""
+    return max(path.name[:4] for path in (MIGRATIONS / "versions").iterdir()
+               if path.name[:4].isdigit() and path.name.endswith(".py"))
+
+
+def schema_revisions(database_url: str) -> set[str]:
+    """The revisions the database is at, as Alembic records them (empty for a new database)."""
+    with get_engine(database_url).connect() as connection:
+        if not inspect(connection).has_table("alembic_version"):
+            return set()
+        return set(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())
+
+
+def schema_current(database_url: str) -> bool:
+    """Whether the database is at the newest migration, asked without loading Alembic."""
+    return schema_revisions(database_url) == {head_revision()}
+
+
 def alembic_config(database_url: str) -> Config:
+    from alembic.config import Config
+
     config = Config()
-    config.set_main_option("script_location", str(files("turkflow") / "migrations"))
+    config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     return config
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the schema to the newest migration; safe to run on every start."""
+    from alembic import command
+
     if database_url.startswith("sqlite"):
         _private_database_file(database_url)
     command.upgrade(alembic_config(database_url), revision)

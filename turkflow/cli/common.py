@@ -110,29 +110,15 @@ def ensure_schema(database_url: str) -> None:
     Several web and Celery processes share a PostgreSQL database in production, so its migration is an
     explicit step (``turkflow db upgrade``) rather than a race between whichever process starts first.
     """
-    from alembic.script import ScriptDirectory
+    from turkflow.db import schema_current, upgrade
 
-    from turkflow.db import alembic_config, upgrade
-
-    if schema_revisions(database_url) == set(ScriptDirectory.from_config(alembic_config(database_url)).get_heads()):
+    if schema_current(database_url):
         return
     if database_url.startswith("sqlite"):
         upgrade(database_url)
         return
     raise CommandError(f"the database schema of {shown_url(database_url)} is not current; "
                        "run `turkflow db upgrade` first")
-
-
-def schema_revisions(database_url: str) -> set[str]:
-    """The Alembic revisions the database is at (empty for a new database)."""
-    from alembic.runtime.migration import MigrationContext
-
-    from turkflow.db import get_engine
-
-    if database_url.startswith("sqlite:///"):
-        Path(database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    with get_engine(database_url).connect() as connection:
-        return set(MigrationContext.configure(connection).get_current_heads())
 
 
 def shown_url(url: str) -> str:

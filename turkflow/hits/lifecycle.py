@@ -8,6 +8,7 @@ a constraint instead of creating a second HIT, and the functions turn that failu
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import secrets
@@ -553,6 +554,7 @@ def _queue_params(worker: Worker, now: Optional[datetime], limit: int) -> dict[s
     return {"role": worker.role, "worker": worker.id, "now": now or utcnow(), "limit": limit}
 
 
+@functools.cache  # built once per process, when a queue is first listed, not on every import
 def _queue_statement(multi_task_passed: bool, lateral: bool) -> Any:
     """The turns kept for the worker, then the oldest takeable turns (kept ones among them too: the caller
     drops those twice), each part cut at the limit in ``Hit.id`` order, so the database reads about
@@ -590,11 +592,6 @@ def _queue_statement(multi_task_passed: bool, lateral: bool) -> Any:
     return select(both).order_by(both.c.kept, both.c.id)
 
 
-# The queue's statement by dialect, for a worker who may take multi-task dialogs and for one who may not.
-_QUEUE = {(dialect, passed): _queue_statement(passed, lateral=dialect == "postgresql")
-          for dialect in ("sqlite", "postgresql") for passed in (True, False)}
-
-
 def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = None,
                   limit: int = 50) -> list[dict[str, Any]]:
     """The queue's rows: each HIT ``open_hits_for`` offers, with its task title and the message it answers,
@@ -602,10 +599,10 @@ def queue_entries(session: Session, worker: Worker, now: Optional[datetime] = No
 
     One query for the whole list, built once: workers reload the queue after every submission.
     """
+    statement = _queue_statement(stages.sees_multi_task(worker), lateral=session.get_bind().dialect.name == "postgresql")
     entries, kept, listed = [], 0, set()
     for hit_id, conversation_id, index, title, last_message, last_role, others in _core(
-            session, _QUEUE[session.get_bind().dialect.name, stages.sees_multi_task(worker)],
-            _queue_params(worker, now, limit)):
+            session, statement, _queue_params(worker, now, limit)):
         if hit_id in listed:  # kept for this worker, and among the oldest too
             continue
         listed.add(hit_id)

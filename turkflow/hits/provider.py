@@ -11,12 +11,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Mapping, Optional
-
-from sqlmodel import Session
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from turkflow.config import Settings
-from turkflow.models import Assignment, Batch, Bonus, Hit, Worker
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from turkflow.models import Assignment, Batch, Bonus, Hit, Worker
 
 
 # The provider of the turns an agent plays (``turkflow.hits.agent``): its HITs are answered by the agents queue,

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import urlparse
 
 from turkflow.errors import InvalidAnswer, InvalidInput
-from turkflow.models import Role, Task
+
+if TYPE_CHECKING:
+    from turkflow.models import Task
 
 YES_NO = (("yes", "Yes"), ("no", "No"))
 
@@ -98,7 +100,7 @@ def _urls_required(ctx: TurnContext, answers: dict) -> bool:
 
 
 TEACHER = RoleForm(
-    role=Role.teacher,
+    role="teacher",
     title="Teacher: help the student complete the task",
     sees_document=True,
     paste_blocked=True,
@@ -133,7 +135,7 @@ TEACHER = RoleForm(
 )
 
 STUDENT = RoleForm(
-    role=Role.student,
+    role="student",
     title="Student: learn how to do the task",
     sees_document=False,
     guidelines=(
@@ -168,8 +170,8 @@ STUDENT = RoleForm(
 
 WIZARD_OF_TASKS = Protocol(
     name="wizard_of_tasks",
-    first_role=Role.student,
-    roles={Role.student: STUDENT, Role.teacher: TEACHER},
+    first_role="student",
+    roles={"student": STUDENT, "teacher": TEACHER},
     closing_label="stop",
 )
 

@@ -69,7 +69,7 @@ from turkflow.models import (
     WorkerStatus,
     utcnow,
 )
-from turkflow.quality import checks, reliability
+from turkflow.quality import NAMED_POLICIES, checks, reliability
 
 
 # How a window's ratings are compared with p. EITHER is the paper's rule (block when the mean relevance or
@@ -91,20 +91,6 @@ _JUDGED_TEXT = re.compile(r"(?:^|[,;])\s*judged\s+(?:(\d+)\s+of\s+(\d+)|off)\s*$
 
 class PolicyError(InvalidInput, ValueError):
     """A block policy's text or numbers make no sense (also a ValueError, which click callbacks catch)."""
-
-
-# Policies a requester can name. ``paper`` is the Wizard of Tasks heuristic; with a quarter of raters
-# answering at random it blocks most honest workers over a long batch and can stall it. ``probation`` is
-# the one the crowd simulator found to catch >=90% of spammers within 6 rated turns while blocking <=3% of
-# honest workers (issue 6). ``recommended`` trusts raters by their record (gold turns at onboarding, then
-# every rating), judges writers by the sequential test and sends pasters to review (issue 25; bench/RESULTS.md,
-# Quality-control efficacy, compares them all on the same ratings; a and b were chosen on seeds 101 and 102).
-NAMED_POLICIES = {
-    "paper": "k=5,p=0.5",
-    "probation": "pooled k=6,p=0.5 for 6, then k=20,p=0.4",
-    "recommended": "sprt k=20,a=0.05,b=0.05, not typed 2 of 6",
-}
-RECOMMENDED = "recommended"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """``turkflow simulate``: a simulated crowd works a batch through the real stack and the report says how
-fast it went, what it cost and how well the quality monitor caught the bad workers."""
+fast it went, what it cost and how well the quality monitor caught the bad workers.
+
+Its options name only what ``turkflow.simulator`` names without imports; each function here imports the
+simulator's parts it runs, so ``turkflow simulate --help`` starts as fast as ``turkflow --help``."""
 
 from __future__ import annotations
 
@@ -7,18 +10,18 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import click
 
 from turkflow.cli.common import CONTEXT, App, dollars, pass_app, progress_bar, table
 from turkflow.config import Settings, default
-from turkflow.quality.monitor import Policy
-from turkflow.simulator.annotate import AnnotateConfig, run as run_annotation
-from turkflow.simulator.compare import CompareConfig, run as run_comparison
-from turkflow.simulator.policies import (DEFAULT_POLICIES, EARLY_RATED_TURNS, EARLY_WRITTEN_TURNS,
-                                         IDENTIFIED_RATINGS)
-from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_stack
+from turkflow.simulator import DEFAULT_POLICIES, PLAYED
+
+if TYPE_CHECKING:
+    from turkflow.simulator.annotate import AnnotateConfig
+    from turkflow.simulator.compare import CompareConfig
+    from turkflow.simulator.run import SimulationConfig
 
 
 @click.command("simulate", context_settings=CONTEXT)
@@ -55,7 +58,7 @@ from turkflow.simulator.run import PLAYS, SimulationConfig, run_on, run_with_sta
                    "--protocol star: a STAR root (tasks/, apis/ and, to replay STAR's sample dialogues, "
                    "dialogues/), e.g. ../shared/data/star (default: turkflow's sample STAR tasks, with "
                    "dialogues generated along their flow charts).")
-@click.option("--protocol", type=click.Choice(["wizard_of_tasks", *PLAYS, "annotate", "compare"]),
+@click.option("--protocol", type=click.Choice(["wizard_of_tasks", *PLAYED, "annotate", "compare"]),
               default="wizard_of_tasks",
               show_default=True,
               help="star: users and wizards play STAR on its pages (queries, suggestions, custom replies, "
@@ -165,6 +168,11 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
       turkflow simulate --agent teacher=sim-good,sim-poor --teachers 0 --conversations 20
       turkflow simulate --protocol compare --systems 4 --votes 400 --careless 0.2 --seed 1 --json report.json
     """
+    from turkflow.quality.monitor import Policy
+    from turkflow.simulator.annotate import AnnotateConfig
+    from turkflow.simulator.compare import CompareConfig
+    from turkflow.simulator.run import SimulationConfig, run_on
+
     settings = app.settings
     if protocol == "compare":
         _compare(settings, CompareConfig(
@@ -222,6 +230,8 @@ def _agents(given: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 def _annotate(settings: Settings, config: AnnotateConfig, database_url: Optional[str], run_dir: Optional[Path],
               json_path: Optional[str]) -> None:
     """The annotation simulation on its own database (a fresh SQLite file unless --database-url), reported."""
+    from turkflow.simulator.annotate import run as run_annotation
+
     report = _in_own_database(settings, database_url, run_dir, lambda own: run_annotation(own, config))
     if _written(report, json_path):
         return
@@ -241,6 +251,8 @@ def _annotate(settings: Settings, config: AnnotateConfig, database_url: Optional
 def _compare(settings: Settings, config: CompareConfig, database_url: Optional[str], run_dir: Optional[Path],
              json_path: Optional[str]) -> None:
     """The side-by-side simulation on its own database (a fresh SQLite file unless --database-url), reported."""
+    from turkflow.simulator.compare import run as run_comparison
+
     report = _in_own_database(settings, database_url, run_dir, lambda own: run_comparison(own, config))
     if _written(report, json_path):
         return
@@ -289,6 +301,8 @@ def _written(report: dict[str, Any], json_path: Optional[str]) -> bool:
 def _with_own_stack(settings: Settings, config: SimulationConfig, database_url: Optional[str],
                     run_dir: Optional[Path], web_workers: int, web_threads: int, celery_concurrency: int,
                     progress, prolific_contract: Optional[Path]) -> dict[str, Any]:  # noqa: ANN001
+    from turkflow.simulator.run import run_with_stack
+
     directory = run_dir or Path(tempfile.mkdtemp(prefix="turkflow-simulate-"))
     try:
         own = Settings(**{**settings.model_dump(), "data_dir": directory, "database_url": database_url or
@@ -304,6 +318,8 @@ def _with_own_stack(settings: Settings, config: SimulationConfig, database_url: 
 
 def show(report: dict[str, Any]) -> None:
     """The report as tables: the crowd, money, the monitor against the truth, the policies, the timings."""
+    from turkflow.simulator.policies import EARLY_RATED_TURNS, EARLY_WRITTEN_TURNS, IDENTIFIED_RATINGS
+
     done = report["reproducible"]
     measured = report["measured"]
     turns = done["turns"]
@@ -326,7 +342,7 @@ def show(report: dict[str, Any]) -> None:
                    f"{events.get('Wizard pick_suggestion', 0)} replies picked, "
                    f"{events.get('Wizard utter', 0)} written; questionnaires answered: "
                    f"{', '.join(f'{n} {role}' for role, n in star['surveys_answered'].items()) or 'none'}.")
-    for name in PLAYS:
+    for name in PLAYED:
         if name != "star" and done.get(name, {}).get("summary"):
             click.echo(f"{name}: {done[name]['summary']}")
     if "prolific" in report:

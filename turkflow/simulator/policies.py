@@ -30,22 +30,8 @@ from types import MappingProxyType
 from typing import Iterable, Mapping, Optional
 
 from turkflow.quality import gold, reliability
-from turkflow.quality.monitor import LEARN_FROM, NAMED_POLICIES, Policy, decide, judge_typing
+from turkflow.quality.monitor import LEARN_FROM, Policy, decide, judge_typing
 from turkflow.simulator.crowd import Behaviour, SimWorker
-
-# The policy batch launch --policy recommended selects (turkflow.quality.monitor.NAMED_POLICIES).
-RECOMMENDED = NAMED_POLICIES["recommended"]
-
-# The paper's policy first, then the alternatives a lab would consider, the probation policy of issue 6, the
-# same with the machine-written rule, the trust-weighted windows, the sequential tests, and the recommended one.
-DEFAULT_POLICIES = ("k=5,p=0.5", "k=5,p=0.4", "k=10,p=0.4", "k=5,p=0.4 for 6, then k=20,p=0.4", "pooled k=5,p=0.5",
-                    NAMED_POLICIES["probation"], NAMED_POLICIES["probation"] + ", not typed 2 of 6",
-                    "weighted k=6,p=0.5 for 6, then k=20,p=0.4", "weighted k=4,p=0.4 for 6, then k=20,p=0.4",
-                    "weighted k=3,p=0.4 for 6, then k=20,p=0.4, not typed 2 of 6",
-                    "weighted k=4,p=0.4 for 6, then k=20,p=0.4, not typed 2 of 6",
-                    "sprt k=20,a=0.01,b=0.05, not typed 2 of 6", "sprt k=20,a=0.05,b=0.05",
-                    "sprt k=20,a=0.05,b=0.05, not typed 2 of 6", RECOMMENDED)
-DEFAULT_POLICIES = tuple(dict.fromkeys(DEFAULT_POLICIES))  # the recommended one once
 
 # The targets' horizons: a spammer should be blocked within this many rated turns, a paster within this many
 # written turns, and a careless or harsh rater identified within IDENTIFIED_RATINGS of their ratings.

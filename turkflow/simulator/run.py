@@ -12,13 +12,12 @@ from turkflow.config import Settings, default
 from turkflow.db import session_scope
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
-from turkflow.simulator import prolific
+from turkflow.simulator import DEFAULT_POLICIES, PLAYED, prolific
 from turkflow.simulator.driver import ProtocolPlay, Simulation
 from turkflow.simulator.agents import agents_report, declare_fake
 from turkflow.simulator.fake_openai import FakeOpenAI
 from turkflow.simulator.fake_prolific import FakeProlific
 from turkflow.simulator.prolific import ProlificCrowd
-from turkflow.simulator.policies import DEFAULT_POLICIES
 from turkflow.simulator.report import build_report
 from turkflow.simulator.stack import Stack
 from turkflow.simulator.star import star_root
@@ -27,7 +26,7 @@ from turkflow.simulator.utterances import Script, default_dialogs_dir, read_dial
 
 # the protocols played on their own pages, each by a module whose ``play_for(config)`` gives the scripts and
 # the ``ProtocolPlay``
-PLAYS = {name: f"turkflow.simulator.{name}" for name in ("star", "frames", "meep")}
+PLAYS = {name: f"turkflow.simulator.{name}" for name in PLAYED}
 
 
 @dataclass(frozen=True)

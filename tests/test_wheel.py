@@ -99,6 +99,26 @@ def test_the_installed_wheel_runs_help_and_loads_its_sample_tasks_outside_the_ch
                     loaded.stdout), loaded.stdout
 
 
+def test_the_prolific_description_shipped_is_prolifics_own_with_its_license():
+    shipped = ROOT / "turkflow" / "hits" / "prolific" / "publicapi"
+    original = ROOT.parent / "shared" / "prolific" / "publicapi.yaml"  # the copy turkflow was written against
+    assert (shipped / "publicapi.yaml").read_bytes() == original.read_bytes()
+    assert "Apache License" in (shipped / "LICENSE").read_text() and "6e71d85" in (shipped / "README.md").read_text()
+
+
+def test_the_installed_wheels_prolific_rehearsal_and_simulation_check_calls_against_the_description_it_ships(
+        installed, tmp_path):
+    env = lab_environment(tmp_path / "var")
+    shipped = installed.parent / "lib"  # the fresh environment's site-packages, not the checkout
+    rehearsed = run(installed / "turkflow", "prolific", "rehearse", "--stop-after", "0", env=env, cwd=tmp_path)
+    contract = Path(re.search(r"\(contract: (\S+)\)", rehearsed.stdout)[1])
+    assert contract.is_relative_to(shipped) and contract.name == "publicapi.yaml", rehearsed.stdout
+    assert (contract.parent / "LICENSE").is_file() and "broke Prolific's contract" not in rehearsed.stdout
+    simulated = run(installed / "python", "-c", "from turkflow.simulator.prolific import contract_to_check; "
+                    "print(contract_to_check(None)[0])", env=env, cwd=tmp_path)  # what simulate checks against
+    assert Path(simulated.stdout.strip()) == contract
+
+
 def test_the_installed_demo_serves_its_links_survives_a_killed_web_and_ctrl_c_ends_it_with_status_0(
         installed, tmp_path, default_control_socket):
     """One demo start (the slowest thing a test does) for everything a user meets in it, from the wheel. Its web

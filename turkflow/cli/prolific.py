@@ -600,20 +600,16 @@ def prolific_rehearse(stop_after: float | None, web_url: str) -> None:
     import threading
     import time
 
-    from turkflow.simulator.fake_prolific import SPEC_PATH, FakeProlific
-    from turkflow.simulator.prolific import REHEARSAL_HOST, REHEARSAL_URL
+    from turkflow.simulator.fake_prolific import FakeProlific
+    from turkflow.simulator.prolific import REHEARSAL_HOST, REHEARSAL_URL, contract_to_check
 
-    try:
-        import openapi_core  # noqa: F401 - a test dependency: without it the fake checks no contract
-        contract = SPEC_PATH if SPEC_PATH.exists() else None
-    except ImportError:
-        contract = None
+    contract, unchecked_because = contract_to_check(None)
     fake = FakeProlific(token=secrets.token_urlsafe(16), contract=contract, id_prefix=f"r{int(time.time())}-")
     public_url = REHEARSAL_URL
     fake.rehearsal_web = (public_url, web_url.rstrip("/"))
     with fake:
-        click.echo(f"a fake Prolific runs at {fake.url} (contract: {contract or 'not checked'}); in another shell, "
-                   "before starting turkflow's processes:")
+        click.echo(f"a fake Prolific runs at {fake.url} (contract: {contract or f'not checked, {unchecked_because}'}); "
+                   "in another shell, before starting turkflow's processes:")
         click.echo(f"export TURKFLOW_PROLIFIC_BASE_URL={fake.url}")
         click.echo(f"export TURKFLOW_PROLIFIC_TOKEN={fake.token}")
         click.echo(f"export TURKFLOW_PROLIFIC_WORKSPACE_ID={fake.workspace_id}")

@@ -93,7 +93,7 @@ if TYPE_CHECKING:
                    "as a pay lost after turkflow's claim (each bonus is then left for a person, never paid twice).")
 @click.option("--prolific-contract", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Prolific's OpenAPI description the fake Prolific checks every call against "
-                   "(default: ../shared/prolific/publicapi.yaml beside the checkout, if present).")
+                   "(default: the copy shipped in turkflow, turkflow/hits/prolific/publicapi/publicapi.yaml).")
 @click.option("--affinity", default=0, show_default=True, type=click.IntRange(min=0),
               help="Launch the simulated batch with batch launch --affinity SECONDS: a role's next turn is kept "
                    "that long for the worker who wrote the role's last turn (local provider only).")

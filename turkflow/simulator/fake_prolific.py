@@ -62,8 +62,8 @@ from werkzeug.routing import Map, Rule
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-# Beside the checkout, as the repository's README lays out the shared files.
-SPEC_PATH = Path(__file__).resolve().parents[3] / "shared" / "prolific" / "publicapi.yaml"
+# Prolific's own description of its API, shipped in the package (its source and license beside it).
+SPEC_PATH = Path(__file__).resolve().parents[1] / "hits" / "prolific" / "publicapi" / "publicapi.yaml"
 # Submissions in these statuses hold one of the study's places; the others gave theirs back.
 HOLDS_PLACE = {"RESERVED", "ACTIVE", "AWAITING REVIEW", "APPROVED", "PARTIALLY APPROVED"}
 # Prolific's study transition table (the spec's description of POST /studies/{id}/transition/).

@@ -31,17 +31,13 @@ from turkflow.simulator.fake_prolific import SPEC_PATH, FakeProlific
 def contract_to_check(path: Optional[Path]) -> tuple[Optional[Path], str]:
     """The contract file the fake checks calls against, or None with the reason it checks nothing.
 
-    ``path`` must exist when given; by default it is ``../shared/prolific/publicapi.yaml`` beside the
-    checkout, if present.
+    ``path`` must exist when given; by default it is the copy shipped in the package (``SPEC_PATH``).
     """
     if path is not None and not path.is_file():
         raise ValueError(f"Prolific's contract {path} does not exist (--prolific-contract)")
-    chosen = path or (SPEC_PATH if SPEC_PATH.is_file() else None)
-    if chosen is None:
-        return None, f"no contract file ({SPEC_PATH} is missing; pass --prolific-contract)"
     if importlib.util.find_spec("openapi_core") is None:
-        return None, "openapi-core is not installed (pip install -e '.[test]')"
-    return chosen, ""
+        return None, "openapi-core is not installed (pip install 'turkflow[test]')"
+    return path or SPEC_PATH, ""
 
 
 def started_fake(contract: Optional[Path]) -> FakeProlific:

@@ -182,7 +182,7 @@ def run_with_stack(settings: Settings, run_dir: Path, config: SimulationConfig, 
 
     On Prolific the fake Prolific starts first, on a loopback port, and the stack's settings point at it
     (``prolific.settings_for``); ``prolific_contract`` is the contract it checks calls against (default:
-    ``../shared/prolific/publicapi.yaml`` beside the checkout, if present). The report's ``prolific``
+    the copy shipped in the package). The report's ``prolific``
     says whether calls were checked and what the fake saw. A test passes its own running fake as
     ``prolific_fake`` to look at it afterwards.
     """

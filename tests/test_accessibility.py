@@ -9,9 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
+from tests.conftest import wait_until
 from tests.quality_factories import seed_dashboard
+from tests.test_mturk import mturk_celery, mturk_client, mturk_providers, mturk_settings, stubber  # noqa: F401
 from tests.test_worker_pages import invite
+from turkflow.db import session_scope
+from turkflow.models import Event
 
 pytestmark = pytest.mark.browser
 
@@ -125,4 +130,106 @@ def test_dashboard_pages_pass_axe_and_none_is_wider_than_a_phone(viewport, chrom
                  f"/admin/workers/{teacher.id}", f"/admin/workers/{teacher.id}/turns",
                  f"/admin/workers/{teacher.id}/received", f"/admin/workers/{students[1].id}/given"]:
         check(page, f"{live_server.url}{path}", problems, phone=phone)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_stars_staged_onboarding_passes_axe_from_the_tutorial_to_a_refused_quiz(viewport, chromium_context,
+                                                                                live_server, settings):
+    phone = viewport is PHONE
+    problems: list[str] = []
+    page = chromium_context(viewport).new_page()
+    _, link = invite(settings, "user", "Ula", base_url=live_server.url, onboarded=False)
+    check(page, link, problems, phone=phone)  # stage 1's tutorial and its start
+    assert page.locator("#tutorial").is_visible() and page.locator("#start").is_visible()
+    page.click("#start button[type=submit]")
+    page.wait_for_selector("#quiz")
+    check(page, page.url, problems, phone=phone)  # the quiz, ten questions with their hints
+    page.locator("#quiz button[name=hint]").first.click()
+    page.wait_for_selector(".hint")
+    problems += [f"{page.url} with a hint: {v}" for v in serious_violations(page)]
+    page.evaluate("document.getElementById('quiz').noValidate = true")  # as a browser without checks
+    page.click("#quiz .actions button[type=submit]")  # nothing answered: the quiz again, with its errors
+    page.wait_for_selector("#quiz .has-error, #quiz-result")
+    problems += [f"{page.url} refused: {v}" for v in serious_violations(page)]
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_the_agents_report_and_a_comparisons_report_pass_axe_and_fit_a_phone(viewport, chromium_context,
+                                                                             live_server, settings, providers):
+    from tests.test_agents_report import MEETS_GOAL, frames_batch, package_for, user_asks_the_agent_to_book
+    from tests.test_compare import judge, launch, systems
+    from turkflow.models import Conversation
+    from turkflow.requesters import create_requester
+
+    agents_batch = frames_batch(settings, providers, 1)  # an agent books for a person: its report has figures
+    with session_scope(settings.database_url) as s:
+        conversation_id = s.exec(select(Conversation.id).where(Conversation.batch_id == agents_batch)).one()
+        create_requester(s, "ada", "correct horse")
+    user_asks_the_agent_to_book(settings, providers, conversation_id, package_for(settings, conversation_id, MEETS_GOAL))
+    compared = launch(settings, providers, systems(settings, providers, n=2), judges=4)
+    for n in range(4):  # votes: the ranking, its intervals and its plot
+        judge(settings, providers, f"judge-{n}", lambda shown: "left")
+    phone = viewport is PHONE
+    page = chromium_context(viewport).new_page()
+    page.goto(f"{live_server.url}/admin/login")
+    page.fill("input[name=username]", "ada")
+    page.fill("input[name=password]", "correct horse")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/batches")
+    problems: list[str] = []
+    for path in [f"/admin/batches/{agents_batch}/agents", f"/admin/compare/{compared}"]:
+        check(page, f"{live_server.url}{path}", problems, phone=phone)
+    assert problems == [], "\n".join(problems)
+
+
+def test_an_mturk_workers_preview_turn_refused_submit_and_hand_back_pages_pass_axe(
+        chromium_context, mturk_settings, mturk_providers, stubber, mturk_celery):
+    """What a worker meets inside MTurk's frame: the preview, the accepted turn, the turn refused with its errors,
+    and the page that hands the assignment back to MTurk (its script, which posts it at once, held back)."""
+    from botocore.stub import ANY
+
+    from tests.conftest import LiveServer
+    from tests.test_mturk import expect_create_hit, hit_state, mturk_id, not_submitted, publish
+    from tests.test_mturk import launch as launch_on_mturk
+    from tests.test_mturk_web import ASG1, HIT1, accept_ids, page_url
+    from tests.test_pipeline import STUDENT_ANSWERS
+    from turkflow.web import create_app
+
+    _, (hit_id,) = launch_on_mturk(mturk_settings)
+    expect_create_hit(stubber, hit_id, "student", HIT1)
+    publish(mturk_settings, mturk_providers, hit_id)
+    problems: list[str] = []
+    page = chromium_context(DESKTOP).new_page()
+    page.route("**/static/mturk.js", lambda route: route.abort())
+    with LiveServer(create_app(mturk_settings, mturk_providers)) as server:
+        preview = f"{server.url}{page_url(mturk_settings, hit_id, assignmentId='ASSIGNMENT_ID_NOT_AVAILABLE', hitId=HIT1)}"
+        check(page, preview, problems, phone=False)
+        assert page.locator("#submit-turn").count() == 0
+        not_submitted(stubber, ASG1)
+        hit_state(stubber, HIT1, pending=1)
+        check(page, f"{server.url}{page_url(mturk_settings, hit_id, **accept_ids())}", problems, phone=False)
+        not_submitted(stubber, ASG1)
+        hit_state(stubber, HIT1, pending=1)
+        page.evaluate("document.getElementById('turn-form').noValidate = true")
+        page.click("#submit-turn")
+        page.wait_for_selector("#error-summary")
+        problems += [f"{page.url} with errors: {v}" for v in serious_violations(page)]
+        not_submitted(stubber, ASG1)
+        hit_state(stubber, HIT1, pending=1)
+        expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))  # Celery opens the next turn
+        stubber.add_response("update_expiration_for_hit", {}, {"HITId": HIT1, "ExpireAt": ANY})
+        page.check(f"input[name=intent][value={STUDENT_ANSWERS['intent']}]")
+        page.fill("textarea[name=response]", STUDENT_ANSWERS["response"])
+        page.click("#submit-turn")
+        page.wait_for_selector("#mturk-submit")
+        problems += [f"{page.url} handing back: {v}" for v in serious_violations(page)]
+
+        def chained() -> bool:  # the next HIT created and the answered one ended, as MTurk was told
+            with session_scope(mturk_settings.database_url) as s:
+                return s.exec(select(Event).where(Event.kind == "hit_expired")).first() is not None
+
+        assert wait_until(chained)
+    stubber.assert_no_pending_responses()
     assert problems == [], "\n".join(problems)

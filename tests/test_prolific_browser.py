@@ -129,3 +129,57 @@ def test_a_student_and_a_teacher_from_prolific_complete_a_six_turn_conversation_
     assert sorted(found.studies.values()) == ["COMPLETED", "COMPLETED"]
     with session_scope(settings.database_url) as s:
         assert all(row.ended_at for row in s.exec(select(ProlificStudy)))
+
+
+def test_a_participants_turn_refused_turn_and_return_pages_pass_axe(live_server, chromium, settings, providers,
+                                                                    fake_prolific):
+    from tests.test_accessibility import serious_violations
+    from tests.test_prolific_web import study_of
+
+    study_id = study_of(settings, launch(settings, providers), "student")
+    early = fake_prolific.start(study_id, "p1")
+    fake_prolific.studies[study_id].fields["total_available_places"] += 1  # places ran one ahead
+    late = fake_prolific.start(study_id, "p2")
+    context = chromium.new_context()
+    page = context.new_page()
+    page.goto(study_link(fake_prolific, study_id, "p1", early, base=live_server.url))
+    assert page.locator("#submit-turn").is_visible()
+    problems = [f"the turn: {v}" for v in serious_violations(page)]
+    page.evaluate("document.getElementById('turn-form').noValidate = true")  # as a browser without checks
+    page.click("#submit-turn")  # nothing answered: the page again, with its errors
+    page.wait_for_selector("#error-summary")
+    problems += [f"the turn refused: {v}" for v in serious_violations(page)]
+    page.goto(study_link(fake_prolific, study_id, "p2", late, base=live_server.url))
+    assert page.locator("#prolific-return").is_visible()  # no turn left for the second: return the submission
+    problems += [f"the return page: {v}" for v in serious_violations(page)]
+    context.close()
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_prolific_bonuses_page_with_a_bonus_to_decide_passes_axe(live_server, chromium, settings, providers,
+                                                                     fake_prolific):
+    from tests.test_accessibility import serious_violations
+    from tests.test_prolific_settle import bonus_on_a_turn, claimed_ago
+    from turkflow import pipeline
+    from turkflow.requesters import create_requester
+
+    bonus_id, _ = bonus_on_a_turn(settings, providers, fake_prolific)
+    fake_prolific.lose_pays = 1  # the pay call fails on Prolific's side: nobody can tell it was paid
+    with pytest.raises(api.ProlificError):
+        pipeline.pay_bonus(settings, providers, bonus_id)
+    settings.prolific_bonus_unknown_after_seconds = 0
+    claimed_ago(settings, bonus_id, sync.PAYS_WITHIN)
+    with session_scope(settings.database_url) as s:
+        create_requester(s, "ada", "correct horse")
+    context = chromium.new_context()
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login")
+    page.fill("input[name=username]", "ada")
+    page.fill("input[name=password]", "correct horse")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/batches")
+    page.goto(f"{live_server.url}/admin/prolific/bonuses")
+    assert page.locator(f"#bonus-{bonus_id}").is_visible()
+    problems = serious_violations(page)
+    context.close()
+    assert problems == [], "\n".join(problems)

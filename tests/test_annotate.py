@@ -234,7 +234,7 @@ def test_an_annotated_batch_exports_as_frames_json_and_its_sgd_acts_come_from_th
 
     (dialogue,) = json.loads((tmp_path / "F" / "frames.json").read_text())
     turns = len(dialogue["turns"])  # every turn was annotated by both annotators
-    assert exported.stdout.startswith(f"exported 1 Frames dialogues ({turns} turns, {turns} with annotated acts) from ")
+    assert exported.stdout.startswith(f"exported 1 Frames dialogue ({turns} turns, {turns} with annotated acts) from ")
     assert {"id", "user_id", "wizard_id", "labels", "turns", "wizard_survey"} <= set(dialogue)
     assert set(dialogue["labels"]) == {"userSurveyRating", "wizardSurveyTaskSuccessful"}
     first, offer = dialogue["turns"][0], dialogue["turns"][1]

@@ -173,7 +173,7 @@ def test_scrub_pii_removes_planted_emails_phones_and_names(settings, providers, 
                                 catch_exceptions=False)
 
     assert result.exit_code == 0, result.output
-    assert "exported 1 conversations (6 turns)" in result.stdout
+    assert "exported 1 conversation (6 turns)" in result.stdout
     exported = (out / "conversations.jsonl").read_text()
     for secret in ("John", "Smith", "john.smith@example.com", "555-123-4567", "42 Baker Street"):
         assert secret not in exported

@@ -313,7 +313,7 @@ def test_the_sgd_export_holds_the_searches_as_the_wizards_frames_the_answers_as_
                            question="cooperativity", text="?", answer=5))
     exported = command(settings, "export", "--format", "sgd", "--out", str(tmp_path / "S"))
     assert exported.returncode == 0, exported.stderr
-    assert "exported 1 dialogues (5 turns)" in exported.stdout
+    assert "exported 1 dialogue (5 turns)" in exported.stdout
     (dialogue,) = json.loads((tmp_path / "S" / "dialogues_001.json").read_text())
     assert dialogue["dialogue_id"] == f"frames_{conversation_id}" and dialogue["services"] == ["trips"]
     assert [t["speaker"] for t in dialogue["turns"]] == ["USER", "SYSTEM", "USER", "SYSTEM", "USER"]

@@ -151,7 +151,7 @@ def test_frames_and_meep_launch_on_prolific_once_each_roles_onboarding_is_set_up
     for protocol in ("frames", "meep"):
         launched = turkflow(*args, "--protocol", protocol)
         assert launched.exit_code == 0, launched.stderr
-        assert "1 user turns open on Prolific (real studies)" in launched.stdout
+        assert "1 user turn open on Prolific (real studies)" in launched.stdout
     with session_scope(settings.database_url) as s:
         assert s.exec(select(func.count()).select_from(Conversation)).one() == 2
     active = [st for st in fake_prolific.studies.values() if st.status == "ACTIVE"]

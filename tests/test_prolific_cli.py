@@ -60,7 +60,7 @@ def test_check_passes_with_an_https_address_and_the_role_groups(turkflow, fake_p
     result = turkflow("prolific", "check", public_url="https://turkflow.example.org",
                       prolific_role_groups=f"student={student},teacher={teacher}")
     assert result.exit_code == 0, result.stderr
-    assert f'teachers: hand-made participant group "teachers" ({teacher}), 1 participants' in result.stdout
+    assert f'teachers: hand-made participant group "teachers" ({teacher}), 1 participant' in result.stdout
     assert "study links: https://turkflow.example.org/prolific/turn" in result.stdout
     missing = turkflow("prolific", "check", public_url="https://turkflow.example.org",
                        prolific_role_groups="student=group-404")

@@ -270,7 +270,7 @@ def test_export_in_stars_format_reads_back_with_the_turn_count_the_database_hold
     exported = command(settings, "export", "--format", "star", "--out", str(tmp_path / "star"))
     assert exported.returncode == 0, exported.stderr
     # the other conversation never started: it is no STAR dialogue and is not written
-    assert f"exported 1 STAR dialogues ({held} STAR turns in complete ones)" in exported.stdout
+    assert f"exported 1 STAR dialogue ({held} STAR turns in complete ones)" in exported.stdout
     assert len(list((tmp_path / "star" / "dialogues").iterdir())) == 1
     doc = json.loads((tmp_path / "star" / "dialogues" / f"{conversation_id}.json").read_text())
     assert doc["CompletionLevel"] == "Complete" and doc["Scenario"]["WizardCapabilities"][0]["Task"] == (

@@ -436,7 +436,7 @@ def test_star_launches_on_prolific_once_its_onboarding_is_set_up_and_never_on_mt
     assert multi.exit_code == 1 and "user stage 2, wizard stage 2" in multi.stderr
     launched = turkflow(*args, "--provider", "prolific")
     assert launched.exit_code == 0, launched.stderr
-    assert "1 user turns open on Prolific (real studies)" in launched.stdout
+    assert "1 user turn open on Prolific (real studies)" in launched.stdout
     with session_scope(settings.database_url) as s:
         assert s.exec(select(func.count()).select_from(Conversation)).one() == 1
     assert len([st for st in fake_prolific.studies.values() if st.status == "ACTIVE"]) == 3

@@ -152,7 +152,7 @@ def turkflow(settings):  # noqa: ANN001, ANN201
 
 def test_pausing_a_cancelled_batch_is_refused_in_one_line_and_cancelling_again_changes_nothing(turkflow, settings):
     batch_id = launched(turkflow, "-n", "1")
-    assert "1 open HITs expired" in ok(turkflow("batch", "cancel", str(batch_id), "--yes"))
+    assert "1 open HIT expired" in ok(turkflow("batch", "cancel", str(batch_id), "--yes"))
     assert one_line_error(turkflow("batch", "pause", str(batch_id))) == (
         f"error: batch {batch_id} is cancelled; it cannot become paused")
     assert "0 open HITs expired" in ok(turkflow("batch", "cancel", str(batch_id), "--yes"))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional
 import click
 
 from turkflow.cli.common import CONTEXT, App, CommandError, pass_app, progress_bar, shown_url
+from turkflow.words import counted
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -98,7 +99,7 @@ def _export_turkflow(app: App, out_dir: Path, filters: ExportFilters, scrub_pii:
                                      scrubber=scrubber, on_document=lambda doc: bar.advance(task))
     except (ExportError, ModelMissing) as exc:
         raise CommandError(str(exc)) from None
-    click.echo(f"exported {summary.conversations} conversations ({summary.turns} turns) from "
+    click.echo(f"exported {counted(summary.conversations, 'conversation')} ({counted(summary.turns, 'turn')}) from "
                f"{shown_url(app.database_url)} to {summary.out_dir}")
 
 
@@ -111,7 +112,7 @@ def _export_evaluation(app: App, out_dir: Path, filters: ExportFilters) -> None:
         found = evaluation.exported_records(session, filters, app.settings.worker_hash_key)
     written = evaluation.write_records(out_dir, found)
     if written is not None:
-        click.echo(f"wrote {written}: {len(found)} conversations agents played in, for turkflow agents report "
+        click.echo(f"wrote {written}: {counted(len(found), 'conversation')} agents played in, for turkflow agents report "
                    f"--from {out_dir}")
 
 
@@ -168,18 +169,19 @@ def _write_corpus(session: Session, out_dir: Path, hash_key: str, filters: Expor
         from turkflow.protocols.star.dialog import export_star
 
         star = export_star(session, out_dir, hash_key=hash_key, filters=filters)
-        return f"{star.dialogues} STAR dialogues ({star.turns} STAR turns in complete ones)", star.out_dir
+        return (f"{counted(star.dialogues, 'STAR dialogue')} ({counted(star.turns, 'STAR turn')} in complete ones)",
+                star.out_dir)
     if format_ == "meep":
         from turkflow.dataset.meep import export_meep
 
         meep = export_meep(session, out_dir, hash_key=hash_key, filters=filters)
-        return (f"{meep.sessions} MEEP session logs ({meep.clicks} agent clicks, {meep.examples} click-level "
-                f"examples)"), meep.out_dir
+        return (f"{counted(meep.sessions, 'MEEP session log')} ({counted(meep.clicks, 'agent click')}, "
+                f"{counted(meep.examples, 'click-level example')})"), meep.out_dir
     from turkflow.dataset.frames import export_frames
 
     frames = export_frames(session, out_dir, hash_key=hash_key, filters=filters)
-    return (f"{frames.dialogues} Frames dialogues ({frames.turns} turns, {frames.annotated_turns} "
-            f"with annotated acts)", frames.out_file)
+    return (f"{counted(frames.dialogues, 'Frames dialogue')} ({counted(frames.turns, 'turn')}, "
+            f"{frames.annotated_turns} with annotated acts)", frames.out_file)
 
 
 def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool) -> None:
@@ -203,7 +205,7 @@ def _export_sgd(app: App, out_dir: Path, filters: ExportFilters, scrub_pii: bool
                                  scrubber=scrubber)
         except (ExportError, ModelMissing) as exc:
             raise CommandError(str(exc)) from None
-    click.echo(f"exported {summary.dialogues} dialogues ({summary.turns} turns) in the Schema-Guided "
+    click.echo(f"exported {counted(summary.dialogues, 'dialogue')} ({counted(summary.turns, 'turn')}) in the Schema-Guided "
                f"Dialogue format from {shown_url(app.database_url)} to {summary.out_dir}")
 
 

@@ -48,6 +48,7 @@ from turkflow.cli.prolific import launch_gate, launch_terms, prolific
 from turkflow.cli.review import admin, review
 from turkflow.cli.star import star
 from turkflow.config import default
+from turkflow.words import counted
 
 # ---- the group ------------------------------------------------------------------------------------------
 
@@ -128,7 +129,7 @@ def tasks_load(app: App, file: Optional[Path], protocol: str, sample: bool) -> N
         read = registry.parts(protocol).read_tasks(file)
         with app.session(create=True) as session:
             loaded = registry.load_tasks(session, read)
-        click.echo(f"loaded {len(read)} {logged.title} tasks from {file}: {loaded.created} created, "
+        click.echo(f"loaded {counted(len(read), f'{logged.title} task')} from {file}: {loaded.created} created, "
                    f"{loaded.updated} updated")
         return
     if file.is_dir():
@@ -307,7 +308,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                                      dry_run=dry_run)
         if launched is not None:
             publish_all(app, launched[0], provider or app.settings.provider, launched[1])
-            click.echo(f"launched batch {launched[0]}: {len(launched[1])} judgements open; invite judges: turkflow "
+            click.echo(f"launched batch {launched[0]}: {counted(len(launched[1]), 'judgement')} open; invite judges: turkflow "
                        f"worker invite --role judge (they pass a quiz with known-answer pairs first); the ranking: "
                        f"turkflow compare report {launched[0]} (or the dashboard)")
         return
@@ -390,7 +391,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                           fee_percent=fee_percent, currency=terms.currency, no_bonus=None if rated else (
                               f"no bonuses: {logged.title if logged else protocol} turns are not rated"
                               + (STAR_BONUSES if protocol == "star" else "")))
-    click.echo(f"batch \"{name}\": {conversations} conversations of up to {max_turns} turns at "
+    click.echo(f"batch \"{name}\": {counted(conversations, 'conversation')} of up to {counted(max_turns, 'turn')} at "
                f"{amount(reward)} a turn on {where}")
     click.echo(f"at most {amount(cost.total_cents)}: {amount(cost.rewards_cents)} rewards + "
                f"{amount(cost.bonuses_cents)} bonuses + {amount(cost.fees_cents)} fees, assuming")
@@ -459,8 +460,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
 
     publish_all(app, batch_id, provider, hit_ids)
     first = get_protocol(protocol).first_role
-    click.echo(f"launched batch {batch_id} \"{name}\": {conversations} conversations over {task_count} tasks, "
-               f"{len(hit_ids)} {first} turns open on {where}")
+    click.echo(f"launched batch {batch_id} \"{name}\": {counted(conversations, 'conversation')} over "
+               f"{counted(task_count, 'task')}, {counted(len(hit_ids), f'{first} turn')} open on {where}")
     if affinity:
         click.echo(f"affinity: each next turn of a role is kept {affinity} s for the worker who wrote that role's "
                    "last turn, then offered to anyone")
@@ -618,7 +619,7 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
 
     def detail(p) -> str:  # noqa: ANN001
         stalled = f" · stalled: {', '.join(p.stalled_roles)}" if p.stalled_roles else ""
-        return (f"done · {p.batch.status} · {p.turns_submitted} turns · {p.hits_open} open HITs · "
+        return (f"done · {p.batch.status} · {counted(p.turns_submitted, 'turn')} · {counted(p.hits_open, 'open HIT')} · "
                 f"{money.shown(p.spend.total_cents, p.batch.currency)} spent{stalled}")
 
     shown: set[str] = set()
@@ -692,17 +693,17 @@ def batch_surveys(app: App, batch_id: int) -> None:
         batch_row = session.get(Batch, batch_id)
         if batch_row is None:
             raise CommandError(f"no batch {batch_id} in {shown_url(app.database_url)}")
-        counted = surveys.distribution(session, batch_id)
+        answered = surveys.distribution(session, batch_id)
         success = None
         if batch_row.protocol == "frames":
             from turkflow.protocols.frames.dialog import success_summary
 
             success = success_summary(session, batch_id)
-    if not counted:
+    if not answered:
         raise CommandError(f"batch {batch_id} follows {batch_row.protocol}, whose dialogs end without questions")
     table(f"batch {batch_id}: end-of-dialog answers", ["role", "question", "answers", "answered"],
           [(q.role, q.label, ", ".join(f"{answer}: {n}" for answer, n in q.counts.items()), q.answered)
-           for q in counted])
+           for q in answered])
     if success is not None:  # Frames: success against each template's probability
         table(f"batch {batch_id}: goals that could succeed, and success as the wizards judged it",
               ["template", "p", "goals", "could succeed", "99% interval", "judged", "reached", "mean rating"],
@@ -770,7 +771,7 @@ def batch_cancel(app: App, batch_id: int, yes: bool) -> None:
             for hit in expired:
                 app.providers.get(hit.provider).expire(session, hit)
                 bar.advance(task)
-    click.echo(f"batch {batch_id} cancelled: {len(expired)} open HITs expired")
+    click.echo(f"batch {batch_id} cancelled: {counted(len(expired), 'open HIT')} expired")
 
 
 # ---- workers --------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from turkflow.cli.common import (CONTEXT, App, CommandError, Dollars, Names, che
                                  protocol_names, role_names, table)
 from turkflow.cli.mturk import mturk_spend
 from turkflow.protocols.star import MULTI_TASK, SINGLE_TASK
+from turkflow.words import counted
 
 if TYPE_CHECKING:
     from turkflow.hits.prolific import api
@@ -230,8 +231,9 @@ def prolific_check(app: App, protocol: str) -> None:
         row = onboarding[(role, stages.SINGLE_TASK)]
         stage = " --stage 1" if stages.has_stages(role) else ""
         if group is not None and group in groups:
+            size = groups[group].get("participant_count")
             click.echo(f"{role}s: hand-made participant group \"{groups[group]['name']}\" ({group}), "
-                       f"{groups[group].get('participant_count', '?')} participants")
+                       f"{'? participants' if size is None else counted(size, 'participant')}")
         elif group is not None:
             problems.append(f"TURKFLOW_PROLIFIC_ROLE_GROUPS names {group} for {role}s, not a group of this "
                             "workspace (`turkflow prolific groups` lists them)")
@@ -421,7 +423,7 @@ def prolific_groups_create(app: App, name: str, participants: tuple[str, ...]) -
     made = _asking(app, lambda: api.create_participant_group(
         provider.client, app.settings.prolific_workspace_id, name, "Made with turkflow prolific groups create.",
         participants))
-    click.echo(f"group {made['id']} \"{name}\" with {len(participants)} participants; name it for its role in "
+    click.echo(f"group {made['id']} \"{name}\" with {counted(len(participants), 'participant')}; name it for its role in "
                f"TURKFLOW_PROLIFIC_ROLE_GROUPS, as ROLE={made['id']} (e.g. \"student=<id>,teacher=<id>\")")
 
 
@@ -436,7 +438,7 @@ def prolific_groups_add(app: App, group: str, participants: tuple[str, ...]) -> 
 
     provider = _provider(app)
     members = _asking(app, lambda: api.add_to_participant_group(provider.client, group, participants))
-    click.echo(f"group {group} now has {len(members)} participants")
+    click.echo(f"group {group} now has {counted(len(members), 'participant')}")
 
 
 @prolific.command("spend", context_settings=CONTEXT)
@@ -552,7 +554,7 @@ def prolific_bonuses(app: App, batch_id: int | None, to_release: tuple[int, ...]
     if not found:
         click.echo(f"no bonus waits for a person (none claimed more than {after} s ago and still unknown)")
         return
-    click.echo(f"{len(found)} bonus(es) Prolific shows no payment for, {after} s or more after the pay call; "
+    click.echo(f"{counted(len(found), 'bonus', 'bonuses')} Prolific shows no payment for, {after} s or more after the pay call; "
                "check each submission in Prolific's app, then --release BONUS_ID or --settle BONUS_ID:")
     for b in found:
         shows = ("Prolific did not answer about it" if b.prolific_payments is None else

@@ -48,6 +48,7 @@ from turkflow.protocols.questions import clean_text
 from turkflow.quality import activity, dashboard, monitor, review
 from turkflow.web import charts
 from turkflow.web.http import id_arg, json_object
+from turkflow.words import counted
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 login_manager = LoginManager()
@@ -122,11 +123,6 @@ def dashboard_headers(response: Response) -> Response:
 def helpers() -> dict[str, Any]:
     return {"when": when, "idle": idle, "span": span, "dollars": dollars, "pct": pct, "WorkerStatus": WorkerStatus,
             "charts": charts, "counted": counted, "prolific_configured": bool(_settings().prolific_token)}
-
-
-def counted(n: int, thing: str, things: Optional[str] = None) -> str:
-    """``1 open HIT``, ``2 open HITs``: a number with its noun in the number's form."""
-    return f"{n} {thing if n == 1 else things or thing + 's'}"
 
 
 def when(moment: Optional[datetime]) -> str:

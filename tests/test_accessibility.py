@@ -128,7 +128,8 @@ def test_dashboard_pages_pass_axe_and_none_is_wider_than_a_phone(viewport, chrom
     for path in ["/admin/batches", f"/admin/batches/{batch}", f"/admin/batches/{batch}/conversations",
                  f"/admin/conversations/{seeded['conversation']}", "/admin/review", "/admin/workers",
                  f"/admin/workers/{teacher.id}", f"/admin/workers/{teacher.id}/turns",
-                 f"/admin/workers/{teacher.id}/received", f"/admin/workers/{students[1].id}/given"]:
+                 f"/admin/workers/{teacher.id}/received", f"/admin/workers/{students[1].id}/given",
+                 "/admin/requesters"]:
         check(page, f"{live_server.url}{path}", problems, phone=phone)
     assert problems == [], "\n".join(problems)
 

@@ -518,10 +518,22 @@ def test_a_person_releases_a_stuck_bonus_on_the_dashboard_and_it_is_paid_once(
     settings.prolific_bonus_unknown_after_seconds = 0
     claimed_ago(settings, bonus_id, sync.PAYS_WITHIN)
     with session_scope(settings.database_url) as s:
-        create_requester(s, "ada", "correct horse")
-    login = client.get("/admin/login").get_data(as_text=True)
-    token = re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', login).group(1)
-    client.post("/admin/login", data={"csrf_token": token, "username": "ada", "password": "correct horse"})
+        create_requester(s, "ada", "correct horse")  # the first: an admin
+        create_requester(s, "bea", "correct horse")  # a requester the batch does not belong to
+
+    def signed_in(client, username):  # noqa: ANN001, ANN202
+        login = client.get("/admin/login").get_data(as_text=True)
+        token = re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"', login).group(1)
+        client.post("/admin/login", data={"csrf_token": token, "username": username, "password": "correct horse"})
+        return re.search(r'name="csrf_token" (?:type="hidden" )?value="([^"]+)"',
+                         client.get("/admin/prolific/bonuses").get_data(as_text=True)).group(1)
+
+    bea = client.application.test_client()
+    token = signed_in(bea, "bea")
+    assert "No bonus waits for you" in bea.get("/admin/prolific/bonuses").get_data(as_text=True)
+    assert bea.post(f"/admin/prolific/bonuses/{bonus_id}/release", data={"csrf_token": token}).status_code == 404
+    assert pay_calls(fake_prolific) == 1  # nothing paid for her
+    signed_in(client, "ada")
 
     page = client.get("/admin/prolific/bonuses").get_data(as_text=True)
     assert f'id="bonus-{bonus_id}"' in page and submission_id in page and "500" in page

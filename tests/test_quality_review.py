@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from turkflow.access import OPERATOR
+
 from datetime import timedelta
 
 import pytest
@@ -124,7 +126,7 @@ def test_a_rater_who_contradicts_everyone_is_an_outlier(settings, providers):
                      useful=rater is not contrary)
     with session_scope(settings.database_url) as s:
         built = review.daily_review(s, review.ReviewPolicy(reliability_min_ratings=3))
-        outliers = reliability.outliers(s, built.day)
+        outliers = reliability.outliers(s, built.day, OPERATOR)
         assert [(o.rater_id, o.agreement) for o in outliers] == [(contrary.id, 0.0)]
         judged, mean = reliability.summary(s, built.day)
         assert judged == 6 and mean > 0.6  # three honest students, the contrary one, two teachers
@@ -208,7 +210,7 @@ def test_a_rater_giving_split_answers_is_identified_stops_counting_and_shows_on_
 
     crowd, teacher, attentive, careless = careless_student(settings, providers)
     with session_scope(settings.database_url) as s:
-        found = {r.rater_id: r for r in reliability.identified(s)}
+        found = {r.rater_id: r for r in reliability.identified(s, OPERATOR)}
         assert set(found) == {careless.id} and found[careless.id].verdict == reliability.CARELESS
         assert found[careless.id].identified_after <= 8
         event = s.exec(select(Event).where(Event.kind == "rater_identified")).one()
@@ -217,7 +219,7 @@ def test_a_rater_giving_split_answers_is_identified_stops_counting_and_shows_on_
         decision = s.exec(select(QualityDecision).where(QualityDecision.worker_id == teacher.id)
                           .order_by(QualityDecision.id.desc())).first()
         assert {w["rater_id"]: w["trust"] for w in decision.window}[careless.id] == 0.0
-        queue = dashboard.review_queue(s, None, None)
+        queue = dashboard.review_queue(s, OPERATOR, None, None)
         (evidence, rater), = queue.identified
         assert rater.id == careless.id and evidence["verdict"] == "careless"
         assert evidence["answers"]["yes/no"] + evidence["answers"]["no/yes"] >= 4

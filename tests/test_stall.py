@@ -7,6 +7,7 @@ from html import unescape
 from sqlmodel import select
 
 from tests.quality_factories import Crowd
+from turkflow.access import OPERATOR
 from turkflow.db import session_scope
 from turkflow.models import Event, Worker, utcnow
 from turkflow.quality import monitor, stall
@@ -240,7 +241,7 @@ def test_the_review_queue_lists_workers_of_a_stalled_role_first(settings, provid
         stall.sweep(s, utcnow(), timedelta(0))
     with session_scope(settings.database_url) as s:
         assert stall.stalled_roles(s) == {"student"}
-        queue = dashboard.review_queue(s, None, "pending")
+        queue = dashboard.review_queue(s, OPERATOR, None, "pending")
         assert [item.worker.role for item in queue.items] == ["student", "student", "teacher"]
         assert queue.stalled == [f"Batch {batch_id} “quality” is stalled: all 2 students are blocked; 4 turns "
                                  "wait for a student; review the queue or change the policy"]

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from sqlmodel import func, select
 
 from turkflow import pipeline
+from turkflow.access import OPERATOR
 from turkflow.cli.main import App, main
 from turkflow.config import Settings
 from turkflow.db import session_scope
@@ -461,7 +462,7 @@ def test_a_multi_task_batch_only_stage_one_participants_could_serve_is_stalled_u
     with session_scope(settings.database_url) as s:
         changes = stall.sweep(s, start + grace, grace)
         assert [(x.role, x.stage, x.workers, x.waiting) for x in changes.stalled] == [("user", 2, 2, 1)]
-        [banner] = stall.banners(s, batch_id)
+        [banner] = stall.banners(s, OPERATOR, batch_id)
         assert "passed stage 2" in banner and "--role user --stage 2" in banner
     with session_scope(settings.database_url) as s:
         s.exec(select(Worker).where(Worker.external_id == "prolific:pu2")).one().stage = 2

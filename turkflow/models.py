@@ -171,6 +171,9 @@ class Batch(SQLModel, table=True):
     pairwise: bool = Field(default=False, description="Per-turn pairwise: each turn of a role two or more agents "
                            "play is answered by two of them, and the person who continues the dialog picks one "
                            "(turkflow.agents.pairwise).")
+    requester_id: Optional[int] = Field(default=None, foreign_key="requester.id", index=True,
+                                        description="The requester the batch belongs to (batch launch --owner); "
+                                        "none: the operator's, which admins see (turkflow.access).")
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -374,11 +377,25 @@ class Bonus(SQLModel, table=True):
 
 
 class Requester(SQLModel, table=True):
-    """A dashboard user."""
+    """A dashboard user: a researcher who sees and changes their own batches and those granted them, or an admin
+    (``turkflow.access``)."""
 
     id: Optional[int] = Field(default=None, primary_key=True)
     username: str = Field(unique=True, index=True)
     password_hash: str
+    admin: bool = Field(default=False, description="Sees and changes every batch (the operator's too) and "
+                        "manages requesters.")
+    disabled_at: Optional[datetime] = Field(default=None, description="When an admin disabled the account: "
+                                            "it signs nobody in and its sessions were revoked.")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class BatchGrant(SQLModel, table=True):
+    """A batch an admin opened to a requester who does not own it: they see and change it as their own."""
+
+    batch_id: int = Field(foreign_key="batch.id", primary_key=True)
+    requester_id: int = Field(foreign_key="requester.id", primary_key=True, index=True)
+    granted_by: str = Field(description="requester:<name> of the admin, or the operator's.")
     created_at: datetime = Field(default_factory=utcnow)
 
 

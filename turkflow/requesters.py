@@ -16,33 +16,136 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Optional
+from typing import Iterable, Optional
 
-from sqlalchemy import delete, or_
+from sqlalchemy import delete, func, or_, update
 from sqlmodel import Session, col, select
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from turkflow import events
-from turkflow.models import LoginSession, Requester, SignInFailure, utcnow
+from turkflow.errors import Conflict, InvalidInput, NotFound
+from turkflow.models import Batch, BatchGrant, LoginSession, Requester, SignInFailure, utcnow
 
 MIN_PASSWORD = 8
 CLIENT_FAILURE_FACTOR = 4  # one address may try a few usernames (a team behind one NAT) before it is refused
 _USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 
 
-def create_requester(session: Session, username: str, password: str) -> Requester:
-    """Register a dashboard user; ValueError names what is wrong with the username or password."""
+def create_requester(session: Session, username: str, password: str, *, admin: bool = False,
+                     actor: str = "system") -> Requester:
+    """Register a dashboard user, an admin if ``admin`` or if nobody is one yet (someone must be able to manage
+    the others); InvalidInput names what is wrong with the username or password."""
     if not _USERNAME.fullmatch(username):
-        raise ValueError("username: use 1-64 letters, digits or _ . @ -")
+        raise InvalidInput("use 1-64 letters, digits or _ . @ -", "username")
     if len(password) < MIN_PASSWORD:
-        raise ValueError(f"password: use at least {MIN_PASSWORD} characters")
+        raise InvalidInput(f"use at least {MIN_PASSWORD} characters", "password")
     if session.exec(select(Requester).where(Requester.username == username)).first():
-        raise ValueError(f"username: {username!r} already exists")
-    requester = Requester(username=username, password_hash=generate_password_hash(password))
+        raise InvalidInput(f"{username!r} already exists", "username")
+    admin = admin or session.exec(select(Requester.id).where(Requester.admin).limit(1)).first() is None
+    requester = Requester(username=username, password_hash=generate_password_hash(password), admin=admin)
     session.add(requester)
     session.flush()
-    events.record(session, "requester_created", "system", username=username)
+    events.record(session, "requester_created", actor, username=username, admin=admin)
     return requester
+
+
+# ---- what admins manage (turkflow.access says what each requester may see) -----------------------------
+
+
+def find_requester(session: Session, username: str) -> Requester:
+    found = session.exec(select(Requester).where(Requester.username == username)).first()
+    if found is None:
+        raise NotFound(f"no requester {username!r}")
+    return found
+
+
+def get_requester(session: Session, requester_id: int) -> Requester:
+    found = session.get(Requester, requester_id)
+    if found is None:
+        raise NotFound(f"requester {requester_id} does not exist")
+    return found
+
+
+def requesters(session: Session) -> list[Requester]:
+    return list(session.exec(select(Requester).order_by(Requester.username)))
+
+
+def usernames(session: Session, ids: Iterable[Optional[int]]) -> dict[int, str]:
+    wanted = {i for i in ids if i is not None}
+    return dict(session.exec(select(Requester.id, Requester.username).where(col(Requester.id).in_(wanted)))
+                .all()) if wanted else {}
+
+
+def set_admin(session: Session, requester: Requester, admin: bool, *, actor: str) -> bool:
+    """Make the requester an admin or not; False if they already were that. The last admin stays one."""
+    if requester.admin == admin:
+        return False
+    if not admin:
+        _keep_an_admin(session, requester, "stop being an admin")
+    requester.admin = admin
+    session.add(requester)
+    events.record(session, "requester_admin" if admin else "requester_not_admin", actor, username=requester.username)
+    return True
+
+
+def set_disabled(session: Session, requester: Requester, disabled: bool, *, actor: str) -> bool:
+    """Disable an account (it signs nobody in; its sessions end now) or enable it again; False if it already
+    was. The last admin cannot be disabled."""
+    if (requester.disabled_at is not None) == disabled:
+        return False
+    if disabled:
+        _keep_an_admin(session, requester, "be disabled")
+        now = utcnow()
+        session.execute(update(LoginSession).where(LoginSession.requester_id == requester.id,
+                                                   col(LoginSession.revoked_at).is_(None)).values(revoked_at=now))
+    requester.disabled_at = utcnow() if disabled else None
+    session.add(requester)
+    events.record(session, "requester_disabled" if disabled else "requester_enabled", actor,
+                  username=requester.username)
+    return True
+
+
+def _keep_an_admin(session: Session, requester: Requester, change: str) -> None:
+    if not requester.admin or requester.disabled_at is not None:
+        return
+    others = session.exec(select(Requester.id).where(Requester.admin, col(Requester.disabled_at).is_(None),
+                                                     Requester.id != requester.id).limit(1)).first()
+    if others is None:
+        raise Conflict(f"{requester.username} is the only admin and cannot {change}: make another admin first")
+
+
+def grant(session: Session, requester: Requester, batch: Batch, *, actor: str) -> bool:
+    """Open a batch to a requester, who then sees and changes it as their own; False if it already was open to
+    them (their own, granted before, or they are an admin)."""
+    if requester.admin or batch.requester_id == requester.id or session.get(BatchGrant, (batch.id, requester.id)):
+        return False
+    session.add(BatchGrant(batch_id=batch.id, requester_id=requester.id, granted_by=actor))
+    events.record(session, "batch_granted", actor, batch_id=batch.id, username=requester.username)
+    return True
+
+
+def revoke(session: Session, requester: Requester, batch: Batch, *, actor: str) -> bool:
+    """Take back a grant; False if there was none (a requester's own batch is not revoked: give it to another)."""
+    found = session.get(BatchGrant, (batch.id, requester.id))
+    if found is None:
+        return False
+    session.delete(found)
+    events.record(session, "batch_revoked", actor, batch_id=batch.id, username=requester.username)
+    return True
+
+
+def owned(session: Session) -> dict[int, int]:
+    """How many batches each requester owns, by requester id."""
+    return dict(session.exec(select(Batch.requester_id, func.count()).where(col(Batch.requester_id).is_not(None))
+                             .group_by(Batch.requester_id)).all())
+
+
+def grants(session: Session) -> dict[int, list[int]]:
+    """Each requester's granted batches, by requester id."""
+    found: dict[int, list[int]] = {}
+    for row in session.exec(select(BatchGrant).order_by(BatchGrant.batch_id)):
+        found.setdefault(row.requester_id, []).append(row.batch_id)
+    return found
 
 
 @dataclass(frozen=True)
@@ -53,10 +156,12 @@ class SignInLimits:
 
 @dataclass(frozen=True)
 class SignIn:
-    """What one attempt decided: the requester, or none; ``retry_after`` (seconds) when it was throttled."""
+    """What one attempt decided: the requester, or none; ``retry_after`` (seconds) when it was throttled;
+    ``disabled`` when the password was right but an admin disabled the account."""
 
     requester: Optional[Requester] = None
     retry_after: int = 0
+    disabled: bool = False
 
 
 def sign_in(session: Session, username: str, password: str, client: str, limits: SignInLimits,
@@ -77,8 +182,11 @@ def sign_in(session: Session, username: str, password: str, client: str, limits:
     requester = authenticate(session, username, password)
     if requester is None:
         events.record(session, "sign_in_failed", "anonymous", username=username, client=client)
-    else:
-        session.execute(delete(SignInFailure).where(SignInFailure.id == attempt))
+        return SignIn()
+    session.execute(delete(SignInFailure).where(SignInFailure.id == attempt))
+    if requester.disabled_at is not None:
+        events.record(session, "sign_in_disabled", "anonymous", username=username, client=client)
+        return SignIn(disabled=True)
     return SignIn(requester=requester)
 
 
@@ -162,11 +270,13 @@ def start_session(session: Session, requester: Requester, lifetime: timedelta) -
 
 
 def requester_for_session(session: Session, token: str) -> Optional[Requester]:
-    """The requester a cookie's token signs in, unless that session was revoked or has expired."""
+    """The requester a cookie's token signs in, unless that session was revoked or has expired or an admin
+    disabled the account."""
     row = session.get(LoginSession, _digest(token))
     if row is None or row.revoked_at is not None or row.expires_at <= utcnow():
         return None
-    return session.get(Requester, row.requester_id)
+    requester = session.get(Requester, row.requester_id)
+    return requester if requester.disabled_at is None else None
 
 
 def end_session(session: Session, token: str) -> None:

@@ -13,9 +13,10 @@ from turkflow.cli.common import CONTEXT, App, CommandError, find_batch, pass_app
 
 def launch_annotation(app: App, *, of: Optional[int], scheme_ref: Optional[str], annotators: int,
                       reward: Optional[int], name: Optional[str], budget: Optional[int], provider: str,
-                      policy_text: Optional[str], dry_run: bool) -> Optional[tuple[int, list[int]]]:
-    """Check and launch; returns the new batch and its HITs (to publish), None on a dry run. A bad scheme or
-    batch is one line naming the option or the scheme's field."""
+                      policy_text: Optional[str], dry_run: bool, owner: Optional[int] = None
+                      ) -> Optional[tuple[int, list[int]]]:
+    """Check and launch (for the requester ``owner``, else the operator); returns the new batch and its HITs (to
+    publish), None on a dry run. A bad scheme or batch is one line naming the option or the scheme's field."""
     from turkflow.hits import money
     from turkflow.protocols.annotate import dialog as annotate
     from turkflow.protocols.annotate.scheme import load_scheme
@@ -47,7 +48,8 @@ def launch_annotation(app: App, *, of: Optional[int], scheme_ref: Optional[str],
         return None
     with app.session() as session:
         batch, hits = annotate.launch(session, of, scheme, annotators, name=name, provider=provider,
-                                      reward_cents=reward, budget_cents=budget, quality=policy.batch_fields())
+                                      reward_cents=reward, budget_cents=budget, quality=policy.batch_fields(),
+                                      requester_id=owner)
         batch_id, hit_ids = batch.id, [h.id for h in hits]
     return batch_id, hit_ids
 

@@ -14,8 +14,10 @@ from turkflow.cli.common import CONTEXT, App, CommandError, find_batch, pass_app
 
 def launch_comparison(app: App, *, of: list[int], question: Optional[str], judges: Optional[int], strategy: str,
                       reward: Optional[int], name: Optional[str], budget: Optional[int], provider: str,
-                      policy_text: Optional[str], dry_run: bool) -> Optional[tuple[int, list[int]]]:
-    """Check and launch; returns the new batch and its HITs (to publish), None on a dry run."""
+                      policy_text: Optional[str], dry_run: bool, owner: Optional[int] = None
+                      ) -> Optional[tuple[int, list[int]]]:
+    """Check and launch (for the requester ``owner``, else the operator); returns the new batch and its HITs (to
+    publish), None on a dry run."""
     from turkflow.hits import money
     from turkflow.protocols.compare import dialog as compare
     from turkflow.quality import monitor
@@ -51,7 +53,7 @@ def launch_comparison(app: App, *, of: list[int], question: Optional[str], judge
         batch, hits = compare.launch(session, of, question, judges, strategy=strategy,
                                      probation=settings.compare_probation, gold_every=settings.compare_gold_every,
                                      name=name, provider=provider, reward_cents=reward, budget_cents=budget,
-                                     quality=policy.batch_fields())
+                                     quality=policy.batch_fields(), requester_id=owner)
         batch_id, hit_ids = batch.id, [h.id for h in hits]
     return batch_id, hit_ids
 

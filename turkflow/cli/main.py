@@ -252,6 +252,9 @@ def batch() -> None:
               show_default=True,
               help="Compare: adaptive draws a pair of systems as likely as its order is uncertain; uniform "
                    "gives every pair of systems as many votes.")
+@click.option("--owner", metavar="USERNAME",
+              help="The requester the batch belongs to: they see and change it on the dashboard (turkflow admin "
+                   "create USERNAME).  [default: nobody's, the operator's: admins see it]")
 @pass_app
 def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversations: Optional[int],
                  reward: Optional[int], max_turns: Optional[int], name: Optional[str], budget: Optional[int],
@@ -261,7 +264,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                  success: Optional[float], affinity: Optional[int], of_batches: Optional[str], scheme: Optional[str],
                  annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int,
                  pairwise: bool,
-                 question: Optional[str], judges: Optional[int], pair_strategy: str) -> None:
+                 question: Optional[str], judges: Optional[int], pair_strategy: str, owner: Optional[str]) -> None:
     """Launch a batch: N conversations, each opening its first (student, or STAR user) turn as a HIT.
 
     Every turn is its own HIT; a submitted turn opens the next one (the Celery worker does that), until
@@ -284,6 +287,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
 
     played = _agent_roles(agent_roles, protocol)
     of = _batch_ids(of_batches)
+    owner_id = _owner(app, owner)
     if protocol == "annotate":
         if played:
             raise CommandError("--agent: annotation turns are labelled by people")
@@ -292,7 +296,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         launched = launch_annotation(app, of=of[0] if of else None, scheme_ref=scheme, annotators=annotators,
                                      reward=reward, name=name, budget=budget,
                                      provider=provider or app.settings.provider, policy_text=policy_text,
-                                     dry_run=dry_run)
+                                     dry_run=dry_run, owner=owner_id)
         if launched is not None:
             publish_all(app, launched[0], provider or app.settings.provider, launched[1])
             click.echo(f"launched batch {launched[0]}: {len(launched[1])} annotation turns open; invite annotators: "
@@ -305,7 +309,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         launched = launch_comparison(app, of=of, question=question, judges=judges, strategy=pair_strategy,
                                      reward=reward, name=name, budget=budget,
                                      provider=provider or app.settings.provider, policy_text=policy_text,
-                                     dry_run=dry_run)
+                                     dry_run=dry_run, owner=owner_id)
         if launched is not None:
             publish_all(app, launched[0], provider or app.settings.provider, launched[1])
             click.echo(f"launched batch {launched[0]}: {counted(len(launched[1]), 'judgement')} open; invite judges: turkflow "
@@ -451,7 +455,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
             scenarios=scenarios, affinity_seconds=affinity, agents=playing, on_agent_failure=on_agent_failure,
-            seed=agent_seed, pairwise=pairwise,
+            seed=agent_seed, pairwise=pairwise, requester_id=owner_id,
         )
         new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
         new_batch.suggestions_shown = settings.star_suggestions if suggestions is None else suggestions
@@ -462,6 +466,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     first = get_protocol(protocol).first_role
     click.echo(f"launched batch {batch_id} \"{name}\": {counted(conversations, 'conversation')} over "
                f"{counted(task_count, 'task')}, {counted(len(hit_ids), f'{first} turn')} open on {where}")
+    if owner:
+        click.echo(f"it belongs to {owner}: they see and change it on the dashboard")
     if affinity:
         click.echo(f"affinity: each next turn of a role is kept {affinity} s for the worker who wrote that role's "
                    "last turn, then offered to anyone")
@@ -487,6 +493,20 @@ STAR_BONUSES = (" (STAR's paper paid a quiz bonus and, to a top 10% chosen by re
                 "assignment: decide those by hand with the review)")
 STAR_SIGNALS = (" (STAR: a written turn's content checks, the wizard's agreement with the knowledge base and "
                 "the flow chart, the other role's end-of-dialog answers)")
+
+
+def _owner(app: App, username: Optional[str]) -> Optional[int]:
+    """The id of the requester --owner names (checked before anything is launched), or None: the operator's."""
+    if username is None:
+        return None
+    from turkflow.errors import NotFound
+    from turkflow.requesters import find_requester
+
+    with app.session() as session:
+        try:
+            return find_requester(session, username).id
+        except NotFound:
+            raise CommandError(f"--owner: no dashboard user {username!r}; `turkflow admin list` shows them") from None
 
 
 def _agent_roles(given: tuple[str, ...], protocol: str) -> dict[str, list[str]]:

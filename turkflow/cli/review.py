@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import sys
 from datetime import date
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import click
 
-from turkflow.cli.common import CONTEXT, App, CommandError, find_worker, pass_app, requester, table, when
+from turkflow.cli.common import CONTEXT, App, find_worker, pass_app, requester, table, when
 
 
 @click.group(context_settings=CONTEXT)
@@ -38,6 +38,7 @@ def review_list(app: App, day: Optional[date], show_all: bool, build: bool) -> N
     """List the review queue: each temporarily blocked worker, why, and their recent ratings and flags."""
     from sqlmodel import col, select
 
+    from turkflow.access import OPERATOR
     from turkflow.models import ReviewStatus, Worker
     from turkflow.quality import review as reviewing
 
@@ -53,7 +54,7 @@ def review_list(app: App, day: Optional[date], show_all: bool, build: bool) -> N
         rows = []
         after: Optional[str] = None
         while True:  # the dashboard's pages, in the same order: stalled roles first
-            page = reviewing.queue_page(session, day, status=status, after=after, limit=200)
+            page = reviewing.queue_page(session, day, OPERATOR, status=status, after=after, limit=200)
             workers = {w.id: w for w in session.exec(
                 select(Worker).where(col(Worker.id).in_([e.worker_id for e in page.entries]))
             )} if page.entries else {}
@@ -121,14 +122,19 @@ def review_unblock(app: App, worker_ref: str, note: str) -> None:
 
 @click.group(context_settings=CONTEXT)
 def admin() -> None:
-    """Users of the review dashboard (/admin)."""
+    """Users of the review dashboard (/admin): requesters, admins and the batches opened to them.
+
+    A requester sees and changes their own batches (batch launch --owner) and those granted them; an admin
+    sees every batch and manages requesters. This command runs as the operator: it may do everything."""
 
 
 @admin.command("create", context_settings=CONTEXT)
 @click.argument("username")
 @click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+@click.option("--admin", "make_admin", is_flag=True,
+              help="An admin: sees every batch and manages requesters (the first user always is one).")
 @pass_app
-def admin_create(app: App, username: str, password_stdin: bool) -> None:
+def admin_create(app: App, username: str, password_stdin: bool, make_admin: bool) -> None:
     """Create a dashboard user USERNAME; asks for the password twice unless --password-stdin."""
     from turkflow.requesters import create_requester
 
@@ -137,8 +143,107 @@ def admin_create(app: App, username: str, password_stdin: bool) -> None:
     else:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     with app.session(create=True) as session:
-        try:
-            create_requester(session, username, password)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
-    click.echo(f"Created dashboard user {username}; sign in at {app.settings.public_url.rstrip('/')}/admin/")
+        made = create_requester(session, username, password, admin=make_admin, actor=requester())
+        role = "an admin" if made.admin else "a requester: they see the batches launched with --owner " \
+                                            f"{username} and those opened to them (turkflow admin grant)"
+    click.echo(f"Created dashboard user {username}, {role}; sign in at {app.settings.public_url.rstrip('/')}/admin/")
+
+
+@admin.command("list", context_settings=CONTEXT)
+@pass_app
+def admin_list(app: App) -> None:
+    """List the dashboard's users: admin or not, disabled or not, batches owned and opened to them."""
+    from turkflow import requesters
+
+    with app.session() as session:
+        people, owned, granted = requesters.requesters(session), requesters.owned(session), requesters.grants(session)
+        rows = [(r.username, "yes" if r.admin else "no", "disabled " + when(r.disabled_at) if r.disabled_at else
+                 "active", owned.get(r.id, 0), ", ".join(map(str, granted.get(r.id, []))) or "-") for r in people]
+    if not rows:
+        click.echo("No dashboard user yet: turkflow admin create USERNAME")
+        return
+    table(None, ["username", "admin", "account", "own batches", "opened to them"], rows)
+
+
+def _change(app: App, username: str, change: Callable[..., bool], done: str, *args: Any) -> None:
+    from turkflow import requesters
+
+    with app.session() as session:
+        changed = change(session, requesters.find_requester(session, username), *args, actor=requester())
+    click.echo(f"{username} {done}." if changed else f"{username} already {done}; nothing changed.")
+
+
+@admin.command("promote", context_settings=CONTEXT)
+@click.argument("username")
+@pass_app
+def admin_promote(app: App, username: str) -> None:
+    """Make USERNAME an admin: they see every batch and manage requesters."""
+    from turkflow.requesters import set_admin
+
+    _change(app, username, set_admin, "is an admin", True)
+
+
+@admin.command("demote", context_settings=CONTEXT)
+@click.argument("username")
+@pass_app
+def admin_demote(app: App, username: str) -> None:
+    """Make USERNAME a requester who is no admin (the last admin stays one)."""
+    from turkflow.requesters import set_admin
+
+    _change(app, username, set_admin, "is no admin", False)
+
+
+@admin.command("disable", context_settings=CONTEXT)
+@click.argument("username")
+@pass_app
+def admin_disable(app: App, username: str) -> None:
+    """Disable USERNAME's account: it signs nobody in, and its open sessions end now."""
+    from turkflow.requesters import set_disabled
+
+    _change(app, username, set_disabled, "is disabled", True)
+
+
+@admin.command("enable", context_settings=CONTEXT)
+@click.argument("username")
+@pass_app
+def admin_enable(app: App, username: str) -> None:
+    """Let USERNAME sign in again."""
+    from turkflow.requesters import set_disabled
+
+    _change(app, username, set_disabled, "can sign in", False)
+
+
+def _batch(session: Any, batch_id: int) -> Any:
+    from turkflow.access import OPERATOR, batch
+
+    return batch(session, OPERATOR, batch_id)
+
+
+@admin.command("grant", context_settings=CONTEXT)
+@click.argument("username")
+@click.argument("batch_id", metavar="BATCH", type=click.IntRange(min=1))
+@pass_app
+def admin_grant(app: App, username: str, batch_id: int) -> None:
+    """Open BATCH to USERNAME: they see and change it as their own."""
+    from turkflow import requesters
+
+    with app.session() as session:
+        changed = requesters.grant(session, requesters.find_requester(session, username), _batch(session, batch_id),
+                                   actor=requester())
+    click.echo(f"batch {batch_id} is open to {username}." if changed
+               else f"{username} could see batch {batch_id} already; nothing changed.")
+
+
+@admin.command("revoke", context_settings=CONTEXT)
+@click.argument("username")
+@click.argument("batch_id", metavar="BATCH", type=click.IntRange(min=1))
+@pass_app
+def admin_revoke(app: App, username: str, batch_id: int) -> None:
+    """Take back BATCH from USERNAME (a batch granted them; their own stays theirs)."""
+    from turkflow import requesters
+
+    with app.session() as session:
+        changed = requesters.revoke(session, requesters.find_requester(session, username), _batch(session, batch_id),
+                                    actor=requester())
+    click.echo(f"batch {batch_id} is no longer open to {username}." if changed
+               else f"batch {batch_id} was not granted to {username}; nothing changed.")

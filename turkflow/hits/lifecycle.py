@@ -89,6 +89,7 @@ def launch_batch(
     on_agent_failure: str = "end",
     seed: int = 0,
     pairwise: bool = False,
+    requester_id: Optional[int] = None,
 ) -> tuple[Batch, list[Hit]]:
     """Create a batch and its conversations, each with its first turn opened (HITs still to publish).
 
@@ -106,6 +107,7 @@ def launch_batch(
     what an agent's turn out of attempts does, ``end`` the conversation or open the turn for ``people``.
     ``pairwise``: each turn of a role two or more agents play is answered by two of them, and the person who
     continues picks one (``turkflow.agents.pairwise``).
+    ``requester_id``: the requester the batch belongs to (``turkflow.access``); None, the operator's.
     """
     if not tasks:
         raise ValueError("no task documents loaded; run `turkflow tasks load FILE` first")
@@ -150,7 +152,8 @@ def launch_batch(
     batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
                   budget_cents=budget_cents, live=live, protocol=protocol, affinity_seconds=affinity_seconds,
                   agents={role: [agent.name for agent in playing] for role, playing in agents.items()},
-                  on_agent_failure=on_agent_failure, pairwise=pairwise, **(quality or {}))
+                  on_agent_failure=on_agent_failure, pairwise=pairwise, requester_id=requester_id,
+                  **(quality or {}))
     session.add(batch)
     session.flush()
     events.record(session, "batch_launched", "system", batch_id=batch.id, conversations=conversations,

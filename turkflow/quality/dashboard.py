@@ -3,6 +3,9 @@
 Every list is a keyset page (``before``/``after`` an id) over an index, and every page reads a bounded
 number of rows: the newest N of something, a stored review entry, a conversation's own turns or a
 batch's hourly rollups. No page counts or sorts a whole table, so they stay fast at a million turns.
+
+Every read is for someone (``turkflow.access.Access``): a requester reads the batches they may see, the
+workers who wrote in them and, of a worker, only what they did there.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from typing import Any, Optional
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from turkflow.protocols import surveys
+from turkflow import access as seen
+from turkflow.access import Access
 from turkflow.errors import NotFound
+from turkflow.protocols import surveys
 from turkflow.models import (
     Batch,
+    BatchGrant,
     Bonus,
     Conversation,
     ConversationStatus,
@@ -25,6 +31,7 @@ from turkflow.models import (
     QualityDecision,
     RaterAgreement,
     Rating,
+    Requester,
     ReviewEntry,
     Task,
     Turn,
@@ -37,17 +44,6 @@ from turkflow.quality import activity, reliability, review, stall
 
 PAGE = 20
 BLOCK_EVENTS = ("worker_blocked", "worker_unblocked")
-
-
-def _get(session: Session, model: type, key: int, what: str) -> Any:
-    row = session.get(model, key)
-    if row is None:
-        raise NotFound(f"{what} {key} does not exist")
-    return row
-
-
-def get_worker(session: Session, worker_id: int) -> Worker:
-    return _get(session, Worker, worker_id, "worker")
 
 
 # ---- the review queue ---------------------------------------------------------------------------------
@@ -67,6 +63,7 @@ class QueueItem:
     worker: Worker
     decision: Optional[QualityDecision]
     sample: list[SampledTurn]
+    changeable: bool  # whether the reader may block or unblock the worker (``access.may_change_status``)
 
 
 @dataclass(frozen=True)
@@ -82,17 +79,18 @@ class ReviewQueue:
     identified: list[tuple[dict, Worker]] = field(default_factory=list)  # raters whose ratings stop counting
 
 
-def review_queue(session: Session, day: Optional[date], status: Optional[str], after: Optional[str] = None,
-                 limit: int = PAGE) -> ReviewQueue:
-    """A page of the review queue (``review.queue_page``: stalled roles first) with each entry's evidence."""
+def review_queue(session: Session, access: Access, day: Optional[date], status: Optional[str],
+                 after: Optional[str] = None, limit: int = PAGE) -> ReviewQueue:
+    """A page of the review queue (``review.queue_page``: stalled roles first) with each entry's evidence: the
+    workers ``access`` may see, each with their sampled turns of batches it may see."""
     days = review.queue_days(session)
     day = day or (days[0] if days else None)
-    page = review.queue_page(session, day, status=status, after=after, limit=limit) if day else None
+    page = review.queue_page(session, day, access, status=status, after=after, limit=limit) if day else None
     entries = page.entries if page else []
     next_after = page.next if page else None
     workers = _workers(session, [e.worker_id for e in entries])
     ids = [i for e in entries for s in e.sample for i in (s["turn_id"], s.get("before_id"), s.get("after_id"))]
-    turns = review.turns_by_id(session, ids)
+    turns = review.turns_by_id(session, ids, access)
     ratings = review.ratings_received(session, [s["turn_id"] for e in entries for s in e.sample])
     decisions = {d.id: d for d in session.exec(
         select(QualityDecision).where(col(QualityDecision.id).in_([e.decision_id for e in entries if e.decision_id]))
@@ -102,22 +100,23 @@ def review_queue(session: Session, day: Optional[date], status: Optional[str], a
             entry=e, worker=workers[e.worker_id], decision=decisions.get(e.decision_id),
             sample=[SampledTurn(turns.get(s.get("before_id")), turns[s["turn_id"]], turns.get(s.get("after_id")),
                                 ratings.get(s["turn_id"])) for s in e.sample if s["turn_id"] in turns],
+            changeable=seen.may_change_status(session, access, e.worker_id),
         )
         for e in entries
     ]
     latest = reliability.latest_day(session)
-    outliers = reliability.outliers(session, latest) if latest else []
+    outliers = reliability.outliers(session, latest, access) if latest else []
     rater_workers = _workers(session, [o.rater_id for o in outliers])
     queued = select(ReviewEntry.id).where(ReviewEntry.worker_id == Worker.id, ReviewEntry.day == day)
     waiting = session.exec(
         select(func.count()).select_from(Worker)
-        .where(Worker.status == WorkerStatus.temporarily_blocked, ~queued.exists())
+        .where(Worker.status == WorkerStatus.temporarily_blocked, ~queued.exists(), seen.of_workers(access, Worker.id))
     ).one()
     model = reliability.Model()
-    found = reliability.identified(session, limit=PAGE)
+    found = reliability.identified(session, access, limit=PAGE)
     identified_workers = _workers(session, [r.rater_id for r in found])
     return ReviewQueue(
-        day=day, days=days, items=items, next_after=next_after, stalled=stall.banners(session),
+        day=day, days=days, items=items, next_after=next_after, stalled=stall.banners(session, access),
         identified=[({**reliability.evidence(model, reliability.record_of(r)), "identified_after": r.identified_after},
                      identified_workers[r.rater_id]) for r in found],
         outliers=[(o, rater_workers[o.rater_id]) for o in outliers],
@@ -135,8 +134,9 @@ def _workers(session: Session, ids: list[int]) -> dict[int, Worker]:
 # ---- workers ------------------------------------------------------------------------------------------
 
 
-def workers(session: Session, status: Optional[str], before_id: Optional[int], limit: int = 50) -> list[Worker]:
-    query = select(Worker)
+def workers(session: Session, access: Access, status: Optional[str], before_id: Optional[int],
+            limit: int = 50) -> list[Worker]:
+    query = select(Worker).where(seen.of_workers(access, Worker.id))
     if status:
         query = query.where(Worker.status == status)
     if before_id:
@@ -154,21 +154,25 @@ SECTIONS = {
 }
 
 
-def worker_section(session: Session, worker_id: int, section: str, before_id: Optional[int],
+def worker_section(session: Session, access: Access, worker_id: int, section: str, before_id: Optional[int],
                    limit: int) -> list[Any]:
-    """The newest rows of one kind about a worker, each list through a ``(worker, id)`` index."""
+    """The newest rows of one kind about a worker, each list through a ``(worker, id)`` index: of what they
+    did in batches ``access`` may see (their blocks are about them, in every batch)."""
+    rated = select(Rating.id).where(Rating.id == QualityDecision.rating_id, seen.of_turns(access, Rating.rated_turn_id))
     newest_first = {
-        "turns": (Turn, Turn.worker_id),
-        "received": (Rating, Rating.author_id),
-        "given": (Rating, Rating.rater_id),
-        "bonuses": (Bonus, Bonus.worker_id),
-        "decisions": (QualityDecision, QualityDecision.worker_id),
-        "blocks": (Event, Event.worker_id),
+        "turns": (Turn, Turn.worker_id, seen.of_conversations(access, Turn.conversation_id)),
+        "received": (Rating, Rating.author_id, seen.of_turns(access, Rating.rated_turn_id)),
+        "given": (Rating, Rating.rater_id, seen.of_turns(access, Rating.rated_turn_id)),
+        "bonuses": (Bonus, Bonus.worker_id, seen.of_turns(access, Bonus.turn_id)),
+        "decisions": (QualityDecision, QualityDecision.worker_id, rated.exists()),
+        "blocks": (Event, Event.worker_id, None),
     }
     if section not in newest_first:
         raise NotFound(f"no section {section!r}; choose one of {', '.join(SECTIONS)}")
-    model, owner = newest_first[section]
+    model, owner, visible = newest_first[section]
     query = select(model).where(owner == worker_id)
+    if visible is not None and not access.admin:  # an admin's is the index's plain walk
+        query = query.where(visible)
     if section == "turns":
         query = query.where(Turn.status == TurnStatus.submitted)
     if section == "blocks":
@@ -186,12 +190,13 @@ class WorkerPage:
     agreement: Optional[RaterAgreement]
     quality: list[tuple[int, float, float]]  # (decision id, mean relevance, mean usefulness), oldest first
     turns: dict[int, Turn]  # turns the rating rows point at, for their text
+    changeable: bool  # whether the reader may block or unblock the worker (``access.may_change_status``)
 
 
-def worker_page(session: Session, worker_id: int, per_section: int = 10) -> WorkerPage:
-    worker = get_worker(session, worker_id)
-    sections = {name: worker_section(session, worker_id, name, None, per_section) for name in SECTIONS}
-    quality = worker_section(session, worker_id, "decisions", None, 50)
+def worker_page(session: Session, access: Access, worker_id: int, per_section: int = 10) -> WorkerPage:
+    worker = seen.worker(session, access, worker_id)
+    sections = {name: worker_section(session, access, worker_id, name, None, per_section) for name in SECTIONS}
+    quality = worker_section(session, access, worker_id, "decisions", None, 50)
     agreement = session.exec(
         select(RaterAgreement).where(RaterAgreement.rater_id == worker_id)
         .order_by(col(RaterAgreement.day).desc()).limit(1)
@@ -200,11 +205,13 @@ def worker_page(session: Session, worker_id: int, per_section: int = 10) -> Work
     return WorkerPage(
         worker=worker, sections=sections,
         bonus_cents=session.exec(
-            select(func.coalesce(func.sum(Bonus.amount_cents), 0)).where(Bonus.worker_id == worker_id)
+            select(func.coalesce(func.sum(Bonus.amount_cents), 0)).where(Bonus.worker_id == worker_id,
+                                                                          seen.of_turns(access, Bonus.turn_id))
         ).one(),
         agreement=agreement,
         quality=[(d.id, d.mean_relevance, d.mean_usefulness) for d in reversed(quality)],
-        turns=review.turns_by_id(session, rated),
+        turns=review.turns_by_id(session, rated, access),
+        changeable=seen.may_change_status(session, access, worker_id),
     )
 
 
@@ -223,17 +230,19 @@ class BatchPage:
     tasks: dict[int, Task] = field(default_factory=dict)
     stalled: list[str] = field(default_factory=list)  # banners: roles whose waiting turns have nobody left
     surveys: list[surveys.QuestionCounts] = field(default_factory=list)  # end-of-dialog answers, counted
+    owner: Optional[str] = None  # the requester it belongs to (None: the operator's)
+    granted: list[str] = field(default_factory=list)  # requesters it is also open to
 
 
-def batches(session: Session, before_id: Optional[int], limit: int = PAGE) -> list[Batch]:
-    query = select(Batch)
+def batches(session: Session, access: Access, before_id: Optional[int], limit: int = PAGE) -> list[Batch]:
+    query = select(Batch).where(seen.of_batches(access, Batch.id))
     if before_id:
         query = query.where(Batch.id < before_id)
     return list(session.exec(query.order_by(col(Batch.id).desc()).limit(limit)))
 
 
-def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: timedelta) -> BatchPage:
-    batch = _get(session, Batch, batch_id, "batch")
+def batch_page(session: Session, access: Access, batch_id: int, now: datetime, stuck_after: timedelta) -> BatchPage:
+    batch = seen.batch(session, access, batch_id)
     progress, counted_at = activity.batch_numbers(session, batch_id, now)
     stuck = list(session.exec(
         select(Conversation).where(Conversation.batch_id == batch_id, Conversation.status == ConversationStatus.active,
@@ -247,7 +256,11 @@ def batch_page(session: Session, batch_id: int, now: datetime, stuck_after: time
     return BatchPage(batch=batch, progress=progress, counted_at=counted_at,
                      activity=activity.batch_activity(session, batch_id, now), stuck=stuck,
                      stuck_after=stuck_after, waiting=waiting, tasks=_tasks(session, [c.task_id for c in stuck]),
-                     stalled=stall.banners(session, batch_id), surveys=surveys.distribution(session, batch_id))
+                     stalled=stall.banners(session, access, batch_id), surveys=surveys.distribution(session, batch_id),
+                     owner=session.get(Requester, batch.requester_id).username if batch.requester_id else None,
+                     granted=list(session.exec(select(Requester.username).join(
+                         BatchGrant, BatchGrant.requester_id == Requester.id).where(BatchGrant.batch_id == batch_id)
+                         .order_by(Requester.username))))
 
 
 def _tasks(session: Session, ids: list[int]) -> dict[int, Task]:
@@ -264,9 +277,9 @@ class ConversationList:
     next_before: Optional[int]
 
 
-def batch_conversations(session: Session, batch_id: int, status: Optional[str], before_id: Optional[int],
-                        limit: int = 50) -> ConversationList:
-    batch = _get(session, Batch, batch_id, "batch")
+def batch_conversations(session: Session, access: Access, batch_id: int, status: Optional[str],
+                        before_id: Optional[int], limit: int = 50) -> ConversationList:
+    batch = seen.batch(session, access, batch_id)
     query = select(Conversation).where(Conversation.batch_id == batch_id)
     if status:
         query = query.where(Conversation.status == status)
@@ -301,9 +314,9 @@ class ConversationPage:
     surveys: dict[str, list]  # role -> its end-of-dialog answers ({"Question", "Answer"}), once given
 
 
-def conversation_page(session: Session, conversation_id: int) -> ConversationPage:
+def conversation_page(session: Session, access: Access, conversation_id: int) -> ConversationPage:
     """The chat as workers saw it: every turn (bounded by the batch's max turns) with labels and ratings."""
-    conversation = _get(session, Conversation, conversation_id, "conversation")
+    conversation = seen.conversation(session, access, conversation_id)
     task = session.get(Task, conversation.task_id)
     items = document_items(task)
     by_id = {item["id"]: item for item in items}

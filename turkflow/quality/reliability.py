@@ -46,6 +46,7 @@ from sqlalchemy import Integer, bindparam, cast, delete, func, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from turkflow.access import Access, of_workers
 from turkflow.config import Settings
 from turkflow.db import savepoint
 from turkflow.models import RaterAgreement, RaterReliability, Rating, utcnow
@@ -276,10 +277,12 @@ def latest_day(session: Session) -> date | None:
     return session.exec(select(func.max(RaterAgreement.day))).one()
 
 
-def outliers(session: Session, day: date, limit: int = 20) -> list[RaterAgreement]:
-    """The day's least agreeing raters below the floor, worst first (the ``(day, agreement)`` index)."""
+def outliers(session: Session, day: date, access: Access, limit: int = 20) -> list[RaterAgreement]:
+    """The day's least agreeing raters below the floor that ``access`` may see, worst first (the ``(day,
+    agreement)`` index)."""
     return list(session.exec(
-        select(RaterAgreement).where(RaterAgreement.day == day, RaterAgreement.outlier)
+        select(RaterAgreement).where(RaterAgreement.day == day, RaterAgreement.outlier,
+                                     of_workers(access, RaterAgreement.rater_id))
         .order_by(RaterAgreement.agreement).limit(limit)
     ))
 
@@ -351,9 +354,10 @@ def trust_again(session: Session, rater_id: int) -> None:
     session.execute(delete(RaterReliability).where(RaterReliability.rater_id == rater_id))
 
 
-def identified(session: Session, limit: int = 500) -> list[RaterReliability]:
-    """Raters identified as careless or harsh, most recently first (the verdict index)."""
+def identified(session: Session, access: Access, limit: int = 500) -> list[RaterReliability]:
+    """Raters identified as careless or harsh that ``access`` may see, most recently first (the verdict index)."""
     return list(session.exec(
-        select(RaterReliability).where(col(RaterReliability.verdict).is_not(None))
+        select(RaterReliability).where(col(RaterReliability.verdict).is_not(None),
+                                       of_workers(access, RaterReliability.rater_id))
         .order_by(col(RaterReliability.updated_at).desc()).limit(limit)
     ))

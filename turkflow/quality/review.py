@@ -19,6 +19,7 @@ from typing import Any, Iterable, Optional
 from sqlmodel import Session, col, select
 
 from turkflow import events, states
+from turkflow.access import Access, of_conversations, of_workers
 from turkflow.config import Settings
 from turkflow.errors import InvalidInput
 from turkflow.models import (
@@ -175,12 +176,13 @@ def queue_days(session: Session, limit: int = 14) -> list[date]:
     ))
 
 
-def entries(session: Session, day: date, *, status: Optional[str] = ReviewStatus.pending,
+def entries(session: Session, day: date, access: Access, *, status: Optional[str] = ReviewStatus.pending,
             after_id: int = 0, limit: int = 20, roles: Optional[Iterable[str]] = None,
             other_roles: bool = False) -> list[ReviewEntry]:
-    """A page of the day's queue in id order (keyset pagination on the ``(day, status, id)`` index), of
-    workers with one of ``roles`` (or, with ``other_roles``, of none of them)."""
-    query = select(ReviewEntry).where(ReviewEntry.day == day, ReviewEntry.id > after_id)
+    """A page of the day's queue in id order (keyset pagination on the ``(day, status, id)`` index), of the
+    workers ``access`` may see with one of ``roles`` (or, with ``other_roles``, of none of them)."""
+    query = select(ReviewEntry).where(ReviewEntry.day == day, ReviewEntry.id > after_id,
+                                      of_workers(access, ReviewEntry.worker_id))
     if status:
         query = query.where(ReviewEntry.status == status)
     if roles is not None:
@@ -223,13 +225,13 @@ class QueuePage:
     next: Optional[str]  # the cursor of the next page, None on the last page
 
 
-def queue_page(session: Session, day: date, *, status: Optional[str] = ReviewStatus.pending,
+def queue_page(session: Session, day: date, access: Access, *, status: Optional[str] = ReviewStatus.pending,
                after: Optional[str] = None, limit: int = 20) -> QueuePage:
     """One page of the day's queue in its one order: the workers of roles stalled in some batch first
     (unblocking one of them moves a batch again), then everyone else, each part in entry id order.
 
     Every page is at most two keyset reads over the ``(day, status, id)`` index; ``after`` is the
-    previous page's ``next`` (``QueueCursor``)."""
+    previous page's ``next`` (``QueueCursor``). Only the workers ``access`` may see are listed."""
     if after:
         cursor = QueueCursor.parse(after)
     else:
@@ -237,10 +239,10 @@ def queue_page(session: Session, day: date, *, status: Optional[str] = ReviewSta
         cursor = QueueCursor(roles=roles, in_stalled=bool(roles), after_id=0)
     rows: list[tuple[bool, ReviewEntry]] = []
     if cursor.in_stalled:
-        rows = [(True, e) for e in entries(session, day, status=status, after_id=cursor.after_id,
+        rows = [(True, e) for e in entries(session, day, access, status=status, after_id=cursor.after_id,
                                            limit=limit + 1, roles=cursor.roles)]
     if len(rows) <= limit:
-        rows += [(False, e) for e in entries(session, day, status=status,
+        rows += [(False, e) for e in entries(session, day, access, status=status,
                                              after_id=0 if cursor.in_stalled else cursor.after_id,
                                              limit=limit + 1 - len(rows), roles=cursor.roles or None,
                                              other_roles=True)]
@@ -251,11 +253,13 @@ def queue_page(session: Session, day: date, *, status: Optional[str] = ReviewSta
                      next=str(last) if last else None)
 
 
-def turns_by_id(session: Session, ids: Iterable[Optional[int]]) -> dict[int, Turn]:
+def turns_by_id(session: Session, ids: Iterable[Optional[int]], access: Access) -> dict[int, Turn]:
+    """The turns of these ids that ``access`` may see (of its batches)."""
     wanted = {i for i in ids if i is not None}
     if not wanted:
         return {}
-    return {t.id: t for t in session.exec(select(Turn).where(col(Turn.id).in_(wanted)))}
+    return {t.id: t for t in session.exec(select(Turn).where(col(Turn.id).in_(wanted),
+                                                             of_conversations(access, Turn.conversation_id)))}
 
 
 def ratings_received(session: Session, turn_ids: Iterable[int]) -> dict[int, Rating]:

@@ -38,6 +38,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from turkflow import events
+from turkflow.access import Access, of_batches
 from turkflow.protocols.star import stages
 from turkflow.hits.lifecycle import LOCAL
 from turkflow.hits.registry import PLATFORMS
@@ -197,10 +198,12 @@ def stalls(session: Session, batch_id: int) -> list[RoleStall]:
     ))
 
 
-def banners(session: Session, batch_id: Optional[int] = None) -> list[str]:
-    """What the dashboard's red banners say: every confirmed stall (of one batch, or of all batches, named)."""
+def banners(session: Session, access: Access, batch_id: Optional[int] = None) -> list[str]:
+    """What the dashboard's red banners say: every confirmed stall (of one batch, or of all batches ``access``
+    may see, named)."""
     query = (select(RoleStall, Batch.name).join(Batch, Batch.id == RoleStall.batch_id)
-             .where(col(RoleStall.cleared_at).is_(None), col(RoleStall.stalled_at).is_not(None)))
+             .where(col(RoleStall.cleared_at).is_(None), col(RoleStall.stalled_at).is_not(None),
+                    of_batches(access, RoleStall.batch_id)))
     if batch_id is not None:
         query = query.where(RoleStall.batch_id == batch_id)
     return [(f"Batch {s.batch_id} “{name}” is stalled: " if batch_id is None else "Stalled: ")

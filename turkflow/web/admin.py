@@ -1,10 +1,13 @@
 """The admin blueprint: the requester's daily review dashboard under ``/admin``.
 
-Every page needs a signed-in requester (Flask-Login; users come from ``turkflow admin create``) and every
-POST a CSRF token (Flask-WTF, checked app-wide). A sign-in is a server-side session
+Every page needs a signed-in requester (Flask-Login; users come from ``turkflow admin create`` or an admin's
+Requesters page) and every POST a CSRF token (Flask-WTF, checked app-wide). A sign-in is a server-side session
 (``turkflow.requesters``): the cookie holds a random token, signing out revokes it, and guessing passwords
-is throttled per username and per client address. Views parse the request, call ``turkflow.quality`` and
-render; every block and unblock goes through ``turkflow.quality.review``, which writes the audit event.
+is throttled per username and per client address. Every read and change is for the signed-in requester's
+``access`` (``turkflow.access``: their own batches and those granted them, every batch for an admin): what they
+may not see is a 404, what they see but may not change a 403. Views parse the request, call
+``turkflow.quality`` and render; every block and unblock goes through ``turkflow.quality.review``, which writes
+the audit event.
 Whatever a worker wrote is shown through the ``written`` filter, so no character in it can make the page
 show other text than was written.
 """
@@ -37,17 +40,19 @@ from werkzeug.datastructures import MultiDict
 from wtforms import PasswordField, StringField, TextAreaField
 from wtforms.validators import DataRequired, Length
 
+from turkflow import access as seen
 from turkflow import pipeline, requesters
+from turkflow.access import Access
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.errors import InvalidInput, NotFound, ProviderError
+from turkflow.errors import InvalidInput, ProviderError
 from turkflow.hits import money
 from turkflow.hits.provider import Providers
-from turkflow.models import Batch, ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
+from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.protocols.questions import clean_text
 from turkflow.quality import activity, dashboard, monitor, review
 from turkflow.web import charts
-from turkflow.web.http import id_arg, json_object
+from turkflow.web.http import id_arg, json_object, wants_json
 from turkflow.words import counted
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
@@ -74,6 +79,7 @@ class Reviewer(UserMixin):
     def __init__(self, requester: Requester, token: str):
         self.id = requester.id
         self.username = requester.username
+        self.admin = requester.admin
         self.token = token
 
     def get_id(self) -> str:
@@ -82,6 +88,11 @@ class Reviewer(UserMixin):
     @property
     def actor(self) -> str:
         return f"requester:{self.username}"
+
+    @property
+    def access(self) -> Access:
+        """What they may see and change, as of this request (an admin's changes apply at once)."""
+        return Access(requester_id=self.id, admin=self.admin)
 
 
 @login_manager.user_loader
@@ -271,6 +282,8 @@ def login() -> Any:
             minutes = -(-attempt.retry_after // 60)
             return _not_signed_in(form, f"Too many failed sign-ins: try again in {minutes} min.", 429,
                                   {"Retry-After": str(attempt.retry_after)})
+        if attempt.disabled:
+            return _not_signed_in(form, "This account is disabled: ask an admin.", 403)
         if attempt.requester is None:
             return _not_signed_in(form, "Wrong username or password.", 401)
         token = requesters.start_session(session, attempt.requester,
@@ -312,13 +325,15 @@ def review_queue() -> str:
     statuses = [s.value for s in ReviewStatus]
     status = _choice_arg("status", [*statuses, "all"]) or ReviewStatus.pending
     with _db() as session:
-        queue = dashboard.review_queue(session, _day_arg(), None if status == "all" else status,
+        queue = dashboard.review_queue(session, current_user.access, _day_arg(), None if status == "all" else status,
                                        after=request.args.get("after") or None)
     return render_template("admin/review.html", queue=queue, status=status, statuses=[*statuses, "all"])
 
 
 @bp.post("/review/build")
 def build_review() -> Response:
+    """Build today's queue now (beat builds it every morning): an admin's, since it covers every worker."""
+    seen.check_admin(current_user.access, "rebuild the review queue (Celery beat builds it every morning)")
     with _db() as session:
         built = review.daily_review(session, review.ReviewPolicy.of(_settings()), actor=current_user.actor)
     flash(f"Review queue for {built.day} built: {len(built.entries)} blocked worker(s), "
@@ -337,7 +352,8 @@ def _decide(worker_id: int, permanent: bool) -> Response:
         raise InvalidInput(problems[0], field)
     note = clean_text(form.note.data or "", "note")
     with _db() as session:
-        worker = dashboard.get_worker(session, worker_id)
+        worker = seen.worker(session, current_user.access, worker_id)
+        seen.check_change_status(session, current_user.access, worker)
         act = review.block_permanently if permanent else review.unblock
         changed = act(session, worker, actor=current_user.actor, note=note)
         name = worker.name or worker.external_id
@@ -370,7 +386,7 @@ def unblock(worker_id: int) -> Response:
 def workers() -> str:
     status = _choice_arg("status", [s.value for s in WorkerStatus])
     with _db() as session:
-        rows = dashboard.workers(session, status, id_arg("before"), limit=51)
+        rows = dashboard.workers(session, current_user.access, status, id_arg("before"), limit=51)
     return render_template("admin/workers.html", workers=rows[:50], more=len(rows) > 50, status=status,
                            statuses=[s.value for s in WorkerStatus])
 
@@ -379,7 +395,7 @@ def workers() -> str:
 def worker(worker_id: int) -> str:
     settings = _settings()
     with _db() as session:
-        page = dashboard.worker_page(session, worker_id)
+        page = dashboard.worker_page(session, current_user.access, worker_id)
     quality_chart = charts.lines(
         {"relevant": [(f"#{i}", rel) for i, rel, _ in page.quality],
          "useful": [(f"#{i}", use) for i, _, use in page.quality]},
@@ -392,9 +408,9 @@ def worker(worker_id: int) -> str:
 @bp.get("/workers/<int:worker_id>/<section>")
 def worker_section(worker_id: int, section: str) -> str:
     with _db() as session:
-        found = dashboard.get_worker(session, worker_id)
-        rows = dashboard.worker_section(session, worker_id, section, id_arg("before"), limit=51)
-        turns = review.turns_by_id(session, [getattr(r, "rated_turn_id", None) for r in rows])
+        found = seen.worker(session, current_user.access, worker_id)
+        rows = dashboard.worker_section(session, current_user.access, worker_id, section, id_arg("before"), limit=51)
+        turns = review.turns_by_id(session, [getattr(r, "rated_turn_id", None) for r in rows], current_user.access)
     return render_template("admin/worker_section.html", worker=found, section=section,
                            title=dashboard.SECTIONS[section], items=rows[:50], more=len(rows) > 50, turns=turns)
 
@@ -405,15 +421,17 @@ def worker_section(worker_id: int, section: str) -> str:
 @bp.get("/batches")
 def batches() -> str:
     with _db() as session:
-        rows = dashboard.batches(session, id_arg("before"), limit=51)
-    return render_template("admin/batches.html", batches=rows[:50], more=len(rows) > 50)
+        rows = dashboard.batches(session, current_user.access, id_arg("before"), limit=51)
+        owners = requesters.usernames(session, {b.requester_id for b in rows})
+    return render_template("admin/batches.html", batches=rows[:50], more=len(rows) > 50, owners=owners)
 
 
 @bp.get("/batches/<int:batch_id>")
 def batch(batch_id: int) -> str:
     settings = _settings()
     with _db() as session:
-        page = dashboard.batch_page(session, batch_id, utcnow(), timedelta(seconds=settings.stuck_after_seconds))
+        page = dashboard.batch_page(session, current_user.access, batch_id, utcnow(),
+                                    timedelta(seconds=settings.stuck_after_seconds))
     batch = page.batch
     series = {}
     for role, days in sorted(page.activity.quality.items()):
@@ -445,10 +463,7 @@ def batch(batch_id: int) -> str:
 def count_batch(batch_id: int) -> Response:
     """Count the batch's progress and money now, rather than wait for beat's next count."""
     with _db() as session:
-        batch = session.get(Batch, batch_id)
-        if batch is None:
-            raise NotFound(f"no batch {batch_id}")
-        activity.count_batch(session, batch, utcnow())
+        activity.count_batch(session, seen.batch(session, current_user.access, batch_id), utcnow())
     return redirect(url_for("admin.batch", batch_id=batch_id), 303)
 
 
@@ -482,9 +497,7 @@ def _agents_report(batch_id: int, exclude_careless: bool) -> tuple[dict[str, Any
     from turkflow.agents import evaluation, report
 
     with _db() as session:
-        batch = session.get(Batch, batch_id)
-        if batch is None:
-            raise NotFound("no batch has this number")
+        batch = seen.batch(session, current_user.access, batch_id)
         records = evaluation.batch_records(session, batch_id, _settings().worker_hash_key)
         session.expunge(batch)
     return report.build(records, report.Options(exclude_careless=exclude_careless)), batch
@@ -495,14 +508,14 @@ def conversations(batch_id: int) -> str:
     statuses = [s.value for s in ConversationStatus]
     status = _choice_arg("status", statuses)
     with _db() as session:
-        listing = dashboard.batch_conversations(session, batch_id, status, id_arg("before"))
+        listing = dashboard.batch_conversations(session, current_user.access, batch_id, status, id_arg("before"))
     return render_template("admin/conversations.html", listing=listing, status=status, statuses=statuses)
 
 
 @bp.get("/conversations/<int:conversation_id>")
 def conversation(conversation_id: int) -> str:
     with _db() as session:
-        page = dashboard.conversation_page(session, conversation_id)
+        page = dashboard.conversation_page(session, current_user.access, conversation_id)
     return render_template("admin/conversation.html", page=page)
 
 
@@ -515,7 +528,8 @@ def prolific_bonuses() -> str:
     with what Prolific shows for each submission now, for a person to release or mark settled."""
     from turkflow.web.prolific import stuck_bonuses
 
-    return render_template("admin/prolific_bonuses.html", bonuses=stuck_bonuses(_settings(), _providers()),
+    return render_template("admin/prolific_bonuses.html",
+                           bonuses=stuck_bonuses(_settings(), _providers(), current_user.access),
                            after=_settings().prolific_bonus_unknown_after_seconds)
 
 
@@ -523,5 +537,118 @@ def prolific_bonuses() -> str:
 def decide_prolific_bonus(bonus_id: int, decision: str) -> Response:
     from turkflow.web.prolific import decide_bonus
 
+    with _db() as session:
+        seen.bonus(session, current_user.access, bonus_id)
     flash(decide_bonus(_settings(), _providers(), bonus_id, decision, current_user.username))
     return redirect(url_for("admin.prolific_bonuses"))
+
+
+# ---- requesters: an admin's (``turkflow.requesters``; what each may see: ``turkflow.access``) -----------------
+
+
+class RequesterForm(FlaskForm):
+    username = StringField("Username", validators=[DataRequired(), Length(max=64)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=256)])
+    admin = StringField("Admin")
+
+
+class GrantForm(FlaskForm):
+    batch = StringField("Batch", validators=[DataRequired(), Length(max=10)])
+
+
+def _admin() -> Access:
+    access = current_user.access
+    seen.check_admin(access, "manage requesters")
+    return access
+
+
+def _requester_json(requester: Requester, granted: list[int]) -> dict[str, Any]:
+    return {"id": requester.id, "username": requester.username, "admin": requester.admin,
+            "disabled": requester.disabled_at is not None, "granted": granted}
+
+
+@bp.get("/requesters")
+def requesters_page() -> Any:
+    """Every requester, whether an admin or disabled, and the batches granted them; forms to change each."""
+    _admin()
+    with _db() as session:
+        people, granted = requesters.requesters(session), requesters.grants(session)
+        if wants_json():
+            return jsonify(requesters=[_requester_json(r, granted.get(r.id, [])) for r in people])
+        owned = requesters.owned(session)
+        return render_template("admin/requesters.html", people=people, granted=granted, owned=owned)
+
+
+@bp.post("/requesters")
+def create_requester() -> Any:
+    _admin()
+    form = _filled(RequesterForm, "username", "password", "admin")
+    if not form.validate():
+        field, problems = next(iter(form.errors.items()))
+        raise InvalidInput(problems[0], field)
+    with _db() as session:
+        made = requesters.create_requester(session, form.username.data, form.password.data,
+                                           admin=_yes(form.admin.data, "admin"), actor=current_user.actor)
+        shown = _requester_json(made, [])
+    return _changed(shown, f"{shown['username']} can sign in now" + (" as an admin." if shown["admin"] else "."))
+
+
+@bp.post("/requesters/<int:requester_id>/<any(admin, 'not-admin', disable, enable):change>")
+def change_requester(requester_id: int, change: str) -> Any:
+    """Make a requester an admin or not, disable or enable their account."""
+    _admin()
+    with _db() as session:
+        requester = requesters.get_requester(session, requester_id)
+        if change in ("admin", "not-admin"):
+            changed = requesters.set_admin(session, requester, change == "admin", actor=current_user.actor)
+        else:
+            changed = requesters.set_disabled(session, requester, change == "disable", actor=current_user.actor)
+        shown = _requester_json(requester, requesters.grants(session).get(requester.id, []))
+    done = {"admin": "is an admin", "not-admin": "is no admin", "disable": "is disabled",
+            "enable": "can sign in again"}[change]
+    return _changed(shown, f"{shown['username']} {done}." if changed else f"{shown['username']} already {done}.")
+
+
+@bp.post("/requesters/<int:requester_id>/grants")
+def grant_batch(requester_id: int) -> Any:
+    """Open a batch to a requester: they see and change it as their own."""
+    access = _admin()
+    form = _filled(GrantForm, "batch")
+    raw = form.batch.data or ""
+    if not (raw.isascii() and raw.isdigit()):
+        raise InvalidInput(f"expected a batch's number, got {raw[:40]!r}", "batch")
+    with _db() as session:
+        requester = requesters.get_requester(session, requester_id)
+        batch = seen.batch(session, access, int(raw))
+        changed = requesters.grant(session, requester, batch, actor=current_user.actor)
+        shown = _requester_json(requester, requesters.grants(session).get(requester.id, []))
+    return _changed(shown, f"Batch {raw} is open to {shown['username']}." if changed else
+                    f"{shown['username']} could see batch {raw} already.")
+
+
+@bp.post("/requesters/<int:requester_id>/grants/<int:batch_id>/revoke")
+def revoke_batch(requester_id: int, batch_id: int) -> Any:
+    access = _admin()
+    with _db() as session:
+        requester = requesters.get_requester(session, requester_id)
+        changed = requesters.revoke(session, requester, seen.batch(session, access, batch_id), actor=current_user.actor)
+        shown = _requester_json(requester, requesters.grants(session).get(requester.id, []))
+    return _changed(shown, f"Batch {batch_id} is no longer open to {shown['username']}." if changed else
+                    f"Batch {batch_id} was not granted to {shown['username']}; nothing changed.")
+
+
+def _yes(value: Optional[str], field: str) -> bool:
+    """A checkbox: checked ("yes", "on") or not (empty)."""
+    if value in ("", None):
+        return False
+    if value in ("yes", "on"):
+        return True
+    raise InvalidInput("send yes or nothing", field)
+
+
+def _changed(shown: dict[str, Any], message: str) -> Any:
+    """What a change to a requester answers: the requester as JSON to a program, the page again to a person."""
+    if wants_json() or request.is_json:
+        return jsonify(requester=shown, message=message)
+    flash(message)
+    return redirect(url_for("admin.requesters_page") + f"#requester-{shown['id']}", 303)

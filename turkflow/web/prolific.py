@@ -43,6 +43,7 @@ from urllib.parse import urlencode, urlsplit
 from flask import Blueprint, Response, current_app, g, jsonify, redirect, render_template, request, url_for
 from sqlmodel import Session, col, select
 
+from turkflow.access import Access
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
@@ -751,10 +752,11 @@ def studies_of(session: Session, batch_id: int) -> list[studies.StudyView]:
 
 
 
-def stuck_bonuses(settings: Settings, providers: Any) -> list[sync.StuckBonus]:
-    """The bonuses waiting for a person, with what Prolific shows for each submission (without a token:
-    our records alone)."""
-    return sync.stuck_bonuses(settings, providers.get("prolific") if settings.prolific_token else None)
+def stuck_bonuses(settings: Settings, providers: Any, access: Access) -> list[sync.StuckBonus]:
+    """The bonuses of batches ``access`` may see waiting for a person, with what Prolific shows for each
+    submission (without a token: our records alone)."""
+    return sync.stuck_bonuses(settings, providers.get("prolific") if settings.prolific_token else None,
+                              access=access)
 
 
 def decide_bonus(settings: Settings, providers: Any, bonus_id: int, decision: str, by: str) -> str:

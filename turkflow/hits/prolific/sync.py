@@ -30,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from turkflow import events, states
+from turkflow.access import OPERATOR, Access, of_batches
 from turkflow.config import Settings
 from turkflow.db import savepoint, session_scope
 from turkflow.errors import Conflict, NotFound
@@ -345,9 +346,11 @@ class StuckBonus:
 
 
 def stuck_bonuses(settings: Settings, provider: Optional[ProlificProvider] = None, *,
-                  batch_id: Optional[int] = None, now: Optional[datetime] = None) -> list[StuckBonus]:
-    """The claimed, unpaid bonuses past the stated time, oldest claim first; with ``provider``, each with
-    what Prolific shows for its submission (read now)."""
+                  batch_id: Optional[int] = None, now: Optional[datetime] = None,
+                  access: Access = OPERATOR) -> list[StuckBonus]:
+    """The claimed, unpaid bonuses past the stated time of batches ``access`` may see (the dashboard's
+    requester; the CLI's operator sees all), oldest claim first; with ``provider``, each with what Prolific
+    shows for its submission (read now)."""
     now = now or utcnow()
     before = now - timedelta(seconds=settings.prolific_bonus_unknown_after_seconds)
     with session_scope(settings.database_url) as session:
@@ -356,7 +359,8 @@ def stuck_bonuses(settings: Settings, provider: Optional[ProlificProvider] = Non
                  .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
                  .join(Batch, Batch.id == Conversation.batch_id)
                  .where(Batch.provider == pages.PROVIDER, Bonus.status == BonusStatus.pending,
-                        col(Bonus.pay_claimed_at).is_not(None), col(Bonus.pay_claimed_at) <= before)
+                        col(Bonus.pay_claimed_at).is_not(None), col(Bonus.pay_claimed_at) <= before,
+                        of_batches(access, Batch.id))
                  .order_by(Bonus.pay_claimed_at, Bonus.id))
         if batch_id is not None:
             query = query.where(Conversation.batch_id == batch_id)

@@ -120,13 +120,17 @@ def units(session: Session, batch_id: int, *, disagreed_only: bool = True) -> li
     return shown
 
 
-def adjudicate(session: Session, unit_id: int, *, chosen_turn_id: Any, gold: bool, actor: str) -> Adjudication:
-    """A person's final labels of a unit: those of one of its annotations (``chosen_turn_id``), and whether the
-    unit is gold from now on. Replaces an earlier decision; each one is in the event log."""
+def adjudicate(session: Session, batch_id: int, unit_id: int, *, chosen_turn_id: Any, gold: bool,
+               actor: str) -> Adjudication:
+    """A person's final labels of a unit of the annotation batch: those of one of its annotations
+    (``chosen_turn_id``), and whether the unit is gold from now on. Replaces an earlier decision; each one is in
+    the event log."""
     task = session.get(Task, unit_id)
-    if task is None or task.protocol != "annotate":
-        raise NotFound(f"annotated turn {unit_id} does not exist")
-    given = {turn.id: labels for by in annotations(session, task_ids=[unit_id]).values()
+    in_batch = session.exec(select(Conversation.id).where(Conversation.batch_id == batch_id,
+                                                          Conversation.task_id == unit_id).limit(1)).first()
+    if task is None or task.protocol != "annotate" or in_batch is None:
+        raise NotFound(f"annotated turn {unit_id} does not exist in batch {batch_id}")
+    given = {turn.id: labels for by in annotations(session, batch_id, task_ids=[unit_id]).values()
              for turn, labels in by.values()}
     try:
         chosen = given[int(chosen_turn_id)]

@@ -21,7 +21,7 @@ from flask import Blueprint, Response, current_app, jsonify, redirect, render_te
 from flask_login import current_user
 from sqlmodel import Session
 
-from turkflow import pipeline
+from turkflow import access, pipeline
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
 from turkflow.models import Batch, Turn, Worker
@@ -86,8 +86,9 @@ dashboard.after_request(admin.dashboard_headers)
 
 
 def _annotation_batch(session: Session, batch_id: int) -> Batch:
-    batch = session.get(Batch, batch_id)
-    if batch is None or batch.protocol != ANNOTATE.name:
+    """The annotation batch, if the signed-in requester may see it (``turkflow.access``)."""
+    batch = access.batch(session, current_user.access, batch_id)
+    if batch.protocol != ANNOTATE.name:
         raise NotFound(f"annotation batch {batch_id} does not exist")
     return batch
 
@@ -110,11 +111,11 @@ def batch_page(batch_id: int) -> Any:
 @dashboard.post("/<int:batch_id>/units/<int:unit_id>")
 def decide(batch_id: int, unit_id: int) -> Any:
     """A person's final labels of one turn: one of its annotations, and gold or not."""
-    decision = actions.parse(annotate_actions.Decision, action_body())
     with session_scope(_settings().database_url) as session:
-        _annotation_batch(session, batch_id)
-        verdict = results.adjudicate(session, unit_id, chosen_turn_id=decision.chosen, gold=decision.gold,
-                                     actor=current_user.actor)
+        _annotation_batch(session, batch_id)  # one the requester may not see does not exist, whatever is sent
+        decision = actions.parse(annotate_actions.Decision, action_body())
+        verdict = results.adjudicate(session, batch_id, unit_id, chosen_turn_id=decision.chosen,
+                                     gold=decision.gold, actor=current_user.actor)
         decided = {"unit": unit_id, "labels": verdict.labels, "gold": verdict.gold}
     if decided["gold"]:  # its annotations so far are judged against it now, later ones as they come
         pipeline.review_gold(_settings(), current_app.config["TURKFLOW_PROVIDERS"], unit_id)

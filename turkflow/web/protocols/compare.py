@@ -15,8 +15,10 @@ import base64
 from typing import Any, Optional
 
 from flask import Blueprint, Response, jsonify, redirect, render_template, request, url_for
+from flask_login import current_user
 from flask_wtf.csrf import generate_csrf
 
+from turkflow import access
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ServiceUnavailable
 from turkflow.hits import lifecycle
@@ -82,6 +84,7 @@ def batch_page(batch_id: int) -> Any:
 
     include_blocked = request.args.get("blocked") == "1"
     with session_scope(_settings().database_url) as session:
+        access.batch(session, current_user.access, batch_id)
         shown = report.batch_report(session, batch_id, include_blocked=include_blocked)
     if wants_json():
         return jsonify(shown)

@@ -10,9 +10,12 @@ the Procfile runs it, beat), the agents' endpoints fake OpenAI-compatible server
    student, run to its end twice, alternated ``--rounds`` times: its teachers simulated people who answer in
    ``--delay`` seconds, then an endpoint agent whose model answers in ``--delay`` seconds. The same arrival
    process in both arms: a student takes their turn as soon as it opens and submits ``--think`` seconds later
-   on average (the same seeded draws in both arms). Compared: the students' wait for their next turn beyond the
-   other role's own time (``waits``: the pipeline's part), its p99 side by side, with where an agent's turn
-   spends its time (its turn open to the call, the call beyond the model, its answer to the student's turn open).
+   on average (the same seeded draws in both arms). Compared, p99 side by side (``waits``): the pipeline's part
+   of a student's wait for their next turn, the same quantity in both arms (their submit to the other role's turn
+   open, plus the other role's answer, a person's submit sent or the agent's reply received, to the student's
+   next turn open), and the stricter whole wait beyond the other role's own time (for an agent everything but
+   the model's seconds: the agents queue, the claim, the view, the call's own overhead count against it), with
+   where an agent's turn spends its time (its turn open to the call, the call beyond the model).
 
     python -m bench agents                                       # 100 conversations, a 2 s agent, SQLite
     python -m bench agents --skip-failures --rounds 3 --backend postgresql
@@ -251,9 +254,9 @@ def next_turns(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
     from bench.capacity import Scheduler
 
     rows = []
-    print(f"  {'teachers':8} | student turns | pipeline p50 / p95 / p99 ms | submit -> other open p99 | "
-          f"answer -> next open p99 | agent: open -> called p99, call beyond the model p99 | agent turns/s | "
-          f"added per agent turn p50 / p95 | load")
+    print(f"  {'teachers':8} | student turns | pipeline p50 / p95 / p99 ms | beyond the other's own p50 / p95 / p99 "
+          f"ms | submit -> other open p99 | answer -> next open p99 | agent: open -> called p99, call beyond the "
+          f"model p99 | agent turns/s | added per agent turn p50 / p95 | load")
     scheduler = Scheduler(args.threads)
     try:
         for round_no in range(args.rounds):
@@ -264,14 +267,21 @@ def next_turns(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
                 show(row)
     finally:
         scheduler.close()
-    pooled = {arm: [ms for r in rows if r["with_agents"] == arm for ms in r.pop("pipeline_samples")]
-              for arm in (False, True)}
-    people_p99, agents_p99 = (_percentile(pooled[arm], 99) for arm in (False, True))
-    ratio = agents_p99 / people_p99 if people_p99 else None
-    print(f"  people's next turn, the pipeline's part, p99 over {args.rounds} round(s): {agents_p99:.0f} ms with a "
-          f"{args.delay:g} s agent teaching, {people_p99:.0f} ms with people teaching: "
-          f"{ratio:.2f}x (target 1.1x)" if ratio else "  no ratio")
-    return {"rows": rows, "pipeline_p99_ms": {"people": people_p99, "agents": agents_p99}, "p99_ratio": ratio}
+    found: dict[str, Any] = {"rows": rows}
+    for quantity, label in (("pipeline", "the pipeline's part"), ("beyond", "beyond the other role's own time")):
+        pooled = {arm: [ms for r in rows if r["with_agents"] == arm for ms in r.pop(f"{quantity}_samples")]
+                  for arm in (False, True)}
+        people, agents = ({f"p{pct}": _percentile(pooled[arm], pct) for pct in (50, 95, 99)} for arm in (False, True))
+        ratio = agents["p99"] / people["p99"] if people["p99"] and agents["p99"] is not None else None
+        by_round = [sorted(pair, key=lambda row: row["with_agents"]) for pair in zip(rows[::2], rows[1::2])]
+        rounds = [round(a[f"{quantity}_ms"]["p99"] / p[f"{quantity}_ms"]["p99"], 2) for p, a in by_round
+                  if a[f"{quantity}_ms"]["p99"] and p[f"{quantity}_ms"]["p99"]]
+        found[quantity] = {"people_ms": people, "agents_ms": agents, "p99_ratio": ratio, "round_p99_ratios": rounds}
+        if ratio is not None:
+            print(f"  people's next turn, {label}, p99 over {args.rounds} round(s): {agents['p99']:.0f} ms with a "
+                  f"{args.delay:g} s agent teaching, {people['p99']:.0f} ms with people teaching: {ratio:.2f}x "
+                  f"(target 1.1x; round by round {rounds})")
+    return found
 
 
 def run_arm(stack: Any, args: argparse.Namespace, scheduler: Any, with_agents: bool, seed: int) -> dict[str, Any]:
@@ -341,13 +351,13 @@ def run_arm(stack: Any, args: argparse.Namespace, scheduler: Any, with_agents: b
 
 def waits(settings: Any, batch_id: int, sent: dict[int, float], delay: float, seconds: float) -> dict[str, Any]:
     """What each student waited for their next turn, from sending a submit to the conversation's next student turn
-    open (its ``hit_published``, written in the opening's transaction), and of that the pipeline's part: the wait
-    less the other role's own time. A person teaching: from their turn open to their submit sent (noticing it,
-    taking it, the ``--delay`` seconds of writing). An agent: the model's ``--delay`` alone, so everything else of
-    an agent's turn counts against the system: the agents queue, the claim, the view, the call's own overhead,
-    storing the answer. Split as: the submit to the other role's turn open; for an agent, its turn open to the
-    call (queue, claim, view) and the call beyond the model; the other role's answer (a person's submit sent, the
-    agent's answer received) to the student's next turn open."""
+    open (its ``hit_published``, written in the opening's transaction). Of that, ``pipeline``: the submit to the
+    other role's turn open, plus the other role's answer (a person's submit sent, the agent's reply received) to
+    the student's next turn open: what the system does in both arms alike. ``beyond``: the wait less the other
+    role's own time; a person teaching: from their turn open to their submit sent (noticing it, taking it, the
+    ``--delay`` seconds of writing), the same as ``pipeline``; an agent: the model's ``--delay`` alone, so
+    everything else of an agent's turn counts against the system as well: its turn open to the call (the agents
+    queue, the claim, the view) and the call beyond the model."""
     from sqlmodel import col, select
 
     from turkflow.db import session_scope
@@ -366,7 +376,7 @@ def waits(settings: Any, batch_id: int, sent: dict[int, float], delay: float, se
             select(AgentCall.turn_id, AgentCall.started_at, AgentCall.latency_ms)
             .where(col(AgentCall.turn_id).in_(ids), AgentCall.outcome == "ok"))}
     at = {(cid, index): (turn_id, role) for turn_id, cid, index, role in turns}
-    pipeline, first, second, to_call, call_over, added = [], [], [], [], [], []
+    beyond, first, second, to_call, call_over, added = [], [], [], [], [], []
     for turn_id, cid, index, role in turns:
         if role != "student" or turn_id not in sent:
             continue
@@ -384,7 +394,7 @@ def waits(settings: Any, batch_id: int, sent: dict[int, float], delay: float, se
             own, answered = sent[other[0]] - other_open, sent[other[0]]
         else:
             continue
-        pipeline.append(next_open - sent[turn_id] - own)
+        beyond.append(next_open - sent[turn_id] - own)
         first.append(other_open - sent[turn_id])
         second.append(next_open - answered)
 
@@ -392,8 +402,11 @@ def waits(settings: Any, batch_id: int, sent: dict[int, float], delay: float, se
         found = _percentile(values, pct)
         return None if found is None else round(1000 * found, 1)
 
+    pipeline = [a + b for a, b in zip(first, second)]
     return {"student_turns": len(pipeline), "pipeline_samples": [1000 * v for v in pipeline],
+            "beyond_samples": [1000 * v for v in beyond],
             "pipeline_ms": {f"p{pct}": ms(pipeline, pct) for pct in (50, 95, 99)},
+            "beyond_ms": {f"p{pct}": ms(beyond, pct) for pct in (50, 95, 99)},
             "submit_to_other_open_ms": {f"p{pct}": ms(first, pct) for pct in (50, 95, 99)},
             "answer_to_next_open_ms": {f"p{pct}": ms(second, pct) for pct in (50, 95, 99)},
             "agent_open_to_call_ms": {f"p{pct}": ms(to_call, pct) for pct in (50, 95, 99)},
@@ -411,6 +424,7 @@ def show(row: dict[str, Any]) -> None:
     added = (f"{row['added_per_agent_turn_ms']['p50']} / {row['added_per_agent_turn_ms']['p95']}"
              if row["with_agents"] else "")
     print(f"  {'agent' if row['with_agents'] else 'people':8} | {row['student_turns']:13} | {three('pipeline_ms')} | "
+          f"{three('beyond_ms')} | "
           f"{row['submit_to_other_open_ms']['p99']} | {row['answer_to_next_open_ms']['p99']} | {agent} | "
           f"{row['agent_turns_per_second'] or ''} | {added} | {row['load']}", flush=True)
     if row["crowd_errors"] or row["http_errors"] or row["still_active"]:

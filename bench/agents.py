@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             declare(stack.settings, "slow", slow.url, timeout=args.delay + 10)
             if not args.skip_failures:
                 results["failures"] = failures(stack, args)
-            results["next_turn"] = next_turns(stack, args)
+            results["next_turn"] = next_turns(stack, args, {"agent endpoint": slow.process})
     (OUT / "agents.json").write_text(json.dumps(results, indent=2, default=str))
     print(f"  written to {OUT / 'agents.json'}")
 
@@ -247,7 +247,7 @@ class Crowd:
             self.busy -= 1
 
 
-def next_turns(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
+def next_turns(stack: Any, args: argparse.Namespace, outside: dict[str, Any]) -> dict[str, Any]:
     """People teaching and the slow agent teaching, alternated (people first in even rounds, the agent first in
     odd ones), each arm a batch of ``--conversations`` conversations run to their end: the people's (students')
     wait for their next turn beyond the other role's own time, side by side."""
@@ -261,7 +261,7 @@ def next_turns(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
     try:
         for round_no in range(args.rounds):
             for with_agents in ((False, True) if round_no % 2 == 0 else (True, False)):
-                row = run_arm(stack, args, scheduler, with_agents, args.seed + round_no)
+                row = run_arm(stack, args, scheduler, with_agents, args.seed + round_no, outside)
                 row["round"] = round_no
                 rows.append(row)
                 show(row)
@@ -284,8 +284,11 @@ def next_turns(stack: Any, args: argparse.Namespace) -> dict[str, Any]:
     return found
 
 
-def run_arm(stack: Any, args: argparse.Namespace, scheduler: Any, with_agents: bool, seed: int) -> dict[str, Any]:
-    """One batch to its end, its teachers people or the slow agent; what its students waited."""
+def run_arm(stack: Any, args: argparse.Namespace, scheduler: Any, with_agents: bool, seed: int,
+            outside: dict[str, Any]) -> dict[str, Any]:
+    """One batch to its end, its teachers people or the slow agent; what its students waited, and the CPU it took:
+    the stack's processes, and beside them what a real batch runs elsewhere (``outside``: the agent's endpoint;
+    the simulated people, this process's own threads), which loads the same 2 cores here."""
     from sqlmodel import col, func, select
 
     from bench._cpu import cpu_seconds
@@ -322,7 +325,7 @@ def run_arm(stack: Any, args: argparse.Namespace, scheduler: Any, with_agents: b
                    .where(Conversation.batch_id == batch_id, Hit.status == HitStatus.open,
                           col(Turn.role).in_(people)))
     seen: set[int] = set()
-    before = cpu_seconds(stack.processes)
+    before = {**cpu_seconds({**stack.processes, **outside}), "simulated people": _own_cpu()}
     started = time.monotonic()
     checked = 0.0
     while time.monotonic() - started < args.arm_timeout:
@@ -341,12 +344,20 @@ def run_arm(stack: Any, args: argparse.Namespace, scheduler: Any, with_agents: b
                 break
         time.sleep(args.poll)
     seconds = time.monotonic() - started
-    used = cpu_seconds(stack.processes)
+    used = {**cpu_seconds({**stack.processes, **outside}), "simulated people": _own_cpu()}
     row = {"with_agents": with_agents, "seed": seed, "seconds": round(seconds, 1), "still_active": active,
            "crowd_errors": dict(people_crowd.errors), "http_errors": dict(http.errors),
            "cpu_s": {name: round(used[name] - before[name], 1) for name in used}, "load": load(),
            **waits(stack.settings, batch_id, people_crowd.sent, args.delay, seconds)}
     return row
+
+
+def _own_cpu() -> float:
+    """This process's CPU seconds, its threads' but not its children's (the stack, the endpoints)."""
+    import psutil
+
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
 
 
 def waits(settings: Any, batch_id: int, sent: dict[int, float], delay: float, seconds: float) -> dict[str, Any]:
@@ -427,6 +438,7 @@ def show(row: dict[str, Any]) -> None:
           f"{three('beyond_ms')} | "
           f"{row['submit_to_other_open_ms']['p99']} | {row['answer_to_next_open_ms']['p99']} | {agent} | "
           f"{row['agent_turns_per_second'] or ''} | {added} | {row['load']}", flush=True)
+    print(f"    CPU seconds: {row['cpu_s']}", flush=True)
     if row["crowd_errors"] or row["http_errors"] or row["still_active"]:
         print(f"    errors {row['crowd_errors']} {row['http_errors']}; still active {row['still_active']}")
 

@@ -75,17 +75,17 @@ class FakeOpenAI:
         self._server = make_server("127.0.0.1", self.port, self._wsgi, threaded=True, request_handler=_Quiet)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         # forked when entered, so what is set before (``answer``) serves there too; ``requests`` stays empty here
-        self._process = multiprocessing.get_context("fork").Process(
+        self.process = multiprocessing.get_context("fork").Process(
             target=self._server.serve_forever, daemon=True) if own_process else None
 
     def __enter__(self) -> "FakeOpenAI":
-        (self._process or self._thread).start()
+        (self.process or self._thread).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._process is not None:
-            self._process.terminate()
-            self._process.join(timeout=5)
+        if self.process is not None:
+            self.process.terminate()
+            self.process.join(timeout=5)
             self._server.server_close()
             return
         self._server.shutdown()

@@ -37,6 +37,8 @@ def test_an_annotator_labels_acts_a_slot_value_and_a_frame_reference_by_clicks(
     page.locator(f'#open-turns form[action="/queue/take/{oldest}"] button').click()
     page.wait_for_url("**/annotate/turn/*")
     assert page.inner_text("#target").endswith(f"to {destination}.")
+    assert page.inner_text("#turn-pay").startswith("Pays $")  # what labelling the turn pays, as every turn page says
+    assert "You have earned $0.00 so far" in page.inner_text("#turn-pay")
     assert serious_violations(page) == []  # the annotator's page, for a screen reader (axe-core)
     page.locator("#acts").get_by_text("greeting", exact=True).click()
     page.click("#add-act")

@@ -37,6 +37,8 @@ def test_a_judge_compares_two_dialogs_side_by_side_on_a_desktop_and_one_above_th
     page.wait_for_url("**/compare/turn/*")
     seen.append(page.content())
     assert page.inner_text("#question") == QUESTION
+    assert page.inner_text("#turn-pay").startswith("Pays $")  # what the vote pays, as every turn page says it
+    assert "You have earned $0.00 so far" in page.inner_text("#turn-pay")
     assert serious_violations(page) == []  # the judge's page, for a screen reader (axe-core)
     left, right = page.locator("#left-dialog"), page.locator("#right-dialog")
     assert "What do I need for this?" in left.inner_text() and "What do I need for this?" in right.inner_text()

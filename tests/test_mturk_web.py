@@ -95,6 +95,7 @@ def test_a_verified_submit_stores_the_turn_posts_externalsubmit_and_opens_the_ne
     hit_state(stubber, HIT1, pending=1)
     page = mturk_web.get(url)
     assert page.status_code == 200 and 'id="submit-turn"' in page.get_data(as_text=True)
+    assert "You have earned $0.00 so far" in page.get_data(as_text=True)  # beside the turn's pay, in USD
 
     not_submitted(stubber, ASG1)
     hit_state(stubber, HIT1, pending=1)

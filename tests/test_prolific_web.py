@@ -155,6 +155,29 @@ def test_a_participant_takes_the_waiting_turn_and_goes_back_to_prolific_with_the
     assert [(w.external_id, w.role, w.onboarded) for w in workers] == [("prolific:p1", "student", True)]
 
 
+def test_a_participants_turn_page_says_its_pay_and_what_they_earned_in_the_studys_currency(
+        settings, providers, client, fake_prolific):
+    settings.prolific_approve_after_seconds = 0
+    with session_scope(settings.database_url) as s:
+        load_documents(s, read_documents(sample_tasks_path()))
+        batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), 2, name="in pounds", provider="prolific",
+                                             reward_cents=45)
+        batch.currency = "GBP"  # the workspace's, as batch launch records it
+        batch_id, hit_ids = batch.id, [h.id for h in hits]
+    for hit_id in hit_ids:
+        pipeline.publish(settings, providers, hit_id, "prolific")
+    study_id = study_of(settings, batch_id, "student")
+    first, link, page = arrives(client, fake_prolific, study_id, "p1")
+    assert "Pays £0.45" in page.text and "You have earned £0.00 so far" in page.text and "$" not in page.text
+    client.post(link, data={**STUDENT_ANSWERS, "turkflow_form": form_token(page.text)})
+    fake_prolific.complete(first, providers.get("prolific").completion_code(batch_id, "student"))
+    sync.poll(settings, providers.get("prolific"))  # approval asked for
+    sync.poll(settings, providers.get("prolific"))  # and settled
+    assert assignment(settings, first).status == AssignmentStatus.approved
+    _, _, again = arrives(client, fake_prolific, study_id, "p1")  # the other dialog's first turn
+    assert "Pays £0.45" in again.text and "You have earned £0.45 so far" in again.text
+
+
 def test_the_turn_pages_forms_may_end_on_prolifics_completion_page(settings, providers, client, fake_prolific):
     """A stored turn redirects to Prolific's completion page; a browser applies the page's form-action to that
     redirect, so a policy of 'self' alone kept every participant from getting back to Prolific."""

@@ -179,7 +179,8 @@ def minutes_to_write(session: Session, role: str) -> Optional[float]:
     return minutes[len(minutes) // 2]
 
 
-def earned_cents(session: Session, worker_id: int) -> int:
-    """What the worker has earned: rewards approved and bonuses paid (``money.spend`` without the fees)."""
-    paid = spend(session, worker_id=worker_id)
+def earned_cents(session: Session, worker_id: int, currency: str) -> int:
+    """What the worker has earned in ``currency``, a batch's (Prolific pays in its workspace's, GBP or USD):
+    rewards approved and bonuses paid (``money.spend`` without the fees), in the batches paid in it."""
+    paid = spend(session, worker_id=worker_id, currency=currency)
     return paid.rewards_cents + paid.bonuses_cents

@@ -190,13 +190,14 @@ class Spend:
 
 
 def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Optional[int] = None,
-          turn_id: Optional[int] = None) -> Spend:
-    """Money spent (and pending) on a batch, a worker or a turn; no filter means everything."""
+          turn_id: Optional[int] = None, currency: Optional[str] = None) -> Spend:
+    """Money spent (and pending) on a batch, a worker or a turn, in batches paid in ``currency`` if given; no
+    filter means everything."""
     rewards = fees = pending = bonuses = 0
     reward_rows = session.exec(
         _scoped(select(Assignment.status, Batch.provider, Batch.fee_percent, Batch.reward_cents, func.count())
                 .select_from(Assignment).join(Hit, Hit.id == Assignment.hit_id)
-                .join(Turn, Turn.id == Hit.turn_id), batch_id, turn_id)
+                .join(Turn, Turn.id == Hit.turn_id), batch_id, turn_id, currency)
         .where(col(Assignment.status).in_([AssignmentStatus.approved, AssignmentStatus.submitted]),
                Hit.provider != AGENT,  # an agent's turn is never paid
                *([Assignment.worker_id == worker_id] if worker_id is not None else []))
@@ -212,7 +213,7 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
     bonus_rows = session.exec(
         _scoped(select(Bonus.status, Bonus.kind, Batch.provider, Batch.fee_percent, Bonus.amount_cents,
                        func.count())
-                .select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id), batch_id, turn_id)
+                .select_from(Bonus).join(Turn, Turn.id == Bonus.turn_id), batch_id, turn_id, currency)
         .where(*([Bonus.worker_id == worker_id] if worker_id is not None else []))
         .group_by(Bonus.status, Bonus.kind, Batch.provider, Batch.fee_percent, Bonus.amount_cents)
     ).all()
@@ -285,12 +286,16 @@ def sent_bonuses(session: Session, batch_id: int) -> list[SentBonus]:
     return [SentBonus(*row) for row in rows]
 
 
-def _scoped(query, batch_id: Optional[int], turn_id: Optional[int]):  # noqa: ANN001, ANN202 - a Select
-    """Join a query that already reaches ``Turn`` on to its batch and apply the batch/turn filters."""
+def _scoped(query, batch_id: Optional[int], turn_id: Optional[int],  # noqa: ANN001, ANN202 - a Select
+            currency: Optional[str] = None):
+    """Join a query that already reaches ``Turn`` on to its batch and apply the batch, turn and currency
+    filters."""
     query = (query.join(Conversation, Conversation.id == Turn.conversation_id)
              .join(Batch, Batch.id == Conversation.batch_id))
     if batch_id is not None:
         query = query.where(Batch.id == batch_id)
     if turn_id is not None:
         query = query.where(Turn.id == turn_id)
+    if currency is not None:
+        query = query.where(Batch.currency == currency)
     return query

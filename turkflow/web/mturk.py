@@ -18,6 +18,7 @@ from typing import Any, Optional
 from flask import Blueprint, Response, current_app, make_response, render_template, request
 from sqlmodel import select
 
+from turkflow import reports
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, ServiceUnavailable
@@ -92,7 +93,8 @@ def turn() -> Any:
         if assignment.status != AssignmentStatus.accepted:  # stored already: finish the MTurk side again
             return _external_submit(submit_site, assignment_id, view.turn.answers)
         hit_id = hit.id
-    return render_turn(view, form_action=request.full_path,
+        earned = reports.earned_cents(session, assignment.worker_id, view.batch.currency)
+    return render_turn(view, form_action=request.full_path, earned=earned,
                        hidden={FORM_TOKEN: pages.assignment_token(settings.secret_key, hit_id, assignment_id,
                                                                        worker_id)})
 

@@ -43,6 +43,7 @@ from urllib.parse import urlencode, urlsplit
 from flask import Blueprint, Response, current_app, g, jsonify, redirect, render_template, request, url_for
 from sqlmodel import Session, col, select
 
+from turkflow import reports
 from turkflow.access import Access
 from turkflow.config import Settings
 from turkflow.db import session_scope
@@ -149,7 +150,8 @@ def turn() -> Any:
             view = _turn_view(session, assignment)
             page = jsonify({**turn_json(view, assignment, session.get(Hit, assignment.hit_id)),
                             FORM_TOKEN: token}) if wants_json() else \
-                render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token})
+                render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token},
+                            earned=reports.earned_cents(session, assignment.worker_id, view.batch.currency))
     if taken:
         _after_taking(batch_id, role, assignment.worker_id)
     if owed is not None:  # the turn is held for them meanwhile
@@ -201,8 +203,9 @@ def submit() -> Any:
             return jsonify(error=str(error), field=error.field), 400
         with session_scope(settings.database_url) as session:
             view = _turn_view(session, assignment)
+            earned = reports.earned_cents(session, assignment.worker_id, view.batch.currency)
         return render_turn(view, form_action=request.full_path, errors={error.field: error.reason},
-                           answers=raw, hidden={FORM_TOKEN: token}, status=400)
+                           answers=raw, hidden={FORM_TOKEN: token}, earned=earned, status=400)
     if created:
         queue_next_turn(turn_id, worker)
     if asked:  # the turn ended a dialog with questions for this role (an agent's evaluation)
@@ -248,7 +251,8 @@ def _star_page(session: Session, assignment: Assignment, token: str, *, draft: s
         return jsonify({**turn_json(view, assignment, hit), "star": data, FORM_TOKEN: token})
     return render_star_turn(view, data, submit_url=_turn_url(), action_url=f"{url_for('prolific.action')}?"
                             f"{_link_args()}", hidden={FORM_TOKEN: token}, lease_expires_at=hit.lease_expires_at,
-                            error=error, draft=draft, status=status)
+                            earned=reports.earned_cents(session, worker.id, view.batch.currency), error=error,
+                            draft=draft, status=status)
 
 
 def _logged_page(session: Session, assignment: Assignment, token: str, protocol: str, *,
@@ -266,6 +270,7 @@ def _logged_page(session: Session, assignment: Assignment, token: str, protocol:
     return render_logged_turn(view, data, entry.templates, submit_url=_turn_url(),
                               action_url=f"{url_for('prolific.action')}?{_link_args()}", hidden={FORM_TOKEN: token},
                               lease_expires_at=hit.lease_expires_at, error=error, status=status,
+                              earned=reports.earned_cents(session, assignment.worker_id, view.batch.currency),
                               **entry.shown(sent or {}))
 
 

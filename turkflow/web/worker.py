@@ -33,7 +33,7 @@ from turkflow.hits import lifecycle
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits.lifecycle import TurnView
 from turkflow.models import (
-    Assignment, AssignmentStatus, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
+    Assignment, AssignmentStatus, Batch, Conversation, Hit, HitStatus, Task, Turn, TurnStatus, Worker, WorkerStatus,
     utcnow,
 )
 from turkflow.protocols.questions import SURVEY_TEXT_CHARS, Question, TurnContext
@@ -175,7 +175,9 @@ def queue() -> Any:
         if page and worker.onboarded:  # what a study page says: pay, bonus, time, earnings
             terms = reports.pay_terms(session, [e["conversation_id"] for e in [*entries, *held]])
             minutes = reports.minutes_to_write(session, worker.role)
-            earned = reports.earned_cents(session, worker.id)
+            # earnings in each currency the turns on offer pay in (the local queue's batches: USD)
+            currencies = sorted({t.currency for t in terms.values()}) or [Batch.model_fields["currency"].default]
+            earned = {currency: reports.earned_cents(session, worker.id, currency) for currency in currencies}
     if not page:
         return jsonify(queue_json(worker, entries, owed))
     if not worker.onboarded:  # the role's quiz comes before the first turn
@@ -257,6 +259,7 @@ def turn(assignment_id: str) -> Any:
         assignment, hit, current = found.assignment, found.hit, found.turn
         view = lifecycle.turn_view(session, current, found)
         pick = _pick(session, current)
+        earned = reports.earned_cents(session, worker.id, view.batch.currency)
     logged = registry.logged(view.protocol.name)
     if logged is not None:  # STAR's, Frames' and MEEP's own pages
         return redirect(url_for(logged.page, assignment_id=assignment_id), 303)
@@ -266,7 +269,7 @@ def turn(assignment_id: str) -> Any:
         return redirect(url_for("worker.queue", submitted=current.id), 303)
     return render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
                        hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker,
-                       pick=pick)
+                       pick=pick, earned=earned)
 
 
 def _pick(session: Session, turn: Any) -> Optional[dict[str, Any]]:
@@ -353,11 +356,12 @@ def _refused_answers(assignment_id: str, error: InvalidAnswer | ServiceUnavailab
         hit = found.hit
         view = lifecycle.turn_view(session, found.turn, found)
         pick = _pick(session, found.turn)
+        earned = reports.earned_cents(session, worker.id, view.batch.currency)
     page = render_turn(view, form_action=url_for("worker.submit", assignment_id=assignment_id),
                        errors={error.field: error.reason} if isinstance(error, InvalidAnswer) else {},
                        retry=isinstance(error, ServiceUnavailable), answers=raw,
                        hidden={"csrf_token": generate_csrf()}, lease_expires_at=hit.lease_expires_at, worker=worker,
-                       status=error.status, pick=pick)
+                       status=error.status, pick=pick, earned=earned)
     page.headers.update(retry_after(error))
     return page
 
@@ -385,14 +389,17 @@ def queue_next_turn(turn_id: int, worker: AnyWorker) -> None:
 def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", errors: Optional[dict] = None,
                 answers: Optional[dict] = None, hidden: Optional[dict[str, str]] = None,
                 lease_expires_at: Optional[datetime] = None, worker: Optional[AnyWorker] = None,
-                retry: bool = False, status: int = 200, pick: Optional[dict[str, Any]] = None) -> Response:
+                retry: bool = False, status: int = 200, pick: Optional[dict[str, Any]] = None,
+                earned: Optional[int] = None) -> Response:
     """The turn page for one turn, reusable by every crowd provider's entry route.
 
     ``mode`` is "work" (the form to fill in) or "preview" (read-only, e.g. an MTurk worker who has not
     accepted the HIT). ``answers`` refills the form after a refused submission; ``hidden`` adds form fields
     (an MTurk assignmentId); ``worker`` shows who is signed in and the way back to the local queue;
     ``retry`` says nothing was saved because storage took no writes, to send the same again later; ``pick``:
-    the two replies to pick from in place of the last turn (per-turn pairwise, ``turkflow.agents.pairwise``).
+    the two replies to pick from in place of the last turn (per-turn pairwise, ``turkflow.agents.pairwise``);
+    ``earned``: what the worker has earned in the batch's currency (``reports.earned_cents``), shown beside the
+    turn's pay.
     """
     if mode not in ("work", "preview"):
         raise ValueError(f"unknown turn page mode {mode!r}")
@@ -424,6 +431,7 @@ def render_turn(view: TurnView, *, mode: str = "work", form_action: str = "", er
                     for role in view.protocol.roles},
         max_chars=view.protocol.max_response_chars,
         pick=pick,
+        earned=earned,
     )
     return worker_page_headers(make_response(page, status))
 

@@ -18,7 +18,7 @@ from flask import Blueprint, Response, jsonify, redirect, render_template, reque
 from flask_login import current_user
 from flask_wtf.csrf import generate_csrf
 
-from turkflow import access
+from turkflow import access, reports
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ServiceUnavailable
 from turkflow.hits import lifecycle
@@ -49,10 +49,12 @@ def _page(assignment_id: str, *, error: Optional[InvalidInput | ServiceUnavailab
                            lease_expires_at=held.hit.lease_expires_at.isoformat() if held.hit.lease_expires_at
                            else None, guidelines=list(form.guidelines),
                            choices=[key for key, _ in form.questions[0].options], compare=data)
-        return render_turn(lifecycle.turn_view(session, held.turn), data, PAGES,
+        view = lifecycle.turn_view(session, held.turn)
+        return render_turn(view, data, PAGES,
                            submit_url=url_for("compare.submit", assignment_id=assignment_id), action_url="",
                            hidden={"csrf_token": generate_csrf()}, lease_expires_at=held.hit.lease_expires_at,
-                           worker=held.worker, error=error, status=status, given=given or {})
+                           worker=held.worker, earned=reports.earned_cents(session, held.worker.id, view.batch.currency),
+                           error=error, status=status, given=given or {})
 
 
 def _shown_again(assignment_id: str, error: InvalidInput | ServiceUnavailable, body: dict[str, Any]) -> Response:

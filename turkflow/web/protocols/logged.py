@@ -13,6 +13,7 @@ from flask import Blueprint, Response, jsonify, make_response, redirect, render_
 from flask_wtf.csrf import generate_csrf
 from sqlmodel import Session
 
+from turkflow import reports
 from turkflow.protocols import registry, surveys
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, NotFound, ServiceUnavailable
@@ -73,14 +74,15 @@ def held_turn(session: Session, protocol: Protocol, assignment_id: str) -> Held:
 def render_turn(view: lifecycle.TurnView, data: dict[str, Any], pages: Mapping[str, str], *, submit_url: str,
                 action_url: str, hidden: dict[str, str], lease_expires_at: Any = None,
                 worker: Optional[Worker] = None, error: Optional[InvalidInput | ServiceUnavailable] = None,
-                status: int = 200, **shown: Any) -> Response:
+                earned: Optional[int] = None, status: int = 200, **shown: Any) -> Response:
     """The role's turn page (``pages``: the template of each role), for any entry route that gives it where
     to post (``hidden`` adds the fields a provider's route needs, e.g. the CSRF token). The role's data is
-    the template's variable named after the protocol (``star``, ``frames``, ``meep``)."""
+    the template's variable named after the protocol (``star``, ``frames``, ``meep``); ``earned``, what the
+    worker has earned in the batch's currency, is shown beside the turn's pay."""
     protocol = view.protocol
     page = render_template(pages[view.turn.role], view=view, form=protocol.form(view.turn.role),
                            submit_url=submit_url, action_url=action_url, hidden=hidden,
-                           lease_expires_at=lease_expires_at, worker=worker, error=error,
+                           lease_expires_at=lease_expires_at, worker=worker, error=error, earned=earned,
                            max_chars=protocol.max_response_chars, **{protocol.name: data}, **shown)
     return worker_page_headers(make_response(page, status))
 
@@ -99,7 +101,8 @@ def show_turn(session: Session, held: Held, data: dict[str, Any], pages: Mapping
     return render_turn(view, data, pages, submit_url=url_for(f"{name}.submit", assignment_id=assignment_id),
                        action_url=url_for(f"{name}.action", assignment_id=assignment_id),
                        hidden={"csrf_token": generate_csrf()}, lease_expires_at=held.hit.lease_expires_at,
-                       worker=held.worker, status=status, **shown)
+                       worker=held.worker, earned=reports.earned_cents(session, held.worker.id, view.batch.currency),
+                       status=status, **shown)
 
 
 def older_arg() -> int:

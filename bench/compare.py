@@ -13,6 +13,7 @@ blocked by then left out), so one run per seed gives the whole curve.
 
     python -m bench compare                        # seeds 1-10, 400 votes, adaptive and uniform
     python -m bench compare --seeds 1 2 --votes 200
+    python -m bench compare --reuse                # the summary again from the last run's reports
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def simulate(strategy: str, seed: int, args: argparse.Namespace) -> dict[str, An
     return report
 
 
+def load_report(strategy: str, seed: int) -> dict[str, Any]:
+    return json.loads((OUT / f"compare-{strategy}-seed{seed}" / "report.json").read_text())
+
+
+def stays_right(report: dict[str, Any], checkpoints: list[int]) -> int | None:
+    """The fewest counted votes from which this seed's ranking has tau >= the target at every later checkpoint."""
+    found = report["reproducible"]["tau_by_votes"]
+    return next((n for n in checkpoints if all(found.get(str(m), -1) >= TARGET_TAU for m in checkpoints if m >= n)),
+                None)
+
+
 def seeds_at(reports: list[dict[str, Any]], votes: int) -> int:
     """Seeds whose ranking from the first ``votes`` counted votes has tau >= the target."""
     return sum(1 for r in reports if r["reproducible"]["tau_by_votes"].get(str(votes), -1) >= TARGET_TAU)
@@ -73,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--judges", type=int, default=20)
     parser.add_argument("--careless", type=float, default=0.2)
     parser.add_argument("--strategies", nargs="+", default=["adaptive", "uniform"])
+    parser.add_argument("--reuse", action="store_true", help="summarise the reports of the last run, simulate nothing")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     print(f"compare: {args.systems} systems (each beats the next 60% of the time), {args.judges} judges of which "
@@ -81,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     for seed in args.seeds:
         for strategy in args.strategies:
             started = time.monotonic()
-            report = simulate(strategy, seed, args)
+            report = load_report(strategy, seed) if args.reuse else simulate(strategy, seed, args)
             done = report["reproducible"]
             by_strategy.setdefault(strategy, []).append(report)
             print(f"  seed {seed} {strategy}: tau {done['kendall_tau']:.2f} from {done['votes']} votes "
@@ -94,6 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     print("  n      " + "".join(f"{n:>5}" for n in checkpoints))
     for strategy, reports in by_strategy.items():
         print(f"  {strategy:<8}" + "".join(f"{seeds_at(reports, n):>5}" for n in checkpoints))
+    print(f"\neach seed's ranking stays at tau >= {TARGET_TAU} from n counted votes on (- never within {args.votes}):")
+    print("  seed    " + "".join(f"{seed:>5}" for seed in args.seeds))
+    for strategy, reports in by_strategy.items():
+        print(f"  {strategy:<8}" + "".join(f"{stays_right(r, checkpoints) or '-':>5}" for r in reports))
     print()
     for strategy, reports in by_strategy.items():
         final = [r["reproducible"]["kendall_tau"] for r in reports]
@@ -111,7 +128,8 @@ def main(argv: list[str] | None = None) -> None:
             "careless_caught_within_10": f"{careless[0]}/{careless[1]}",
             "honest_blocked": f"{honest[0]}/{honest[1]}",
             "known_answer_pairs_per_vote": round(known / counted, 3),
-            "seeds_at": {n: seeds_at(reports, n) for n in checkpoints}}
+            "seeds_at": {n: seeds_at(reports, n) for n in checkpoints},
+            "stays_right_from": [stays_right(r, checkpoints) for r in reports]}
         print(f"{strategy}: tau >= {TARGET_TAU} on {summary[strategy]['seeds_tau_at_least_0.9']} of {len(reports)} "
               f"seeds at {args.votes} votes (mean tau {summary[strategy]['mean_tau']}); 9 of 10 seeds from "
               f"{summary[strategy]['votes_needed']} votes on; careless and one-sided judges caught within 10 votes "

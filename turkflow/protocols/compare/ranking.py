@@ -9,7 +9,7 @@ It is fitted by maximum likelihood with scipy's optimisers on the counts of each
 gradient and the Hessian written out, and a weak Gaussian prior on the strengths and on log nu (``RIDGE``), so that a system
 that won every vote, or votes with no tie, keep finite values. The bootstrap fits all its resamples in one call (their likelihoods add up and
 share no parameter), so a thousand resamples of a few hundred votes take a fraction of a second.
-``docs/compare.md`` says why this and not choix (no ties) or Elo updates (order-dependent).
+``docs/protocols/compare.md`` says why this and not choix (no ties) or Elo updates (order-dependent).
 """
 
 from __future__ import annotations

@@ -157,10 +157,15 @@ def test_stars_staged_onboarding_passes_axe_from_the_tutorial_to_a_refused_quiz(
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_the_agents_report_and_a_comparisons_report_pass_axe_and_fit_a_phone(viewport, chromium_context,
-                                                                             live_server, settings, providers):
+def test_the_agents_report_a_comparisons_report_and_an_annotations_page_pass_axe_and_fit_a_phone(
+        viewport, chromium_context, live_server, settings, providers):
     from tests.test_agents_report import MEETS_GOAL, frames_batch, package_for, user_asks_the_agent_to_book
+    from tests.test_annotate import FRAMES_SCHEME, collect, label
+    from tests.test_annotate import frames_batch as played_frames
     from tests.test_compare import judge, launch, systems
+    from turkflow.hits import lifecycle
+    from turkflow.protocols.annotate import dialog as annotate
+    from turkflow.quality.monitor import Policy
     from turkflow.models import Conversation
     from turkflow.requesters import create_requester
 
@@ -172,6 +177,16 @@ def test_the_agents_report_and_a_comparisons_report_pass_axe_and_fit_a_phone(vie
     compared = launch(settings, providers, systems(settings, providers, n=2), judges=4)
     for n in range(4):  # votes: the ranking, its intervals and its plot
         judge(settings, providers, f"judge-{n}", lambda shown: "left")
+    source, truth = played_frames(settings, providers)
+    with session_scope(settings.database_url) as s:  # three annotators who never agree: turns for a person
+        labelled, hits = annotate.launch(s, source, FRAMES_SCHEME, 3, name="labels",
+                                         quality=Policy.parse("none").batch_fields())
+        for hit in hits:
+            lifecycle.publish_hit(s, providers.get("local"), hit.id)
+    for annotator, act in (("careful", None), ("other", "negate"), ("third", "thankyou")):
+        given = {t: collect([{"act": act}]) for t in truth} if act else {}
+        for _ in truth:
+            label(settings, providers, annotator, given, truth=truth)
     phone = viewport is PHONE
     page = chromium_context(viewport).new_page()
     page.goto(f"{live_server.url}/admin/login")
@@ -180,7 +195,8 @@ def test_the_agents_report_and_a_comparisons_report_pass_axe_and_fit_a_phone(vie
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/admin/batches")
     problems: list[str] = []
-    for path in [f"/admin/batches/{agents_batch}/agents", f"/admin/compare/{compared}"]:
+    for path in [f"/admin/batches/{agents_batch}/agents", f"/admin/compare/{compared}",
+                 f"/admin/annotation/{labelled.id}", "/admin/requesters"]:
         check(page, f"{live_server.url}{path}", problems, phone=phone)
     assert problems == [], "\n".join(problems)
 

@@ -233,6 +233,7 @@ def test_an_mturk_workers_preview_turn_refused_submit_and_hand_back_pages_pass_a
         page.click("#submit-turn")
         page.wait_for_selector("#error-summary")
         problems += [f"{page.url} with errors: {v}" for v in serious_violations(page)]
+        assert "You have earned $0.00 so far" in page.inner_text("#turn-pay")  # the page again, as it was
         not_submitted(stubber, ASG1)
         hit_state(stubber, HIT1, pending=1)
         expect_create_hit(stubber, hit_id + 1, "teacher", mturk_id("3HIT", 2))  # Celery opens the next turn

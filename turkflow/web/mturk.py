@@ -130,11 +130,13 @@ def _refused(error: InvalidAnswer | ServiceUnavailable, raw: dict[str, Any], for
     """The page again with what the worker wrote: beside the answer refused, or under a note that storage
     took nothing (a 503 with Retry-After: the same submit later stores it)."""
     settings = _settings()
-    token, hit_external_id, _, _ = _ids()
+    token, hit_external_id, assignment_id, _ = _ids()
     with session_scope(settings.database_url) as session:
         hit = pages.hit_for_page(session, settings.secret_key, token, hit_external_id)
         view = lifecycle.turn_view(session, session.get(Turn, hit.turn_id))
-    page = render_turn(view, form_action=request.full_path,
+        held = session.exec(select(Assignment).where(Assignment.external_id == assignment_id)).first()
+        earned = reports.earned_cents(session, held.worker_id, view.batch.currency) if held else None
+    page = render_turn(view, form_action=request.full_path, earned=earned,
                        errors={error.field: error.reason} if isinstance(error, InvalidAnswer) else {},
                        retry=isinstance(error, ServiceUnavailable), answers=raw, hidden={FORM_TOKEN: form_token},
                        status=error.status)

@@ -227,3 +227,19 @@ def test_hostile_or_forged_quiz_links_are_refused_and_store_nothing(
     other_link = study_link(fake_prolific, row.study_id, "p2", other)
     assert client.post(other_link, data={**RIGHT, "turkflow_form": token}).status_code == 403
     assert stored(settings) == ([], [], [])
+
+
+@pytest.mark.browser
+def test_the_onboarding_quiz_a_participant_opens_from_prolific_passes_axe(turkflow, settings, live_server, chromium,
+                                                                          fake_prolific):
+    from tests.test_accessibility import serious_violations
+
+    study = set_up(turkflow, settings)
+    submission_id = fake_prolific.start(study.study_id, "p9")
+    context = chromium.new_context()
+    page = context.new_page()
+    page.goto(study_link(fake_prolific, study.study_id, "p9", submission_id, base=live_server.url))
+    assert page.locator("#quiz-first").is_visible()
+    problems = serious_violations(page)
+    context.close()
+    assert problems == [], "\n".join(problems)

@@ -14,16 +14,26 @@ blocked by then left out), so one run per seed gives the whole curve.
     python -m bench compare                        # seeds 1-10, 400 votes, adaptive and uniform
     python -m bench compare --seeds 1 2 --votes 200
     python -m bench compare --reuse                # the summary again from the last run's reports
+    python -m bench compare --votes-only --seeds $(seq 1 100)   # the pair draw alone, many seeds, no database
+
+``--votes-only`` measures the pair strategies alone, on many more seeds than the simulation can afford: the same
+simulated judges (``turkflow.simulator.compare.choose``) vote on the pairs of systems ``pairs.pair_weights``
+draws, each vote from a judge drawn at random, with no dialogs, no known-answer pairs and no monitor (the careless
+and one-sided judges' votes all count, a harder case than the simulation's).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench._cpu import load
 
@@ -57,6 +67,38 @@ def stays_right(report: dict[str, Any], checkpoints: list[int]) -> int | None:
                 None)
 
 
+def votes_only(strategy: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """A report with the simulation's ``tau_by_votes`` from votes alone (see ``--votes-only``)."""
+    from turkflow.protocols.compare import pairs, ranking
+    from turkflow.simulator.compare import CARELESS, HONEST, ONE_SIDED, CompareConfig, Judge, Run, choose
+
+    config = CompareConfig(systems=args.systems, votes=args.votes, judges=args.judges, careless=args.careless,
+                           strategy=strategy, seed=seed)
+    rng = random.Random(seed)
+    systems = [f"system {n + 1}" for n in range(config.systems)]
+    gap = math.log(config.win_rate / (1 - config.win_rate))
+    truth = {s: n * gap for n, s in enumerate(rng.sample(systems, len(systems)))}
+    bad = round(config.careless * config.judges)
+    crowd = [Judge(n, HONEST if n >= bad else CARELESS if n % 2 == 0 else ONE_SIDED, rng.uniform(*config.accuracy),
+                   rng.gauss(0, config.bias), rng.choice(["left", "right"])) for n in range(config.judges)]
+    crowd = [j if j.behaviour == HONEST else Judge(j.worker_id, j.behaviour, 0.0, 0.0, j.side) for j in crowd]
+    state = Run(truth, crowd)
+    options = [(a, b) for n, a in enumerate(systems) for b in systems[n + 1:]]
+    given: list[ranking.Vote] = []
+    found: dict[str, float] = {}
+    while len(given) < config.votes:
+        weights = pairs.pair_weights(systems, options, given, strategy)
+        a, b = rng.choices(options, weights=[weights[p] for p in options])[0]
+        left, right = (a, b) if rng.random() < 0.5 else (b, a)
+        judge = rng.choice(crowd)
+        choice = choose(judge, {"left": {"system": left}, "right": {"system": right}}, state, config, rng)
+        given.append(ranking.Vote(left, right, choice, judge.worker_id))
+        if len(given) % config.checkpoint == 0:
+            fitted = ranking.fit(ranking.count(systems, given))
+            found[str(len(given))] = ranking.kendall_tau(fitted.strength, [truth[s] for s in systems])
+    return {"reproducible": {"tau_by_votes": found, "kendall_tau": found[str(len(given))], "votes": len(given)}}
+
+
 def seeds_at(reports: list[dict[str, Any]], votes: int) -> int:
     """Seeds whose ranking from the first ``votes`` counted votes has tau >= the target."""
     return sum(1 for r in reports if r["reproducible"]["tau_by_votes"].get(str(votes), -1) >= TARGET_TAU)
@@ -86,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--careless", type=float, default=0.2)
     parser.add_argument("--strategies", nargs="+", default=["adaptive", "uniform"])
     parser.add_argument("--reuse", action="store_true", help="summarise the reports of the last run, simulate nothing")
+    parser.add_argument("--votes-only", action="store_true", help="the pair strategies alone, no database (see above)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     print(f"compare: {args.systems} systems (each beats the next 60% of the time), {args.judges} judges of which "
@@ -94,6 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     for seed in args.seeds:
         for strategy in args.strategies:
             started = time.monotonic()
+            if args.votes_only:
+                by_strategy.setdefault(strategy, []).append(votes_only(strategy, seed, args))
+                continue
             report = load_report(strategy, seed) if args.reuse else simulate(strategy, seed, args)
             done = report["reproducible"]
             by_strategy.setdefault(strategy, []).append(report)
@@ -107,6 +153,20 @@ def main(argv: list[str] | None = None) -> None:
     print("  n      " + "".join(f"{n:>5}" for n in checkpoints))
     for strategy, reports in by_strategy.items():
         print(f"  {strategy:<8}" + "".join(f"{seeds_at(reports, n):>5}" for n in checkpoints))
+    if args.votes_only:
+        summary = {}
+        print(f"\nthe counted votes from which a seed's ranking stays at tau >= {TARGET_TAU} ({args.votes + 1}: not "
+              f"within {args.votes}), over {len(args.seeds)} seeds:")
+        for strategy, reports in by_strategy.items():
+            stays = [stays_right(r, checkpoints) or args.votes + 1 for r in reports]
+            summary[strategy] = {"median": statistics.median(stays), "p90": float(np.percentile(stays, 90)),
+                                 "right_at_end": sum(1 for r in reports if r["reproducible"]["kendall_tau"] >= TARGET_TAU),
+                                 "share_votes_needed": votes_needed(reports, checkpoints)}
+            print(f"  {strategy}: median {summary[strategy]['median']}, 90th percentile {summary[strategy]['p90']}; "
+                  f"right at {args.votes} votes on {summary[strategy]['right_at_end']} of {len(reports)} seeds; "
+                  f"9 in 10 seeds right from {summary[strategy]['share_votes_needed']} votes on", flush=True)
+        (OUT / "compare-votes-only.json").write_text(json.dumps({"args": vars(args), "summary": summary}, indent=2))
+        return
     print(f"\neach seed's ranking stays at tau >= {TARGET_TAU} from n counted votes on (- never within {args.votes}):")
     print("  seed    " + "".join(f"{seed:>5}" for seed in args.seeds))
     for strategy, reports in by_strategy.items():

@@ -184,7 +184,7 @@ def test_sign_in_lands_on_the_batches_and_the_batch_page_counts_its_numbers_agai
 def test_the_dashboard_counts_in_words_and_shows_no_tab_of_a_platform_not_set_up(client, seeded, settings):
     sign_in(client)
     from turkflow.reports import batch_progress
-    from turkflow.web.admin import counted
+    from turkflow.words import counted
 
     assert (counted(1, "open HIT"), counted(0, "open HIT"), counted(2, "reply", "replies")) == (
         "1 open HIT", "0 open HITs", "2 replies")

@@ -148,7 +148,7 @@ class Crowd:
                             .values(reviewed_at=Turn.submitted_at))
             tasks = list(session.exec(select(Task).order_by(Task.id)))
             batch, hits = lifecycle.launch_batch(session, tasks, conversations, name="celery-cost", max_turns=10_000,
-                                                 quality=policy.batch_fields(), affinity_seconds=0)
+                                                 quality=policy.batch_fields())
             for hit in hits:
                 lifecycle.publish_hit(session, providers.get("local"), hit.id)
             self.batch_id = batch.id

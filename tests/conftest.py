@@ -240,7 +240,7 @@ BOTH_BACKENDS_MODULES = {
     "test_lifecycle": "one open turn per conversation (a partial unique index), advancing twice, leases",
     "test_pipeline": "double submits and the reconciler that repairs lost messages",
     "test_states": "compare-and-set status updates",
-    "test_affinity": "the queue's take of a kept turn, a time window in SQL",
+    "test_keep": "the queue's take of a kept turn: a time window and the keeper's presence in SQL",
     "test_queue_listing": "the queue's one query",
     "test_quality_checks": "the checks' query count",
     "test_quality_monitor": "blocks and bonuses once however often the pipeline runs (unique constraints)",

@@ -13,7 +13,8 @@ from sqlmodel import select
 from turkflow import pipeline
 from turkflow.db import get_engine, session_scope
 from turkflow.hits import lifecycle
-from turkflow.models import Batch, Conversation, Event, Hit, HitStatus, Task, Turn, TurnStatus, Worker, utcnow
+from turkflow.hits.keep import Keep
+from turkflow.models import Batch, Conversation, Event, Hit, HitStatus, KeepRule, Task, Turn, TurnStatus, Worker, utcnow
 from turkflow.protocols.questions import get_protocol
 
 pytestmark = pytest.mark.both_backends  # ON CONFLICT, RETURNING and the partial unique index: the storage is the subject
@@ -23,13 +24,13 @@ SCENARIOS = {
     # the student stops and the teacher's reply closes; the student's next turns are kept for them, the
     # teacher's for no one (blocked after writing turn 1)
     "wizard_of_tasks": ("wizard_of_tasks", ["request_step", "return_step", "request_step", "return_step", "stop",
-                                            "chit_chat"], {"max_turns": 20, "affinity_seconds": 60}, 1),
-    "star": ("star", ["hello", "reply", "complete"], {"max_turns": 20, "affinity_seconds": 30}, None),
+                                            "chit_chat"], {"max_turns": 20, "keep": Keep(KeepRule.window, 60)}, 1),
+    "star": ("star", ["hello", "reply", "complete"], {"max_turns": 20, "keep": Keep(KeepRule.window, 30)}, None),
     "frames": ("frames", ["ask", "book"], {"max_turns": 20}, None),
-    "meep": ("meep", ["ask", "answer", "ask"], {"max_turns": 3}, None),
+    "meep": ("meep", ["ask", "answer", "ask"], {"max_turns": 3, "keep": Keep()}, None),
     # three turns' rewards: the fourth is refused and the batch paused
     "budget": ("wizard_of_tasks", ["request_step", "return_step", "request_step"],
-               {"max_turns": 20, "reward_cents": 50, "budget_cents": 150, "affinity_seconds": 0}, None),
+               {"max_turns": 20, "reward_cents": 50, "budget_cents": 150, "keep": Keep()}, None),
 }
 
 

@@ -65,10 +65,18 @@ class Settings(BaseSettings):
     max_held_turns: int = Field(
         2, ge=1, description="Turns a local worker may hold at once (taken, not submitted, lease running); one "
                              "more take is refused (HTTP 409) until they submit one or its lease runs out.")
-    affinity_seconds: int = Field(
-        0, ge=0, description="Default of batch launch --affinity: a conversation's next turn of a role is kept this "
-                             "long for the local worker who wrote that role's last turn, then offered to anyone "
-                             "(0: off).")
+    keep: str = Field(
+        "", pattern=r"^(|any|session|[0-9]+)$",
+        description="Default of batch launch --keep, whom a conversation's next turn of a role goes to: any (whoever "
+                    "comes first), session (the worker who wrote that role's last turn, while they are present: on "
+                    "Prolific, a study place that lasts a session) or SECONDS (that worker, for SECONDS after the "
+                    "turn opens; the local queue only). Empty: each protocol's own (session for STAR, Frames and "
+                    "MEEP, any for the others).")
+    presence_seconds: int = Field(
+        30, ge=5, description="How long after a worker's last page request they count as present (the queue and "
+                              "Prolific's waiting page ask more often than this), unless they hold a turn or left: "
+                              "a batch that keeps people for their session keeps their conversations' turns only "
+                              "while they are present.")
     star_suggestions: int = Field(
         3, ge=1, le=20, description="Default of batch launch --suggestions: how many suggested replies a STAR "
                                     "wizard's page shows at once, best first (STAR's showed three in 80% of its "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Optional
 
@@ -77,9 +78,10 @@ def worker_from_session_token(session: Session, secret_key: str, token: str, max
 @dataclass(frozen=True)
 class SignedIn:
     """A signed-in worker as the queue, the take and the submit read them: what they check (id, role, status,
-    onboarding, stage) and show (external id, name), one plain row. Loading the ``Worker`` object cost three
-    times reading its row on every request; nothing changes a worker through this, and a page that changes
-    the worker (onboarding) loads the ``Worker``."""
+    onboarding, stage) and show (external id, name), and until when they count as present
+    (``turkflow.hits.keep.seen`` moves it on only when it must), one plain row. Loading the ``Worker`` object
+    cost three times reading its row on every request; nothing changes a worker through this, and a page that
+    changes the worker (onboarding) loads the ``Worker``."""
 
     id: int
     external_id: str
@@ -88,6 +90,7 @@ class SignedIn:
     onboarded: bool
     stage: int
     name: Optional[str]
+    present_until: Optional[datetime]
 
 
 def signed_in_from_session_token(session: Session, secret_key: str, token: str, max_age: int) -> Optional[SignedIn]:

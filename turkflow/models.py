@@ -77,6 +77,14 @@ class WorkerStatus(StrEnum):
     blocked = "blocked"  # permanent
 
 
+class KeepRule(StrEnum):
+    """Whom a conversation's next turn of a role goes to (``Batch.keep``, ``turkflow.hits.keep``)."""
+
+    any = "any"  # whoever comes first (the Wizard of Tasks paper's rule)
+    session = "session"  # the role's last writer in the conversation while they are present (their session)
+    window = "window"  # the role's last writer, for ``Batch.keep_seconds`` after the turn opens
+
+
 class WorkerKind(StrEnum):
     person = "person"
     agent = "agent"  # a model playing a role (turkflow.agents): never paid, never blocked, never judged for pay
@@ -150,9 +158,11 @@ class Batch(SQLModel, table=True):
     sprt_alpha: float = Field(default=0.0, description="The sprt block rule: the share of honest writers it may "
                               "block (turkflow.quality.monitor.sequential_evidence).")
     sprt_beta: float = Field(default=0.0, description="The sprt block rule: the share of spammers it may miss.")
-    affinity_seconds: int = Field(default=default("affinity_seconds"), description="How long a conversation's next "
-                                  "turn of a role is kept for the worker who wrote that role's last turn (the "
-                                  "local queue; 0: offered to anyone at once).")
+    keep: str = Field(default=KeepRule.any, description="Whom a conversation's next turn of a role goes to "
+                      "(turkflow.hits.keep): any worker; the worker who wrote that role's last turn while they are "
+                      "present (session); or that worker for keep_seconds after the turn opens (window).")
+    keep_seconds: int = Field(default=0, description="keep window: how long a conversation's next turn of a role is "
+                              "kept for the worker who wrote that role's last turn, then offered to anyone.")
     suggestions_shown: int = Field(default=default("star_suggestions"), description="STAR: how many suggested "
                                    "replies the wizard's page shows at once, best first.")
     fee_percent: float = Field(default=0.0, description="The platform's fee on rewards and bonuses as at "
@@ -208,6 +218,10 @@ class Worker(SQLModel, table=True):
     )
     kind: str = Field(default=WorkerKind.person, description="person, or agent: the worker an agent "
                       "(turkflow.agents) writes its turns as; never paid, blocked or judged for pay.")
+    present_until: Optional[datetime] = Field(
+        default=None, description="Until when the worker counts as present (turkflow.hits.keep): their last page "
+        "request plus TURKFLOW_PRESENCE_SECONDS, the end of a turn they hold, or the moment they left or their "
+        "session ended; a batch that keeps people for their session keeps their conversations' turns until then.")
     platform_status: str = Field(
         default=WorkerStatus.active,
         description="The status the worker's crowd platform was last made to reflect (its block list, "
@@ -281,11 +295,12 @@ class Hit(SQLModel, table=True):
     expires_at: Optional[datetime] = None
     reserved_for_id: Optional[int] = Field(
         default=None, foreign_key="worker.id", index=True,
-        description="The worker who wrote the role's last turn in this conversation (Batch.affinity_seconds): "
-                    "until reserved_until only they may take the HIT.")
+        description="The worker who wrote the role's last turn in this conversation (Batch.keep): while they may "
+                    "take it (active; present, or within reserved_until) only they may take the HIT.")
     reserved_until: Optional[datetime] = Field(
-        default=None, description="The HIT's opening time plus its batch's affinity; compared with the clock, "
-                                  "so a reservation ends by itself if its worker never comes.")
+        default=None, description="A keep window's end: the HIT's opening plus Batch.keep_seconds, compared with "
+                                  "the clock, so the reservation ends by itself if its worker never comes. None "
+                                  "with a keeper: kept while they are present (Worker.present_until).")
 
 
 class Assignment(SQLModel, table=True):

@@ -217,10 +217,11 @@ def batch() -> None:
 @click.option("--success", type=click.FloatRange(0, 1),
               help="Frames: the probability that a goal matches something in the database  [default: each "
                    "template's own]")
-@click.option("--affinity", type=click.IntRange(min=0), metavar="SECONDS",
-              help="Keep each conversation's next turn of a role this long for the worker who wrote that role's "
-                   "last turn, then offer it to anyone (local provider only; 0: off).  "
-                   f"[default: TURKFLOW_AFFINITY_SECONDS, {default('affinity_seconds')}]")
+@click.option("--keep", "keep_text", metavar="any|session|SECONDS",
+              help="Whom each conversation's next turn of a role goes to: any (whoever comes first), session (the "
+                   "worker who wrote that role's last turn, while they are present) or SECONDS (that worker for "
+                   "SECONDS, then anyone; local provider only).  [default: TURKFLOW_KEEP, else the protocol's own: session for STAR, "
+                   "Frames and MEEP, any for the others]")
 @click.option("--of", "of_batches", metavar="BATCH[,BATCH...]",
               help="Annotate: the batch whose submitted turns are labelled, each turn a HIT of its own. Compare: "
                    "the batches whose finished dialogs are compared, each agent or batch of people a system.")
@@ -261,7 +262,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                  provider: Optional[str], live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str],
                  dry_run: bool, protocol: str, unhappy: float, conflicts: Optional[float], suggestions: Optional[int],
                  tasks_per_dialog: int,
-                 success: Optional[float], affinity: Optional[int], of_batches: Optional[str], scheme: Optional[str],
+                 success: Optional[float], keep_text: Optional[str], of_batches: Optional[str], scheme: Optional[str],
                  annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int,
                  pairwise: bool,
                  question: Optional[str], judges: Optional[int], pair_strategy: str, owner: Optional[str]) -> None:
@@ -324,7 +325,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError("give --conversations N")
     from sqlmodel import col, select
 
-    from turkflow.hits import lifecycle, money
+    from turkflow.hits import keep as keeping, lifecycle, money
     from turkflow.models import Batch, BatchStatus, Task
     from turkflow.protocols.questions import get_protocol
     from turkflow.protocols.wot import load_documents, read_documents
@@ -355,10 +356,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError(f"{logged.title} batches run on --provider {' or '.join(logged.platforms)}{closed}")
     if live and provider != "mturk":
         raise CommandError("--live applies to --provider mturk only")
-    affinity = settings.affinity_seconds if affinity is None else affinity
-    if affinity and provider != "local":
-        raise CommandError(f"--affinity (or TURKFLOW_AFFINITY_SECONDS) applies to --provider local only: {provider} "
-                           "gives each place to whoever comes first; launch with --affinity 0")
+    keep = keeping.for_launch(settings.keep if keep_text is None else keep_text, protocol, provider,
+                              "--keep" if keep_text is not None else "TURKFLOW_KEEP")
     live = provider == "mturk" and (live or settings.mturk_live)
     reward = reward if reward is not None else settings.reward_cents
     max_turns = max_turns or settings.max_turns
@@ -454,7 +453,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         new_batch, hits = lifecycle.launch_batch(
             session, chosen, conversations, name=name, provider=provider, reward_cents=reward,
             max_turns=max_turns, budget_cents=budget, live=live, quality=quality, protocol=protocol,
-            scenarios=scenarios, affinity_seconds=affinity, agents=playing, on_agent_failure=on_agent_failure,
+            scenarios=scenarios, keep=keep, agents=playing, on_agent_failure=on_agent_failure,
             seed=agent_seed, pairwise=pairwise, requester_id=owner_id,
         )
         new_batch.fee_percent, new_batch.currency = fee_percent, terms.currency
@@ -468,9 +467,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                f"{counted(task_count, 'task')}, {counted(len(hit_ids), f'{first} turn')} open on {where}")
     if owner:
         click.echo(f"it belongs to {owner}: they see and change it on the dashboard")
-    if affinity:
-        click.echo(f"affinity: each next turn of a role is kept {affinity} s for the worker who wrote that role's "
-                   "last turn, then offered to anyone")
+    click.echo(f"keep {keep.as_option()}: {keep.described()}")
     click.echo(f"watch it: turkflow batch status {batch_id} --watch")
     if provider == "local":
         roles = list(get_protocol(protocol).roles)
@@ -670,7 +667,7 @@ def watch_batch(app: App, progress, interval: float):  # noqa: ANN001, ANN201 - 
 
 
 def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.BatchProgress
-    from turkflow.hits import money
+    from turkflow.hits import keep as keeping, money
 
     b = p.batch
 
@@ -693,9 +690,7 @@ def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.Batch
         f"{dollars(p.spend.pending_cents)} pending (submitted, not yet approved or paid)",
         f"  committed      {dollars(p.committed_cents)}{budget} (every published turn's reward and every bonus)",
     ]
-    if b.affinity_seconds:
-        lines.append(f"  affinity       {b.affinity_seconds} s: a role's next turn is kept that long for the worker "
-                     "who wrote the role's last turn")
+    lines.append(f"  keep           {keeping.of_batch(b).as_option()}: {keeping.of_batch(b).described()}")
     lines += [f"stalled: {message}" for message in p.stalled]
     click.echo("\n".join(lines))
 

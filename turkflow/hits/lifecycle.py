@@ -9,7 +9,6 @@ a constraint instead of creating a second HIT, and the functions turn that failu
 from __future__ import annotations
 
 import functools
-import math
 import random
 import secrets
 from collections import namedtuple
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
-from sqlalchemy import JSON, and_, bindparam, case, func, insert, literal, or_, true, union_all, update
+from sqlalchemy import JSON, and_, bindparam, func, insert, literal, or_, true, union_all, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlalchemy.orm.attributes import set_committed_value
@@ -27,6 +26,7 @@ from turkflow import events, states
 from turkflow.config import default
 from turkflow.errors import AlreadySubmitted, Conflict, Forbidden, InvalidInput, NotFound
 from turkflow.protocols.star import stages
+from turkflow.hits import keep as keeping
 from turkflow.hits.money import percent_cents
 from turkflow.hits.provider import AGENT, CrowdProvider, Providers
 from turkflow.models import (
@@ -84,7 +84,7 @@ def launch_batch(
     quality: Optional[dict[str, Any]] = None,
     protocol: str = "wizard_of_tasks",
     scenarios: Optional[Sequence[tuple[Task, dict[str, Any]]]] = None,
-    affinity_seconds: int = default("affinity_seconds"),
+    keep: Optional[keeping.Keep] = None,
     agents: Optional[dict[str, list[Agent]]] = None,
     on_agent_failure: str = "end",
     seed: int = 0,
@@ -98,8 +98,8 @@ def launch_batch(
 
     Tasks are assigned round-robin, so N conversations over M tasks cover every task evenly, unless
     ``scenarios`` gives each conversation its task and scenario (STAR). A batch follows one protocol:
-    every task must be written for it. ``affinity_seconds``: how long each next turn of a role is kept for
-    the worker who wrote that role's last turn (``open_hits_for``); only the local queue can keep one.
+    every task must be written for it. ``keep``: whom each next turn of a role goes to (``turkflow.hits.keep``;
+    None: the protocol's own rule, or whoever comes first where the platform cannot keep people).
 
     ``agents``: the roles agents play, each with its agents; every conversation's agent of a role is drawn
     here (``draw_agents``: seeded by ``seed``, balanced per task) and kept in ``ConversationAgent``, and the
@@ -128,11 +128,7 @@ def launch_batch(
                          "a batch follows one protocol")
     if scenarios is not None and len(scenarios) != conversations:
         raise ValueError("give one scenario per conversation")
-    if affinity_seconds < 0:
-        raise ValueError("affinity must be 0 seconds or more")
-    if affinity_seconds and provider != LOCAL:
-        raise ValueError(f"affinity keeps a turn for a worker in the local queue only; on {provider} the platform "
-                         "gives each place to whoever comes first: launch with --affinity 0")
+    keep = keeping.for_launch(keep.as_option() if keep is not None else None, protocol, provider)
     agents = agents or {}
     unknown = sorted(set(agents) - set(get_protocol(protocol).roles))
     if unknown:
@@ -150,7 +146,7 @@ def launch_batch(
     if pairwise and provider != LOCAL:
         raise ValueError("pairwise batches run on the local queue")
     batch = Batch(name=name, provider=provider, reward_cents=reward_cents, max_turns=max_turns,
-                  budget_cents=budget_cents, live=live, protocol=protocol, affinity_seconds=affinity_seconds,
+                  budget_cents=budget_cents, live=live, protocol=protocol, keep=keep.rule, keep_seconds=keep.seconds,
                   agents={role: [agent.name for agent in playing] for role, playing in agents.items()},
                   on_agent_failure=on_agent_failure, pairwise=pairwise, requester_id=requester_id,
                   **(quality or {}))
@@ -246,9 +242,9 @@ def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int,
     """Open a turn and its HIT; returns the HIT's id, or None when the conversation has an open turn or this
     one already (another worker process opened it first).
 
-    ``keep_for``: a worker who may take the turn (active), for whom the HIT is kept for
-    ``Batch.affinity_seconds``, a column the queue compares with the clock, so the turn goes to anyone once it
-    ends whether or not that worker ever comes back. ``providers``: with them, a HIT whose provider calls no
+    ``keep_for``: a worker who may take the turn (active), for whom the HIT is kept as the batch keeps people
+    (``turkflow.hits.keep``: while they are present, or for a window, columns compared with the clock, so the
+    turn goes to anyone once they leave or the window ends). ``providers``: with them, a HIT whose provider calls no
     platform (the local queue, the agents') is published in this transaction (``publish_hit`` does it for the
     others, after commit)."""
     session.flush()  # what the session holds is written first, as the ORM's flush would order it
@@ -261,11 +257,9 @@ def _open_turn(session: Session, batch: Batch, conversation_id: int, index: int,
     if turn_id is None:
         return None
     provider = hit_provider(batch, role)
-    kept = batch.affinity_seconds and keep_for is not None and provider != AGENT
+    kept = keeping.reservation(keeping.of_batch(batch), keep_for if provider != AGENT else None, now)
     hit = connection.execute(_NEW_HIT, {
-        **_HIT_DEFAULTS, "turn_id": turn_id, "role": role, "provider": provider, "created_at": now,
-        "reserved_for_id": keep_for if kept else None,
-        "reserved_until": now + timedelta(seconds=batch.affinity_seconds) if kept else None}).one()
+        **_HIT_DEFAULTS, "turn_id": turn_id, "role": role, "provider": provider, "created_at": now, **kept}).one()
     connection.execute(_TOUCHED, {"conversation": conversation_id, "now": now})
     ids = {"batch_id": batch.id, "conversation_id": conversation_id, "turn_id": turn_id, "worker_id": None}
     written = [{"at": now, "kind": "turn_opened", "actor": "system", **ids, "data": {
@@ -292,12 +286,6 @@ def _publish(session: Session, provider: CrowdProvider, hit: Hit, batch: Batch,
     return {"at": utcnow(), "kind": "hit_published", "actor": "provider", "batch_id": batch.id,
             "conversation_id": conversation_id, "turn_id": hit.turn_id, "worker_id": None,
             "data": {"hit_id": hit.id, "external_id": external_id}}
-
-
-def _may_keep(session: Session, worker_id: int) -> bool:
-    """A turn is kept only for a worker who may take it: one blocked since would leave it waiting for nothing."""
-    worker = session.get(Worker, worker_id)
-    return worker is not None and worker.status == WorkerStatus.active
 
 
 _PUBLISHING = (
@@ -498,7 +486,7 @@ def _within_budget(session: Session, batch: Batch) -> bool:
 
 def open_hits_for(session: Session, worker: Worker, now: Optional[datetime] = None, limit: int = 50) -> list[Hit]:
     """Local HITs a worker may take now: their role, published, not leased by someone else, batch active, not
-    kept for another worker (``Batch.affinity_seconds``); those kept for this worker come first.
+    kept for another worker (``turkflow.hits.keep``); those kept for this worker come first.
 
     HITs of other providers are taken on their own platform, never from the local queue.
     """
@@ -521,8 +509,7 @@ def _takeable(query: Any, multi_task_passed: bool) -> Any:
             Hit.provider == LOCAL,
             Batch.status == BatchStatus.active,
             or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < bindparam("now")),
-            or_(col(Hit.reserved_until).is_(None), col(Hit.reserved_until) <= bindparam("now"),
-                Hit.reserved_for_id == bindparam("worker"), ~_KEEPER_MAY_WORK.exists()),
+            keeping.open_to(Hit),
             or_(col(Batch.protocol).not_in(DISTINCT_WRITERS),
                 ~_task_taken(Conversation.batch_id, Conversation.task_id).exists()),
         ),
@@ -530,8 +517,6 @@ def _takeable(query: Any, multi_task_passed: bool) -> Any:
     )
 
 
-# A turn is kept only while the worker it is kept for may take it: blocked since, they no longer hold it up.
-_KEEPER_MAY_WORK = select(Worker.id).where(Worker.id == Hit.reserved_for_id, Worker.status == WorkerStatus.active)
 # Protocols whose workers write at most one conversation of a task in a batch (annotation replicas).
 DISTINCT_WRITERS = tuple(p.name for p in PROTOCOLS.values() if p.distinct_writers)
 
@@ -549,8 +534,7 @@ _TASK_TAKEN = _task_taken(bindparam("batch"), bindparam("task")).limit(1)
 
 
 # Turns kept for the worker listing them first, then the oldest.
-_KEPT_FIRST = (case((and_(Hit.reserved_for_id == bindparam("worker"), col(Hit.reserved_until) > bindparam("now")), 0),
-                    else_=1), Hit.id)
+_KEPT_FIRST = (keeping.kept_first(Hit), Hit.id)
 
 
 def _queue_params(worker: Worker, now: Optional[datetime], limit: int) -> dict[str, Any]:
@@ -580,8 +564,7 @@ def _queue_statement(multi_task_passed: bool, lateral: bool) -> Any:
 
     def part(kept: int) -> Any:
         hit = aliased(Hit) if lateral else Hit
-        only = (hit.reserved_for_id == bindparam("worker"), col(hit.reserved_until) > bindparam("now")) if kept == 0 \
-            else ()
+        only = (keeping.kept_for(hit),) if kept == 0 else ()
         if lateral:
             judged = takeable(select(*columns).select_from(Hit)).where(Hit.id == hit.id).limit(1).lateral()
             query = (select(hit.id, *judged.c, literal(kept).label("kept")).select_from(hit).join(judged, true())
@@ -688,7 +671,7 @@ def take(session: Session, worker: Worker, hit_id: int, lease_seconds: int,
     check_can_work(worker, hit.role)
     stages.check_stage(worker, conversation.scenario)
     _check_task_not_taken(session, worker, batch, conversation)
-    _check_not_kept(session, hit, worker, now)
+    keeping.check_not_withheld(session, hit, worker.id, now)
     leased_before = hit.lease_expires_at
     if mine is not None and leased_before and leased_before >= now:
         return Held(mine, hit, turn, conversation, batch, task)
@@ -735,19 +718,6 @@ def _check_task_not_taken(session: Session, worker: Worker, batch: Batch, conver
             "worker": worker.id, "batch": batch.id, "task": conversation.task_id}).first() is not None:
         raise Conflict("you have this turn already (each turn goes to different workers); pick another one from "
                        "the queue")
-
-
-def _check_not_kept(session: Session, hit: Hit, worker: Worker, now: datetime) -> None:
-    """Refuse a turn kept for another worker who may still take it (``Batch.affinity_seconds``), saying when
-    it is offered to anyone."""
-    until = hit.reserved_until
-    if until is None or hit.reserved_for_id == worker.id:
-        return
-    if until > now and _may_keep(session, hit.reserved_for_id):
-        wait = max(1, math.ceil((until - now).total_seconds()))
-        raise Conflict(f"this turn is kept for the worker who wrote this role's last turn in the conversation "
-                       f"until {until:%H:%M:%S} UTC ({wait} s from now); then anyone may take it. Pick another "
-                       "one from the queue")
 
 
 def _abandon_assignments(session: Session, hit: Hit, reason: str, now: datetime) -> None:

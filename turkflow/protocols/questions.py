@@ -81,6 +81,9 @@ class Protocol:
     # a worker writes at most one conversation of a task in a batch (annotation: the replicas of one turn are
     # conversations of one task, each labelled by a different annotator)
     distinct_writers: bool = False
+    # whom a conversation's next turn of a role goes to by default (Batch.keep, a KeepRule): the paper's rule;
+    # STAR, Frames and MEEP were collected with one user and one wizard per dialog (STAR 3.1, Frames 3.2, MEEP 5.2)
+    keeps: str = "any"
 
     def form(self, role: str) -> RoleForm:
         return self.roles[role]
@@ -193,7 +196,7 @@ def logged_protocol(name: str, user: RoleForm, wizard: RoleForm,
     wizard's label in ``wizard_closings`` ends it too (Frames' booking)."""
     return Protocol(name=name, first_role="user", roles={"user": user, "wizard": wizard},
                     closing_label="complete", closing_reply=False, closing_reason="user_complete",
-                    other_closings=wizard_closings)
+                    other_closings=wizard_closings, keeps="session")
 
 
 # ---- STAR (Mosig, Mehri and Kober 2020) ---------------------------------------------------------------

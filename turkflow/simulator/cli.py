@@ -94,9 +94,10 @@ if TYPE_CHECKING:
 @click.option("--prolific-contract", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Prolific's OpenAPI description the fake Prolific checks every call against "
                    "(default: the copy shipped in turkflow, turkflow/hits/prolific/publicapi/publicapi.yaml).")
-@click.option("--affinity", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Launch the simulated batch with batch launch --affinity SECONDS: a role's next turn is kept "
-                   "that long for the worker who wrote the role's last turn (local provider only).")
+@click.option("--keep", "keep_text", default="", metavar="any|session|SECONDS",
+              help="Launch the simulated batch with batch launch --keep: whom a conversation's next turn of a role "
+                   "goes to (any worker, the role's last writer while present, or for SECONDS).  [default: the "
+                   "protocol's own]")
 @click.option("--agent", "agent_roles", multiple=True, metavar="ROLE=NAME[,NAME...]",
               help="Agents play ROLE (Wizard of Tasks, local provider), as batch launch --agent: built-ins (sim-good, "
                    "sim-poor, sim-NN: right with probability 0.9, 0.5, NN/100) or fake, an endpoint agent answered by a "
@@ -126,7 +127,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
              concurrency: int,
              seed: int, policy: Optional[str], compare_: tuple[str, ...], dialogs: Optional[Path],
              protocol: str, provider: str, prolific_time_outs: float, prolific_lost_pays: int,
-             prolific_contract: Optional[Path], affinity: int, url: Optional[str],
+             prolific_contract: Optional[Path], keep_text: str, url: Optional[str],
              database_url: Optional[str], run_dir: Optional[Path], web_workers: int, web_threads: int,
              celery_concurrency: int, settle_timeout: float, json_path: Optional[str], annotators: int,
              per_turn: int, gold: float, agent_roles: tuple[str, ...], fake_endpoint_delay: float,
@@ -193,7 +194,7 @@ def simulate(app: App, students: int, teachers: int, conversations: int, max_tur
         compare=compare_ or DEFAULT_POLICIES, bonus_above=settings.bonus_above,
         bonus_cents=settings.bonus_cents, reward_cents=settings.reward_cents,
         settle_timeout=settle_timeout, dialogs=dialogs, provider=provider, protocol=protocol,
-        prolific_time_outs=prolific_time_outs, prolific_lost_pays=prolific_lost_pays, affinity_seconds=affinity,
+        prolific_time_outs=prolific_time_outs, prolific_lost_pays=prolific_lost_pays, keep=keep_text,
         agents=_agents(agent_roles), fake_endpoint_delay=fake_endpoint_delay,
     )
     with progress_bar() as bar:

@@ -61,7 +61,7 @@ from turkflow import invites
 from turkflow.config import Settings, default
 from turkflow.db import session_scope
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
-from turkflow.hits import lifecycle, onboarding
+from turkflow.hits import keep as keeping, lifecycle, onboarding
 from turkflow.hits import registry
 from turkflow.quality import gold
 from turkflow.models import (
@@ -72,6 +72,7 @@ from turkflow.models import (
     ConversationStatus,
     Hit,
     HitStatus,
+    KeepRule,
     ProlificStudy,
     QualityDecision,
     Rating,
@@ -177,6 +178,12 @@ class WorkerClient(HttpClient):
         confirmed = _json(self._call("POST", "POST /turn", f"/turn/{assignment_id}", data=form), "submit")
         self.listing = confirmed.get("queue", self.listing)
         return confirmed
+
+    def leave(self) -> None:
+        """Close the queue's page: its beacon says the worker left."""
+        response = self._call("POST", "POST /queue/leave", "/queue/leave")
+        if response.status_code != 204:
+            raise TurnRefused("leave", response.status_code, None, response.text[:200])
 
     def get(self, route: str, path: str) -> dict[str, Any]:
         """Any other page's JSON (``route`` names it in the report's HTTP table)."""
@@ -321,7 +328,7 @@ class Outcome:
 
 def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: list[Script], *,
            max_turns: int, policy: Policy, reward_cents: int, seed: int, provider: str = "local",
-           play: Optional[ProtocolPlay] = None, affinity_seconds: int = 0,
+           play: Optional[ProtocolPlay] = None, keep: str = "",
            onboarded: bool = False, agents: Optional[dict[str, tuple[str, ...]]] = None,
            ) -> tuple[int, dict[str, str], dict[str, int], list[int]]:
     """The requester's part: task documents, one invite per simulated worker (local only: Prolific's
@@ -349,7 +356,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
             session, tasks, len(scripts), name=f"simulation seed {seed}", max_turns=max_turns,
             reward_cents=reward_cents, provider=provider,
             quality=policy.batch_fields(), protocol=play.protocol if play else "wizard_of_tasks",
-            scenarios=scenarios, affinity_seconds=affinity_seconds, seed=seed,
+            scenarios=scenarios, keep=keeping.parse(keep) if keep else None, seed=seed,
             agents={role: find_agents(session, list(names)) for role, names in (agents or {}).items()},
         )
         if provider == "prolific":  # what its studies are made with, whoever makes them (as batch launch does)
@@ -368,11 +375,15 @@ class Simulation:
                  reward_cents: int = default("reward_cents"), think_time: float = 0.0,
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
-                 web_urls: Sequence[str] = (), time_outs: float = 0.0, affinity_seconds: int = 0,
+                 web_urls: Sequence[str] = (), time_outs: float = 0.0, keep: str = "",
                  away: float = 0.0, agents: Optional[dict[str, tuple[str, ...]]] = None):
         self.settings = settings
         self.agents = dict(agents or {})  # the roles agents play: their turns are the agents queue's
-        self.affinity_seconds = affinity_seconds  # the batch's: turns kept for the role's last writer
+        self.keep = keep  # the batch's --keep ("": its protocol's own): turns kept for the role's last writer
+        self.keeps_sessions = keeping.for_launch(keep or None, play.protocol if play else "wizard_of_tasks",
+                                                 "prolific" if prolific else "local").rule == KeepRule.session
+        self.gone: set[str] = set()  # workers whose queue's page said they left (away this round)
+        self.asked: dict[str, float] = {}  # when each worker's page last asked the server (time.monotonic)
         self.kept_until: Optional[datetime] = None  # when the first turn kept for a worker is offered to anyone
         self.away = away  # the chance that a worker sits a round out (people come and go), drawn per round
         self.someone_away = False  # in the round just planned
@@ -418,7 +429,7 @@ class Simulation:
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
             reward_cents=self.reward_cents, seed=self.seed,
             provider="prolific" if self.prolific else "local", play=self.play,
-            affinity_seconds=self.affinity_seconds, agents=self.agents)
+            keep=self.keep, agents=self.agents)
         out = Outcome(batch_id=batch_id, crowd=self.crowd, scripts=self.scripts, policy=self.policy,
                       max_turns=self.max_turns, worker_ids=worker_ids, conversation_ids=conversation_ids)
         self.out = out
@@ -494,20 +505,27 @@ class Simulation:
             ).all()
         active = {name for name, status in self._statuses().items() if status == WorkerStatus.active}
         names = {worker_id: name for name, worker_id in self.out.worker_ids.items()}
-        # Turns kept for a worker (the batch's affinity) as the queue keeps them now, only while that worker may
-        # take them: hit id -> the worker; and when the first of them is offered to anyone.
-        kept = {hit_id: names[worker_id] for hit_id, _, _, _, worker_id, until in open_hits
-                if until is not None and as_utc(until) > now and names.get(worker_id) in active}
-        self.kept_until = min((as_utc(until) for hit_id, *_, until in open_hits if hit_id in kept), default=None)
-        candidates = sorted(
-            ((self.last_round.get(self.position[cid], -1), self.position[cid], hit_id, index)
-             for hit_id, cid, index, hit_role, *_ in open_hits if hit_role == role),
-        )
         workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active)
         if self.away:
             present = [name for name in workers
                        if random.Random(f"{self.seed}:away:{round_no}:{name}").random() >= self.away]
             self.someone_away, workers = len(present) < len(workers), present
+        if self.keeps_sessions and not self.prolific:
+            self._come_and_go(role, set(workers))
+        # Turns kept for a worker as the queue keeps them now, only while that worker may take them (active; in a
+        # window, or present for a session): hit id -> the worker; and when the first window ends.
+        kept = {}
+        for hit_id, _, _, _, worker_id, until in open_hits:
+            keeper = names.get(worker_id)
+            if keeper in active and ((until is not None and as_utc(until) > now)
+                                     or (until is None and keeper not in self.gone)):
+                kept[hit_id] = keeper
+        self.kept_until = min((as_utc(until) for hit_id, *_, until in open_hits if hit_id in kept and until),
+                              default=None)
+        candidates = sorted(
+            ((self.last_round.get(self.position[cid], -1), self.position[cid], hit_id, index)
+             for hit_id, cid, index, hit_role, *_ in open_hits if hit_role == role),
+        )
         rng = random.Random(f"{self.seed}:round:{round_no}")
         rng.shuffle(workers)
         if self.prolific:  # our page picks the turn; the order of the participants is ours
@@ -540,6 +558,22 @@ class Simulation:
             name = workers.pop()
             jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _come_and_go(self, role: str, here: set[str]) -> None:
+        """A batch keeping people for their session keeps a worker's turns while they are present: those of
+        ``role`` away this round close the queue's page (its beacon says so), those back open it again, and those
+        here whose page has not asked for a while ask now (as its timer does), so the server's presence is the
+        round's, whatever the wall clock did meanwhile."""
+        fresh = time.monotonic() - self.settings.presence_seconds / 3
+        for name in sorted(w.name for w in self.crowd if w.role == role and w.name in self.clients):
+            client = self.clients[name]
+            if name not in here and name not in self.gone:
+                client.leave()
+                self.gone.add(name)
+            elif name in here and (name in self.gone or self.asked.get(name, 0.0) < fresh):
+                client.queue()
+                self.gone.discard(name)
+                self.asked[name] = time.monotonic()
 
     def _evaluate_agents(self, name: str, fresh: bool = False) -> None:
         """The worker answers the evaluation of each agent dialog their queue says they owe (``crowd.judge_agent``,

@@ -129,6 +129,8 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         "refused_requests": dict(sorted(outcome.refused.items())),
         "revised_answers": dict(sorted(outcome.revised.items())),
         "same_worker": _same_worker(session, outcome),
+        "one_writer_per_role_share": _one_writer_per_role(session, outcome),
+        "next_turn_wait_p95_seconds": _next_turn_wait_p95(outcome),
     }
     return {"parameters": parameters, "reproducible": reproducible, "measured": _measured(session, outcome, stored)}
 
@@ -241,6 +243,10 @@ def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int,  # no
     for worker_id, amount in bonus_rows:
         paid[names[worker_id]] += amount
     total_paid = sum(paid.values())
+    rounds: dict[str, list[int]] = {}
+    for record in outcome.turns.values():
+        rounds.setdefault(record.writer, []).append(record.round)
+    present = sum(max(r) - min(r) + 1 for r in rounds.values()) * ROUND_SECONDS / 3600
     return {
         "rewards_cents": rewards,
         "bonuses_cents": bonuses,
@@ -252,6 +258,9 @@ def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int,  # no
         "paid_to_bad_writers_cents": sum(paid[n] for n in bad_writers),
         "share_paid_to_bad_writers": _ratio(sum(paid[n] for n in bad_writers), total_paid),
         "share_paid_to_spammers_and_pasters": _ratio(sum(paid[n] for n in spammers_and_pasters), total_paid),
+        # rewards and bonuses per hour a worker stays, on the simulated clock: from the round of their first turn
+        # to the end of the round of their last (the rounds they wait between turns count)
+        "paid_per_hour_cents": round(total_paid / present) if present else None,
     }
 
 
@@ -309,16 +318,22 @@ def _next_hit_latency(session: Session, outcome: Outcome, stored) -> dict[str, A
     return {"server": _summary(server), "worker": _summary(worker)}
 
 
-def _same_worker(session: Session, outcome: Outcome) -> dict[str, Any]:
-    """How much of each conversation's role one person wrote (what ``--affinity`` is for): over every
-    (conversation, role), the share of its turns written by its most frequent worker, weighted by turns,
-    in all and by role; and how many workers wrote each (conversation, role) on average."""
+def _writers(session: Session, outcome: Outcome) -> dict[tuple[int, str], Counter[int]]:
+    """(conversation, role) -> how many of its submitted turns each worker wrote."""
     writers: dict[tuple[int, str], Counter[int]] = {}
     for conversation_id, role, worker_id in session.exec(
         select(Turn.conversation_id, Turn.role, Turn.worker_id).join(Conversation, Conversation.id == Turn.conversation_id)
         .where(Conversation.batch_id == outcome.batch_id, Turn.status == TurnStatus.submitted)
     ):
         writers.setdefault((conversation_id, role), Counter())[worker_id] += 1
+    return writers
+
+
+def _same_worker(session: Session, outcome: Outcome) -> dict[str, Any]:
+    """How much of each conversation's role one person wrote (what ``--keep`` is for): over every
+    (conversation, role), the share of its turns written by its most frequent worker, weighted by turns,
+    in all and by role; and how many workers wrote each (conversation, role) on average."""
+    writers = _writers(session, outcome)
     roles = sorted({role for _, role in writers})
 
     def share(keys: list[tuple[int, str]]) -> Optional[float]:
@@ -332,9 +347,32 @@ def _same_worker(session: Session, outcome: Outcome) -> dict[str, Any]:
     }
 
 
+def _one_writer_per_role(session: Session, outcome: Outcome) -> Optional[float]:
+    """The share of conversations (with a turn written) each of whose roles one worker wrote, as STAR, Frames and
+    MEEP were collected (one user and one wizard per dialog)."""
+    writers = _writers(session, outcome)
+    conversations = {cid for cid, _ in writers}
+    single = {cid for cid in conversations if all(len(c) == 1 for (other, _), c in writers.items() if other == cid)}
+    return _ratio(len(single), len(conversations))
+
+
+# The simulated clock: a round stands for the minute a person takes to read a dialog and write its turn.
+ROUND_SECONDS = 60
+
+
+def _next_turn_wait_p95(outcome: Outcome) -> Optional[float]:
+    """How long a written turn waits for its conversation's next writer (p95), on the simulated clock: the rounds
+    between the round a turn is written in and the one its next turn is taken in, times ``ROUND_SECONDS`` (0: taken
+    in the next round). Keeping people lengthens it when a kept turn waits for its worker while others could
+    take it; reproducible, where the wall clock's (``measured.submit_to_next_turn_taken_ms``) is not."""
+    waits = [(following.round - record.round - 1) * ROUND_SECONDS for (conversation, index), record
+             in outcome.turns.items() if (following := outcome.turns.get((conversation, index + 1))) is not None]
+    return _percentile(waits, 95)
+
+
 def _next_turn_taken(session: Session, outcome: Outcome) -> dict[str, Any]:
     """From a submission (``turn_submitted``) to the first take of the conversation's next turn (``turn_taken``):
-    how long a written turn waits for its next writer, which affinity lengthens when a kept turn waits for
+    how long a written turn waits for its next writer, which keeping people lengthens when a kept turn waits for
     the worker it is kept for."""
     submitted, taken = {}, {}
     for kind, conversation_id, turn_id, at in session.exec(

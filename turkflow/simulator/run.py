@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from turkflow.config import Settings, default
 from turkflow.db import session_scope
+from turkflow.hits import keep as keeping
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import Behaviour, SimWorker, build_crowd
 from turkflow.simulator import DEFAULT_POLICIES, PLAYED, prolific
@@ -51,7 +52,7 @@ class SimulationConfig:
     protocol: str = "wizard_of_tasks"  # or one of PLAYS: its workers on its own pages
     prolific_time_outs: float = 0.0  # share of written turns whose participant never goes back to Prolific
     prolific_lost_pays: int = 0  # the first N bonus pay calls fail on Prolific's side and pay nothing
-    affinity_seconds: int = 0  # the batch's affinity: a role's next turn kept this long for its last writer
+    keep: str = ""  # the batch's --keep (turkflow.hits.keep): any, session or SECONDS; "": the protocol's own
     away: float = 0.0  # the chance that a worker sits a round out (people come and go)
     # roles agents play ({role: (name, ...)}): built-ins (sim-good, sim-poor, sim-NN, star-suggest), or "fake", an
     # endpoint agent answered by a fake OpenAI-compatible server in this process (fake_endpoint_delay seconds)
@@ -99,8 +100,7 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError("prolific-time-outs must be a share between 0 and 1, prolific-lost-pays at least 0")
     if (config.prolific_time_outs or config.prolific_lost_pays) and config.provider != "prolific":
         raise ValueError("--prolific-time-outs and --prolific-lost-pays need --provider prolific")
-    if config.affinity_seconds < 0 or (config.affinity_seconds and config.provider != "local"):
-        raise ValueError("--affinity is 0 or more seconds, and only the local provider keeps turns for a worker")
+    keeping.for_launch(config.keep or None, config.protocol, config.provider)  # refused as batch launch refuses it
     if not 0.0 <= config.away < 1.0:
         raise ValueError("away must be a chance from 0 up to (not including) 1")
     if config.agents and (config.protocol != "wizard_of_tasks" or config.provider != "local"):
@@ -153,7 +153,7 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
         prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs,
-        affinity_seconds=config.affinity_seconds, away=config.away, agents=config.agents)
+        keep=config.keep, away=config.away, agents=config.agents)
     with ExitStack() as running:
         if "fake" in {name for names in config.agents.values() for name in names}:
             fake = running.enter_context(FakeOpenAI(delay=config.fake_endpoint_delay, seed=config.seed))

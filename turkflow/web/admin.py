@@ -46,7 +46,7 @@ from turkflow.access import Access
 from turkflow.config import Settings
 from turkflow.db import session_scope
 from turkflow.errors import InvalidInput, ProviderError
-from turkflow.hits import money
+from turkflow.hits import keep as keeping, money
 from turkflow.hits.provider import Providers
 from turkflow.models import ConversationStatus, Requester, ReviewStatus, WorkerStatus, utcnow
 from turkflow.protocols.questions import clean_text
@@ -452,7 +452,7 @@ def batch(batch_id: int) -> str:
             prolific_studies = studies_of(session, batch_id)
     return render_template(
         "admin/batch.html", page=page, progress=page.progress, batch=batch, block_below=batch.block_below,
-        prolific_studies=prolific_studies,
+        prolific_studies=prolific_studies, keep=keeping.of_batch(batch),
         bonus_above=batch.bonus_above, block_policy=monitor.Policy.of(batch).text, quality_chart=quality_chart,
         label_charts=label_charts,
         turns_per_hour=[(hour.strftime("%d %Hh"), n) for hour, n in page.activity.hours],

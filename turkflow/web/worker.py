@@ -29,7 +29,7 @@ from turkflow.protocols import registry
 from turkflow.protocols import surveys
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.hits import lifecycle
+from turkflow.hits import keep as keeping, lifecycle
 from turkflow.errors import Conflict, Forbidden, InvalidAnswer, InvalidInput, NotFound, ServiceUnavailable
 from turkflow.hits.lifecycle import TurnView
 from turkflow.models import (
@@ -166,6 +166,7 @@ def queue() -> Any:
     with session_scope(_settings().database_url) as session:
         worker = _signed_in(session)
         may_work = worker.status == WorkerStatus.active and worker.onboarded
+        keeping.seen(session, worker, utcnow(), _settings().presence_seconds)  # the queue's page asks every few s
         entries = lifecycle.queue_entries(session, worker) if may_work else []
         owed = surveys.surveys_due(session, worker)  # end-of-dialog questions still owed
         held = _held_turns(session, worker) if may_work and page else []
@@ -251,6 +252,15 @@ def take(hit_id: int) -> Any:
 # ---- the turn page ----------------------------------------------------------------------------------
 
 
+@bp.post("/queue/leave")
+def leave() -> Response:
+    """The worker closed the queue's page (its ``pagehide`` beacon): present no longer, so the turns a batch
+    keeps for them go to anyone (``turkflow.hits.keep``). Coming back to the queue makes them present again."""
+    with session_scope(_settings().database_url) as session:
+        keeping.left(session, _signed_in(session).id, utcnow())
+    return Response(status=204)
+
+
 @bp.get("/turn/<assignment_id>")
 def turn(assignment_id: str) -> Any:
     with session_scope(_settings().database_url) as session:
@@ -286,6 +296,7 @@ def submit(assignment_id: str) -> Any:
         with session_scope(_settings().database_url) as session:
             worker = _signed_in(session)
             submission = submit_answers(session, assignment_id, worker, raw)
+            keeping.seen(session, worker, utcnow(), _settings().presence_seconds)  # on to the queue's page
             turn_id, created = submission.turn.id, submission.created
             session.commit()  # stored before the next turn is asked for (a refusal rolls back all of it)
             if created:

@@ -22,7 +22,7 @@ from sqlmodel import Session, col, select
 from turkflow import events
 from turkflow.db import savepoint
 from turkflow.errors import Forbidden
-from turkflow.hits import lifecycle, onboarding
+from turkflow.hits import keep as keeping, lifecycle, onboarding
 from turkflow.protocols.star import stages
 from turkflow.hits.prolific.provider import PROVIDER, worker_external_id
 from turkflow.models import (
@@ -266,8 +266,10 @@ def start_stage(session: Session, worker: Worker, stage: stages.Stage) -> StageA
 
 def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, submission_id: str,
                    lease_seconds: int, now: Optional[datetime] = None) -> Optional[Assignment]:
-    """Give the submission the oldest waiting turn of the batch role; None when no turn waits. A STAR turn
-    only of a conversation whose qualification stage the participant passed (``turkflow.protocols.star.stages``).
+    """Give the submission the oldest waiting turn of the batch role, a turn kept for the participant first
+    (``turkflow.hits.keep``: of a conversation whose role's last turn they wrote) and none kept for another who
+    may still take it; None when no turn waits. A STAR turn only of a conversation whose qualification stage
+    the participant passed (``turkflow.protocols.star.stages``).
 
     A turn is claimed by its lease (a conditional update), as on the local queue, so two participants
     arriving at once never get the same turn; the same submission arriving twice gets one turn.
@@ -279,8 +281,8 @@ def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, s
         .join(Conversation, Conversation.id == Turn.conversation_id)
         .join(Batch, Batch.id == Conversation.batch_id)
         .where(Conversation.batch_id == batch_id, Batch.status == BatchStatus.active,
-               Hit.provider == PROVIDER, Hit.role == role, Hit.status == HitStatus.open, free),
-        worker).order_by(Hit.id).limit(20)
+               Hit.provider == PROVIDER, Hit.role == role, Hit.status == HitStatus.open, free, keeping.open_to(Hit)),
+        worker).order_by(keeping.kept_first(Hit), Hit.id).limit(20), params={"worker": worker.id, "now": now}
     ).all()
     for hit_id in waiting:
         try:

@@ -82,7 +82,7 @@ def launch(session: Session, of_batch_id: int, scheme: Scheme, annotators: int, 
     tasks = sorted(session.exec(select(Task).where(col(Task.key).in_(keys))), key=lambda t: keys.index(t.key))
     scenarios = [(task, {"replica": r + 1}) for r in range(annotators) for task in tasks]
     return lifecycle.launch_batch(session, tasks, len(scenarios), protocol=ANNOTATE.name, max_turns=2,
-                                  scenarios=scenarios, affinity_seconds=0, **options)
+                                  scenarios=scenarios, **options)
 
 
 def unit_of(session: Session, turn: Turn) -> Task:

@@ -78,7 +78,7 @@ def launch(session: Session, of_batch_ids: Sequence[int], question: str, judges:
     session.add(task)
     session.flush()
     return lifecycle.launch_batch(session, [task], units, protocol=COMPARE.name, max_turns=UNIT_TURNS,
-                                  scenarios=[(task, {"unit": n + 1}) for n in range(units)], affinity_seconds=0,
+                                  scenarios=[(task, {"unit": n + 1}) for n in range(units)],
                                   **options)
 
 

@@ -21,7 +21,7 @@ these instead (``turkflow.quality.monitor.judge_signal``, with the batch's ``jud
   in the dialog; the wizard's "Did the user become aggressive or annoyed?" and, in an unhappy scenario,
   "Did the user change his/her mind?" judge the users. Several workers write each role here and the answers
   are about the role as a whole, so they judge only a writer of at least two thirds of the role's turns
-  (``SURVEY_SHARE``; with ``--affinity`` most dialogs have one), with one signal on their last turn of the
+  (``SURVEY_SHARE``; where the batch keeps people, ``--keep``, most dialogs have one), with one signal on their last turn of the
   dialog, and nobody when another writer of the role has been sent to review meanwhile (the answers are
   likely about them). A worker who is not active judges nobody.
 

@@ -124,6 +124,23 @@
     setTimeout(check, every);
   }
 
+  // A page a worker waits on tells the server when they leave it (the tab closed, another site), so the turns a
+  // batch keeps for them go to anyone at once; following this site's own links and forms is not leaving.
+  function sayWhenLeaving(marker) {
+    var inside = false;
+    document.addEventListener("submit", function () { inside = true; }, true);
+    document.addEventListener("click", function (event) {
+      var link = event.target.closest ? event.target.closest("a[href]") : null;
+      if (link && link.origin === window.location.origin) { inside = true; }
+    }, true);
+    window.addEventListener("pagehide", function () {
+      if (inside || !navigator.sendBeacon) { return; }
+      var body = new FormData();
+      body.append(marker.getAttribute("data-leave-field"), marker.getAttribute("data-leave-token"));
+      navigator.sendBeacon(marker.getAttribute("data-leave-url"), body);
+    });
+  }
+
   // One click sends the turn once; the server stores a turn once anyway.
   function submitOnce(form) {
     var sent = false;
@@ -148,5 +165,7 @@
     document.querySelectorAll("[data-lease-expires]").forEach(countDown);
     var empty = document.querySelector("[data-refresh-seconds]");
     if (empty) { watchQueue(empty); }
+    var leaving = document.querySelector("[data-leave-url]");
+    if (leaving) { sayWhenLeaving(leaving); }
   });
 })();

@@ -13,12 +13,15 @@ scripts) on one stack (gunicorn, a Celery worker, Redis, SQLite), the crowd taki
   stands for a minute) and on the wall clock (submission to the next take, ``measured``);
 - pay per hour a worker stays (``reproducible.money.paid_per_hour_cents``), and throughput.
 
-Two crowds: one where every worker is there every round (the simulator's default), and one where people come
-and go (``--away``: each worker sits each round out with that chance, drawn from the seed; under ``session``
-their queue's page says they left, and their conversations go on with others).
+Three crowds (``--crowds``): one whose people stay their session, there every round (the simulator's default);
+one where people come and go (``away=P``: each worker sits each round out with chance P, drawn from the seed);
+and one where half the people leave for good halfway through (``leave=S``: that share of each role). Under
+``session`` a worker away or gone closed their queue's page (its beacon says so), and their conversations go on
+with others: nothing may be lost or stalled.
 
-    python -m bench keep                     # any, session and 30 s; nobody away and 30% away; 24 conversations
-    python -m bench keep --keeps any,session --away 0.5 --think-time 1
+    python -m bench keep                     # any, session and 30 s; each crowd; 24 conversations
+    python -m bench keep --keeps any,session --crowds stay,away=0.5 --think-time 1
+    python -m bench keep --provider prolific --keeps any,session   # the crowd on the fake Prolific
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,59 +42,84 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench keep", description=__doc__.splitlines()[0])
     parser.add_argument("--keeps", default="any,session,30", help="comma-separated --keep rules (any, session, "
                                                                    "SECONDS); the first is the base")
-    parser.add_argument("--away", default="0,0.3",
-                        help="comma-separated chances that a worker sits a round out, one crowd each")
+    parser.add_argument("--crowds", default="stay,away=0.3,leave=0.5",
+                        help="comma-separated crowds: stay, away=P (each worker sits each round out with chance "
+                             "P), leave=S (that share of each role leaves for good halfway through)")
     parser.add_argument("--conversations", type=int, default=24)
     parser.add_argument("--workers", type=int, default=16, help="simulated workers, half of each role")
     parser.add_argument("--mean-turns", type=int, default=12)
     parser.add_argument("--think-time", type=float, default=0.5,
                         help="mean seconds before each submission (drawn between 0 and twice this)")
+    parser.add_argument("--provider", choices=("local", "prolific"), default="local",
+                        help="prolific: the crowd on the fake Prolific, each run on a stack and a database of its "
+                             "own (our page picks each participant's turn)")
+    parser.add_argument("--prolific-presence", type=int, default=15,
+                        help="TURKFLOW_PROLIFIC_PRESENCE_SECONDS of the Prolific runs: a simulated round takes "
+                             "seconds of wall time, not the minute it stands for")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=16, help="simulated workers making requests at once")
     args = parser.parse_args(argv)
 
     from turkflow.config import Settings
-    from turkflow.simulator.run import SimulationConfig, run_on
+    from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
     from turkflow.simulator.stack import Stack
 
     keeps = args.keeps.split(",")
     config = SimulationConfig(dialogs=SGD_DEV, students=args.workers // 2, teachers=args.workers - args.workers // 2,
                               conversations=args.conversations, max_turns=2 * args.mean_turns,
                               mean_turns=args.mean_turns, mix={}, seed=args.seed, policy="none",
-                              concurrency=args.concurrency, think_time=args.think_time, settle_timeout=120)
+                              concurrency=args.concurrency, think_time=args.think_time, settle_timeout=120,
+                              provider=args.provider)
     OUT.mkdir(exist_ok=True)
     print(f"keep: {args.conversations} conversations, {args.workers} workers (honest, policy none), mean "
-          f"{args.mean_turns} turns, think time {args.think_time} s, seed {args.seed}, SQLite, one stack "
-          f"(gunicorn 2 x 2 threads, Celery 2); {load()}")
-    print("  away | keep    | turns | lost | one writer per role | same-worker share (student / teacher) | "
+          f"{args.mean_turns} turns, think time {args.think_time} s, seed {args.seed}, {args.provider}, SQLite, "
+          f"{'one stack' if args.provider == 'local' else 'a stack per run'} (gunicorn 2 x 2 threads, Celery 2); "
+          f"{load()}")
+    print("  crowd     | keep    | turns | lost | one writer per role | same-worker share (student / teacher) | "
           "workers per conv. role | next turn wait p95 s (sim.) | pay per hour | wall s | turns/s | "
           "next turn taken p50 / p95 ms")
     reports: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="turkflow-bench-keep-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="turkflow-bench-keep-") as scratch, ExitStack() as running:
         work = Path(scratch)
         settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}")
-        with Stack(settings, work / "logs", web_workers=2, web_threads=2, celery_concurrency=2) as stack:
-            for away in [float(a) for a in args.away.split(",")]:
-                for keep in keeps:
-                    report = run_on(stack.settings, stack.url, replace(config, keep=keep, away=away))
-                    reports[f"away {away:g}, keep {keep}"] = report
-                    _row(away, keep, report)
-                base = reports[f"away {away:g}, keep {keeps[0]}"]
-                for keep in keeps[1:]:
-                    _against(reports[f"away {away:g}, keep {keep}"], base, keep, keeps[0])
-    (OUT / "keep.json").write_text(json.dumps(reports, indent=2, default=str))
-    print(f"  reports: {OUT}/keep.json; {load()}")
+        if args.provider == "local":
+            stack = running.enter_context(Stack(settings, work / "logs", web_workers=2, web_threads=2,
+                                                celery_concurrency=2))
+
+        def run(name: str, chosen: SimulationConfig) -> dict:
+            if args.provider == "local":
+                return run_on(stack.settings, stack.url, chosen)
+            own = work / name.replace(" ", "").replace(",", "-").replace("=", "")
+            own.mkdir()
+            return run_with_stack(Settings(data_dir=own, database_url=f"sqlite:///{own / 'turkflow.db'}",
+                                           prolific_presence_seconds=args.prolific_presence), own, chosen,
+                                  web_workers=2, web_threads=2)
+
+        for crowd in args.crowds.split(","):
+            kind, _, share = crowd.partition("=")
+            people = {"away": float(share)} if kind == "away" else {"leave": float(share)} if kind == "leave" else {}
+            for keep in keeps:
+                report = run(f"{crowd}, keep {keep}", replace(config, keep=keep, **people))
+                reports[f"{crowd}, keep {keep}"] = report
+                _row(crowd, keep, report)
+            base = reports[f"{crowd}, keep {keeps[0]}"]
+            for keep in keeps[1:]:
+                _against(reports[f"{crowd}, keep {keep}"], base, keep, keeps[0])
+    (OUT / f"keep-{args.provider}.json").write_text(json.dumps(reports, indent=2, default=str))
+    print(f"  reports: {OUT}/keep-{args.provider}.json; {load()}")
 
 
-def _row(away: float, keep: str, report: dict) -> None:
+def _row(crowd: str, keep: str, report: dict) -> None:
     done, measured = report["reproducible"], report["measured"]
     same, taken = done["same_worker"], measured["submit_to_next_turn_taken_ms"]
     by_role = " / ".join(f"{share:.2f}" for share in same["by_role"].values())
-    print(f"  {away:4g} | {keep:7} | {done['turns']['stored']:5} | {done['turns']['lost']:4} | "
+    print(f"  {crowd:9} | {keep:7} | {done['turns']['stored']:5} | {done['turns']['lost']:4} | "
           f"{done['one_writer_per_role_share']:19.3f} | {same['most_frequent_worker_share']:.3f} ({by_role}){'':15} | "
           f"{same['workers_per_conversation_role']:22} | {done['next_turn_wait_p95_seconds']:27} | "
           f"${done['money']['paid_per_hour_cents'] / 100:10.2f} | {measured['wall_seconds']:6.1f} | "
-          f"{measured['turns_per_second']:7.2f} | {taken['p50']:>7} / {taken['p95']:>7}", flush=True)
+          f"{measured['turns_per_second']:7.2f} | {taken['p50']:>7} / {taken['p95']:>7} | stalled "
+          f"{len(done['stalled'])}, conversations completed {done['conversations']['completed']} of "
+          f"{done['conversations']['launched']}", flush=True)
 
 
 def _against(report: dict, base: dict, keep: str, base_keep: str) -> None:

@@ -12,6 +12,7 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from click.testing import CliRunner
 from sqlmodel import select
 
@@ -29,8 +30,11 @@ from turkflow.hits.keep import Keep
 from turkflow.models import Batch, Hit, KeepRule, Task, Turn, Worker, WorkerStatus, utcnow
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.requesters import create_requester
-from turkflow.simulator.run import SimulationConfig, run_on
+from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 from turkflow.simulator.stack import Stack
+
+pytest.register_assert_rewrite("tests.fake_prolific")
+from tests.fake_prolific import SPEC_PATH, FakeProlific  # noqa: E402
 
 WINDOW = 300
 SESSION = Keep(KeepRule.session)
@@ -310,20 +314,53 @@ SAME = SimulationConfig(students=3, teachers=3, conversations=4, max_turns=10, m
 
 def test_keeping_people_has_more_of_a_conversations_role_written_by_one_worker(tmp_path, sqlite_url):
     """The simulated crowd takes the turns kept for it; the report's share of each conversation's role turns
-    written by its most frequent worker is higher with a window, and higher still for their sessions, where
+    written by its most frequent worker is higher with a window, and higher for their sessions too, where
     people come and go (a worker away for a round closed their queue's page: their turns went to others).
-    Nothing expires (600 s is longer than the simulation), so every report is reproducible."""
+    A crowd that stays its sessions writes each conversation's roles one person each, waiting no longer for
+    a next turn than under the any-worker rule; when half of it leaves halfway, every conversation still
+    finishes. Nothing expires (600 s is longer than the simulation), so every report is reproducible."""
     settings = Settings(data_dir=tmp_path, database_url=sqlite_url, secret_key="test", worker_hash_key="test")
     with Stack(settings, tmp_path / "logs", web_workers=1, web_threads=4) as stack:  # one boots in time under load
         reports = [run_on(stack.settings, stack.url, SAME),
                    run_on(stack.settings, stack.url, replace(SAME, keep="600")),
-                   run_on(stack.settings, stack.url, replace(SAME, keep="session", away=0.2))]
-    anyone, window, session = (report["reproducible"] for report in reports)
-    for done, report in zip((anyone, window, session), reports):
+                   run_on(stack.settings, stack.url, replace(SAME, keep="session", away=0.2)),
+                   run_on(stack.settings, stack.url, replace(SAME, keep="session")),
+                   run_on(stack.settings, stack.url, replace(SAME, keep="session", leave=0.5))]
+    anyone, window, session, staying, leaving = (report["reproducible"] for report in reports)
+    for done, report in zip((anyone, window, session, staying, leaving), reports):
         assert done["turns"]["stored"] == done["turns"]["planned"] and done["turns"]["lost"] == 0
+        assert done["stalled"] == [] and done["conversations"]["completed"] == SAME.conversations
         assert report["measured"]["http"]["errors"] == {}  # nobody was refused a kept turn
+    assert staying["one_writer_per_role_share"] == 1.0 and anyone["one_writer_per_role_share"] < 0.5
+    assert staying["next_turn_wait_p95_seconds"] <= 1.2 * anyone["next_turn_wait_p95_seconds"]
+    assert 0 < leaving["one_writer_per_role_share"] < 1.0  # those who left: their conversations went on with others
     assert reports[1]["parameters"]["keep"] == "600"
     share = [done["same_worker"]["most_frequent_worker_share"] for done in (anyone, window, session)]
     assert share[1] > share[0] and share[2] > share[0], share
     assert window["same_worker"]["workers_per_conversation_role"] < anyone["same_worker"]["workers_per_conversation_role"]
     assert set(window["same_worker"]["by_role"]) == {"student", "teacher"}
+
+
+def test_on_prolific_a_crowd_that_stays_keeps_its_conversations_and_one_that_half_leaves_loses_none(tmp_path):
+    """The simulated crowd on the fake Prolific (every call checked against Prolific's contract): our page
+    offers each participant the turns kept for them first, so a crowd that stays writes each conversation's
+    roles one person each; when half of it leaves halfway, the turns kept for those who left go to the others
+    once their presence runs out (TURKFLOW_PROLIFIC_PRESENCE_SECONDS, short here), and every conversation
+    finishes. Each run on a database and a Prolific of its own."""
+    staying = replace(SAME, provider="prolific", keep="session", policy="none")
+    reports = []
+    for n, config in enumerate((staying, replace(staying, leave=0.5))):
+        settings = Settings(data_dir=tmp_path / f"{n}", database_url=f"sqlite:///{tmp_path / f'{n}.db'}",
+                            secret_key="test", worker_hash_key="test",
+                            prolific_presence_seconds=120 if n == 0 else 8)
+        with FakeProlific(contract=SPEC_PATH) as fake:
+            reports.append(run_with_stack(settings, tmp_path / f"run-{n}", config, web_workers=1, web_threads=4,
+                                          prolific_fake=fake))
+        assert not fake.violations, "\n".join(fake.violations)
+    for report in reports:
+        done = report["reproducible"]
+        assert done["turns"]["stored"] == done["turns"]["planned"] and done["turns"]["lost"] == 0
+        assert done["stalled"] == [] and done["conversations"]["completed"] == SAME.conversations
+    stayed, left = (report["reproducible"] for report in reports)
+    assert stayed["one_writer_per_role_share"] >= 0.9
+    assert left["one_writer_per_role_share"] < 1.0

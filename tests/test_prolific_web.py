@@ -21,6 +21,7 @@ from turkflow.db import session_scope
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.hits import lifecycle
 from turkflow.hits.prolific import api, sync
+from turkflow.hits.keep import Keep
 from turkflow.hits.prolific.provider import BonusOutcomeUnknown
 from turkflow.models import (
     Assignment,
@@ -31,6 +32,7 @@ from turkflow.models import (
     BonusStatus,
     Event,
     Hit,
+    KeepRule,
     ProlificStudy,
     Task,
     Turn,
@@ -81,12 +83,12 @@ def prolific_settings(tmp_path: Path, database_url: str, redis_url: str, fake: F
                     prolific_webhook_secret=api.create_webhook_secret(client, fake.workspace_id))
 
 
-def launch(settings, providers, conversations=1, max_turns=6) -> int:  # noqa: ANN001
+def launch(settings, providers, conversations=1, max_turns=6, keep=None) -> int:  # noqa: ANN001
     """A Prolific batch whose first turns are published (the student study is live)."""
     with session_scope(settings.database_url) as s:
         load_documents(s, read_documents(sample_tasks_path()))
         batch, hits = lifecycle.launch_batch(s, list(s.exec(select(Task))), conversations, name="prolific",
-                                             provider="prolific", max_turns=max_turns)
+                                             provider="prolific", max_turns=max_turns, keep=keep)
         batch_id, hit_ids = batch.id, [h.id for h in hits]
     for hit_id in hit_ids:
         pipeline.publish(settings, providers, hit_id, "prolific")
@@ -302,6 +304,56 @@ def test_a_participant_who_finds_no_waiting_turn_is_asked_to_return_the_submissi
     page = client.get(study_link(fake_prolific, study_id, "p2", late))
     assert page.status_code == 409 and "return this submission" in page.text
     assert [a.external_id for a in stored(settings)[0]] == [early]
+
+
+# ---- keeping people for their session (--keep session) -----------------------------------------------------
+
+
+def test_a_session_offers_a_participant_their_conversations_turn_first_and_lets_it_go_when_they_leave(
+        settings, providers, client, fake_prolific):
+    """Two conversations, p1 and p2 each writing one's student turns: the teacher's replies open turns kept for
+    them. p2 gets their own conversation's turn, not the older one kept for p1; p3 gets nothing while p1 is
+    present; once p1's submission is returned on Prolific, p3 gets p1's conversation: it goes on without them."""
+    batch_id = launch(settings, providers, conversations=2, keep=Keep(KeepRule.session))
+    studies = {role: lambda role=role: study_of(settings, batch_id, role) for role in ("student", "teacher")}
+
+    def writes(participant: str, role: str, answers: dict) -> int:
+        """The participant takes the turn our page gives them, writes it and finishes on Prolific; the next
+        turn opens (the Celery task's work). Returns the conversation."""
+        study_id = studies[role]()
+        fake_prolific.studies[study_id].fields["total_available_places"] += 1  # places follow in a moment
+        submission_id, link, page = arrives(client, fake_prolific, study_id, participant)
+        assert page.status_code == 200, page.text
+        assert client.post(link, data={**answers, "turkflow_form": form_token(page.text)}).status_code == 303
+        fake_prolific.complete(submission_id, providers.get("prolific").completion_code(batch_id, role))
+        held = assignment(settings, submission_id)
+        with session_scope(settings.database_url) as s:
+            turn = s.get(Turn, s.get(Hit, held.hit_id).turn_id)
+        pipeline.open_after(settings, providers, turn.id)
+        return turn.conversation_id
+
+    first, second = writes("p1", "student", STUDENT_ANSWERS), writes("p2", "student", STUDENT_ANSWERS)
+    assert first != second
+    assert {writes("p-teacher", "teacher", TEACHER_ANSWERS) for _ in range(2)} == {first, second}
+    assert writes("p2", "student", STUDENT_ANSWERS) == second  # their own, though the other one is older
+
+    student_study = studies["student"]()
+    fake_prolific.studies[student_study].fields["total_available_places"] += 1
+    nothing, _, page = arrives(client, fake_prolific, student_study, "p3")
+    assert page.status_code == 409 and "return this submission" in page.text  # kept for p1, who is here
+    fake_prolific.return_submission(nothing)
+
+    fake_prolific.studies[student_study].fields["total_available_places"] += 1
+    left, _, page = arrives(client, fake_prolific, student_study, "p1")
+    assert page.status_code == 200
+    fake_prolific.return_submission(left)  # p1 leaves in the middle of their turn
+    assert sync.poll(settings, providers.get("prolific")).released == [assignment(settings, left).id]
+    assert writes("p3", "student", STUDENT_ANSWERS) == first  # the conversation goes on with p3
+    with session_scope(settings.database_url) as s:
+        writers = s.exec(select(Turn.index, Worker.external_id).join(Worker, Worker.id == Turn.worker_id)
+                         .where(Turn.conversation_id == first, Turn.role == "student")
+                         .order_by(Turn.index)).all()
+    assert writers == [(0, "prolific:p1"), (2, "prolific:p3")]
 
 
 # ---- submissions given back ----------------------------------------------------------------------------

@@ -73,10 +73,14 @@ class Settings(BaseSettings):
                     "turn opens; the local queue only). Empty: each protocol's own (session for STAR, Frames and "
                     "MEEP, any for the others).")
     presence_seconds: int = Field(
-        30, ge=5, description="How long after a worker's last page request they count as present (the queue and "
-                              "Prolific's waiting page ask more often than this), unless they hold a turn or left: "
-                              "a batch that keeps people for their session keeps their conversations' turns only "
-                              "while they are present.")
+        30, ge=5, description="How long after a local worker's last page request they count as present (the "
+                              "queue's page asks more often than this), unless they hold a turn or left: a batch "
+                              "that keeps people for their session keeps their conversations' turns only while they "
+                              "are present.")
+    prolific_presence_seconds: int = Field(
+        120, ge=5, description="How long after a Prolific participant took or wrote a turn they count as present "
+                               "(they go back to Prolific and open the study again for their next turn), unless "
+                               "they hold a turn or their submission was returned or timed out.")
     star_suggestions: int = Field(
         3, ge=1, le=20, description="Default of batch launch --suggestions: how many suggested replies a STAR "
                                     "wizard's page shows at once, best first (STAR's showed three in 80% of its "

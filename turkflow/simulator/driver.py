@@ -376,7 +376,7 @@ class Simulation:
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
                  web_urls: Sequence[str] = (), time_outs: float = 0.0, keep: str = "",
-                 away: float = 0.0, agents: Optional[dict[str, tuple[str, ...]]] = None):
+                 away: float = 0.0, leave: float = 0.0, agents: Optional[dict[str, tuple[str, ...]]] = None):
         self.settings = settings
         self.agents = dict(agents or {})  # the roles agents play: their turns are the agents queue's
         self.keep = keep  # the batch's --keep ("": its protocol's own): turns kept for the role's last writer
@@ -387,6 +387,9 @@ class Simulation:
         self.kept_until: Optional[datetime] = None  # when the first turn kept for a worker is offered to anyone
         self.away = away  # the chance that a worker sits a round out (people come and go), drawn per round
         self.someone_away = False  # in the round just planned
+        self.leave = leave  # the share of each role's workers who leave for good once half the turns are written
+        self.left: set[str] = set()  # those who left
+        self.planned = 0  # turns the scripts plan
         self.play = play  # None: Wizard of Tasks' turn pages
         self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
         self.prolific = prolific.fake if prolific else None
@@ -439,7 +442,7 @@ class Simulation:
                         for (name, url), web in zip(join_urls.items(), itertools.cycle(self.web_urls))}
         self.participants = {w.name: ParticipantClient(web, out.http)
                              for w, web in zip(self.crowd, itertools.cycle(self.web_urls)) if self.prolific}
-        planned = sum(s.turns(self.max_turns) for s in self.scripts)
+        self.planned = planned = sum(s.turns(self.max_turns) for s in self.scripts)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sim") as pool:
             list(pool.map(lambda client: client.join(), self.clients.values()))
@@ -495,32 +498,39 @@ class Simulation:
 
     def _plan(self, round_no: int, role: str) -> tuple[list[Job], int]:
         """This round's pairs of (worker, open turn) for ``role``; also how many turns are open in all."""
-        now = utcnow()
-        with session_scope(self.settings.database_url) as session:
-            open_hits = session.exec(
-                select(Hit.id, Turn.conversation_id, Turn.index, Turn.role, Hit.reserved_for_id, Hit.reserved_until)
-                .join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
-                .where(Conversation.batch_id == self.out.batch_id, Hit.status == HitStatus.open,
-                       or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
-            ).all()
         active = {name for name, status in self._statuses().items() if status == WorkerStatus.active}
         names = {worker_id: name for name, worker_id in self.out.worker_ids.items()}
-        workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active)
+        if self.leave and not self.left and 2 * len(self.out.turns) >= self.planned:
+            self.left = self._leavers()
+        workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active and w.name not in self.left)
+        self.someone_away = False
         if self.away:
             present = [name for name in workers
                        if random.Random(f"{self.seed}:away:{round_no}:{name}").random() >= self.away]
             self.someone_away, workers = len(present) < len(workers), present
         if self.keeps_sessions and not self.prolific:
             self._come_and_go(role, set(workers))
-        # Turns kept for a worker as the queue keeps them now, only while that worker may take them (active; in a
+        now = utcnow()
+        with session_scope(self.settings.database_url) as session:
+            open_hits = session.exec(
+                select(Hit.id, Turn.conversation_id, Turn.index, Turn.role, Hit.reserved_for_id, Hit.reserved_until,
+                       Worker.present_until)
+                .join(Turn, Turn.id == Hit.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
+                .outerjoin(Worker, Worker.id == Hit.reserved_for_id)
+                .where(Conversation.batch_id == self.out.batch_id, Hit.status == HitStatus.open,
+                       or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now))
+            ).all()
+        # Turns kept for a worker as the server keeps them now, only while that worker may take them (active; in a
         # window, or present for a session): hit id -> the worker; and when the first window ends.
         kept = {}
-        for hit_id, _, _, _, worker_id, until in open_hits:
+        for hit_id, _, _, _, worker_id, until, present_until in open_hits:
             keeper = names.get(worker_id)
-            if keeper in active and ((until is not None and as_utc(until) > now)
-                                     or (until is None and keeper not in self.gone)):
+            if keeper in active and ((until is not None and as_utc(until) > now) or (
+                    until is None and present_until is not None and as_utc(present_until) > now)):
                 kept[hit_id] = keeper
-        self.kept_until = min((as_utc(until) for hit_id, *_, until in open_hits if hit_id in kept and until),
+        if any(keeper in self.left for keeper in kept.values()):
+            self.someone_away = True  # their turns go to others once the server no longer counts them present
+        self.kept_until = min((as_utc(until) for hit_id, *_, until, _ in open_hits if hit_id in kept and until),
                               default=None)
         candidates = sorted(
             ((self.last_round.get(self.position[cid], -1), self.position[cid], hit_id, index)
@@ -528,10 +538,13 @@ class Simulation:
         )
         rng = random.Random(f"{self.seed}:round:{round_no}")
         rng.shuffle(workers)
-        if self.prolific:  # our page picks the turn; the order of the participants is ours
-            jobs = [Job(self.by_name[name], None, -1, -1, self._think(round_no, name))
-                    for name in list(reversed(workers))[:len(candidates)]]
-            return jobs, len(open_hits)
+        if self.prolific:  # our page picks the turn (one kept for them first); the order of the participants is ours
+            keepers = {kept[hit_id] for *_, hit_id, _ in candidates if hit_id in kept}
+            others = [name for name in reversed(workers) if name not in keepers]
+            free = sum(1 for *_, hit_id, _ in candidates if hit_id not in kept)
+            chosen = [name for name in reversed(workers) if name in keepers] + others[:free]
+            return [Job(self.by_name[name], None, -1, -1, self._think(round_no, name)) for name in chosen], \
+                len(open_hits)
         jobs, rated = [], set()
         # A worker takes a turn kept for them first (their oldest); a turn kept for someone else waits.
         for _, conversation, hit_id, index in candidates:
@@ -558,6 +571,13 @@ class Simulation:
             name = workers.pop()
             jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _leavers(self) -> set[str]:
+        """The workers who leave for good (``leave`` of each role, drawn from the seed)."""
+        rng = random.Random(f"{self.seed}:leave")
+        return {name for role in sorted({w.role for w in self.crowd})
+                for name in rng.sample(sorted(w.name for w in self.crowd if w.role == role),
+                                       round(self.leave * sum(1 for w in self.crowd if w.role == role)))}
 
     def _come_and_go(self, role: str, here: set[str]) -> None:
         """A batch keeping people for their session keeps a worker's turns while they are present: those of

@@ -54,6 +54,7 @@ class SimulationConfig:
     prolific_lost_pays: int = 0  # the first N bonus pay calls fail on Prolific's side and pay nothing
     keep: str = ""  # the batch's --keep (turkflow.hits.keep): any, session or SECONDS; "": the protocol's own
     away: float = 0.0  # the chance that a worker sits a round out (people come and go)
+    leave: float = 0.0  # the share of each role's workers who leave for good halfway through (mid-session)
     # roles agents play ({role: (name, ...)}): built-ins (sim-good, sim-poor, sim-NN, star-suggest), or "fake", an
     # endpoint agent answered by a fake OpenAI-compatible server in this process (fake_endpoint_delay seconds)
     agents: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -103,6 +104,8 @@ def plan(config: SimulationConfig) -> Plan:
     keeping.for_launch(config.keep or None, config.protocol, config.provider)  # refused as batch launch refuses it
     if not 0.0 <= config.away < 1.0:
         raise ValueError("away must be a chance from 0 up to (not including) 1")
+    if not 0.0 <= config.leave < 1.0:
+        raise ValueError("leave must be a share from 0 up to (not including) 1")
     if config.agents and (config.protocol != "wizard_of_tasks" or config.provider != "local"):
         raise ValueError("--agent simulates Wizard of Tasks batches on the local provider")
     unknown_roles = sorted(set(config.agents) - {"student", "teacher"})
@@ -153,7 +156,7 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
         prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs,
-        keep=config.keep, away=config.away, agents=config.agents)
+        keep=config.keep, away=config.away, leave=config.leave, agents=config.agents)
     with ExitStack() as running:
         if "fake" in {name for names in config.agents.values() for name in names}:
             fake = running.enter_context(FakeOpenAI(delay=config.fake_endpoint_delay, seed=config.seed))

@@ -50,10 +50,10 @@ from turkflow.db import session_scope
 from turkflow.errors import Forbidden, InvalidAnswer, InvalidInput, NotFound
 from turkflow.protocols.star import dialog as star_dialog
 from turkflow.protocols import surveys
-from turkflow.hits import lifecycle, onboarding
+from turkflow.hits import keep as keeping, lifecycle, onboarding
 from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api, pages, studies, sync
-from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker
+from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker, utcnow
 from turkflow.protocols import registry
 from turkflow.protocols.questions import STAR, SURVEY_TEXT_CHARS, get_protocol
 from turkflow.quality import gold, reliability
@@ -134,6 +134,7 @@ def turn() -> Any:
             worker = pages.participant(session, participant_id, role, _provider().vouched_by_group(batch, role))
             assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id,
                                               _provider().terms_of(batch).maximum_minutes * 60)
+            keeping.seen(session, worker, utcnow(), settings.prolific_presence_seconds)
         if assignment is None:
             return _please_return("No turn is waiting for you right now",
                                   f"Every {role} turn of this study has just been taken by someone else.")
@@ -194,6 +195,7 @@ def submit() -> Any:
         with session_scope(settings.database_url) as session:
             worker = session.get(Worker, assignment.worker_id)
             submission = lifecycle.submit_turn(session, submission_id, worker, raw)
+            keeping.seen(session, worker, utcnow(), settings.prolific_presence_seconds)  # back on Prolific for the next
             turn_id, created = submission.turn.id, submission.created
             conversation_id = submission.turn.conversation_id
             asked = (lifecycle.ends_conversation(session, submission.turn) and surveys.asks(
@@ -362,6 +364,7 @@ def _submit_logged(protocol: str) -> Any:
         with session_scope(settings.database_url) as session:
             worker = session.get(Worker, assignment.worker_id)
             submission = registry.parts(protocol).submit_turn(session, submission_id, worker, body)
+            keeping.seen(session, worker, utcnow(), settings.prolific_presence_seconds)  # back on Prolific for the next
             turn_id, created = submission.turn.id, submission.created
             conversation_id = submission.turn.conversation_id
             asked = (lifecycle.ends_conversation(session, submission.turn)

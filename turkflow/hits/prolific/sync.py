@@ -34,7 +34,7 @@ from turkflow.access import OPERATOR, Access, of_batches
 from turkflow.config import Settings
 from turkflow.db import savepoint, session_scope
 from turkflow.errors import Conflict, NotFound
-from turkflow.hits import lifecycle, money
+from turkflow.hits import keep as keeping, lifecycle, money
 from turkflow.hits.prolific import api, pages, studies
 from turkflow.hits.prolific.provider import ProlificProvider, payment_shown
 from turkflow.hits.prolific.terms import StudyTerms
@@ -110,6 +110,7 @@ def apply_status(session: Session, submission_id: str, status: str, found: Proli
     if status == "AWAITING REVIEW":
         found.awaiting_review.add(submission_id)
     if status in GIVES_TURN_BACK and assignment.status == AssignmentStatus.submitted:
+        keeping.left(session, assignment.worker_id, utcnow())  # gone: the turns kept for them go to anyone
         states.move(assignment, AssignmentStatus.unpaid)
         session.add(assignment)
         turn = lifecycle.turn_for_assignment(session, assignment)
@@ -119,6 +120,7 @@ def apply_status(session: Session, submission_id: str, status: str, found: Proli
         found.unpaid.append(assignment.id)
     elif status in GIVES_TURN_BACK:
         if pages.release(session, assignment, GIVES_TURN_BACK[status]):
+            keeping.left(session, assignment.worker_id, utcnow())
             found.released.append(assignment.id)
     elif status in FINISHED and assignment.status == AssignmentStatus.accepted:
         pages.release(session, assignment, "finished on Prolific before a turn was stored")

@@ -2,9 +2,11 @@
 transaction, invisible to others until it commits, and gone with it if it rolls back."""
 
 import stat
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import func
+from sqlalchemy import event, func
 from sqlmodel import Session, select
 
 from turkflow.config import Settings
@@ -54,3 +56,28 @@ def test_the_data_directory_and_the_database_files_are_created_readable_by_their
     elsewhere = tmp_path / "deeper" / "still" / "turkflow.db"  # a database URL whose folders do not exist yet
     upgrade(f"sqlite:///{elsewhere}")
     assert stat.S_IMODE(elsewhere.parent.stat().st_mode) == 0o700 and stat.S_IMODE(elsewhere.stat().st_mode) == 0o600
+
+
+def test_a_burst_of_threads_reuses_the_connections_the_last_burst_opened(database_url):
+    """The agents worker's threads store answers in bursts: a connection opened for one burst is kept for the
+    next, not closed on return and opened again (on PostgreSQL each a new server process)."""
+    threads = 24
+    opened = []
+    event.listen(get_engine(database_url), "connect", lambda *_: opened.append(1))
+
+    def burst() -> int:
+        before = len(opened)
+        together = threading.Barrier(threads, timeout=60)
+
+        def read() -> None:
+            with session_scope(database_url) as session:
+                session.exec(select(func.count()).select_from(Event)).one()  # holds its connection
+                together.wait()
+
+        with ThreadPoolExecutor(threads) as pool:
+            for done in [pool.submit(read) for _ in range(threads)]:
+                done.result()
+        return len(opened) - before
+
+    burst()
+    assert burst() == 0

@@ -44,6 +44,11 @@ def dispose_engine(database_url: str) -> None:
 
 
 BUSY_TIMEOUT_SECONDS = 30
+# The connections a process keeps, all of them kept once opened: the agents worker's threads (16 to 64) store
+# answers in bursts, and a pool that closed what it opened past its size on return opened them again for the next
+# burst (on PostgreSQL a server process forked and authenticated each time: in bench agents, 39 sessions started
+# beside 100 agent turns where people's 14). Threads past it wait for a connection, as they did past 10 + 20.
+POOL_SIZE = 30
 
 
 def _private_database_file(database_url: str) -> None:
@@ -65,7 +70,9 @@ def _create(database_url: str) -> Engine:
     workers can share the file."""
     if database_url.startswith("sqlite"):
         _private_database_file(database_url)
-        engine = create_engine(database_url, connect_args={
+        in_memory = make_url(database_url).database in (None, "", ":memory:") or "mode=memory" in database_url
+        kept = {} if in_memory else {"pool_size": POOL_SIZE, "max_overflow": 0}  # in memory: one per thread
+        engine = create_engine(database_url, **kept, connect_args={
             "check_same_thread": False, "timeout": BUSY_TIMEOUT_SECONDS, "factory": WriterConnection})
 
         @event.listens_for(engine, "connect")
@@ -79,7 +86,7 @@ def _create(database_url: str) -> Engine:
         return engine
     # a lock another program holds (a migration, a person's transaction) is waited for as long as SQLite's
     # busy timeout, then refused (``refuses_writes``), never waited for without end
-    return create_engine(database_url, pool_pre_ping=True, pool_size=10, max_overflow=20,
+    return create_engine(database_url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=0,
                          connect_args={"options": f"-c lock_timeout={BUSY_TIMEOUT_SECONDS * 1000}"})
 
 

@@ -53,9 +53,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--provider", choices=("local", "prolific"), default="local",
                         help="prolific: the crowd on the fake Prolific, each run on a stack and a database of its "
                              "own (our page picks each participant's turn)")
-    parser.add_argument("--prolific-presence", type=int, default=15,
-                        help="TURKFLOW_PROLIFIC_PRESENCE_SECONDS of the Prolific runs: a simulated round takes "
-                             "seconds of wall time, not the minute it stands for")
+    parser.add_argument("--prolific-presence", type=int, default=120,
+                        help="TURKFLOW_PROLIFIC_PRESENCE_SECONDS of the Prolific runs: longer than the wall time "
+                             "between a participant's turns (two rounds; some 25 s at load 20 on 2 cores), or "
+                             "their turns go to others while they stay")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=16, help="simulated workers making requests at once")
     args = parser.parse_args(argv)

@@ -3,8 +3,8 @@
 ``bench.export_memory.populate`` bulk-inserts a finished batch (conversations, submitted turns and their
 ratings, 400 workers); this adds, with ``INSERT ... SELECT`` on the database itself, everything else a
 real history holds for those turns: one submitted HIT and its assignment per turn, one quality decision
-per rating, and the event log (opened, published, taken, submitted, judged). Works on SQLite and
-PostgreSQL.
+per rating, who wrote in the batch, and the event log (opened, published, taken, submitted, judged). Works
+on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ FILL = [
     *(f"INSERT INTO event (at, kind, actor, batch_id, conversation_id, turn_id, worker_id, data) "
       f"SELECT {at}, '{kind}', {actor}, c.batch_id, t.conversation_id, t.id, t.worker_id, '{{}}' "
       f"FROM turn t JOIN conversation c ON c.id = t.conversation_id" for kind, actor, at in EVENTS),
+    "INSERT INTO batchworker (batch_id, worker_id) SELECT DISTINCT c.batch_id, t.worker_id "
+    "FROM turn t JOIN conversation c ON c.id = t.conversation_id WHERE t.worker_id IS NOT NULL",
     "INSERT INTO event (at, kind, actor, batch_id, conversation_id, turn_id, worker_id, data) "
     "SELECT r.created_at, 'quality_decision', 'system', c.batch_id, t.conversation_id, t.id, r.author_id, '{}' "
     "FROM rating r JOIN turn t ON t.id = r.rated_turn_id JOIN conversation c ON c.id = t.conversation_id",

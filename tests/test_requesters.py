@@ -344,3 +344,20 @@ def test_requesters_there_before_the_upgrade_become_admins_and_later_ones_do_not
     with session_scope(settings.database_url) as s:
         assert s.exec(select(Requester.admin).where(Requester.username == "old")).one() is True
         assert create_requester(s, "new", PASSWORD).admin is False
+
+
+@pytest.mark.both_backends  # the backfill is SQL on each dialect
+def test_who_wrote_in_which_batch_is_filled_from_the_turns_on_upgrade(lab, settings):
+    """A requester's workers are read from a row per worker and batch (written with each turn); the migration
+    that made it fills it from the turns there were, so upgrading changes nobody's view."""
+    from alembic import command
+
+    from turkflow.db import alembic_config
+
+    config = alembic_config(settings.database_url)
+    command.downgrade(config, "0027")
+    command.upgrade(config, "head")
+    worker = 'href="/admin/workers/{}"'.format
+    page = text(lab["ann"].get("/admin/workers"))
+    assert all(worker(lab[w].id) in page for w in ("tess", "jo", "amy")) and worker(lab["bea"].id) not in page
+    assert "an admin decides" in text(lab["ann"].get(f"/admin/workers/{lab['jo'].id}"))  # Jo wrote in Bob's too

@@ -26,7 +26,7 @@ from sqlalchemy import ColumnElement, Select, or_, true
 from sqlmodel import Session, col, select
 
 from turkflow.errors import Forbidden, NotFound
-from turkflow.models import Batch, BatchGrant, Bonus, Conversation, Requester, Turn, Worker
+from turkflow.models import Batch, BatchGrant, BatchWorker, Bonus, Conversation, Requester, Turn, Worker
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,11 @@ def of_batches(access: Access, batch_id: Any) -> ColumnElement[bool]:
 
 def of_conversations(access: Access, conversation_id: Any) -> ColumnElement[bool]:
     """A condition that holds where the column ``conversation_id`` names a conversation of a batch ``access``
-    may see (a turn's, on the turn's own table)."""
+    may see (a turn's, on the turn's own table): a lookup of that conversation per row, so a page of a few rows
+    costs a few lookups however many conversations the requester's batches hold."""
     ids = batch_ids(access)
-    return true() if ids is None else col(conversation_id).in_(
-        select(Conversation.id).where(col(Conversation.batch_id).in_(ids)))
+    return true() if ids is None else select(Conversation.id).where(
+        Conversation.id == conversation_id, col(Conversation.batch_id).in_(ids)).exists()
 
 
 def of_turns(access: Access, turn_id: Any) -> ColumnElement[bool]:
@@ -77,10 +78,10 @@ def of_turns(access: Access, turn_id: Any) -> ColumnElement[bool]:
 
 def of_workers(access: Access, worker_id: Any) -> ColumnElement[bool]:
     """A condition that holds where the column ``worker_id`` names a worker who wrote a turn in a batch
-    ``access`` may see (through the ``(worker_id, id)`` index of turns)."""
-    if access.admin:
-        return true()
-    return select(Turn.id).where(Turn.worker_id == worker_id, of_conversations(access, Turn.conversation_id)).exists()
+    ``access`` may see (``BatchWorker``: as many rows as those batches have writers, however long the history)."""
+    ids = batch_ids(access)
+    return true() if ids is None else col(worker_id).in_(
+        select(BatchWorker.worker_id).where(col(BatchWorker.batch_id).in_(ids)))
 
 
 def batch(session: Session, access: Access, batch_id: int) -> Batch:
@@ -123,7 +124,8 @@ def may_change_status(session: Session, access: Access, worker_id: int) -> bool:
     worker wrote in is one they may see, since a block keeps the worker out of every batch."""
     if access.admin:
         return True
-    elsewhere = select(Turn.id).where(Turn.worker_id == worker_id, ~of_conversations(access, Turn.conversation_id))
+    elsewhere = select(BatchWorker.batch_id).where(BatchWorker.worker_id == worker_id,
+                                                    ~of_batches(access, BatchWorker.batch_id))
     return session.exec(elsewhere.limit(1)).first() is None
 
 

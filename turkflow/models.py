@@ -405,6 +405,14 @@ class Requester(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class BatchWorker(SQLModel, table=True):
+    """A worker who wrote a turn in a batch, written with the turn (``lifecycle.submit_turn``): whom a requester
+    sees (``turkflow.access``) is read here, a row per worker and batch, not from every turn they wrote."""
+
+    batch_id: int = Field(foreign_key="batch.id", primary_key=True)
+    worker_id: int = Field(foreign_key="worker.id", primary_key=True, index=True)
+
+
 class BatchGrant(SQLModel, table=True):
     """A batch an admin opened to a requester who does not own it: they see and change it as their own."""
 

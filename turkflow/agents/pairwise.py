@@ -182,6 +182,7 @@ def apply_pick(session: Session, turn: Turn, worker: Worker, raw: dict[str, Any]
         session.execute(update(Turn).where(Turn.id == picked.id).values(
             text=chosen.text, label=chosen.label, answers=chosen.answers, worker_id=writer)
             .execution_options(synchronize_session="fetch"))
+        lifecycle.record_writer(session, session.get(Conversation, picked.conversation_id).batch_id, writer)
     pick = Pick(turn_id=picked.id, chosen_id=chosen.id, rejected_id=rejected.id, first_id=waiting.first.id,
                 worker_id=worker.id, picker_turn_id=turn.id, reason=reason)
     session.add(pick)

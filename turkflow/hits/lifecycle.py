@@ -35,6 +35,7 @@ from turkflow.models import (
     AssignmentStatus,
     Batch,
     BatchStatus,
+    BatchWorker,
     Bonus,
     BonusKind,
     Conversation,
@@ -786,6 +787,9 @@ _WRITTEN = (
             submitted_at=bindparam("now"))
     .execution_options(**_QUICK)
 )
+# Whom a requester sees (``turkflow.access``): a writer's first turn in a batch adds its row, later ones nothing.
+_WROTE_IN = {name: dialect.insert(BatchWorker.__table__).on_conflict_do_nothing()
+             for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))}
 _HIT_DONE = (
     states.update_to(Hit, HitStatus.submitted).where(Hit.id == bindparam("hit")).values(lease_expires_at=None)
     .execution_options(**_QUICK)
@@ -879,6 +883,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
     if _core(session, _WRITTEN, {"turn": turn.id, "author": worker.id, "written": text, "labelled": label,
                                   "given": answers, "seen": signals, "now": now}).rowcount != 1:
         raise Conflict("this turn has already been written by another worker")
+    record_writer(session, batch.id, worker.id)
     if _core(session, _HIT_DONE, {"hit": hit.id}).rowcount != 1:
         states.move(hit, HitStatus.submitted)  # refused as an illegal move (it was not open), as it would be
     _core(session, _COUNTED, {"conversation": conversation.id, "count": turn.index + 1, "now": now})
@@ -896,6 +901,11 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, r
                   answers=answers)
     session.flush()
     return Submission(turn=turn, rating=rating, created=True)
+
+
+def record_writer(session: Session, batch_id: int, worker_id: int) -> None:
+    """Remember that the worker wrote a turn in the batch (``BatchWorker``), once."""
+    _core(session, _WROTE_IN[session.get_bind().dialect.name], {"batch_id": batch_id, "worker_id": worker_id})
 
 
 def check_resent(turn: Turn, sent: Any, field: str) -> None:

@@ -58,9 +58,9 @@ def lab(settings, providers, app):
     with session_scope(settings.database_url) as s:
         people = {name: create_requester(s, name, PASSWORD).id for name in ("ada", "ann", "bob")}
     a, b, o = Crowd(settings, providers), Crowd(settings, providers), Crowd(settings, providers)
-    a.launch(conversations=5, affinity_seconds=0, requester_id=people["ann"])
-    b.launch(conversations=1, affinity_seconds=0, requester_id=people["bob"])
-    o.launch(conversations=1, affinity_seconds=0)
+    a.launch(conversations=5, requester_id=people["ann"])
+    b.launch(conversations=1, requester_id=people["bob"])
+    o.launch(conversations=1)
     tess, jo = a.worker("teacher", "T-tess", "Tess"), a.worker("teacher", "T-jo", "Jo")
     amy, bea = a.worker("student", "S-amy", "Amy"), a.worker("student", "S-bea", "Bea")
     for n, conversation in enumerate(a.conversations()):

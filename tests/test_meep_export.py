@@ -27,7 +27,7 @@ def test_the_meep_export_is_the_session_log_with_every_click_where_its_values_ca
     coffee_dialog(settings, providers, conversation_id)
     exported = command(settings, "export", "--format", "meep", "--out", str(tmp_path / "M"))
     assert exported.returncode == 0, exported.stderr
-    assert exported.stdout.startswith("exported 1 MEEP session logs (")  # the other dialog: nothing said yet
+    assert exported.stdout.startswith("exported 1 MEEP session log (")  # the other dialog: nothing said yet
     document = json.loads((tmp_path / "M" / "sessions" / f"meep_{conversation_id}.json").read_text())
 
     with session_scope(settings.database_url) as s:

@@ -38,6 +38,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+# The fake Prolific checks calls with plain asserts: rewritten for their messages, registered here, before any
+# test module imports it (a registration in a test module came too late once another module had imported it).
+pytest.register_assert_rewrite("tests.fake_prolific")
+
 from pytest_redis import factories
 from redis import Redis
 from sqlalchemy import create_engine, make_url, text

@@ -6,7 +6,6 @@ end-of-dialog questions before the completion URL for the participant whose turn
 
 from __future__ import annotations
 
-import pytest
 from sqlmodel import func, select
 
 from turkflow import pipeline
@@ -16,12 +15,11 @@ from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task
 from turkflow.protocols.registry import load_tasks, parts
 from turkflow.simulator.frames import search_of
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific  # noqa: E402
-from tests.test_frames_dialog import SAMPLE as FRAMES_SAMPLE  # noqa: E402
-from tests.test_meep_dialog import ASK, FOUND, QUERY, SAMPLE as MEEP_SAMPLE  # noqa: E402
-from tests.test_prolific_web import form_token  # noqa: E402
-from tests.test_star_prolific import (  # noqa: E402, F401 - fixtures
+from tests.fake_prolific import FakeProlific
+from tests.test_frames_dialog import SAMPLE as FRAMES_SAMPLE
+from tests.test_meep_dialog import ASK, FOUND, QUERY, SAMPLE as MEEP_SAMPLE
+from tests.test_prolific_web import form_token
+from tests.test_star_prolific import (  # noqa: F401 - fixtures
     JSON, arrive, completion, finish, path, qualified, set_up, settings, turkflow,
 )
 

@@ -12,7 +12,6 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
-import pytest
 from click.testing import CliRunner
 from sqlmodel import select
 
@@ -33,8 +32,7 @@ from turkflow.requesters import create_requester
 from turkflow.simulator.run import SimulationConfig, run_on, run_with_stack
 from turkflow.simulator.stack import Stack
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import SPEC_PATH, FakeProlific  # noqa: E402
+from tests.fake_prolific import SPEC_PATH, FakeProlific
 
 WINDOW = 300
 SESSION = Keep(KeepRule.session)

@@ -17,8 +17,7 @@ from werkzeug.wrappers import Request, Response
 
 from turkflow.hits.prolific import api
 
-pytest.register_assert_rewrite("tests.fake_prolific")  # before the import below, as the plugin line wants
-from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
+from tests.fake_prolific import FakeProlific, Refused
 
 pytest_plugins = ["tests.fake_prolific"]
 

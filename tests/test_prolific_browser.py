@@ -15,8 +15,7 @@ from turkflow.db import session_scope
 from turkflow.hits.prolific import api, sync
 from turkflow.models import Conversation, ProlificStudy
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific  # noqa: E402
+from tests.fake_prolific import FakeProlific
 
 pytest_plugins = ["tests.fake_prolific"]
 pytestmark = pytest.mark.browser

@@ -19,8 +19,7 @@ from turkflow.protocols.wot import sample_tasks_path
 from turkflow.hits.prolific import api
 from turkflow.models import Batch
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific  # noqa: E402
+from tests.fake_prolific import FakeProlific
 
 pytest_plugins = ["tests.fake_prolific"]
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 import time
 import uuid
 
-import pytest
 from click.testing import CliRunner
 
 from turkflow.cli.main import App, main
 from turkflow.hits.prolific import api
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific  # noqa: E402
-from tests.test_prolific_web import arrives, assignment, launch, post_webhook, settings, study_of  # noqa: E402,F401
+from tests.fake_prolific import FakeProlific
+from tests.test_prolific_web import arrives, assignment, launch, post_webhook, settings, study_of  # noqa: F401
 
 pytest_plugins = ["tests.fake_prolific"]
 

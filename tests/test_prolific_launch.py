@@ -24,8 +24,7 @@ from turkflow.models import Batch, Task
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.simulator import fake_prolific as fake_module
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import SPEC_PATH, FakeProlific  # noqa: E402
+from tests.fake_prolific import SPEC_PATH, FakeProlific
 
 pytest_plugins = ["tests.fake_prolific"]
 

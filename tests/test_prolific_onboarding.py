@@ -18,11 +18,10 @@ from turkflow.hits import onboarding
 from turkflow.hits.prolific import api
 from turkflow.models import Assignment, Event, ProlificOnboarding, RaterReliability, Worker
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
-from tests.test_quality_gold import _form, _key  # noqa: E402
-from tests.test_prolific_web import (  # noqa: E402
+from tests.fake_prolific import FakeProlific, Refused
+from tests.test_pipeline import STUDENT_ANSWERS
+from tests.test_quality_gold import _form, _key
+from tests.test_prolific_web import (
     completion,
     form_token,
     launch,

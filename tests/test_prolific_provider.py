@@ -43,9 +43,8 @@ from turkflow.models import (
     utcnow,
 )
 
-pytest.register_assert_rewrite("tests.fake_prolific")  # before the import below, as the plugin line wants
-from tests.fake_prolific import ApiError, FakeProlific, Refused  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+from tests.fake_prolific import ApiError, FakeProlific, Refused
+from tests.test_pipeline import STUDENT_ANSWERS
 
 pytest_plugins = ["tests.fake_prolific"]
 

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
 import requests
 from click.testing import CliRunner
 from sqlmodel import select
@@ -26,10 +25,9 @@ from turkflow.models import Batch, ProlificOnboarding, ProlificStudy
 from turkflow.protocols.wot import sample_tasks_path
 from turkflow.simulator.prolific import REHEARSAL_HOST, REHEARSAL_URL
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.conftest import LiveServer, celery_worker_of, wait_until  # noqa: E402
-from tests.fake_prolific import FakeProlific  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+from tests.conftest import LiveServer, celery_worker_of, wait_until
+from tests.fake_prolific import FakeProlific
+from tests.test_pipeline import STUDENT_ANSWERS
 
 pytest_plugins = ["tests.fake_prolific"]
 

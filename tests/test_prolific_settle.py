@@ -42,10 +42,9 @@ from turkflow.models import (
 )
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific  # noqa: E402
-from turkflow.simulator import fake_prolific as fake_module  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
+from tests.fake_prolific import FakeProlific
+from turkflow.simulator import fake_prolific as fake_module
+from tests.test_pipeline import STUDENT_ANSWERS
 
 pytest_plugins = ["tests.fake_prolific"]
 

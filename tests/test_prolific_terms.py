@@ -24,11 +24,10 @@ from turkflow.hits.prolific import api, public
 from turkflow.models import Batch, ProlificOnboarding, ProlificStudy
 from turkflow.protocols.wot import sample_tasks_path
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.conftest import celery_worker_of, free_port, wait_until  # noqa: E402
-from tests.fake_prolific import FakeProlific  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS  # noqa: E402
-from tests.test_prolific_web import form_token, study_link  # noqa: E402
+from tests.conftest import celery_worker_of, free_port, wait_until
+from tests.fake_prolific import FakeProlific
+from tests.test_pipeline import STUDENT_ANSWERS
+from tests.test_prolific_web import form_token, study_link
 
 pytest_plugins = ["tests.fake_prolific"]
 

@@ -44,10 +44,9 @@ from turkflow.models import (
 from turkflow.quality import monitor, review
 from turkflow.workers import prolific_tasks
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.conftest import wait_until  # noqa: E402
-from tests.fake_prolific import ApiError, FakeProlific, Refused  # noqa: E402
-from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS  # noqa: E402
+from tests.conftest import wait_until
+from tests.fake_prolific import ApiError, FakeProlific, Refused
+from tests.test_pipeline import STUDENT_ANSWERS, TEACHER_ANSWERS
 
 pytest_plugins = ["tests.fake_prolific"]
 

@@ -28,8 +28,7 @@ from turkflow.models import (
 )
 from turkflow.simulator.run import SimulationConfig, run_with_stack
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import SPEC_PATH, FakeProlific  # noqa: E402
+from tests.fake_prolific import SPEC_PATH, FakeProlific
 
 # Short windows, so a few turns are enough for the monitor to block the spammers and pay bonuses.
 SMALL = SimulationConfig(students=3, teachers=3, conversations=3, max_turns=8, mean_turns=8,

@@ -40,10 +40,9 @@ from turkflow.quality import stall
 from turkflow.protocols.registry import load_tasks
 from turkflow.protocols.star.dialog import make_scenarios, read_tasks
 
-pytest.register_assert_rewrite("tests.fake_prolific")
-from tests.fake_prolific import FakeProlific, Refused  # noqa: E402
-from tests.test_prolific_web import form_token, prolific_settings, study_link, study_of  # noqa: E402
-from tests.test_star_dialog import SAMPLE  # noqa: E402
+from tests.fake_prolific import FakeProlific, Refused
+from tests.test_prolific_web import form_token, prolific_settings, study_link, study_of
+from tests.test_star_dialog import SAMPLE
 
 pytest_plugins = ["tests.fake_prolific"]
 

@@ -32,6 +32,7 @@ from turkflow.protocols.annotate.scheme import load_scheme
 from turkflow.protocols.frames import dialog as frames
 from turkflow.protocols.frames.domain import SAMPLE
 from turkflow.quality.monitor import Policy
+from turkflow.simulator.crowd import take_first_offered
 
 
 @dataclass(frozen=True)
@@ -164,13 +165,10 @@ def annotate_one(session: Session, worker: Worker, accuracy: float, truth: dict[
                   rng: random.Random) -> Optional[int]:
     """The annotator takes the first turn the queue offers and labels it by clicks; returns the submitted
     turn, None if none is left for them (or they are blocked)."""
-    if worker.status != WorkerStatus.active:
+    taken = take_first_offered(session, worker)
+    if taken is None:
         return None
-    offered = lifecycle.open_hits_for(session, worker, limit=1)
-    if not offered:
-        return None
-    assignment = lifecycle.take_turn(session, worker, offered[0].id, lease_seconds=600)
-    turn = session.get(Turn, offered[0].turn_id)
+    assignment, turn = taken
     unit = annotate.unit_of(session, turn)
     meant = truth[unit.star["turn_id"]]
     given = meant if rng.random() < accuracy else _slip(meant, rng)

@@ -33,6 +33,7 @@ from turkflow.models import Task, Turn, Worker, WorkerStatus
 from turkflow.protocols.compare import dialog as compare, pairs, ranking
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 from turkflow.quality.monitor import Policy
+from turkflow.simulator.crowd import take_first_offered
 
 HONEST, CARELESS, ONE_SIDED = "honest", "careless", "one_sided"
 EARLY_VOTES = 10  # a careless or one-sided judge is caught early when blocked within this many votes
@@ -201,13 +202,10 @@ def judge_one(session: Session, judge: Judge, state: Run, config: CompareConfig,
     """The judge takes the first unit the queue offers, reads the pair and sends a choice; the submitted
     turn's id, None when they are blocked or nothing is left for them."""
     worker = session.get(Worker, judge.worker_id)
-    if worker.status != WorkerStatus.active:
+    taken = take_first_offered(session, worker)
+    if taken is None:
         return None
-    offered = lifecycle.open_hits_for(session, worker, limit=1)
-    if not offered:
-        return None
-    assignment = lifecycle.take_turn(session, worker, offered[0].id, lease_seconds=600)
-    turn = session.get(Turn, offered[0].turn_id)
+    assignment, turn = taken
     compare.judge_view(session, turn, worker)
     shown = compare.shown(session, turn, worker)
     choice = choose(judge, shown, state, config, rng)

@@ -22,9 +22,12 @@ import random
 import string
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Optional
 
-from turkflow.models import Role
+from sqlmodel import Session
+
+from turkflow.hits import lifecycle
+from turkflow.models import Assignment, Role, Turn, Worker, WorkerStatus
 from turkflow.quality import gold
 from turkflow.simulator.utterances import Script
 
@@ -273,3 +276,15 @@ def _response(worker: SimWorker, script: Script, index: int, rng: random.Random)
         return rng.choice(SPAM_PHRASES)
     words = [''.join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 8))) for _ in range(rng.randint(2, 9))]
     return " ".join(words)
+
+
+def take_first_offered(session: Session, worker: Worker) -> Optional[tuple[Assignment, Turn]]:
+    """A simulated worker takes the first turn their queue offers: its assignment and turn, None when they
+    are blocked or nothing is left for them."""
+    if worker.status != WorkerStatus.active:
+        return None
+    offered = lifecycle.open_hits_for(session, worker, limit=1)
+    if not offered:
+        return None
+    assignment = lifecycle.take_turn(session, worker, offered[0].id, lease_seconds=600)
+    return assignment, session.get(Turn, offered[0].turn_id)

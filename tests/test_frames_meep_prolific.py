@@ -142,7 +142,7 @@ def test_frames_and_meep_launch_on_prolific_once_each_roles_onboarding_is_set_up
     for protocol in ("frames", "meep"):
         loaded = turkflow("tasks", "load", "--protocol", protocol, str(SAMPLES[protocol]))
         assert loaded.exit_code == 0, loaded.stderr
-    args = ("batch", "launch", "--all", "-n", "1", "--reward", "0.50", "--yes", "--provider", "prolific")
+    args = ("batch", "launch", "--all", "-n", "1", "--reward", "3.00", "--yes", "--provider", "prolific")
     missing = turkflow(*args, "--protocol", "frames")
     assert missing.exit_code == 1 and "user stage 1, wizard stage 1" in missing.stderr
     set_up(turkflow, settings, "user"), set_up(turkflow, settings, "wizard")

@@ -353,5 +353,6 @@ def test_the_dashboard_shows_a_test_batchs_spend_apart_and_each_roles_study(tmp_
     page = client.get("/admin/batches/1").get_data(as_text=True)
     assert 'id="test-spend"' in page and "refunded by Prolific within 24 hours" in page
     assert 'id="prolific-studies"' in page and "test studies, for the test participant only" in page
+    assert "Prolific places: one turn a place, paid £0.50" in page  # the Wizard of Tasks keeps nobody
     [test_copy] = [s for s in fake_prolific.studies.values() if s.test]
     assert test_copy.id in page

@@ -423,7 +423,7 @@ def test_star_launches_on_prolific_once_its_onboarding_is_set_up_and_never_on_mt
         turkflow, settings, providers, client, fake_prolific):
     loaded = turkflow("tasks", "load", "--protocol", "star", str(SAMPLE))
     assert loaded.exit_code == 0, loaded.stderr
-    args = ("batch", "launch", "--protocol", "star", "--all", "-n", "1", "--reward", "0.50", "--yes")
+    args = ("batch", "launch", "--protocol", "star", "--all", "-n", "1", "--reward", "3.00", "--yes")
     closed = turkflow(*args, "--provider", "mturk")
     assert closed.exit_code == 1 and "Mechanical Turk closed" in closed.stderr
     missing = turkflow(*args, "--provider", "prolific")
@@ -434,9 +434,15 @@ def test_star_launches_on_prolific_once_its_onboarding_is_set_up_and_never_on_mt
     set_up(turkflow, settings, "user"), set_up(turkflow, settings, "wizard")
     multi = turkflow(*args, "--provider", "prolific", "--tasks-per-dialog", "2")
     assert multi.exit_code == 1 and "user stage 2, wizard stage 2" in multi.stderr
+    per_turn = turkflow(*(a if a != "3.00" else "0.50" for a in args), "--provider", "prolific")
+    assert per_turn.exit_code == 1 and len(per_turn.stderr.strip().splitlines()) == 1
+    assert "--reward" in per_turn.stderr and "--session-minutes 30: at least £3.00 a session" in per_turn.stderr
     launched = turkflow(*args, "--provider", "prolific")
     assert launched.exit_code == 0, launched.stderr
     assert "1 user turn open on Prolific (real studies)" in launched.stdout
+    assert "places: a session of 30 minutes, turn after turn in one submission, paid £3.00 once" in launched.stdout
+    status = turkflow("batch", "status", "1")
+    assert "places         a session of 30 minutes" in status.stdout, status.stdout
     with session_scope(settings.database_url) as s:
         assert s.exec(select(func.count()).select_from(Conversation)).one() == 1
     assert len([st for st in fake_prolific.studies.values() if st.status == "ACTIVE"]) == 3

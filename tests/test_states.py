@@ -29,6 +29,8 @@ from turkflow.models import (
     ConversationStatus,
     Hit,
     HitStatus,
+    PlaceStatus,
+    ProlificPlace,
     ReviewEntry,
     ReviewStatus,
     Turn,
@@ -41,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ENUMS = {Batch: BatchStatus, Conversation: ConversationStatus, Turn: TurnStatus, Hit: HitStatus,
          Assignment: AssignmentStatus, Worker: WorkerStatus, Bonus: BonusStatus, ReviewEntry: ReviewStatus,
-         AgentTurn: AgentTurnStatus}
+         AgentTurn: AgentTurnStatus, ProlificPlace: PlaceStatus}
 
 
 def entity(model: type, status: str, entity_id: int = 7):  # noqa: ANN201

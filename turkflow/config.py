@@ -251,6 +251,13 @@ class Settings(BaseSettings):
     prolific_max_minutes: int = Field(
         20, ge=1, description="Minutes a participant has for one turn before Prolific times the submission out "
                               "and the turn goes back to the pool; under 24 hours. Kept on each batch as launched.")
+    prolific_session_minutes: int = Field(
+        30, ge=0, description="Minutes a place lasts in the studies of a batch that keeps people for their session "
+                              "(`--keep session`: STAR, Frames and MEEP by default): the participant writes turn "
+                              "after turn in one submission, paid once with the batch's `--reward`, and gets the "
+                              "completion code when the time is up, when they say they are done or when no work is "
+                              "left. 0: one turn a place. Other batches take one turn a place unless `batch launch "
+                              "--session-minutes` says otherwise. Kept on each batch as launched.")
     prolific_role_groups: str = Field(
         "", description="Hand-made participant groups each role's studies admit, `student=<group id>,teacher="
                         "<group id>`, whose members count as onboarded; a role not named uses the group its "

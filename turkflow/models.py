@@ -71,6 +71,16 @@ class AssignmentStatus(StrEnum):
     compensated = "compensated"  # its reward went as a bonus on the submission (``BonusKind.reward``)
 
 
+class PlaceStatus(StrEnum):
+    """A Prolific session place (``ProlificPlace``): one submission in which a participant writes turn after turn."""
+
+    open = "open"  # the participant is in it: writing, or waiting for a turn
+    finished = "finished"  # ended on our page (time up, they said they were done, no work left): the code given
+    left = "left"  # returned or timed out on Prolific before it was paid
+    approved = "approved"  # its reward paid: approved on Prolific
+    compensated = "compensated"  # not approvable on Prolific; its reward went as a bonus on the submission
+
+
 class WorkerStatus(StrEnum):
     active = "active"
     temporarily_blocked = "temporarily_blocked"
@@ -314,6 +324,10 @@ class Assignment(SQLModel, table=True):
     accepted_at: datetime = Field(default_factory=utcnow)
     submitted_at: Optional[datetime] = None
     reviewed_at: Optional[datetime] = None
+    place_id: Optional[int] = Field(
+        default=None, foreign_key="prolificplace.id", index=True,
+        description="The Prolific session place this turn was written in: the place's submission is paid for it "
+                    "(the place's reward), not this assignment; None for a turn that was its own place.")
 
 
 class Rating(SQLModel, table=True):
@@ -694,6 +708,26 @@ class ProlificStudy(SQLModel, table=True):
     paused_at: Optional[datetime] = Field(default=None, description="When turkflow paused the study (no turn "
                                           "waited); None while it runs, or when Prolific or a person paused it: "
                                           "turkflow resumes only a study it paused itself.")
+
+
+class ProlificPlace(SQLModel, table=True):
+    """A participant's place in a batch role's study when its places last a session (``StudyTerms.session_minutes``):
+    one Prolific submission, in which they write turn after turn (each an ``Assignment`` with ``place_id``), paid
+    once with the study's reward (``turkflow.hits.prolific.places``)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id", index=True)
+    role: str
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    study_id: str
+    submission_id: str = Field(unique=True, index=True, description="Prolific's submission id (its SESSION_ID).")
+    status: str = Field(default=PlaceStatus.open, index=True)
+    started_at: datetime = Field(default_factory=utcnow)
+    ends_at: datetime = Field(description="When the session's time is up: the page then gives the completion code.")
+    ended_at: Optional[datetime] = None
+    end_reason: Optional[str] = Field(default=None, description="Why it ended: time up, done, no work left, or "
+                                      "Prolific's status (returned, timed out).")
+    reviewed_at: Optional[datetime] = None
 
 
 class ProlificOnboarding(SQLModel, table=True):

@@ -37,6 +37,8 @@ from turkflow.models import (
     ConversationStatus,
     Hit,
     HitStatus,
+    PlaceStatus,
+    ProlificPlace,
     ReviewEntry,
     ReviewStatus,
     Turn,
@@ -83,6 +85,16 @@ MOVES: Mapping[type, Mapping[str, frozenset[str]]] = {
         A.unpaid: frozenset({A.approved, A.compensated}),
         A.compensated: frozenset(),
     },
+    ProlificPlace: {
+        # a session: the participant writes turn after turn, then ends it on our page or leaves on Prolific
+        PlaceStatus.open: frozenset({PlaceStatus.finished, PlaceStatus.left}),
+        # finished on our page: Prolific approves it, or it was returned or timed out there after all
+        PlaceStatus.finished: frozenset({PlaceStatus.approved, PlaceStatus.left}),
+        # left: paid if the participant wrote turns (approved late where Prolific allows, else a bonus)
+        PlaceStatus.left: frozenset({PlaceStatus.approved, PlaceStatus.compensated}),
+        PlaceStatus.approved: frozenset(),
+        PlaceStatus.compensated: frozenset(),
+    },
     Worker: {
         W.active: frozenset({W.temporarily_blocked, W.blocked}),
         W.temporarily_blocked: frozenset({W.blocked, W.active}),
@@ -112,7 +124,8 @@ MOVES: Mapping[type, Mapping[str, frozenset[str]]] = {
 }
 
 NAMES = {Batch: "batch", Conversation: "conversation", Turn: "turn", Hit: "HIT", Assignment: "assignment",
-         Worker: "worker", Bonus: "bonus", ReviewEntry: "review entry", AgentTurn: "agent turn"}
+         Worker: "worker", Bonus: "bonus", ReviewEntry: "review entry", AgentTurn: "agent turn",
+         ProlificPlace: "Prolific place"}
 
 
 def allowed(model: type, current: str, to: str) -> bool:

@@ -44,7 +44,7 @@ from turkflow.cli.compare import compare, launch_comparison
 from turkflow.cli.dataset import analyse, export, replay
 from turkflow.cli.demo import demo
 from turkflow.cli.mturk import batch_expire, mturk
-from turkflow.cli.prolific import launch_gate, launch_terms, prolific
+from turkflow.cli.prolific import described_places, launch_gate, launch_terms, prolific
 from turkflow.cli.review import admin, review
 from turkflow.cli.star import star
 from turkflow.config import default
@@ -222,6 +222,10 @@ def batch() -> None:
                    "worker who wrote that role's last turn, while they are present) or SECONDS (that worker for "
                    "SECONDS, then anyone; local provider only).  [default: TURKFLOW_KEEP, else the protocol's own: session for STAR, "
                    "Frames and MEEP, any for the others]")
+@click.option("--session-minutes", type=click.IntRange(0, 24 * 60 - 1),
+              help="Prolific: a participant's place lasts a session of these minutes, in which they write turn after "
+                   "turn (a turn kept for them first), paid once with --reward; 0: one turn a place.  [default: "
+                   "TURKFLOW_PROLIFIC_SESSION_MINUTES for a batch that keeps session, else 0]")
 @click.option("--of", "of_batches", metavar="BATCH[,BATCH...]",
               help="Annotate: the batch whose submitted turns are labelled, each turn a HIT of its own. Compare: "
                    "the batches whose finished dialogs are compared, each agent or batch of people a system.")
@@ -262,7 +266,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                  provider: Optional[str], live: bool, yes: bool, skip_if_exists: bool, policy_text: Optional[str],
                  dry_run: bool, protocol: str, unhappy: float, conflicts: Optional[float], suggestions: Optional[int],
                  tasks_per_dialog: int,
-                 success: Optional[float], keep_text: Optional[str], of_batches: Optional[str], scheme: Optional[str],
+                 success: Optional[float], keep_text: Optional[str], session_minutes: Optional[int],
+                 of_batches: Optional[str], scheme: Optional[str],
                  annotators: int, agent_roles: tuple[str, ...], on_agent_failure: str, agent_seed: int,
                  pairwise: bool,
                  question: Optional[str], judges: Optional[int], pair_strategy: str, owner: Optional[str]) -> None:
@@ -326,7 +331,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     from sqlmodel import col, select
 
     from turkflow.hits import keep as keeping, lifecycle, money
-    from turkflow.models import Batch, BatchStatus, Task
+    from turkflow.models import Batch, BatchStatus, KeepRule, Task
     from turkflow.protocols.questions import get_protocol
     from turkflow.protocols.wot import load_documents, read_documents
     from turkflow.quality import monitor
@@ -358,6 +363,11 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError("--live applies to --provider mturk only")
     keep = keeping.for_launch(settings.keep if keep_text is None else keep_text, protocol, provider,
                               "--keep" if keep_text is not None else "TURKFLOW_KEEP")
+    if session_minutes and provider != "prolific":
+        raise CommandError("--session-minutes applies to --provider prolific only")
+    if session_minutes is None:
+        session_minutes = settings.prolific_session_minutes if provider == "prolific" and \
+            keep.rule == KeepRule.session else 0
     live = provider == "mturk" and (live or settings.mturk_live)
     reward = reward if reward is not None else settings.reward_cents
     max_turns = max_turns or settings.max_turns
@@ -384,7 +394,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
         raise CommandError(f"--policy: {bad}") from None
     where = f"{provider} ({'LIVE marketplace' if live else 'sandbox'})" if provider == "mturk" else provider
     launch_gate(app, provider, protocol, multi_task=tasks_per_dialog > 1)
-    terms = launch_terms(app, provider, reward, first_places=conversations, budget_cents=budget)
+    terms = launch_terms(app, provider, reward, first_places=conversations, budget_cents=budget,
+                         session_minutes=session_minutes)
     if provider == "prolific":
         where = "Prolific's test studies (its test participant only)" if terms.test else "Prolific (real studies)"
     fee_percent, amount = terms.fee_percent, (lambda cents: money.shown(cents, terms.currency))
@@ -468,6 +479,8 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if owner:
         click.echo(f"it belongs to {owner}: they see and change it on the dashboard")
     click.echo(f"keep {keep.as_option()}: {keep.described()}")
+    if session_minutes:
+        click.echo(f"places: {described_places(session_minutes, reward, terms.currency)}")
     click.echo(f"watch it: turkflow batch status {batch_id} --watch")
     if provider == "local":
         roles = list(get_protocol(protocol).roles)
@@ -691,6 +704,9 @@ def show_progress(p, database_url: str) -> None:  # noqa: ANN001 - reports.Batch
         f"  committed      {dollars(p.committed_cents)}{budget} (every published turn's reward and every bonus)",
     ]
     lines.append(f"  keep           {keeping.of_batch(b).as_option()}: {keeping.of_batch(b).described()}")
+    minutes = b.platform_terms.get("session_minutes") or 0
+    if b.provider == "prolific":
+        lines.append(f"  places         {described_places(minutes, b.reward_cents, b.currency)}")
     lines += [f"stalled: {message}" for message in p.stalled]
     click.echo("\n".join(lines))
 

@@ -8,7 +8,7 @@ A Prolific batch is launched with ``turkflow batch launch --provider prolific``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import click
@@ -42,14 +42,16 @@ class LaunchTerms:
 
 
 def launch_terms(app: App, provider: str, reward_cents: int, first_places: int = 1,
-                 budget_cents: Optional[int] = None) -> LaunchTerms:
+                 budget_cents: Optional[int] = None, session_minutes: int = 0) -> LaunchTerms:
     """A batch's terms, and Prolific's rules for its turn studies checked before anything is created: the
     workspace's currency (asked of Prolific; an amount typed with another currency's symbol is refused), its
     least pay an hour at TURKFLOW_PROLIFIC_ESTIMATED_MINUTES, the least and the longest maximum time, a
     balance that covers the ``first_places`` (the first turns) with the fee, as Prolific wants before it
     publishes a study, and the public address the studies send participants to (``public.check``; a
     warning when it does not answer from here). A broken rule is one line naming the option or setting to
-    change. The study terms come from this process's settings once, here, and are stored with the batch."""
+    change. The study terms come from this process's settings once, here, and are stored with the batch. With
+    ``session_minutes`` a place lasts a session: the reward pays the session at Prolific's least an hour on
+    its minutes (``--session-minutes``)."""
     from turkflow.errors import InvalidInput
     from turkflow.hits import money
     from turkflow.hits.prolific import api, rules
@@ -62,7 +64,7 @@ def launch_terms(app: App, provider: str, reward_cents: int, first_places: int =
     settings = app.settings
     prolific_provider = _provider(app)
     try:
-        study_terms = StudyTerms.of_settings(settings)
+        study_terms = replace(StudyTerms.of_settings(settings), session_minutes=session_minutes)
     except InvalidInput as bad:
         raise CommandError(str(bad)) from None
     _public_page(app, study_terms.public_url + "/prolific/turn", "the turn studies", study_terms.rehearsal_host)
@@ -70,17 +72,29 @@ def launch_terms(app: App, provider: str, reward_cents: int, first_places: int =
     currency = balance.get("currency_code") or "GBP"
     for amount, option in ((reward_cents, "--reward"), (budget_cents, "--budget")):
         check_currency(amount, currency, option, "the Prolific workspace")
+    hourly = rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents)
     try:
-        rules.check_turn_study(
-            reward_cents=reward_cents, estimated_minutes=study_terms.estimated_minutes,
-            maximum_minutes=study_terms.maximum_minutes, currency=currency,
-            hourly_cents=rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents))
+        if study_terms.sessions:
+            rules.check_session_study(reward_cents=reward_cents, session_minutes=session_minutes,
+                                      hourly_cents=hourly, currency=currency)
+            rules.check_maximum(study_terms.maximum_minutes, study_terms.estimated_minutes)
+        else:
+            rules.check_turn_study(
+                reward_cents=reward_cents, estimated_minutes=study_terms.estimated_minutes,
+                maximum_minutes=study_terms.maximum_minutes, currency=currency, hourly_cents=hourly)
         fee_percent = money.fee_with_vat(settings.prolific_fee_percent, settings.prolific_vat_percent)
         rules.check_funds(available_cents=int(balance.get("available_balance") or 0), first_places=first_places,
                           reward_cents=reward_cents, fee_percent=fee_percent, currency=currency)
     except InvalidInput as broken:
         raise CommandError(str(broken)) from None
     return LaunchTerms(currency, fee_percent, study_terms.as_json())
+
+
+def described_places(session_minutes: int, reward_cents: int, currency: str) -> str:
+    """What a Prolific batch's places are and pay, in a line (``batch launch``, ``batch status``)."""
+    from turkflow.hits.prolific import places
+
+    return places.described(session_minutes, reward_cents, currency)
 
 
 def launch_gate(app: App, provider: str, protocol: str, multi_task: bool) -> None:

@@ -12,7 +12,8 @@ Spend comes from our own records, which the MTurk reconciler settles against MTu
 approved or rejected on MTurk is approved or rejected here), so a reward counts once its assignment is
 approved and a bonus once it is paid; submitted work and recorded bonuses are shown as pending. A kept
 turn whose Prolific submission ended unpaid has its reward paid as a bonus (``BonusKind.reward``), which
-counts as a reward.
+counts as a reward. A Prolific session place is paid its reward once, not each turn written in it: it
+counts once approved (pending once finished), or as its reward bonus.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from turkflow.models import (
     BonusStatus,
     Conversation,
     Hit,
+    PlaceStatus,
+    ProlificPlace,
     Turn,
 )
 
@@ -200,12 +203,27 @@ def spend(session: Session, *, batch_id: Optional[int] = None, worker_id: Option
                 .join(Turn, Turn.id == Hit.turn_id), batch_id, turn_id, currency)
         .where(col(Assignment.status).in_([AssignmentStatus.approved, AssignmentStatus.submitted]),
                Hit.provider != AGENT,  # an agent's turn is never paid
+               col(Assignment.place_id).is_(None),  # a turn of a session place: the place is paid
                *([Assignment.worker_id == worker_id] if worker_id is not None else []))
         .group_by(Assignment.status, Batch.provider, Batch.fee_percent, Batch.reward_cents)
     ).all()
     for status, provider, fee_percent, reward, count in reward_rows:
         fee = _fees(provider, reward, count, fee_percent)
         if status == AssignmentStatus.approved:
+            rewards += count * reward
+            fees += fee
+        else:
+            pending += count * reward + fee
+    place_rows = [] if turn_id is not None else session.exec(
+        _scoped_places(select(ProlificPlace.status, Batch.fee_percent, Batch.reward_cents, func.count())
+                       .select_from(ProlificPlace).join(Batch, Batch.id == ProlificPlace.batch_id), batch_id, currency)
+        .where(col(ProlificPlace.status).in_([PlaceStatus.approved, PlaceStatus.finished]),
+               *([ProlificPlace.worker_id == worker_id] if worker_id is not None else []))
+        .group_by(ProlificPlace.status, Batch.fee_percent, Batch.reward_cents)
+    ).all()
+    for status, fee_percent, reward, count in place_rows:  # a session place's reward (one left is owed: a bonus)
+        fee = _fees("prolific", reward, count, fee_percent)
+        if status == PlaceStatus.approved:
             rewards += count * reward
             fees += fee
         else:
@@ -284,6 +302,15 @@ def sent_bonuses(session: Session, batch_id: int) -> list[SentBonus]:
         .where(Bonus.status == BonusStatus.pending, col(Bonus.pay_claimed_at).is_not(None)).order_by(Bonus.id)
     ).all()
     return [SentBonus(*row) for row in rows]
+
+
+def _scoped_places(query, batch_id: Optional[int], currency: Optional[str]):  # noqa: ANN001, ANN202 - a Select
+    """A query over session places and their batch, narrowed to a batch or a currency."""
+    if batch_id is not None:
+        query = query.where(ProlificPlace.batch_id == batch_id)
+    if currency is not None:
+        query = query.where(Batch.currency == currency)
+    return query
 
 
 def _scoped(query, batch_id: Optional[int], turn_id: Optional[int],  # noqa: ANN001, ANN202 - a Select

@@ -444,15 +444,16 @@ def batch(batch_id: int) -> str:
                            css=f"bar {role}"))
         for role, counts in sorted(page.activity.labels.items())
     ]
-    prolific_studies = []
+    prolific_studies, prolific_places = [], ""
     if batch.provider == "prolific":
-        from turkflow.web.prolific import studies_of
+        from turkflow.web.prolific import places_of, studies_of
 
         with _db() as session:
             prolific_studies = studies_of(session, batch_id)
+        prolific_places = places_of(batch)
     return render_template(
         "admin/batch.html", page=page, progress=page.progress, batch=batch, block_below=batch.block_below,
-        prolific_studies=prolific_studies, keep=keeping.of_batch(batch),
+        prolific_studies=prolific_studies, prolific_places=prolific_places, keep=keeping.of_batch(batch),
         bonus_above=batch.bonus_above, block_policy=monitor.Policy.of(batch).text, quality_chart=quality_chart,
         label_charts=label_charts,
         turns_per_hour=[(hour.strftime("%d %Hh"), n) for hour, n in page.activity.hours],

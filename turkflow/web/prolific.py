@@ -52,8 +52,10 @@ from turkflow.protocols.star import dialog as star_dialog
 from turkflow.protocols import surveys
 from turkflow.hits import keep as keeping, lifecycle, onboarding
 from turkflow.protocols.star import stages
-from turkflow.hits.prolific import api, pages, studies, sync
-from turkflow.models import Assignment, AssignmentStatus, Batch, Hit, Turn, TurnStatus, Worker, utcnow
+from turkflow.hits import money
+from turkflow.hits.prolific import api, pages, places, studies, sync
+from turkflow.models import (Assignment, AssignmentStatus, Batch, Hit, PlaceStatus, ProlificPlace, Turn, TurnStatus,
+                             Worker, WorkerStatus, utcnow)
 from turkflow.protocols import registry
 from turkflow.protocols.questions import STAR, SURVEY_TEXT_CHARS, get_protocol
 from turkflow.quality import gold, reliability
@@ -117,6 +119,11 @@ def turn() -> Any:
     batch_id, role, participant_id, study_id, submission_id = _link()
     with session_scope(settings.database_url) as session:
         study = pages.study_of_link(session, batch_id, role, study_id)
+        minutes = _provider().terms_of(session.get(Batch, batch_id)).session_minutes
+    if minutes:
+        return _place_turn(minutes)
+    with session_scope(settings.database_url) as session:
+        study = pages.study_of_link(session, batch_id, role, study_id)
         known = pages.assignment_of(session, study, submission_id, participant_id)
         done = known is not None and known.status in (AssignmentStatus.submitted, AssignmentStatus.approved)
         logged = _logged(session, batch_id)
@@ -141,23 +148,174 @@ def turn() -> Any:
         if assignment.status != AssignmentStatus.accepted:
             return _please_return("This turn is no longer yours", "Your time on it ran out, or the "
                                   "submission was returned, and the turn went to someone else.")
-        token = pages.page_token(settings.secret_key, assignment, participant_id)
-        owed = _survey_owed(session, assignment)
-        if owed is None and logged == STAR.name:
-            page = _star_page(session, assignment, token, draft=request.args.get("draft", "")[:MAX_DRAFT])
-        elif owed is None and logged:
-            page = _logged_page(session, assignment, token, logged)
-        elif owed is None:
-            view = _turn_view(session, assignment)
-            page = jsonify({**turn_json(view, assignment, session.get(Hit, assignment.hit_id)),
-                            FORM_TOKEN: token}) if wants_json() else \
-                render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token},
-                            earned=reports.earned_cents(session, assignment.worker_id, view.batch.currency))
+        owed, page = _turn_page(session, assignment, participant_id, logged)
     if taken:
         _after_taking(batch_id, role, assignment.worker_id)
     if owed is not None:  # the turn is held for them meanwhile
         return redirect(_survey_url(owed), 303)
     return page
+
+
+def _turn_page(session: Session, assignment: Assignment, participant_id: str,
+               logged: Optional[str]) -> tuple[Optional[int], Optional[Response]]:
+    """The held turn's page (or its JSON), unless the participant owes a dialog's questions first: then that
+    dialog."""
+    token = pages.page_token(_settings().secret_key, assignment, participant_id)
+    owed = _survey_owed(session, assignment)
+    if owed is not None:
+        return owed, None
+    if logged == STAR.name:
+        return None, _star_page(session, assignment, token, draft=request.args.get("draft", "")[:MAX_DRAFT])
+    if logged:
+        return None, _logged_page(session, assignment, token, logged)
+    view = _turn_view(session, assignment)
+    if wants_json():
+        return None, jsonify({**turn_json(view, assignment, session.get(Hit, assignment.hit_id)), FORM_TOKEN: token})
+    return None, render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token},
+                             earned=reports.earned_cents(session, assignment.worker_id, view.batch.currency))
+
+
+# ---- a place that lasts a session (``turkflow.hits.prolific.places``) -----------------------------------------
+
+
+def _place_turn(minutes: int) -> Any:
+    """A session place's page: the turn it holds, else the next (one kept for the participant first), else the
+    waiting screen, or once the session is over the completion code. The place opens the first time its link
+    is followed, once Prolific confirms the submission; every request marks the participant present (the
+    waiting screen asks every few seconds)."""
+    settings = _settings()
+    batch_id, role, participant_id, study_id, submission_id = _link()
+    with session_scope(settings.database_url) as session:
+        study = pages.study_of_link(session, batch_id, role, study_id)
+        known = pages.place_of_link(session, study, submission_id, participant_id)
+    if known is None:
+        _provider().check_submission(study_id, submission_id, participant_id)
+    now, taken = utcnow(), False
+    with session_scope(settings.database_url) as session:
+        if known is None:
+            batch = session.get(Batch, batch_id)  # its terms, as launched, whatever this process's settings
+            worker = pages.participant(session, participant_id, role, _provider().vouched_by_group(batch, role))
+            place = places.open_place(session, worker, batch_id, role, study_id, submission_id, minutes, now)
+        else:
+            place = session.get(ProlificPlace, known.id)
+            worker = session.get(Worker, place.worker_id)
+        if place.status != PlaceStatus.open:
+            return _place_ended(session, place, participant_id)
+        keeping.seen(session, worker, now, settings.presence_seconds)
+        assignment = places.held(session, place)
+        if assignment is None and worker.status != WorkerStatus.active:  # blocked meanwhile: no more turns
+            places.finish(session, place, "blocked", now)
+            return _place_ended(session, place, participant_id)
+        if assignment is None:
+            owed = _survey_owed(session, places.latest(session, place))
+            if owed is not None:  # the dialog their last turn ended has questions for them
+                return redirect(_survey_url(owed), 303)
+            if places.seconds_left(place, now) == 0:
+                places.finish(session, place, "time up", now)
+                return _place_ended(session, place, participant_id)
+            lease = _provider().terms_of(session.get(Batch, batch_id)).maximum_minutes * 60
+            assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id, lease, now,
+                                              place=place)
+            taken = assignment is not None
+            if assignment is None and not places.work_left(session, batch_id, role):
+                places.finish(session, place, "no work left", now)
+                return _place_ended(session, place, participant_id)
+        if assignment is None:
+            return _place_waiting(session, place, participant_id, now)
+        g.place_bar = {"ends_at": place.ends_at, "done_url": _place_url("prolific.place_done"),
+                       "token": pages.place_token(settings.secret_key, place, participant_id)}
+        owed, page = _turn_page(session, assignment, participant_id, _logged(session, batch_id))
+    if taken:
+        _after_taking(batch_id, role, assignment.worker_id)
+    if owed is not None:
+        return redirect(_survey_url(owed), 303)
+    return page
+
+
+ENDED_BECAUSE = {"time up": "Your session's time is up.", "done": "You ended your session.",
+                 "no work left": "Every turn of this study is written: there is no work left for you.",
+                 "blocked": "You can no longer take turns in this study."}
+
+
+def _place_pay(session: Session, place: ProlificPlace) -> str:
+    """What the participant earns, honestly: the session's pay, approved on Prolific, and the quality bonus."""
+    batch = session.get(Batch, place.batch_id)
+    return (f"The session pays {money.shown(batch.reward_cents, batch.currency)} once you finish it on Prolific, "
+            "however many turns were offered to you; a turn the next participants rate well may earn a bonus "
+            "on top.")
+
+
+def _place_ended(session: Session, place: ProlificPlace, participant_id: str) -> Response:
+    """The session is over: the completion code (finished or paid), or, once Prolific ended it, why."""
+    if place.status == PlaceStatus.left:
+        return _please_return("Your session has ended on Prolific", "Your submission was returned or timed out "
+                              "on Prolific; the turns you wrote in it are kept and paid.")
+    code = _provider().completion_code(place.batch_id, place.role)
+    written = places.written(session, place)
+    reason = ENDED_BECAUSE.get(place.end_reason or "", "Your session has ended.")
+    if wants_json():
+        return jsonify(waiting=False, ended=True, reason=place.end_reason, turns_written=written,
+                       completion_code=code, completion_url=api.completion_url(code))
+    page = render_template("prolific_place.html", ended=True, reason=reason, written=written, code=code,
+                           completion_url=api.completion_url(code), pay=_place_pay(session, place))
+    return worker_page_headers(Response(page, 200))
+
+
+def _place_waiting(session: Session, place: ProlificPlace, participant_id: str, now: Any) -> Response:
+    """No turn waits for the participant now: the waiting screen, which asks again every few seconds."""
+    token = pages.place_token(_settings().secret_key, place, participant_id)
+    left = places.seconds_left(place, now)
+    if wants_json():
+        return jsonify(waiting=True, ended=False, session_seconds_left=left, ask_every_seconds=places.ASK_EVERY,
+                       turns_written=places.written(session, place), done_url=_place_url("prolific.place_done"),
+                       left_url=_place_url("prolific.place_left"), **{FORM_TOKEN: token})
+    page = render_template("prolific_place.html", ended=False, role=place.role, ends_at=place.ends_at,
+                           every=places.ASK_EVERY, token=token, turn_url=_turn_url(),
+                           done_url=_place_url("prolific.place_done"), left_url=_place_url("prolific.place_left"),
+                           pay=_place_pay(session, place))
+    return worker_page_headers(Response(page, 200))
+
+
+def _place_url(endpoint: str) -> str:
+    return f"{url_for(endpoint)}?{_link_args()}"
+
+
+def _posted_place(session: Session) -> tuple[ProlificPlace, str]:
+    """The link's session place, for a POST carrying its waiting screen's token."""
+    batch_id, role, participant_id, study_id, submission_id = _link()
+    study = pages.study_of_link(session, batch_id, role, study_id)
+    place = pages.place_of_link(session, study, submission_id, participant_id)
+    if place is None:
+        raise Forbidden("this submission has no session here; open the study again from Prolific")
+    body = action_body()
+    pages.check_place_token(_settings().secret_key, _token(body), place, participant_id)
+    return place, participant_id
+
+
+@bp.post("/place/done")
+def place_done() -> Any:
+    """The participant ends their session (a turn they hold goes back to the pool): then the completion code.
+    A second click finds it ended and shows the code again."""
+    settings = _settings()
+    with session_scope(settings.database_url) as session:
+        place, participant_id = _posted_place(session)
+        places.finish(session, place, "done", utcnow())
+    if wants_json():
+        with session_scope(settings.database_url) as session:
+            return _place_ended(session, session.get(ProlificPlace, place.id), participant_id)
+    return redirect(_turn_url(), 303)
+
+
+@bp.post("/place/left")
+def place_left() -> Any:
+    """The waiting screen was closed (its ``pagehide`` beacon): present no longer, so the turns kept for the
+    participant go to anyone at once; their place stays open until its time is up or Prolific ends it (they
+    may come back to it)."""
+    settings = _settings()
+    with session_scope(settings.database_url) as session:
+        place, _ = _posted_place(session)
+        keeping.left(session, place.worker_id, utcnow())
+    return "", 204
 
 
 def _after_taking(batch_id: int, role: str, worker_id: int) -> None:
@@ -194,8 +352,8 @@ def submit() -> Any:
     try:
         with session_scope(settings.database_url) as session:
             worker = session.get(Worker, assignment.worker_id)
-            submission = lifecycle.submit_turn(session, submission_id, worker, raw)
-            keeping.seen(session, worker, utcnow(), settings.prolific_presence_seconds)  # back on Prolific for the next
+            submission = lifecycle.submit_turn(session, assignment.external_id, worker, raw)
+            _seen_after_turn(session, worker, assignment)
             turn_id, created = submission.turn.id, submission.created
             conversation_id = submission.turn.conversation_id
             asked = (lifecycle.ends_conversation(session, submission.turn) and surveys.asks(
@@ -363,8 +521,8 @@ def _submit_logged(protocol: str) -> Any:
     try:
         with session_scope(settings.database_url) as session:
             worker = session.get(Worker, assignment.worker_id)
-            submission = registry.parts(protocol).submit_turn(session, submission_id, worker, body)
-            keeping.seen(session, worker, utcnow(), settings.prolific_presence_seconds)  # back on Prolific for the next
+            submission = registry.parts(protocol).submit_turn(session, assignment.external_id, worker, body)
+            _seen_after_turn(session, worker, assignment)
             turn_id, created = submission.turn.id, submission.created
             conversation_id = submission.turn.conversation_id
             asked = (lifecycle.ends_conversation(session, submission.turn)
@@ -377,6 +535,9 @@ def _submit_logged(protocol: str) -> Any:
     if created:
         queue_next_turn(turn_id, worker)
     survey_url = _survey_url(conversation_id) if asked else None
+    if wants_json() and assignment.place_id is not None:  # on to the session's next turn
+        return jsonify(turn_id=turn_id, created=created, survey_url=survey_url, next_url=_turn_url(),
+                       completion_url=None)
     if wants_json():
         return jsonify(turn_id=turn_id, created=created, survey_url=survey_url,
                        completion_url=api.completion_url(_provider().completion_code(batch_id, role)))
@@ -677,8 +838,21 @@ def _turn_view(session: Session, assignment: Assignment) -> lifecycle.TurnView:
 
 
 def _back_to_prolific(batch_id: int, role: str) -> Response:
-    """The turn is stored: the participant finishes the submission on Prolific with the study's code."""
+    """The turn is stored: the participant finishes the submission on Prolific with the study's code, or, in
+    a session place, goes on to its next turn (or its end)."""
+    with session_scope(_settings().database_url) as session:
+        place = places.of_submission(session, request.args.get("SESSION_ID", ""))
+    if place is not None:
+        return redirect(_turn_url(), 303)
     return redirect(api.completion_url(_provider().completion_code(batch_id, role)), 303)
+
+
+def _seen_after_turn(session: Session, worker: Worker, assignment: Assignment) -> None:
+    """A participant who wrote a turn is present: in a session place, as long as a page they keep open says
+    (the local queue's presence); on a one-turn place, for the time it takes to open the study again."""
+    seconds = _settings().presence_seconds if assignment.place_id is not None else \
+        _settings().prolific_presence_seconds
+    keeping.seen(session, worker, utcnow(), seconds)
 
 
 def _first_delivery(settings: Settings, event_id: Optional[str], signature: str) -> Optional[list[str]]:
@@ -751,6 +925,11 @@ def webhook() -> Any:
 
 
 # ---- the dashboard's Prolific parts (``turkflow.web.admin`` serves them to signed-in requesters) ----------
+
+
+def places_of(batch: Batch) -> str:
+    """What the batch's places are and pay, for its page."""
+    return places.described(batch.platform_terms.get("session_minutes") or 0, batch.reward_cents, batch.currency)
 
 
 def studies_of(session: Session, batch_id: int) -> list[studies.StudyView]:

@@ -24,6 +24,7 @@ from turkflow.db import savepoint
 from turkflow.errors import Forbidden
 from turkflow.hits import keep as keeping, lifecycle, onboarding
 from turkflow.protocols.star import stages
+from turkflow.hits.prolific import places
 from turkflow.hits.prolific.provider import PROVIDER, worker_external_id
 from turkflow.models import (
     Assignment,
@@ -34,6 +35,7 @@ from turkflow.models import (
     Hit,
     HitStatus,
     ProlificOnboarding,
+    ProlificPlace,
     ProlificStudy,
     StageAttempt,
     Turn,
@@ -83,14 +85,45 @@ def check_page_token(secret_key: str, token: str, assignment: Assignment, partic
         raise Forbidden("this form was issued for another participant or submission")
 
 
+def place_token(secret_key: str, place: ProlificPlace, participant_id: str) -> str:
+    """Carried by a session's waiting screen (its "done" form and its ``pagehide`` beacon), as ``page_token``
+    is by a turn's form."""
+    return _signer(secret_key).dumps(["place", place.id, participant_id, place.submission_id])
+
+
+def check_place_token(secret_key: str, token: str, place: ProlificPlace, participant_id: str) -> None:
+    try:
+        signed = _signer(secret_key).loads(token or "")
+    except BadSignature:
+        raise Forbidden("this form was not issued by turkflow; open the study again from Prolific") from None
+    if signed != ["place", place.id, participant_id, place.submission_id]:
+        raise Forbidden("this form was issued for another participant or submission")
+
+
+def place_of_link(session: Session, study: ProlificStudy, submission_id: str,
+                  participant_id: str) -> Optional[ProlificPlace]:
+    """The session place of this submission, if one was opened; another participant's, or one of another
+    study, is refused."""
+    place = places.of_submission(session, submission_id)
+    if place is None:
+        return None
+    if place.batch_id != study.batch_id or place.role != study.role or place.study_id != study.study_id:
+        raise Forbidden("this submission belongs to another study")
+    if session.get(Worker, place.worker_id).external_id != worker_external_id(participant_id):
+        raise Forbidden("this submission belongs to another participant")
+    return place
+
+
 # ---- holding a turn -------------------------------------------------------------------------------------
 
 
 def assignment_of(session: Session, study: ProlificStudy, submission_id: str,
                   participant_id: str) -> Optional[Assignment]:
-    """The turn this submission already holds, if any; another participant's, or one of another study
-    (whose completion code this link would give away), is refused."""
-    assignment = session.exec(select(Assignment).where(Assignment.external_id == submission_id)).first()
+    """The turn this submission already holds, if any (in a session place: its latest turn); another
+    participant's, or one of another study (whose completion code this link would give away), is refused."""
+    place = place_of_link(session, study, submission_id, participant_id)
+    assignment = places.latest(session, place) if place is not None else session.exec(
+        select(Assignment).where(Assignment.external_id == submission_id)).first()
     if assignment is None:
         return None
     worker = session.get(Worker, assignment.worker_id)
@@ -265,14 +298,16 @@ def start_stage(session: Session, worker: Worker, stage: stages.Stage) -> StageA
 
 
 def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, submission_id: str,
-                   lease_seconds: int, now: Optional[datetime] = None) -> Optional[Assignment]:
+                   lease_seconds: int, now: Optional[datetime] = None,
+                   place: Optional[ProlificPlace] = None) -> Optional[Assignment]:
     """Give the submission the oldest waiting turn of the batch role, a turn kept for the participant first
     (``turkflow.hits.keep``: of a conversation whose role's last turn they wrote) and none kept for another who
     may still take it; None when no turn waits. A STAR turn only of a conversation whose qualification stage
     the participant passed (``turkflow.protocols.star.stages``).
 
     A turn is claimed by its lease (a conditional update), as on the local queue, so two participants
-    arriving at once never get the same turn; the same submission arriving twice gets one turn.
+    arriving at once never get the same turn; the same submission arriving twice gets one turn. In a session
+    ``place`` the turn is the place's next (``places.next_external_id``).
     """
     now = now or utcnow()
     free = or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < now)
@@ -297,11 +332,14 @@ def take_next_turn(session: Session, worker: Worker, batch_id: int, role: str, s
                                                 Assignment.status == AssignmentStatus.accepted)
                 for stale in session.exec(held):
                     lifecycle.abandon_assignment(session, stale, "lease_expired")
-                assignment = Assignment(hit_id=hit_id, worker_id=worker.id, external_id=submission_id,
-                                        accepted_at=now)
+                external_id = submission_id if place is None else places.next_external_id(session, place)
+                assignment = Assignment(hit_id=hit_id, worker_id=worker.id, external_id=external_id,
+                                        accepted_at=now, place_id=place.id if place is not None else None)
                 session.add(assignment)
                 session.flush()
         except IntegrityError:  # this submission took a turn in a concurrent request
+            if place is not None:
+                return places.held(session, place)
             return session.exec(select(Assignment).where(Assignment.external_id == submission_id)).one()
         turn = session.get(Turn, hit.turn_id)
         events.record(session, "turn_taken", f"worker:{worker.id}", conversation_id=turn.conversation_id,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import String, cast, or_
+from sqlalchemy import String, cast, func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select, update
@@ -48,7 +48,7 @@ from turkflow.errors import Forbidden, ProviderError
 from turkflow.hits import lifecycle
 from turkflow.hits import onboarding
 from turkflow.protocols.star import stages
-from turkflow.hits.prolific import api, public
+from turkflow.hits.prolific import api, places, public
 from turkflow.hits.prolific.terms import OnboardingTerms, StudyTerms
 from turkflow.hits.provider import CrowdProvider, HitCheck
 from turkflow.protocols.questions import PROTOCOLS, get_protocol
@@ -62,7 +62,9 @@ from turkflow.models import (
     Conversation,
     Hit,
     HitStatus,
+    PlaceStatus,
     ProlificOnboarding,
+    ProlificPlace,
     ProlificStudy,
     Role,
     Turn,
@@ -296,7 +298,9 @@ class ProlificProvider(CrowdProvider):
             return None
         study = api.get_study(self.client, row.study_id)
         status = study["status"]
-        waiting = _waiting_turns(session, batch.id, role, include=include, exclude=exclude)
+        sessions = self.terms_of(batch).sessions
+        waiting = _waiting_turns(session, batch.id, role, include=include, exclude=exclude) \
+            - (_open_places(session, batch.id, role) if sessions else 0)
         if status == "PAUSED" and row.paused_at is None:  # a pause of ours may have been recorded meanwhile
             set_committed_value(row, "paused_at", _paused_now(session, row.id))
         step = next_step(status, places_taken=int(study.get("places_taken") or 0), waiting=waiting,
@@ -313,7 +317,7 @@ class ProlificProvider(CrowdProvider):
             status, ours = self._transition(row.study_id, "PAUSE")
             if ours:  # a pause someone else made is not ours to undo
                 _paused_by_us(session, row)
-            if batch.status == BatchStatus.active and _waiting_now(session, batch.id, role, exclude) > 0:
+            if batch.status == BatchStatus.active and _waiting_now(session, batch.id, role, exclude, sessions) > 0:
                 status, _ = self._transition(row.study_id, "START")
                 row.paused_at = None
         if status == "PAUSED" and row.paused_at is None and row.seen_status != "PAUSED":
@@ -392,11 +396,12 @@ class ProlificProvider(CrowdProvider):
     def _create_study(self, batch: Batch, role: str, name: str, allowed: str, terms: StudyTerms,
                       page: str) -> dict[str, Any]:
         others = [other for other in get_protocol(batch.protocol).roles if other != role]
+        estimated, maximum = terms.study_minutes
         body = api.study_body(
             name=f"{role.capitalize()}: {terms.study_name}", description=terms.study_description,
             page_url=page, completion_code=self.completion_code(batch.id, role),
-            reward_cents=batch.reward_cents, places=1, estimated_minutes=terms.estimated_minutes,
-            maximum_minutes=terms.maximum_minutes, internal_name=name, allow_groups=[allowed],
+            reward_cents=batch.reward_cents, places=1, estimated_minutes=estimated,
+            maximum_minutes=maximum, internal_name=name, allow_groups=[allowed],
             block_groups=[self.blocked_group(), *(self.role_group(other) for other in others)],
             project=terms.project_id or None)
         created = api.create_study(self.client, body)
@@ -441,8 +446,9 @@ class ProlificProvider(CrowdProvider):
     # -- submissions and money --
 
     def approve(self, session: Session, assignment: Assignment) -> None:
-        """Approve the submission (Prolific ignores a repeat); one Prolific already approved settles ours."""
-        if assignment.status != AssignmentStatus.submitted:
+        """Approve the submission (Prolific ignores a repeat); one Prolific already approved settles ours. A turn
+        of a session place is approved with its place (``sync.approve_places_due``), never alone."""
+        if assignment.status != AssignmentStatus.submitted or assignment.place_id is not None:
             return
         try:
             api.transition_submission(self.client, assignment.external_id, "APPROVE")
@@ -493,12 +499,13 @@ class ProlificProvider(CrowdProvider):
     def _settle(self, session: Session, bonus: Bonus, assignment: Assignment) -> list[int]:
         """A claimed bonus is paid once its submission shows a payment of its own amount that no other bonus
         of ours there accounts for, and never paid again from here."""
-        payments = api.get_submission(self.client, assignment.external_id).get("bonus_payments") or []
+        submission_id = places.submission_of(session, assignment)
+        payments = api.get_submission(self.client, submission_id).get("bonus_payments") or []
         if payment_shown(session, bonus, payments):
             return [bonus.id]
         accepted = (f"Prolific accepted the pay call at {bonus.pay_accepted_at:%H:%M} UTC"
                     if bonus.pay_accepted_at is not None else f"it went to Prolific at {bonus.pay_claimed_at:%H:%M} UTC")
-        raise BonusOutcomeUnknown(f"bonus {bonus.id}: {accepted} and submission {assignment.external_id} shows no "
+        raise BonusOutcomeUnknown(f"bonus {bonus.id}: {accepted} and submission {submission_id} shows no "
                                   f"payment of {bonus.amount_cents} yet")
 
     # -- participants --
@@ -774,10 +781,20 @@ def _waiting_turns(session: Session, batch_id: int, role: str, *, include: Optio
     return len(ids)
 
 
-def _waiting_now(session: Session, batch_id: int, role: str, exclude: Optional[Hit]) -> int:
-    """``_waiting_turns`` as committed now, outside the caller's snapshot (SQLite keeps a transaction's)."""
+def _waiting_now(session: Session, batch_id: int, role: str, exclude: Optional[Hit], sessions: bool) -> int:
+    """``_waiting_turns`` as committed now, outside the caller's snapshot (SQLite keeps a transaction's), less
+    the open session places (``sessions``) that will take them."""
     with Session(session.get_bind()) as fresh:
-        return _waiting_turns(fresh, batch_id, role, exclude=exclude)
+        return _waiting_turns(fresh, batch_id, role, exclude=exclude) - \
+            (_open_places(fresh, batch_id, role) if sessions else 0)
+
+
+def _open_places(session: Session, batch_id: int, role: str) -> int:
+    """Session places of a batch role whose participants are in them: each takes waiting turns one after
+    another, so the study needs places only for the turns beyond them."""
+    return session.exec(select(func.count()).select_from(ProlificPlace).where(
+        ProlificPlace.batch_id == batch_id, ProlificPlace.role == role,
+        ProlificPlace.status == PlaceStatus.open)).one()
 
 
 def _unclaimed_bonuses(session: Session, study_id: str, first: int) -> dict[int, tuple[str, int]]:
@@ -785,8 +802,9 @@ def _unclaimed_bonuses(session: Session, study_id: str, first: int) -> dict[int,
     bonus id -> (submission id, cents), as many as one bulk payment takes, one per submission (a turn's
     reward paid as a bonus and its quality bonus go in two bulks, each a line of its own)."""
     rows = session.exec(
-        select(Bonus.id, Assignment.external_id, Bonus.amount_cents)
+        select(Bonus.id, places.SUBMISSION, Bonus.amount_cents)
         .join(Assignment, Assignment.id == Bonus.assignment_id).join(Hit, Hit.id == Assignment.hit_id)
+        .outerjoin(ProlificPlace, ProlificPlace.id == Assignment.place_id)
         .where(Hit.provider == PROVIDER, Hit.external_id == study_id, Bonus.status == BonusStatus.pending,
                col(Bonus.pay_claimed_at).is_(None))
         .order_by((Bonus.id == first).desc(), Bonus.id).limit(api.MAX_BONUSES_PER_REQUEST)
@@ -816,15 +834,16 @@ def _claim(session: Session, bonus_ids: list[int], bulk_id: str) -> bool:
 
 
 def matched_bonuses(session: Session, assignment_id: int, payments: list[Any]) -> set[int]:
-    """Our bonuses on one submission that its ``bonus_payments`` (amounts in cents: all Prolific keeps of a
-    payment on a submission) account for, each matched to one payment of its own amount: first those known
-    paid, then the claimed ones, earliest claim first. A payment no bonus of ours matches (a person's payment
-    in Prolific's app, an adjustment payment Prolific asked for) settles nothing, and no bonus is taken as
-    paid because another one is."""
+    """Our bonuses on one submission (the assignment's, with every other turn of its session place) that its
+    ``bonus_payments`` (amounts in cents: all Prolific keeps of a payment on a submission) account for, each
+    matched to one payment of its own amount: first those known paid, then the claimed ones, earliest claim
+    first. A payment no bonus of ours matches (a person's payment in Prolific's app, an adjustment payment
+    Prolific asked for) settles nothing, and no bonus is taken as paid because another one is."""
     left = Counter(round(float(cents)) for cents in payments)
+    sharing = places.sharing_submission(session, session.get(Assignment, assignment_id))
     ours = session.exec(
         select(Bonus.id, Bonus.amount_cents).where(
-            Bonus.assignment_id == assignment_id,
+            col(Bonus.assignment_id).in_(sharing),
             or_(Bonus.status == BonusStatus.paid, col(Bonus.pay_claimed_at).is_not(None)))
         .order_by((Bonus.status == BonusStatus.paid).desc(), Bonus.pay_claimed_at, Bonus.id)).all()
     matched = set()

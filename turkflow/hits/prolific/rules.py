@@ -74,6 +74,19 @@ def check_turn_study(*, reward_cents: int, estimated_minutes: int, maximum_minut
     check_maximum(maximum_minutes, estimated_minutes)
 
 
+def check_session_study(*, reward_cents: int, session_minutes: int, hourly_cents: int, currency: str) -> None:
+    """A batch's session places (``--session-minutes``): the reward pays the session at Prolific's least an
+    hour, on the session's minutes (its estimated time on Prolific). Refused in one line naming the option."""
+    least = least_reward_cents(hourly_cents, session_minutes)
+    if reward_cents < least:
+        raise InvalidInput(f"{shown(reward_cents, currency)} is below Prolific's minimum pay for a place of "
+                           f"--session-minutes {session_minutes}: at least {shown(least, currency)} a session "
+                           f"({shown(hourly_cents, currency)} an hour); raise --reward, or shorten the session",
+                           "--reward")
+    if session_minutes > LONGEST_MAXIMUM_MINUTES:
+        raise InvalidInput(f"{session_minutes} minutes is longer than a Prolific study may take", "--session-minutes")
+
+
 def check_maximum(maximum_minutes: int, estimated_minutes: int) -> None:
     """A turn study's maximum time (TURKFLOW_PROLIFIC_MAX_MINUTES): at least Prolific's least for the
     estimate, and under 24 hours."""

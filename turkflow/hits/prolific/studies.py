@@ -4,7 +4,8 @@ how long turns take at the median against the estimate and against Prolific's mi
 Prolific judges a study's pay at the median completion time of its submissions and, when the reward then
 pays under its hourly minimum (GBP 6 / USD 8), pauses the study and asks for adjustment payments (researcher
 help, "Underpaying studies"). turkflow times every stored turn from the moment its participant opened it to
-the moment it was stored (``Assignment.accepted_at`` to ``submitted_at``); Prolific's clock also counts the
+the moment it was stored (``Assignment.accepted_at`` to ``submitted_at``), or, where a place lasts a session,
+every ended session (``ProlificPlace.started_at`` to ``ended_at``); Prolific's clock also counts the
 way from Prolific to our page and back, a few seconds more. ``warning`` speaks up well before Prolific would:
 at ``WARN_AT`` of the time at which the reward stops paying Prolific's minimum. Read from our records only:
 no call to Prolific.
@@ -22,7 +23,7 @@ from sqlmodel import Session, col, select
 from turkflow.hits import money
 from turkflow.hits.prolific import rules
 from turkflow.hits.prolific.terms import StudyTerms
-from turkflow.models import Assignment, Batch, Hit, ProlificStudy
+from turkflow.models import Assignment, Batch, Hit, ProlificPlace, ProlificStudy
 
 WARN_AT = 0.8  # of the median time at which Prolific would find the study underpaying
 TIMED_ENOUGH = 3  # stored turns before a median says anything
@@ -72,15 +73,18 @@ def study_views(session: Session, batch: Batch) -> list[StudyView]:
     views = []
     for row in session.exec(select(ProlificStudy).where(ProlificStudy.batch_id == batch.id)
                             .order_by(ProlificStudy.id)):
-        taken = [_minutes(start, end) for start, end in session.exec(
-            select(Assignment.accepted_at, Assignment.submitted_at).join(Hit, Hit.id == Assignment.hit_id)
-            .where(Hit.external_id == row.study_id, col(Assignment.submitted_at).is_not(None)))]
+        timed = select(ProlificPlace.started_at, ProlificPlace.ended_at).where(
+            ProlificPlace.study_id == row.study_id, col(ProlificPlace.ended_at).is_not(None)) \
+            if terms and terms.sessions else \
+            select(Assignment.accepted_at, Assignment.submitted_at).join(Hit, Hit.id == Assignment.hit_id).where(
+                Hit.external_id == row.study_id, col(Assignment.submitted_at).is_not(None))
+        taken = [_minutes(start, end) for start, end in session.exec(timed)]
         views.append(StudyView(
             role=row.role, study_id=row.study_id, test=bool(terms and terms.test), status=row.seen_status,
             paused_elsewhere=row.seen_status == "PAUSED" and row.paused_at is None and row.ended_at is None,
             ended=row.ended_at is not None, turns_timed=len(taken),
             median_minutes=statistics.median(taken) if len(taken) >= TIMED_ENOUGH else None,
-            estimated_minutes=terms.estimated_minutes if terms else 0,
+            estimated_minutes=terms.study_minutes[0] if terms else 0,
             underpaid_after_minutes=batch.reward_cents * 60 / hourly, reward_cents=batch.reward_cents,
             currency=batch.currency))
     return views

@@ -35,7 +35,7 @@ from turkflow.config import Settings
 from turkflow.db import savepoint, session_scope
 from turkflow.errors import Conflict, NotFound
 from turkflow.hits import keep as keeping, lifecycle, money
-from turkflow.hits.prolific import api, pages, studies
+from turkflow.hits.prolific import api, pages, places, studies
 from turkflow.hits.prolific.provider import ProlificProvider, payment_shown
 from turkflow.hits.prolific.terms import StudyTerms
 from turkflow.models import (
@@ -48,6 +48,8 @@ from turkflow.models import (
     Conversation,
     Event,
     Hit,
+    PlaceStatus,
+    ProlificPlace,
     ProlificStudy,
     Turn,
     Worker,
@@ -85,13 +87,16 @@ class ProlificRound:
     awaiting_review: set[str] = field(default_factory=set)  # submission ids Prolific shows awaiting review
     approvals_asked: list[int] = field(default_factory=list)
     claimed_bonuses: list[int] = field(default_factory=list)  # pay outcome unknown: settle from Prolific
+    places_left: list[int] = field(default_factory=list)  # session places returned or timed out: ended now
+    places_approved: list[int] = field(default_factory=list)  # session places approved on Prolific, now here too
+    place_approvals_asked: list[int] = field(default_factory=list)
     studies: dict[str, str] = field(default_factory=dict)  # Prolific study id -> its status afterwards
     slow: dict[str, str] = field(default_factory=dict)  # study id -> a timing warning said for the first time
     failed: list[str] = field(default_factory=list)  # studies Prolific could not be asked about this round
 
     def __bool__(self) -> bool:
         return any((self.released, self.settled, self.finished_without_turn, self.unpaid, self.approved_late,
-                    self.reward_bonuses, self.failed, self.slow))
+                    self.reward_bonuses, self.failed, self.slow, self.places_left, self.places_approved))
 
 
 def apply_status(session: Session, submission_id: str, status: str, found: ProlificRound) -> None:
@@ -102,8 +107,13 @@ def apply_status(session: Session, submission_id: str, status: str, found: Proli
     us, by hand in Prolific's app, or by Prolific's own auto-approval): our assignment says so (a rejection
     of one marked unpaid changes nothing: the turn is kept and paid). Finished on Prolific while we stored
     no turn (the participant came back without our page's code): the turn goes back too, and the
-    submission waits for a person's review on Prolific. Anything else changes nothing here.
+    submission waits for a person's review on Prolific. Anything else changes nothing here. A session
+    place's submission is the place's (``apply_to_place``).
     """
+    place = places.of_submission(session, submission_id)
+    if place is not None:
+        apply_to_place(session, place, status, found)
+        return
     assignment = session.exec(select(Assignment).where(Assignment.external_id == submission_id)).first()
     if assignment is None:
         return
@@ -133,6 +143,22 @@ def apply_status(session: Session, submission_id: str, status: str, found: Proli
             (status == "APPROVED" and assignment.status in (AssignmentStatus.unpaid, AssignmentStatus.rejected)):
         if lifecycle.settle_assignment(session, assignment, VERDICTS[status]):
             found.settled.append(assignment.id)
+
+
+def apply_to_place(session: Session, place: ProlificPlace, status: str, found: ProlificRound) -> None:
+    """A session place's submission on Prolific: returned or timed out, the place ends at once (its held turn
+    back to the pool, its kept conversations to anyone) and its written turns are owed (``settle_unpaid``);
+    awaiting review while the place is open (the code typed without our page ending it), it ends as
+    finished; approved, the place is paid. Each once, however often it is seen."""
+    now = utcnow()
+    if status == "AWAITING REVIEW":
+        found.awaiting_review.add(place.submission_id)
+        places.finish(session, place, "finished on Prolific", now)
+    elif status in GIVES_TURN_BACK:
+        if places.leave(session, place, GIVES_TURN_BACK[status], now):
+            found.places_left.append(place.id)
+    elif status == "APPROVED" and places.approved(session, place):
+        found.places_approved.append(place.id)
 
 
 def poll(settings: Settings, provider: ProlificProvider, now: Optional[datetime] = None) -> ProlificRound:
@@ -171,7 +197,9 @@ def poll(settings: Settings, provider: ProlificProvider, now: Optional[datetime]
         for batch_id in sorted({row.batch_id for row in rows if row.study_id in running}):
             warn_once(session, session.get(Batch, batch_id), found)
     settle_unpaid(settings, provider, found)
+    settle_left_places(settings, provider, found)
     found.approvals_asked = approve_due(settings, provider, now, found.awaiting_review)
+    found.place_approvals_asked = approve_places_due(settings, provider, now, found.awaiting_review)
     with session_scope(settings.database_url) as session:
         found.claimed_bonuses = claimed_bonuses(session)
     return found
@@ -204,19 +232,26 @@ def unsettled_since(session: Session, settings: Settings,
     moment any of them may have started on Prolific (our oldest such record, less the study's maximum time,
     as its batch was launched, and a margin). Of an ended study only the money still owed counts
     (``OWED``)."""
-    longest = {study_id: (StudyTerms.from_json(terms) or StudyTerms.of_settings(settings)).maximum_minutes
+    longest = {study_id: (StudyTerms.from_json(terms) or StudyTerms.of_settings(settings)).study_minutes[1]
                for study_id, terms in session.exec(
                    select(ProlificStudy.study_id, Batch.platform_terms).join(Batch, Batch.id == ProlificStudy.batch_id)
                    .where(col(ProlificStudy.study_id).is_not(None)))}
     query = (select(Hit.external_id, func.min(Assignment.accepted_at)).join(Hit, Hit.id == Assignment.hit_id)
              .where(Hit.provider == pages.PROVIDER, col(Assignment.status).in_(statuses),
-                    col(Hit.external_id).is_not(None))
+                    col(Hit.external_id).is_not(None), col(Assignment.place_id).is_(None))
              .group_by(Hit.external_id))
     if set(statuses) - set(OWED):
         query = query.join(ProlificStudy, ProlificStudy.study_id == Hit.external_id).where(
             col(ProlificStudy.ended_at).is_(None))
+    oldest_of = {study_id: oldest for study_id, oldest in session.exec(query).all() if oldest is not None}
+    # a session place is followed from its start while it is open or waits for its approval
+    for study_id, oldest in session.exec(
+            select(ProlificPlace.study_id, func.min(ProlificPlace.started_at))
+            .where(col(ProlificPlace.status).in_([PlaceStatus.open, PlaceStatus.finished]))
+            .group_by(ProlificPlace.study_id)):
+        oldest_of[study_id] = min(oldest, oldest_of.get(study_id, oldest))
     return {study_id: _aware(oldest) - timedelta(minutes=longest.get(study_id, settings.prolific_max_minutes))
-            - STARTED_BEFORE_TAKEN for study_id, oldest in session.exec(query).all() if oldest is not None}
+            - STARTED_BEFORE_TAKEN for study_id, oldest in oldest_of.items()}
 
 
 def settle_unpaid(settings: Settings, provider: ProlificProvider, found: ProlificRound,
@@ -251,6 +286,41 @@ def settle_unpaid(settings: Settings, provider: ProlificProvider, found: Prolifi
                 found.approved_late.append(assignment_id)
             else:
                 bonus_id = compensate(session, assignment, f"{approved.lower()} on Prolific, not approvable")
+                if bonus_id is not None:
+                    found.reward_bonuses.append(bonus_id)
+
+
+def settle_left_places(settings: Settings, provider: ProlificProvider, found: ProlificRound,
+                       limit: int = UNPAID_PER_ROUND) -> None:
+    """Pay each session place returned or timed out after turns were written in it, once: approve its
+    submission where Prolific allows (a timed-out one), else its reward goes as a bonus on the submission
+    (``places.compensate``; in ``found.reward_bonuses``, for the caller to have it paid like any bonus). As ``settle_unpaid`` does for a one-turn
+    place's stored turn."""
+    with session_scope(settings.database_url) as session:
+        left = [(place.id, place.submission_id) for place in session.exec(
+            select(ProlificPlace).where(ProlificPlace.status == PlaceStatus.left).order_by(ProlificPlace.id)
+            .limit(limit)) if places.owed(session, place)]
+    for place_id, submission_id in left:
+        try:
+            try:
+                api.transition_submission(provider.client, submission_id, "APPROVE")
+                status = "APPROVED"
+            except api.ProlificError as exc:
+                if exc.prolific_status != 400:
+                    raise
+                status = api.get_submission(provider.client, submission_id)["status"]
+        except api.ProlificError as exc:
+            log.warning("session place %s: Prolific did not answer (%s); asked again next round", submission_id, exc)
+            continue
+        with session_scope(settings.database_url) as session:
+            place = session.get(ProlificPlace, place_id)
+            if place.status != PlaceStatus.left:
+                continue
+            if status == "APPROVED":
+                places.approved(session, place)
+                found.places_approved.append(place_id)
+            else:
+                bonus_id = places.compensate(session, place, f"{status.lower()} on Prolific, not approvable")
                 if bonus_id is not None:
                     found.reward_bonuses.append(bonus_id)
 
@@ -290,7 +360,7 @@ def approve_due(settings: Settings, provider: ProlificProvider, now: datetime,
     stored_before = now - timedelta(seconds=settings.prolific_approve_after_seconds)
     due_query = (select(Assignment.id, Assignment.external_id).join(Hit, Hit.id == Assignment.hit_id)
                  .where(Hit.provider == pages.PROVIDER, Assignment.status == AssignmentStatus.submitted,
-                        col(Assignment.submitted_at) <= stored_before))
+                        col(Assignment.place_id).is_(None), col(Assignment.submitted_at) <= stored_before))
     due: list[tuple[int, str]] = []
     with session_scope(settings.database_url) as session:
         if awaiting_review is None:
@@ -303,6 +373,22 @@ def approve_due(settings: Settings, provider: ProlificProvider, now: datetime,
     if due:
         api.bulk_approve_submissions(provider.client, [submission_id for _, submission_id in due])
     return [assignment_id for assignment_id, _ in due]
+
+
+def approve_places_due(settings: Settings, provider: ProlificProvider, now: datetime,
+                       awaiting_review: set[str]) -> list[int]:
+    """Ask Prolific to approve, in bulk, the session places finished on our page at least the review delay
+    ago that it shows as awaiting review (whether or not a turn was offered in them: the participant gave
+    the session's time); the next round settles ours from what Prolific then says."""
+    ended_before = now - timedelta(seconds=settings.prolific_approve_after_seconds)
+    with session_scope(settings.database_url) as session:
+        due = [(place_id, submission_id) for place_id, submission_id in session.exec(
+            select(ProlificPlace.id, ProlificPlace.submission_id)
+            .where(ProlificPlace.status == PlaceStatus.finished, col(ProlificPlace.ended_at) <= ended_before)
+            .order_by(ProlificPlace.id)) if submission_id in awaiting_review][:api.MAX_APPROVALS_PER_REQUEST]
+    if due:
+        api.bulk_approve_submissions(provider.client, [submission_id for _, submission_id in due])
+    return [place_id for place_id, _ in due]
 
 
 def claimed_bonuses(session: Session, limit: int = 500) -> list[int]:
@@ -356,8 +442,10 @@ def stuck_bonuses(settings: Settings, provider: Optional[ProlificProvider] = Non
     now = now or utcnow()
     before = now - timedelta(seconds=settings.prolific_bonus_unknown_after_seconds)
     with session_scope(settings.database_url) as session:
-        query = (select(Bonus, Assignment.external_id, Worker.external_id, Conversation.batch_id, Batch.currency)
-                 .join(Assignment, Assignment.id == Bonus.assignment_id).join(Worker, Worker.id == Bonus.worker_id)
+        query = (select(Bonus, places.SUBMISSION, Worker.external_id, Conversation.batch_id, Batch.currency)
+                 .join(Assignment, Assignment.id == Bonus.assignment_id)
+                 .outerjoin(ProlificPlace, ProlificPlace.id == Assignment.place_id)
+                 .join(Worker, Worker.id == Bonus.worker_id)
                  .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
                  .join(Batch, Batch.id == Conversation.batch_id)
                  .where(Batch.provider == pages.PROVIDER, Bonus.status == BonusStatus.pending,

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from turkflow.config import Settings
 from turkflow.errors import InvalidInput
-from turkflow.hits.prolific import public
+from turkflow.hits.prolific import public, rules
 
 
 def role_groups(text: str) -> dict[str, str]:
@@ -55,6 +55,20 @@ class StudyTerms:
     maximum_minutes: int = 1
     project_id: str = ""
     rehearsal_host: str = ""  # the public URL's host, trusted as in a rehearsal (see ``public``)
+    session_minutes: int = 0  # a place lasts a session of these minutes (``places``); 0: one turn a place
+
+    @property
+    def sessions(self) -> bool:
+        """A place is a session of turns, paid once, rather than one turn."""
+        return self.session_minutes > 0
+
+    @property
+    def study_minutes(self) -> tuple[int, int]:
+        """The study's estimated and maximum minutes, as Prolific is told: a turn's, or a session's (its
+        maximum Prolific's least for it: our page gives the code when the session's time is up)."""
+        if self.sessions:
+            return self.session_minutes, rules.least_maximum_minutes(self.session_minutes)
+        return self.estimated_minutes, self.maximum_minutes
 
     @classmethod
     def of_settings(cls, settings: Settings) -> "StudyTerms":

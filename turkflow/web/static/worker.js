@@ -141,6 +141,33 @@
     });
   }
 
+  // A Prolific session's waiting screen asks the server (JSON) every few seconds whether a turn waits or the
+  // session ended, and then follows its own "Check now" link (following it is not leaving); it counts down the
+  // session's time.
+  function watchPlace(waiting) {
+    var every = 1000 * Number(waiting.getAttribute("data-place-every"));
+    var url = waiting.getAttribute("data-place-url");
+    function check() {
+      fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
+        .then(function (answer) { return answer.ok ? answer.json() : {waiting: true}; })
+        .then(function (place) {
+          if (place.waiting) { setTimeout(check, every); return; }
+          document.getElementById("place-check").click();
+        })
+        .catch(function () { setTimeout(check, every); });
+    }
+    setTimeout(check, every);
+    var clock = document.getElementById("place-time-left");
+    var ends = Date.parse(clock.getAttribute("data-place-ends"));
+    function update() {
+      var left = Math.max(0, Math.round((ends - Date.now()) / 1000));
+      var minutes = Math.floor(left / 60), seconds = left % 60;
+      clock.textContent = "Time left in your session: " + minutes + ":" + (seconds < 10 ? "0" : "") + seconds;
+      if (left > 0) { setTimeout(update, 1000); }
+    }
+    if (!isNaN(ends)) { update(); }
+  }
+
   // One click sends the turn once; the server stores a turn once anyway.
   function submitOnce(form) {
     var sent = false;
@@ -165,6 +192,8 @@
     document.querySelectorAll("[data-lease-expires]").forEach(countDown);
     var empty = document.querySelector("[data-refresh-seconds]");
     if (empty) { watchQueue(empty); }
+    var waiting = document.querySelector("[data-place-url]");
+    if (waiting) { watchPlace(waiting); }
     var leaving = document.querySelector("[data-leave-url]");
     if (leaving) { sayWhenLeaving(leaving); }
   });

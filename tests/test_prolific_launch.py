@@ -128,6 +128,31 @@ def test_a_reward_under_prolifics_hourly_minimum_is_refused_in_the_workspaces_cu
     assert "--reward: $0.20 is below Prolific's minimum pay: at least $0.27 a turn" in one_line(result.stderr)
 
 
+def test_a_wizard_of_tasks_batch_may_ask_for_session_places_whose_study_pays_the_session(
+        tmp_path, database_url, fake_prolific):
+    """--session-minutes 20 on a batch that keeps nobody: the study tells Prolific 20 minutes (maximum 51, its
+    least) and pays the session; under the hourly minimum on 20 minutes it is refused naming --reward; on the
+    local queue the option is refused."""
+    groups = role_groups(fake_prolific, "p-student")
+    settings = prolific_settings(tmp_path, database_url, fake_prolific, prolific_role_groups=groups)
+    args = ("batch", "launch", "--provider", "prolific", "--tasks", str(sample_tasks_path()), "-n", "1",
+            "--session-minutes", "20", "-y")
+    low = run(settings, *args, "--reward", "1.50")
+    assert low.exit_code == 1
+    assert "--reward: £1.50 is below Prolific's minimum pay for a place of --session-minutes 20: at least £2.00 " \
+           "a session" in one_line(low.stderr)
+    launched = run(settings, *args, "--reward", "2.00")
+    assert launched.exit_code == 0, launched.stderr
+    assert "at £2.00 a session place of 20 minutes" in launched.stdout
+    assert "places: a session of 20 minutes, turn after turn in one submission, paid £2.00 once" in launched.stdout
+    [study] = fake_prolific.studies.values()
+    assert (study.fields["estimated_completion_time"], study.fields["maximum_allowed_time"],
+            study.fields["reward"]) == (20, 51, 200)
+    local = run(settings, "batch", "launch", "--provider", "local", "--tasks", str(sample_tasks_path()), "-n", "1",
+                "--session-minutes", "20", "--dry-run")
+    assert local.exit_code == 1 and "--session-minutes applies to --provider prolific only" in one_line(local.stderr)
+
+
 def test_the_least_maximum_time_is_prolifics_formula():
     assert [rules.least_maximum_minutes(x) for x in (1, 2, 3, 10)] == [6, 9, 12, 29]
     assert rules.least_hourly_cents("GBP") == 600 and rules.least_hourly_cents("usd") == 800

@@ -405,11 +405,15 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
                           fee_percent=fee_percent, currency=terms.currency, no_bonus=None if rated else (
                               f"no bonuses: {logged.title if logged else protocol} turns are not rated"
                               + (STAR_BONUSES if protocol == "star" else "")))
+    paid_for = f"a session place of {session_minutes} minutes" if session_minutes else "a turn"
     click.echo(f"batch \"{name}\": {counted(conversations, 'conversation')} of up to {counted(max_turns, 'turn')} at "
-               f"{amount(reward)} a turn on {where}")
+               f"{amount(reward)} {paid_for} on {where}")
     click.echo(f"at most {amount(cost.total_cents)}: {amount(cost.rewards_cents)} rewards + "
                f"{amount(cost.bonuses_cents)} bonuses + {amount(cost.fees_cents)} fees, assuming")
     click.echo("".join(f"  - {assumption}\n" for assumption in cost.assumptions), nl=False)
+    if session_minutes:
+        click.echo("  - a session place for each turn: a participant who writes several turns in a session costs "
+                   "less, and a session in which no turn was offered costs its reward too")
     for role, names in played.items():
         click.echo(f"  - agents play the {role}: {', '.join(names)} (their turns cost nothing"
                    + (", one drawn per conversation" if len(names) > 1 else "") + f"; on failure: {on_agent_failure})")

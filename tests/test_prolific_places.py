@@ -33,6 +33,7 @@ from turkflow.models import (
     Task,
     Turn,
     Worker,
+    utcnow,
 )
 from turkflow.protocols.wot import load_documents, read_documents, sample_tasks_path
 
@@ -220,8 +221,8 @@ def test_a_timed_out_session_with_turns_is_approved_late_once_and_one_without_tu
 @pytest.mark.both_backends
 def test_a_session_in_which_no_turn_was_offered_is_paid_when_its_time_is_up(
         settings, providers, client, fake_prolific):
-    """Two participants for one waiting turn: p2 finds none and waits; their time runs out: the code, and the
-    place is approved like any other (they gave their time)."""
+    """Two participants for one waiting turn: p2 finds none and waits; their time runs out (less than a turn's
+    minutes left): the code, and the place is approved like any other (they gave their time)."""
     settings.prolific_approve_after_seconds = 0
     batch_id = launch(settings, providers, conversations=1)
     study_id = study_of(settings, batch_id, "student")
@@ -231,8 +232,8 @@ def test_a_session_in_which_no_turn_was_offered_is_paid_when_its_time_is_up(
     assert waits.look().get_json()["waiting"] is True
     with session_scope(settings.database_url) as s:
         row = s.exec(select(ProlificPlace).where(ProlificPlace.submission_id == waits.submission_id)).one()
-        row.ends_at = row.started_at - timedelta(seconds=1)  # its 30 minutes are over
-        s.add(row)
+        row.started_at, row.ends_at = utcnow() - timedelta(minutes=28.5), utcnow() + timedelta(seconds=90)
+        s.add(row)  # 28.5 of its 30 minutes gone: less than a turn's 2 minutes left, no new turn starts
     ended = waits.look().get_json()
     assert ended["ended"] is True and ended["reason"] == "time up" and ended["turns_written"] == 0
     fake_prolific.complete(waits.submission_id, ended["completion_code"])

@@ -210,10 +210,11 @@ def _place_turn(minutes: int) -> Any:
             owed = _survey_owed(session, places.latest(session, place))
             if owed is not None:  # the dialog their last turn ended has questions for them
                 return redirect(_survey_url(owed), 303)
-            if places.seconds_left(place, now) == 0:
+            terms = _provider().terms_of(session.get(Batch, batch_id))
+            if places.time_up(place, now, terms.estimated_minutes):
                 places.finish(session, place, "time up", now)
                 return _place_ended(session, place, participant_id)
-            lease = _provider().terms_of(session.get(Batch, batch_id)).maximum_minutes * 60
+            lease = terms.maximum_minutes * 60
             assignment = pages.take_next_turn(session, worker, batch_id, role, submission_id, lease, now,
                                               place=place)
             taken = assignment is not None

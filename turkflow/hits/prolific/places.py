@@ -135,6 +135,14 @@ def seconds_left(place: ProlificPlace, now: datetime) -> int:
     return max(0, int((place.ends_at - now).total_seconds()))
 
 
+def time_up(place: ProlificPlace, now: datetime, turn_minutes: int) -> bool:
+    """No new turn starts once less than a turn's minutes (TURKFLOW_PROLIFIC_ESTIMATED_MINUTES) is left, so
+    the last one ends within the session's minutes, which Prolific is told and judges the pay by (a session
+    shorter than two turns keeps no such margin)."""
+    margin = turn_minutes * 60 if place.ends_at - place.started_at >= timedelta(minutes=2 * turn_minutes) else 0
+    return seconds_left(place, now) <= margin
+
+
 def work_left(session: Session, batch_id: int, role: str) -> bool:
     """Whether the batch may still have a turn for the role: it runs, and a turn of the role waits or a
     conversation goes on (its next turn of the role may open)."""

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
               help="star: users and wizards play STAR on its pages (queries, suggestions, custom replies, "
                    "the end-of-dialog questions), after passing its staged qualification; frames: users "
                    "pursue generated goals while wizards search the sample database; meep: agents answer by "
-                   "clicks only. All three on the local provider only. annotate: --annotators with a hidden "
+                   "clicks only. All three on the local provider or Prolific's fake. annotate: --annotators with a hidden "
                    "accuracy (--careless of them careless) label a simulated Frames batch of --conversations, "
                    "--per-turn of them each turn, in this process; the report gives their agreement, the "
                    "dataset's labels against the truth and the monitor's precision and recall. compare: "
@@ -352,6 +352,7 @@ def show(report: dict[str, Any]) -> None:
                    if seen["checked"] else f"not checked against its contract: {seen['unchecked_because']}")
         click.echo(f"Prolific (fake): {seen['calls']} API calls, {checked}; submissions "
                    f"{', '.join(f'{n} {status}' for status, n in seen['submissions'].items()) or 'none'}.")
+        click.echo(f"Prolific participants qualified by {seen['qualified_by']}.")
         for violation in seen["violation_details"]:
             click.echo(f"  contract violation: {violation}")
     if "prolific_settlement" in done:

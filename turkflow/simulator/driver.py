@@ -198,7 +198,12 @@ class ParticipantClient(HttpClient):
     """A Prolific participant's browser on our study link (no cookie: the page carries a signed token)."""
 
     def view(self, link: str) -> dict[str, Any]:
-        return _json(self._call("GET", "GET /prolific/turn", link), "turn page")
+        """The turn page's JSON; or, when our page first asks the questions of a dialog the participant wrote
+        in and owes (it sends them there), ``{"survey_url": ...}``."""
+        response = self._call("GET", "GET /prolific/turn", link, allow_redirects=False)
+        if response.status_code == 303 and urlsplit(response.headers["Location"]).path == "/prolific/survey":
+            return {"survey_url": response.headers["Location"]}
+        return _json(response, "turn page")
 
     def submit(self, link: str, form: dict[str, Any], token: str) -> str:
         """Submit the turn; returns the completion code of the Prolific URL our page redirects to."""
@@ -207,11 +212,106 @@ class ParticipantClient(HttpClient):
         if response.status_code != 303:
             _json(response, "submit")  # raises on a refusal
             raise TurnRefused("submit", response.status_code, None, "no redirect to Prolific")
-        location = urlsplit(response.headers["Location"])
-        code = parse_qs(location.query).get("cc")
-        if location.hostname != "app.prolific.com" or not code:
-            raise TurnRefused("submit", response.status_code, None, f"redirected to {location.geturl()[:100]}")
-        return code[0]
+        return completion_code(response.headers["Location"])
+
+
+def completion_code(url: str) -> str:
+    """The code of a Prolific completion URL (``https://app.prolific.com/submissions/complete?cc=...``)."""
+    location = urlsplit(url)
+    code = parse_qs(location.query).get("cc")
+    if location.hostname != "app.prolific.com" or not code:
+        raise TurnRefused("submit", 303, None, f"sent to {location.geturl()[:100]}")
+    return code[0]
+
+
+class Surveys(Protocol):
+    """Where a worker answers the end-of-dialog questions they owe."""
+
+    def questions(self, survey_url: str) -> dict[str, Any]:
+        """The questions (``questions``), and ``answered`` (None while they are owed)."""
+
+    def answer(self, survey_url: str, answers: dict[str, str]) -> None: ...
+
+
+class TurnPage(Surveys, Protocol):
+    """A held turn's page of STAR, Frames or MEEP as a worker's browser has it, whatever the way in (the local
+    queue or a Prolific study link): one policy per protocol plays it through these, on either provider."""
+
+    def view(self) -> dict[str, Any]: ...
+
+    def act(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One action inside the turn (a query, a search, a click); what it logged and the role's data again."""
+
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Close the turn: ``turn_id``, ``created``, ``text`` (what was said) and ``survey_url`` (the dialog
+        ended with questions for this worker) or None."""
+
+
+class QueueSurveys:
+    """The end-of-dialog questions a local worker answers, at ``/survey/<dialog>`` (their queue lists those owed)."""
+
+    def __init__(self, client: WorkerClient):
+        self.client = client
+
+    def questions(self, survey_url: str) -> dict[str, Any]:
+        return self.client.get("GET /survey", survey_url)
+
+    def answer(self, survey_url: str, answers: dict[str, str]) -> None:
+        self.client.post("POST /survey", survey_url, json=answers)
+
+
+class QueueTurnPage(QueueSurveys):
+    """A turn taken from the local queue: ``/<protocol>/turn/<assignment>``."""
+
+    def __init__(self, client: WorkerClient, protocol: str, assignment_id: str):
+        super().__init__(client)
+        self.route, self.path = f"/{protocol}/turn", f"/{protocol}/turn/{assignment_id}"
+
+    def view(self) -> dict[str, Any]:
+        return self.client.get(f"GET {self.route}", self.path)
+
+    def act(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.client.post(f"POST {self.route}/action", f"{self.path}/action", json=body)
+
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.client.post(f"POST {self.route}", self.path, json=body)
+
+
+class StudyTurnPage:
+    """A turn a Prolific study link gave a participant: every POST carries the link's ids and the page's token
+    (no cookie); the questions are at ``/prolific/survey?...&c=<dialog>``, each page with a token of its own."""
+
+    def __init__(self, client: ParticipantClient, link: str, token: str, database_url: str):
+        self.client, self.link, self.token, self.database_url = client, link, token, database_url
+        self.survey_tokens: dict[str, str] = {}
+
+    def view(self) -> dict[str, Any]:
+        return self.client.view(self.link)
+
+    def act(self, body: dict[str, Any]) -> dict[str, Any]:
+        action = self.link.replace("/prolific/turn?", "/prolific/turn/action?", 1)
+        return _json(self.client._call("POST", "POST /prolific/turn/action", action,
+                                       json={**body, "turkflow_form": self.token}), "action")
+
+    def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        confirmed = _json(self.client._call("POST", "POST /prolific/turn", self.link,
+                                            json={**body, "turkflow_form": self.token}), "submit")
+        if "text" not in confirmed:  # Prolific's answer says where to go next, not what the page sent
+            with session_scope(self.database_url) as session:
+                confirmed["text"] = session.get(Turn, confirmed["turn_id"]).text or ""
+        return confirmed
+
+    def questions(self, survey_url: str) -> dict[str, Any]:
+        response = self.client._call("GET", "GET /prolific/survey", survey_url, allow_redirects=False)
+        if response.status_code == 303:  # answered: on to the turn, or back to Prolific
+            return {"answered": True, "questions": []}
+        asked = _json(response, "survey")
+        self.survey_tokens[survey_url] = asked["turkflow_form"]
+        return {**asked, "answered": None}
+
+    def answer(self, survey_url: str, answers: dict[str, str]) -> None:
+        _json(self.client._call("POST", "POST /prolific/survey", survey_url, allow_redirects=False,
+                                json={**answers, "turkflow_form": self.survey_tokens[survey_url]}), "survey")
 
 
 def _json(response: requests.Response, what: str) -> dict[str, Any]:
@@ -247,8 +347,11 @@ class ProtocolPlay(Protocol):
 
     def join(self, client: WorkerClient, worker: SimWorker) -> None: ...
 
-    def turn(self, client: WorkerClient, worker: SimWorker, assignment_id: str, conversation: int,
-             index: int, view: dict[str, Any], outcome: "Outcome") -> tuple[Written, dict[str, Any]]: ...
+    def turn(self, page: TurnPage, worker: SimWorker, conversation: int, index: int, view: dict[str, Any],
+             outcome: "Outcome") -> tuple[Written, dict[str, Any]]: ...
+
+    def answer_survey(self, surveys: Surveys, worker: SimWorker, survey_url: str, conversation: int,
+                      outcome: "Outcome") -> None: ...
 
     def finish(self, client: WorkerClient, worker: SimWorker, outcome: "Outcome") -> None: ...
 
@@ -467,14 +570,18 @@ class Simulation:
                     if self.someone_away:  # the workers who could take the open turns are away this round
                         idle_rounds = 0
                         time.sleep(max(self.think_time, 0.05))
-                    elif idle_rounds == 2 and self._wait_for_kept_turns():
+                    elif idle_rounds >= 2 and self._wait_for_kept_turns():
                         idle_rounds = 0  # a turn kept for a worker who cannot take it is offered to anyone now
-                    elif idle_rounds == 2:  # neither role can move
+                    elif idle_rounds >= 2:  # neither role can move
                         out.stop_reason = self._stuck_reason()
                         break
                 elif self.prolific:
-                    idle_rounds = 0
                     written = self._serve_participants(jobs, out.rounds)
+                    idle_rounds = 0 if written else idle_rounds + 1
+                    if idle_rounds >= 4:  # each role's participants twice turned away from every open turn
+                        out.stop_reason = ("no participant could take an open turn (turned away: "
+                                           + ", ".join(f"{n} {what}" for what, n in sorted(out.refused.items())) + ")")
+                        break
                 else:
                     idle_rounds = 0
                     written = self._work_round(pool, jobs, out.rounds)
@@ -727,8 +834,8 @@ class Simulation:
             previous = (self.out.turns.get((job.conversation, job.index - 1))
                         or self.out.agent_turns.get((job.conversation, job.index - 1)))
             if self.play is not None:
-                written, confirmed = self.play.turn(client, job.worker, assignment_id, job.conversation,
-                                                    job.index, view, self.out)
+                page = QueueTurnPage(client, self.play.protocol, assignment_id)
+                written, confirmed = self.play.turn(page, job.worker, job.conversation, job.index, view, self.out)
             else:
                 written = write_turn(job.worker, self.seed, job.conversation, self.scripts[job.conversation],
                                      view, previous.good if previous else None)
@@ -777,19 +884,26 @@ class Simulation:
             url = url.replace("{{%" + name + "%}}", value)
         link = url[len(self.base_url):] if url.startswith(self.base_url) else url
         try:
-            view = client.view(link)
+            view = self._arrive(client, link, job.worker)
             job.hit_id, job.index = None, view["turn_index"]
             job.conversation = self.position[view["conversation_id"]]
             self._check_history(job, view)
-            previous = (self.out.turns.get((job.conversation, job.index - 1))
-                        or self.out.agent_turns.get((job.conversation, job.index - 1)))
-            script = self.scripts[job.conversation]
-            written = write_turn(job.worker, self.seed, job.conversation, script, view,
-                                 previous.good if previous else None)
-            if job.arrive_after:
-                time.sleep(job.arrive_after)
             token = view["turkflow_form"]
-            written, code = self._submit(written, lambda form: client.submit(link, form, token))
+            if self.play is not None:
+                if job.arrive_after:
+                    time.sleep(job.arrive_after)
+                page = StudyTurnPage(client, link, token, self.settings.database_url)
+                written, confirmed = self.play.turn(page, job.worker, job.conversation, job.index, view, self.out)
+                code = completion_code(confirmed["completion_url"])
+            else:
+                previous = (self.out.turns.get((job.conversation, job.index - 1))
+                            or self.out.agent_turns.get((job.conversation, job.index - 1)))
+                script = self.scripts[job.conversation]
+                written = write_turn(job.worker, self.seed, job.conversation, script, view,
+                                     previous.good if previous else None)
+                if job.arrive_after:
+                    time.sleep(job.arrive_after)
+                written, code = self._submit(written, lambda form: client.submit(link, form, token))
         except TurnRefused as refusal:
             fake.return_submission(submission_id)  # as a participant with nothing to do is asked to
             with self._lock:
@@ -815,6 +929,18 @@ class Simulation:
             self.out.turns[(job.conversation, job.index)] = record
             self.last_round[job.conversation] = round_no
         return record.turn_id
+
+    def _arrive(self, client: ParticipantClient, link: str, worker: SimWorker) -> dict[str, Any]:
+        """The turn page the study link gives the participant, once they have answered the questions of the
+        dialogs they wrote in and owe, which our page asks first (their turn is held for them meanwhile)."""
+        view = client.view(link)
+        while "survey_url" in view and self.play is not None:
+            url = view["survey_url"]
+            conversation = self.position[int(parse_qs(urlsplit(url).query)["c"][0])]
+            self.play.answer_survey(StudyTurnPage(client, link, "", self.settings.database_url), worker, url,
+                                    conversation, self.out)
+            view = client.view(link)
+        return view
 
     def _open_study(self, role: str) -> str:
         """The batch role's study once it takes participants (the Celery worker keeps its places in step

@@ -40,7 +40,7 @@ from turkflow.protocols.questions import FRAMES
 from turkflow.simulator.crowd import (
     LAZY_REPLIES, RATER_ERROR, SPAM_PHRASES, SimWorker, Written, writing_report,
 )
-from turkflow.simulator.driver import Outcome, WorkerClient
+from turkflow.simulator.driver import Outcome, QueueSurveys, Surveys, TurnPage, WorkerClient
 from turkflow.simulator.star import StarPlay
 
 ROLES = ("user", "wizard")
@@ -175,15 +175,14 @@ class FramesPlay:
 
     # -- a worker's part --
 
-    def turn(self, client: WorkerClient, worker: SimWorker, assignment_id: str, conversation: int,
-             index: int, view: dict[str, Any], outcome: Outcome) -> tuple[Written, dict[str, Any]]:
+    def turn(self, page: TurnPage, worker: SimWorker, conversation: int, index: int, view: dict[str, Any],
+             outcome: Outcome) -> tuple[Written, dict[str, Any]]:
         """Work one turn on its page and submit it; returns what was said and the server's answer."""
         script = self.scripts[conversation]
         rng = random.Random(f"{self.seed}:frames-turn:{conversation}:{index}")
         good = rng.random() < worker.quality
-        page = f"/frames/turn/{assignment_id}"
         writes = worker.profile.writes
-        booked = self.book(client, page, script.searches[-1]) if script.books_at(index) else None
+        booked = self.book(page, script.searches[-1]) if script.books_at(index) else None
         if writes == "spam":
             text = _spam(rng)
         elif writes == "short":
@@ -193,40 +192,39 @@ class FramesPlay:
         elif booked is not None:
             text = booked
         else:
-            found = client.post("POST /frames/turn/action", f"{page}/action", json={
-                "action": "search", "constraints": script.searches[(index // 2) % len(script.searches)]})
+            found = page.act({"action": "search",
+                              "constraints": script.searches[(index // 2) % len(script.searches)]})
             text = reply_to(found["wizard"]["searches"][0])
         body: dict[str, Any] = {"action": "utter", "text": text[:FRAMES.max_response_chars]}
         if worker.role == "user" and script.stops_at(index):
             body["complete"] = "yes"
         keyboard = random.Random(f"{self.seed}:typing:{conversation}:{index}")
         body["signals"] = json.dumps(writing_report(worker, body["text"], keyboard, self.seed))
-        confirmed = client.post("POST /frames/turn", page, json=body)
+        confirmed = page.submit(body)
         if confirmed.get("survey_url"):  # this turn ended the dialog: its questions come at once
-            self.answer_survey(client, worker, confirmed["survey_url"], conversation, outcome)
+            self.answer_survey(page, worker, confirmed["survey_url"], conversation, outcome)
         said = Written(form={"response": body["text"]}, good=good, rated_relevant=None, rated_useful=None)
         return said, confirmed
 
-    def book(self, client: WorkerClient, page: str, search: Mapping[str, Any]) -> str:
+    def book(self, page: TurnPage, search: Mapping[str, Any]) -> str:
         """Book the first item the newest search found, and say so. Booking is a click every wizard makes
         when the user asks (careless ones too, whose reply is still theirs); when the newest search found
         nothing (a careless wizard before searched nothing), the user's last conditions are searched first."""
-        searches = client.get("GET /frames/turn", page)["frames"]["wizard"]["searches"]
+        searches = page.view()["frames"]["wizard"]["searches"]
         if not searches or not searches[0]["items"]:
-            searches = client.post("POST /frames/turn/action", f"{page}/action",
-                                   json={"action": "search", "constraints": search})["wizard"]["searches"]
+            searches = page.act({"action": "search", "constraints": search})["wizard"]["searches"]
         items = searches[0]["items"]
-        client.post("POST /frames/turn/action", f"{page}/action", json={"action": "book", "id": items[0]["id"]})
+        page.act({"action": "book", "id": items[0]["id"]})
         fields = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in list(items[0].items())[1:SHOWN_FIELDS + 1])
         return f"Done, I booked it for you: {fields}. Have a great trip!"
 
     # -- the end-of-dialog questions --
 
-    def answer_survey(self, client: WorkerClient, worker: SimWorker, survey_url: str, conversation: int,
+    def answer_survey(self, surveys: Surveys, worker: SimWorker, survey_url: str, conversation: int,
                       outcome: Outcome) -> None:
         """The user rates the wizards' cooperativity; the wizard says whether the user reached the goal
         (truthfully but for the odd mistake, at random, or as harshly as possible)."""
-        asked = client.get("GET /survey", survey_url)
+        asked = surveys.questions(survey_url)
         if asked["answered"] is not None:
             return
         bad_roles = {outcome.by_name[r.writer].role for (c, _), r in outcome.turns.items()
@@ -244,14 +242,14 @@ class FramesPlay:
                 truth = reached != (rng.random() < RATER_ERROR)
                 given_yes = truth if rates == "truthful" else rng.random() < 0.5 if rates == "random" else False
                 answers[question["name"]] = "yes" if given_yes else "no"
-        client.post("POST /survey", survey_url, json=answers)
+        surveys.answer(survey_url, answers)
 
     def finish(self, client: WorkerClient, worker: SimWorker, outcome: Outcome) -> None:
         """Answer every dialog's questions still owed (the last wizards find them in their queue)."""
         position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
         for due in client.queue()["surveys"]:
             if due["conversation_id"] in position:
-                self.answer_survey(client, worker, f"/survey/{due['conversation_id']}",
+                self.answer_survey(QueueSurveys(client), worker, f"/survey/{due['conversation_id']}",
                                    position[due["conversation_id"]], outcome)
 
     # -- the report --

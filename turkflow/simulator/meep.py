@@ -40,7 +40,7 @@ from turkflow.protocols.meep.dialog import make_scenarios, read_tasks
 from turkflow.models import Conversation, DialogEvent, Task, Turn, TurnStatus
 from turkflow.protocols.questions import MEEP
 from turkflow.simulator.crowd import LAZY_REPLIES, RATER_ERROR, SPAM_PHRASES, SimWorker, Written, writing_report
-from turkflow.simulator.driver import Outcome, WorkerClient
+from turkflow.simulator.driver import Outcome, QueueSurveys, Surveys, TurnPage, WorkerClient
 
 ROLES = ("user", "wizard")
 ASKS = ("Hi! I'd like to go to {name} on {street}, please.", "Can you take me to {name} on {street}?",
@@ -142,24 +142,23 @@ class MeepPlay:
         client.post("POST /onboarding/stage", f"/onboarding/stage/{stage.number}",
                     data={"attempt": attempt, **{q.name: q.answer for q in stage.questions}})
 
-    def turn(self, client: WorkerClient, worker: SimWorker, assignment_id: str, conversation: int,
-             index: int, view: dict[str, Any], outcome: Outcome) -> tuple[Written, dict[str, Any]]:
+    def turn(self, page: TurnPage, worker: SimWorker, conversation: int, index: int, view: dict[str, Any],
+             outcome: Outcome) -> tuple[Written, dict[str, Any]]:
         """Work one turn on its page (an agent clicks first) and submit it; returns what was said and the
         server's answer."""
         script = self.scripts[conversation]
         rng = random.Random(f"{self.seed}:meep-turn:{conversation}:{index}")
         good = rng.random() < worker.quality
-        page = f"/meep/turn/{assignment_id}"
         if worker.role == "user" and view["meep"]["user"].get("destination"):
             body = self._judge(worker, script, view["meep"]["user"]["destination"], conversation, outcome)
         elif worker.role == "user":
             body = self._user(worker, script, index, rng)
         else:
-            self._agent(client, worker, page, view["meep"]["agent"], rng)
+            self._agent(page, worker, view["meep"]["agent"], rng)
             body = {"action": "send"}
-        confirmed = client.post("POST /meep/turn", page, json=body)
+        confirmed = page.submit(body)
         if confirmed.get("survey_url"):  # this turn ended the dialog: its question comes at once
-            self.answer_survey(client, worker, confirmed["survey_url"], conversation, outcome)
+            self.answer_survey(page, worker, confirmed["survey_url"], conversation, outcome)
         said = Written(form={"response": confirmed["text"]}, good=good, rated_relevant=None, rated_useful=None)
         return said, confirmed
 
@@ -193,11 +192,10 @@ class MeepPlay:
             approved = False
         return {"approved": "yes" if approved else "no"}
 
-    def _agent(self, client: WorkerClient, worker: SimWorker, page: str, shown: dict[str, Any],
-               rng: random.Random) -> None:
+    def _agent(self, page: TurnPage, worker: SimWorker, shown: dict[str, Any], rng: random.Random) -> None:
         """The clicks of one agent turn: an API call and templates, as the module docstring says."""
         def click(action: str, **fields: Any) -> dict[str, Any]:
-            return client.post("POST /meep/turn/action", f"{page}/action", json={"action": action, **fields})
+            return page.act({"action": action, **fields})
 
         last = next((m for m in shown["messages"] if m["number"] == shown["last_message"]), None)
         writes = worker.profile.writes
@@ -247,10 +245,10 @@ class MeepPlay:
 
     # -- the end-of-dialog question --
 
-    def answer_survey(self, client: WorkerClient, worker: SimWorker, survey_url: str, conversation: int,
+    def answer_survey(self, surveys: Surveys, worker: SimWorker, survey_url: str, conversation: int,
                       outcome: Outcome) -> None:
         """The user confirms whether the agent got them there: truthfully, at random, or "no"."""
-        asked = client.get("GET /survey", survey_url)
+        asked = surveys.questions(survey_url)
         if asked["answered"] is not None:
             return
         bad_agent = any(c == conversation and outcome.by_name[r.writer].role == "wizard"
@@ -265,14 +263,14 @@ class MeepPlay:
                 answers[question["name"]] = rng.choice(("yes", "no"))
             else:
                 answers[question["name"]] = "no"
-        client.post("POST /survey", survey_url, json=answers)
+        surveys.answer(survey_url, answers)
 
     def finish(self, client: WorkerClient, worker: SimWorker, outcome: Outcome) -> None:
         """Answer every dialog's question still owed (a dialog that ran out of turns)."""
         position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
         for due in client.queue()["surveys"]:
             if due["conversation_id"] in position:
-                self.answer_survey(client, worker, f"/survey/{due['conversation_id']}",
+                self.answer_survey(QueueSurveys(client), worker, f"/survey/{due['conversation_id']}",
                                    position[due["conversation_id"]], outcome)
 
     # -- the report --

@@ -25,6 +25,9 @@ from turkflow.simulator.crowd import SimWorker
 
 REHEARSAL_HOST = "rehearsal.turkflow.invalid"  # .invalid never resolves: nothing real can point at it
 REHEARSAL_URL = f"https://{REHEARSAL_HOST}"
+QUALIFIED_BY = ("hand-made role groups (TURKFLOW_PROLIFIC_ROLE_GROUPS) made on the fake: no onboarding study is "
+                "simulated, and a group stands for STAR's first qualification stage only, so STAR's simulated "
+                "dialogs on Prolific have one task each")
 from turkflow.simulator.fake_prolific import SPEC_PATH, FakeProlific
 
 
@@ -94,6 +97,7 @@ def contract_report(fake: FakeProlific, unchecked_because: str) -> dict[str, Any
         "submissions": dict(sorted(Counter(s.status for s in fake.submissions.values()).items())),
         "bonus_payments": len(fake.payments),
         "bonus_cents_paid": sum(p.cents for p in fake.payments),
+        "qualified_by": QUALIFIED_BY,
     }
 
 

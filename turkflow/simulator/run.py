@@ -95,8 +95,6 @@ def plan(config: SimulationConfig) -> Plan:
         raise ValueError(f"provider must be local or prolific, not {config.provider!r}")
     if config.protocol not in ("wizard_of_tasks", *PLAYS):
         raise ValueError(f"protocol must be one of wizard_of_tasks, {', '.join(PLAYS)}, not {config.protocol!r}")
-    if config.protocol in PLAYS and config.provider != "local":
-        raise ValueError(f"a {config.protocol} simulation runs on the local provider only")
     if not 0.0 <= config.prolific_time_outs <= 1.0 or config.prolific_lost_pays < 0:
         raise ValueError("prolific-time-outs must be a share between 0 and 1, prolific-lost-pays at least 0")
     if (config.prolific_time_outs or config.prolific_lost_pays) and config.provider != "prolific":

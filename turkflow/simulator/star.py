@@ -48,7 +48,7 @@ from turkflow.protocols.questions import STAR, clean_text
 from turkflow.simulator.crowd import (
     LAZY_REPLIES, RATER_ERROR, SPAM_PHRASES, SimWorker, Written, writing_report,
 )
-from turkflow.simulator.driver import Outcome, WorkerClient
+from turkflow.simulator.driver import Outcome, QueueSurveys, Surveys, TurnPage, WorkerClient
 from turkflow.protocols.star import outcomes
 from turkflow.protocols.star.kb import check_repeats, constraints_from
 from turkflow.protocols.star.log import load_dialogues
@@ -113,15 +113,17 @@ class StarScript:
         return min(self.length, max_turns)
 
 
-def write_star_scripts(root: Path, conversations: int, seed: int, max_turns: int) -> list[StarScript]:
-    """One script per conversation: STAR's sample dialogues when ``root`` has them, else generated ones;
-    each cut to end with the user's complete within ``max_turns``."""
+def write_star_scripts(root: Path, conversations: int, seed: int, max_turns: int,
+                       multi_task: bool = True) -> list[StarScript]:
+    """One script per conversation: STAR's sample dialogues when ``root`` has them, else generated ones
+    (``multi_task``: a share of them with two tasks); each cut to end with the user's complete within
+    ``max_turns``."""
     tasks = sorted(read_tasks(root / "tasks"), key=lambda t: t.key)
     keep = max(1, (max_turns + 1) // 2)  # user turns that fit
     if (root / "dialogues").is_dir():
         scripts = _replayed(root / "dialogues", tasks, conversations, seed)
     else:
-        scripts = _generated(tasks, conversations, seed)
+        scripts = _generated(tasks, conversations, seed, MULTI_TASK_SHARE if multi_task else 0.0)
     return [StarScript(s.source, s.scenario, s.user[:keep], s.wizard[:keep - 1]) for s in scripts]
 
 
@@ -225,7 +227,7 @@ def _step_of(segment: Sequence[Mapping[str, Any]], kbs: Mapping[str, Any]) -> Wi
     return WizardStep(tuple(queries), draft)
 
 
-def _generated(tasks: Sequence[Task], conversations: int, seed: int) -> list[StarScript]:
+def _generated(tasks: Sequence[Task], conversations: int, seed: int, multi_task_share: float) -> list[StarScript]:
     """Scenarios as ``batch launch --protocol star`` makes them, a share of them multi-task (two tasks,
     as ``--tasks-per-dialog 2``), each with a dialogue generated along its tasks' flow charts."""
     single = make_scenarios(tasks, conversations, unhappy=UNHAPPY_SHARE, seed=seed)
@@ -235,7 +237,7 @@ def _generated(tasks: Sequence[Task], conversations: int, seed: int) -> list[Sta
     scripts = []
     for n in range(conversations):
         rng = random.Random(f"{seed}:star-dialogue:{n}")
-        _, scenario = double[n] if rng.random() < MULTI_TASK_SHARE else single[n]
+        _, scenario = double[n] if rng.random() < multi_task_share else single[n]
         scripts.append(_dialogue_for([by_name[name] for name in scenario["tasks"]], scenario, rng))
     return scripts
 
@@ -413,23 +415,22 @@ class StarPlay:
                 if graded["passed"]:
                     break
 
-    def turn(self, client: WorkerClient, worker: SimWorker, assignment_id: str, conversation: int,
-             index: int, view: dict[str, Any], outcome: Outcome) -> tuple[Written, dict[str, Any]]:
+    def turn(self, page: TurnPage, worker: SimWorker, conversation: int, index: int, view: dict[str, Any],
+             outcome: Outcome) -> tuple[Written, dict[str, Any]]:
         """Work one turn on its page and submit it; returns what was said and the server's answer."""
         script = self.scripts[conversation]
         rng = random.Random(f"{self.seed}:star-turn:{conversation}:{index}")
         good = rng.random() < worker.quality
-        page = f"/star/turn/{assignment_id}"
         if worker.role == "user":
             body = self._user(worker, script, index, view, rng)
         else:
-            body = self._wizard(client, worker, script.wizard[index // 2], page, view["star"]["wizard"], rng)
+            body = self._wizard(page, worker, script.wizard[index // 2], view["star"]["wizard"], rng)
         if body["action"] == "utter":  # typed; a picked reply is one click
             keyboard = random.Random(f"{self.seed}:typing:{conversation}:{index}")
             body["signals"] = json.dumps(writing_report(worker, body["text"], keyboard, self.seed))
-        confirmed = client.post("POST /star/turn", page, json=body)
+        confirmed = page.submit(body)
         if confirmed.get("survey_url"):  # this turn ended the dialog: its questions come at once
-            self.answer_survey(client, worker, confirmed["survey_url"], conversation, outcome)
+            self.answer_survey(page, worker, confirmed["survey_url"], conversation, outcome)
         said = Written(form={"response": body["text"]}, good=good, rated_relevant=None, rated_useful=None)
         return said, confirmed
 
@@ -452,11 +453,10 @@ class StarPlay:
             body["complete"] = "yes"
         return body
 
-    def _wizard(self, client: WorkerClient, worker: SimWorker, step: WizardStep, page: str,
-                shown: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    def _wizard(self, page: TurnPage, worker: SimWorker, step: WizardStep, shown: dict[str, Any],
+                rng: random.Random) -> dict[str, Any]:
         def act(action: str, **fields: Any) -> dict[str, Any]:
-            return client.post("POST /star/turn/action", f"{page}/action",
-                               json={"action": action, **fields})["wizard"]
+            return page.act({"action": action, **fields})["wizard"]
 
         def open_tab(task: str) -> None:
             nonlocal shown
@@ -500,9 +500,9 @@ class StarPlay:
 
     # -- the end-of-dialog questions --
 
-    def answer_survey(self, client: WorkerClient, worker: SimWorker, survey_url: str, conversation: int,
+    def answer_survey(self, surveys: Surveys, worker: SimWorker, survey_url: str, conversation: int,
                       outcome: Outcome) -> None:
-        asked = client.get("GET /survey", survey_url)
+        asked = surveys.questions(survey_url)
         if asked["answered"] is not None:
             return
         script = self.scripts[conversation]
@@ -523,14 +523,14 @@ class StarPlay:
                 answers[name] = _yes(rng.random() < 0.5)
             else:
                 answers[name] = "no"
-        client.post("POST /survey", survey_url, json=answers)
+        surveys.answer(survey_url, answers)
 
     def finish(self, client: WorkerClient, worker: SimWorker, outcome: Outcome) -> None:
         """Answer every dialog's questions still owed (the last wizards find them in their queue)."""
         position = {cid: n for n, cid in enumerate(outcome.conversation_ids)}
         for due in client.queue()["surveys"]:
             if due["conversation_id"] in position:
-                self.answer_survey(client, worker, f"/survey/{due['conversation_id']}",
+                self.answer_survey(QueueSurveys(client), worker, f"/survey/{due['conversation_id']}",
                                    position[due["conversation_id"]], outcome)
 
     # -- the report --
@@ -570,7 +570,10 @@ class StarPlay:
 
 def play_for(config: Any) -> tuple[list[StarScript], StarPlay]:
     """STAR's scripts and play for a simulation (``run.PLAYS``): STAR's sample dialogues replayed from
-    ``config.dialogs``, or dialogues generated on turkflow's sample tasks."""
+    ``config.dialogs``, or dialogues generated on turkflow's sample tasks. On Prolific every dialog has one
+    task: the hand-made role groups that vouch for the simulated participants stand for STAR's first
+    qualification stage only, and a multi-task dialog needs the second (``prolific.py``)."""
     root = star_root(config.dialogs)
-    scripts = write_star_scripts(root, config.conversations, config.seed, config.max_turns)
+    scripts = write_star_scripts(root, config.conversations, config.seed, config.max_turns,
+                                 multi_task=config.provider == "local")
     return scripts, StarPlay(root, scripts, config.seed)

@@ -13,8 +13,9 @@ scripts) on one stack (gunicorn, a Celery worker, Redis, SQLite), the crowd taki
   stands for a minute) and on the wall clock (submission to the next take, ``measured``);
 - pay per hour a worker stays (``reproducible.money.paid_per_hour_cents``), and throughput.
 
-Three crowds (``--crowds``): one whose people stay their session, there every round (the simulator's default);
-one where people come and go (``away=P``: each worker sits each round out with chance P, drawn from the seed);
+Crowds (``--crowds``): one whose people stay their session, there every round (the simulator's default);
+one where people come and go round by round (``away=P``: each worker sits each round out with chance P, drawn
+from the seed), or for a while (``away=P/R``: away for spells of R rounds on average, P of the rounds in all);
 and one where half the people leave for good halfway through (``leave=S``: that share of each role). Under
 ``session`` a worker away or gone closed their queue's page (its beacon says so), and their conversations go on
 with others: nothing may be lost or stalled.
@@ -22,6 +23,7 @@ with others: nothing may be lost or stalled.
     python -m bench keep                     # any, session and 30 s; each crowd; 24 conversations
     python -m bench keep --keeps any,session --crowds stay,away=0.5 --think-time 1
     python -m bench keep --provider prolific --keeps any,session   # the crowd on the fake Prolific
+    python -m bench keep --provider prolific --protocol star --keeps session --crowds leave=0.5
 """
 
 from __future__ import annotations
@@ -44,7 +46,11 @@ def main(argv: list[str] | None = None) -> None:
                                                                    "SECONDS); the first is the base")
     parser.add_argument("--crowds", default="stay,away=0.3,leave=0.5",
                         help="comma-separated crowds: stay, away=P (each worker sits each round out with chance "
-                             "P), leave=S (that share of each role leaves for good halfway through)")
+                             "P), away=P/R (away for spells of R rounds on average, P of the rounds), leave=S (that "
+                             "share of each role leaves for good halfway through)")
+    parser.add_argument("--protocol", choices=("wizard_of_tasks", "star", "frames", "meep"),
+                        default="wizard_of_tasks", help="the batch's protocol (STAR, Frames, MEEP: generated "
+                                                        "dialogs on turkflow's samples, played on their own pages)")
     parser.add_argument("--conversations", type=int, default=24)
     parser.add_argument("--workers", type=int, default=16, help="simulated workers, half of each role")
     parser.add_argument("--mean-turns", type=int, default=12)
@@ -66,13 +72,14 @@ def main(argv: list[str] | None = None) -> None:
     from turkflow.simulator.stack import Stack
 
     keeps = args.keeps.split(",")
-    config = SimulationConfig(dialogs=SGD_DEV, students=args.workers // 2, teachers=args.workers - args.workers // 2,
+    config = SimulationConfig(dialogs=SGD_DEV if args.protocol == "wizard_of_tasks" else None,
+                              protocol=args.protocol, students=args.workers // 2, teachers=args.workers - args.workers // 2,
                               conversations=args.conversations, max_turns=2 * args.mean_turns,
                               mean_turns=args.mean_turns, mix={}, seed=args.seed, policy="none",
                               concurrency=args.concurrency, think_time=args.think_time, settle_timeout=120,
                               provider=args.provider)
     OUT.mkdir(exist_ok=True)
-    print(f"keep: {args.conversations} conversations, {args.workers} workers (honest, policy none), mean "
+    print(f"keep: {args.protocol}, {args.conversations} conversations, {args.workers} workers (honest, policy none), mean "
           f"{args.mean_turns} turns, think time {args.think_time} s, seed {args.seed}, {args.provider}, SQLite, "
           f"{'one stack' if args.provider == 'local' else 'a stack per run'} (gunicorn 2 x 2 threads, Celery 2); "
           f"{load()}")
@@ -98,7 +105,9 @@ def main(argv: list[str] | None = None) -> None:
 
         for crowd in args.crowds.split(","):
             kind, _, share = crowd.partition("=")
-            people = {"away": float(share)} if kind == "away" else {"leave": float(share)} if kind == "leave" else {}
+            away, _, spell = share.partition("/")
+            people = ({"away": float(away), "away_rounds": float(spell or 1)} if kind == "away" else
+                      {"leave": float(share)} if kind == "leave" else {})
             for keep in keeps:
                 report = run(f"{crowd}, keep {keep}", replace(config, keep=keep, **people))
                 reports[f"{crowd}, keep {keep}"] = report
@@ -106,8 +115,9 @@ def main(argv: list[str] | None = None) -> None:
             base = reports[f"{crowd}, keep {keeps[0]}"]
             for keep in keeps[1:]:
                 _against(reports[f"{crowd}, keep {keep}"], base, keep, keeps[0])
-    (OUT / f"keep-{args.provider}.json").write_text(json.dumps(reports, indent=2, default=str))
-    print(f"  reports: {OUT}/keep-{args.provider}.json; {load()}")
+    out = OUT / f"keep-{args.provider}{'' if args.protocol == 'wizard_of_tasks' else '-' + args.protocol}.json"
+    out.write_text(json.dumps(reports, indent=2, default=str))
+    print(f"  reports: {out}; {load()}")
 
 
 def _row(crowd: str, keep: str, report: dict) -> None:

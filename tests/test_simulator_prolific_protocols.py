@@ -13,7 +13,7 @@ from sqlmodel import select
 
 from turkflow.config import Settings
 from turkflow.db import session_scope
-from turkflow.models import Conversation, ConversationStatus, Turn, TurnStatus
+from turkflow.models import Batch, Conversation, ConversationStatus, Turn, TurnStatus
 from turkflow.simulator.run import SimulationConfig, run_with_stack
 
 from tests.fake_prolific import SPEC_PATH, FakeProlific
@@ -48,13 +48,19 @@ def test_a_protocol_on_prolific_pays_every_turn_once_loses_nothing_and_keeps_one
     assert len(conversations) == 3 and all(c.status == ConversationStatus.completed for c in conversations)
     events = done[protocol]["events"]
     assert all(events.get(action, 0) > 0 for action in PLAYED_ON_THE_PAGE[protocol]), events
-    # Paid through the poller: every stored turn exactly once, by approving its submission.
+    # The protocol keeps people for their session, so a place lasts one: each participant writes turn after
+    # turn in one submission, finished with the code once no work is left, approved once by the poller; so
+    # every stored turn is paid exactly once, and the reward once a session.
     paid = done["prolific_settlement"]
     assert paid["turns_stored"] == done["turns"]["stored"] == paid["turns_paid_once"] > 0
     assert paid["turns_paid_more_than_once"] == paid["turns_unpaid"] == 0
+    assert 0 < paid["session_places"] == len(fake.submissions) < len(turns)
     assert set(fake.submissions[s].status for s in fake.submissions) == {"APPROVED"}
+    with session_scope(database_url) as s:
+        reward = s.exec(select(Batch.reward_cents)).one()
+    assert done["money"]["rewards_cents"] == reward * len(fake.submissions)
     # The crowd stays its sessions under the protocol's own rule (session): one writer per role, reported.
     assert all(len(ids) == 1 for ids in writers.values())
     assert done["one_writer_per_role_share"] == 1.0
-    assert done["next_turn_wait_p95_seconds"] == 0
+    assert done["next_turn_wait_p95_seconds"] >= 0  # reported, on the simulated clock (a round is a minute)
     assert "hand-made role groups" in report["prolific"]["qualified_by"]

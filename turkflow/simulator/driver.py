@@ -65,7 +65,7 @@ from turkflow.hits import keep as keeping, lifecycle, onboarding
 from turkflow.hits import registry
 from turkflow.quality import gold
 from turkflow.models import (
-    Assignment,
+    Batch,
     Bonus,
     BonusStatus,
     Conversation,
@@ -73,6 +73,8 @@ from turkflow.models import (
     Hit,
     HitStatus,
     KeepRule,
+    PlaceStatus,
+    ProlificPlace,
     ProlificStudy,
     QualityDecision,
     Rating,
@@ -88,7 +90,7 @@ from turkflow.protocols.questions import get_protocol
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import SimWorker, Written, answer_gold, judge_agent, revise, write_turn
 from turkflow.simulator.fake_prolific import Refused
-from turkflow.simulator.prolific import ProlificCrowd, study_terms
+from turkflow.simulator.prolific import ProlificCrowd, session_reward_cents, study_terms
 from turkflow.simulator.utterances import Script
 
 HTTP_TIMEOUT = 60
@@ -205,13 +207,16 @@ class ParticipantClient(HttpClient):
             return {"survey_url": response.headers["Location"]}
         return _json(response, "turn page")
 
-    def submit(self, link: str, form: dict[str, Any], token: str) -> str:
-        """Submit the turn; returns the completion code of the Prolific URL our page redirects to."""
+    def submit(self, link: str, form: dict[str, Any], token: str) -> Optional[str]:
+        """Submit the turn; returns the completion code of the Prolific URL our page redirects to, or None when
+        it sends the participant on to their session place's next turn."""
         response = self._call("POST", "POST /prolific/turn", link, data={**form, "turkflow_form": token},
                               allow_redirects=False)
         if response.status_code != 303:
             _json(response, "submit")  # raises on a refusal
             raise TurnRefused("submit", response.status_code, None, "no redirect to Prolific")
+        if urlsplit(response.headers["Location"]).path == "/prolific/turn":
+            return None
         return completion_code(response.headers["Location"])
 
 
@@ -463,7 +468,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
             agents={role: find_agents(session, list(names)) for role, names in (agents or {}).items()},
         )
         if provider == "prolific":  # what its studies are made with, whoever makes them (as batch launch does)
-            batch.platform_terms = study_terms(settings)
+            batch.platform_terms = study_terms(settings, batch.keep == KeepRule.session)
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
         batch_id, hit_ids = batch.id, [hit.id for hit in hits]
     for hit_id in hit_ids:  # committed first: Prolific's provider records its study in a session of its own
@@ -479,7 +484,7 @@ class Simulation:
                  concurrency: int = 16, settle_timeout: float = 60.0, progress=None,  # noqa: ANN001
                  prolific: Optional[ProlificCrowd] = None, play: Optional[ProtocolPlay] = None,
                  web_urls: Sequence[str] = (), time_outs: float = 0.0, keep: str = "",
-                 away: float = 0.0, leave: float = 0.0, agents: Optional[dict[str, tuple[str, ...]]] = None):
+                 away: float = 0.0, away_rounds: float = 1.0, leave: float = 0.0, agents: Optional[dict[str, tuple[str, ...]]] = None):
         self.settings = settings
         self.agents = dict(agents or {})  # the roles agents play: their turns are the agents queue's
         self.keep = keep  # the batch's --keep ("": its protocol's own): turns kept for the role's last writer
@@ -488,7 +493,9 @@ class Simulation:
         self.gone: set[str] = set()  # workers whose queue's page said they left (away this round)
         self.asked: dict[str, float] = {}  # when each worker's page last asked the server (time.monotonic)
         self.kept_until: Optional[datetime] = None  # when the first turn kept for a worker is offered to anyone
-        self.away = away  # the chance that a worker sits a round out (people come and go), drawn per round
+        self.away = away  # the share of rounds a worker sits out (people come and go)
+        self.away_rounds = away_rounds  # the mean length of an absence, in rounds: 1, each round drawn on its own
+        self.away_spells: dict[str, list[bool]] = {}  # whether each worker is away, round by round (spells)
         self.someone_away = False  # in the round just planned
         self.leave = leave  # the share of each role's workers who leave for good once half the turns are written
         self.left: set[str] = set()  # those who left
@@ -496,6 +503,8 @@ class Simulation:
         self.play = play  # None: Wizard of Tasks' turn pages
         self.on_prolific = prolific  # the fake Prolific the stack's provider uses; None: the local provider
         self.prolific = prolific.fake if prolific else None
+        self.session_places = False  # the batch's Prolific places last a session (set at launch, from its terms)
+        self.places: dict[str, tuple[str, str]] = {}  # a participant's open session place: submission id, link
         self.time_outs = time_outs  # Prolific: share of written turns whose participant never goes back
         self.base_url = base_url.rstrip("/")  # the public URL: invite and study links name it
         # The web servers behind it, as a load balancer with sticky sessions spreads a crowd over several:
@@ -531,6 +540,8 @@ class Simulation:
             out.gold[name] = rated
 
     def run(self) -> Outcome:
+        if self.prolific and self.keeps_sessions:  # its places last a session, which the reward pays
+            self.reward_cents = session_reward_cents(self.settings, self.prolific.currency, self.reward_cents)
         batch_id, join_urls, worker_ids, conversation_ids = launch(
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
             reward_cents=self.reward_cents, seed=self.seed,
@@ -540,6 +551,9 @@ class Simulation:
                       max_turns=self.max_turns, worker_ids=worker_ids, conversation_ids=conversation_ids)
         self.out = out
         self.position = {cid: n for n, cid in enumerate(conversation_ids)}
+        if self.prolific:
+            with session_scope(self.settings.database_url) as session:
+                self.session_places = bool(session.get(Batch, batch_id).platform_terms.get("session_minutes"))
         self.last_round: dict[int, int] = {}  # conversation position -> round of its latest turn
         self.clients = {name: WorkerClient(web, url.replace(self.base_url, web, 1), out.http)
                         for (name, url), web in zip(join_urls.items(), itertools.cycle(self.web_urls))}
@@ -589,6 +603,8 @@ class Simulation:
                 role = self.protocol.next_role(role)
                 if self.progress:
                     self.progress(len(out.turns), planned)
+            if self.session_places:  # the sessions still open end with the code
+                self._finish_places()
             if self.play is not None:  # what workers do once there is nothing left to take
                 list(pool.map(lambda name: self.play.finish(self.clients[name], self.by_name[name], out),
                               sorted(self.clients)))
@@ -609,11 +625,11 @@ class Simulation:
         names = {worker_id: name for name, worker_id in self.out.worker_ids.items()}
         if self.leave and not self.left and 2 * len(self.out.turns) >= self.planned:
             self.left = self._leavers()
+            self._leave_places(self.left)
         workers = sorted(w.name for w in self.crowd if w.role == role and w.name in active and w.name not in self.left)
         self.someone_away = False
         if self.away:
-            present = [name for name in workers
-                       if random.Random(f"{self.seed}:away:{round_no}:{name}").random() >= self.away]
+            present = [name for name in workers if not self._away(name, round_no)]
             self.someone_away, workers = len(present) < len(workers), present
         if self.keeps_sessions and not self.prolific:
             self._come_and_go(role, set(workers))
@@ -647,7 +663,8 @@ class Simulation:
         rng.shuffle(workers)
         if self.prolific:  # our page picks the turn (one kept for them first); the order of the participants is ours
             keepers = {kept[hit_id] for *_, hit_id, _ in candidates if hit_id in kept}
-            others = [name for name in reversed(workers) if name not in keepers]
+            others = sorted((name for name in reversed(workers) if name not in keepers),
+                            key=lambda name: name not in self.places)  # those in a session place first
             free = sum(1 for *_, hit_id, _ in candidates if hit_id not in kept)
             chosen = [name for name in reversed(workers) if name in keepers] + others[:free]
             return [Job(self.by_name[name], None, -1, -1, self._think(round_no, name)) for name in chosen], \
@@ -678,6 +695,25 @@ class Simulation:
             name = workers.pop()
             jobs.append(Job(self.by_name[name], hit_id, conversation, index, self._think(round_no, name)))
         return sorted(jobs, key=lambda job: job.arrive_after), len(open_hits)
+
+    def _away(self, name: str, round_no: int) -> bool:
+        """Whether the worker sits this round out: each round on its own with chance ``away``; or, with spells
+        (``away_rounds`` above 1), away for spells of that mean length and here for spells long enough that
+        they are away for that share of the rounds (people who leave for a while and come back), from a draw
+        per worker and round either way."""
+        def draw(at: int) -> float:
+            return random.Random(f"{self.seed}:away:{at}:{name}").random()
+
+        if self.away_rounds <= 1:
+            return draw(round_no) < self.away
+        back = 1 / self.away_rounds
+        leave = self.away * back / (1 - self.away)  # so that the share of rounds away is ``away``
+        spells = self.away_spells.setdefault(name, [])
+        while len(spells) <= round_no:
+            at = len(spells)
+            spells.append(draw(at) < self.away if not spells else
+                          draw(at) >= back if spells[-1] else draw(at) < leave)
+        return spells[round_no]
 
     def _leavers(self) -> set[str]:
         """The workers who leave for good (``leave`` of each role, drawn from the seed)."""
@@ -867,24 +903,26 @@ class Simulation:
         return written
 
     def _work_participant(self, job: Job, round_no: int) -> Optional[int]:
-        """A participant starts a submission on their role's study, takes the turn our page gives them,
-        writes and submits it, and completes the submission with the code they are sent back with."""
-        fake, client = self.prolific, self.participants[job.worker.name]
-        participant_id = self.on_prolific.participant_ids[job.worker.name]
-        study_id = self._open_study(job.worker.role)
-        try:
-            submission_id = fake.start(study_id, participant_id)
-        except Refused:  # Prolific would not show them the study (blocked, say)
-            with self._lock:
-                self.out.refused["start on Prolific"] += 1
+        """A participant takes the turn our page gives them on their role's study, writes and submits it. On a
+        one-turn place they start a submission for it and complete it with the code they are sent back with; on
+        a session place they start one the first time and come back to it round after round (as its waiting page
+        follows to the next turn), until our page gives them the code (``_end_place``)."""
+        fake, client, name = self.prolific, self.participants[job.worker.name], job.worker.name
+        if name not in self.places and self.session_places and not self._room_for_a_session(job.worker.role):
+            return None  # the open sessions will take the waiting turns: the study has no place for a newcomer
+        opened = self.places.get(name) or self._start_submission(job.worker)
+        if opened is None:
             return None
-        url = fake.studies[study_id].fields["external_study_url"]
-        for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id),
-                            ("SESSION_ID", submission_id)):
-            url = url.replace("{{%" + name + "%}}", value)
-        link = url[len(self.base_url):] if url.startswith(self.base_url) else url
+        submission_id, link = opened
+        if self.session_places:
+            self.places[name] = opened
         try:
             view = self._arrive(client, link, job.worker)
+            if view.get("ended"):  # the session is over (no work left for the role, time up): back to Prolific
+                self._end_place(name, view)
+                return None
+            if view.get("waiting"):  # the waiting page: nothing for them this round
+                return None
             job.hit_id, job.index = None, view["turn_index"]
             job.conversation = self.position[view["conversation_id"]]
             self._check_history(job, view)
@@ -894,7 +932,7 @@ class Simulation:
                     time.sleep(job.arrive_after)
                 page = StudyTurnPage(client, link, token, self.settings.database_url)
                 written, confirmed = self.play.turn(page, job.worker, job.conversation, job.index, view, self.out)
-                code = completion_code(confirmed["completion_url"])
+                code = completion_code(confirmed["completion_url"]) if confirmed.get("completion_url") else None
             else:
                 previous = (self.out.turns.get((job.conversation, job.index - 1))
                             or self.out.agent_turns.get((job.conversation, job.index - 1)))
@@ -905,19 +943,15 @@ class Simulation:
                     time.sleep(job.arrive_after)
                 written, code = self._submit(written, lambda form: client.submit(link, form, token))
         except TurnRefused as refusal:
-            fake.return_submission(submission_id)  # as a participant with nothing to do is asked to
+            if self.places.pop(name, None) is None:  # a session place that ended on Prolific's side says so
+                fake.return_submission(submission_id)  # as a participant with nothing to do is asked to
             with self._lock:
                 self.out.refused[f"{refusal.what} {refusal.status}"] += 1
             return None
-        if random.Random(f"{self.seed}:time-out:{round_no}:{job.worker.name}").random() < self.time_outs:
-            fake.time_out(submission_id)  # they closed the tab on the way back: Prolific times them out
-            with self._lock:
-                self.out.timed_out_after_writing.add(submission_id)
-        else:
-            fake.complete(submission_id, code)
+        if code is not None:  # a one-turn place: back to Prolific with the code
+            self._complete(submission_id, code, f"{round_no}:{name}")
         with session_scope(self.settings.database_url) as session:
-            worker_id = session.exec(select(Assignment.worker_id)
-                                     .where(Assignment.external_id == submission_id)).one()
+            worker_id = session.get(Turn, view["turn_id"]).worker_id
         record = TurnRecord(
             conversation=job.conversation, index=job.index, writer=job.worker.name, round=round_no,
             turn_id=view["turn_id"], text=written.form["response"], good=written.good,
@@ -929,6 +963,77 @@ class Simulation:
             self.out.turns[(job.conversation, job.index)] = record
             self.last_round[job.conversation] = round_no
         return record.turn_id
+
+    def _room_for_a_session(self, role: str) -> bool:
+        """Whether the role's study has a place for a newcomer: more turns wait than its open sessions (as the
+        provider's ``keep_in_step`` counts them)."""
+        with session_scope(self.settings.database_url) as session:
+            waiting = session.exec(
+                select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
+                .join(Conversation, Conversation.id == Turn.conversation_id)
+                .where(Conversation.batch_id == self.out.batch_id, Hit.role == role, Hit.status == HitStatus.open,
+                       or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < utcnow()))).one()
+            sessions = session.exec(select(func.count()).select_from(ProlificPlace).where(
+                ProlificPlace.batch_id == self.out.batch_id, ProlificPlace.role == role,
+                ProlificPlace.status == PlaceStatus.open)).one()
+        return waiting > sessions
+
+    def _start_submission(self, worker: SimWorker) -> Optional[tuple[str, str]]:
+        """The participant starts a submission on their role's study: its id and the study link (as our path)
+        they follow; None when Prolific would not show them the study (blocked, say)."""
+        fake, participant_id = self.prolific, self.on_prolific.participant_ids[worker.name]
+        study_id = self._open_study(worker.role)
+        try:
+            submission_id = fake.start(study_id, participant_id)
+        except Refused:
+            with self._lock:
+                self.out.refused["start on Prolific"] += 1
+            return None
+        url = fake.studies[study_id].fields["external_study_url"]
+        for name, value in (("PROLIFIC_PID", participant_id), ("STUDY_ID", study_id),
+                            ("SESSION_ID", submission_id)):
+            url = url.replace("{{%" + name + "%}}", value)
+        return submission_id, url[len(self.base_url):] if url.startswith(self.base_url) else url
+
+    def _complete(self, submission_id: str, code: str, draw: str) -> None:
+        """Back on Prolific with the completion code; or (``time_outs``, drawn by ``draw``) they closed the tab
+        on the way and Prolific times the submission out, with the turns written in it stored."""
+        if random.Random(f"{self.seed}:time-out:{draw}").random() < self.time_outs:
+            self.prolific.time_out(submission_id)
+            with self._lock:
+                self.out.timed_out_after_writing.add(submission_id)
+        else:
+            self.prolific.complete(submission_id, code)
+
+    def _end_place(self, name: str, ended: dict[str, Any]) -> None:
+        """A session place our page ended: the participant finishes the submission with its code."""
+        submission_id, _ = self.places.pop(name)
+        if ended["turns_written"]:
+            self._complete(submission_id, ended["completion_code"], submission_id)
+        else:  # a session in which no turn was offered: still finished with the code (they gave their time)
+            self.prolific.complete(submission_id, ended["completion_code"])
+
+    def _finish_places(self) -> None:
+        """Once the batch is written, every participant still in a session opens its page again and gets the
+        code (no work left), answering first the questions of dialogs they owe; in name order."""
+        for name in sorted(self.places):
+            worker = self.by_name[name]
+            try:
+                view = self._arrive(self.participants[name], self.places[name][1], worker)
+            except TurnRefused as refusal:
+                self.places.pop(name)
+                with self._lock:
+                    self.out.refused[f"{refusal.what} {refusal.status}"] += 1
+                continue
+            if not view.get("ended"):
+                raise SimulationError(f"{name}'s session place did not end once the batch was written: {view}")
+            self._end_place(name, view)
+
+    def _leave_places(self, names: set[str]) -> None:
+        """Participants who leave for good mid-session return their submission on Prolific (their session
+        place ends once turkflow learns it; their kept conversations go to others once they count absent)."""
+        for name in sorted(names & set(self.places)):
+            self.prolific.return_submission(self.places.pop(name)[0])
 
     def _arrive(self, client: ParticipantClient, link: str, worker: SimWorker) -> dict[str, Any]:
         """The turn page the study link gives the participant, once they have answered the questions of the

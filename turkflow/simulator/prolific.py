@@ -15,11 +15,12 @@ from __future__ import annotations
 import importlib.util
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
 from turkflow.config import Settings
+from turkflow.hits.prolific import rules
 from turkflow.hits.prolific.terms import StudyTerms
 from turkflow.simulator.crowd import SimWorker
 
@@ -76,12 +77,27 @@ def settings_for(settings: Settings, on: ProlificCrowd, crowd: list[SimWorker]) 
     return settings.model_copy(update={
         "provider": "prolific", "prolific_token": fake.token, "prolific_workspace_id": fake.workspace_id,
         "prolific_base_url": fake.url, "prolific_webhook_secret": "", "prolific_rehearsal_host": REHEARSAL_HOST,
-        "prolific_role_groups": ",".join(f"{role}={group}" for role, group in groups.items())})
+        "prolific_role_groups": ",".join(f"{role}={group}" for role, group in groups.items()),
+        # A session place's waiting page asks every few seconds; a simulated participant asks when served, once
+        # in two rounds, so they count present as long as a one-turn participant who goes back to Prolific.
+        "presence_seconds": max(settings.presence_seconds, settings.prolific_presence_seconds)})
 
 
-def study_terms(settings: Settings) -> dict[str, Any]:
-    """What a simulated batch's studies are made with, stored with it as ``turkflow batch launch`` does."""
-    return StudyTerms.of_settings(settings).as_json()
+def study_terms(settings: Settings, keeps_sessions: bool) -> dict[str, Any]:
+    """What a simulated batch's studies are made with, stored with it as ``turkflow batch launch`` does: a batch
+    that keeps people for their session publishes places that last TURKFLOW_PROLIFIC_SESSION_MINUTES."""
+    terms = StudyTerms.of_settings(settings)
+    if keeps_sessions:
+        terms = replace(terms, session_minutes=settings.prolific_session_minutes)
+    return terms.as_json()
+
+
+def session_reward_cents(settings: Settings, currency: str, reward_cents: int) -> int:
+    """A session place's reward: ``reward_cents`` (the simulation's, a turn's by default), at least Prolific's
+    hourly minimum (or the lab's own, TURKFLOW_PROLIFIC_MIN_HOURLY_CENTS) on the session's minutes, as ``batch
+    launch`` requires of a lab."""
+    hourly = rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents)
+    return max(reward_cents, -(-hourly * settings.prolific_session_minutes // 60))
 
 
 def contract_report(fake: FakeProlific, unchecked_because: str) -> dict[str, Any]:
@@ -115,9 +131,10 @@ def settle(settings: Settings, on: ProlificCrowd, outcome: Any, rounds: int = 10
     from turkflow import pipeline
     from turkflow.db import session_scope
     from turkflow.hits import registry
-    from turkflow.hits.prolific import sync
+    from turkflow.hits.prolific import places, sync
     from turkflow.hits.prolific.provider import BonusOutcomeUnknown
-    from turkflow.models import Assignment, Bonus, BonusKind, Conversation, Hit, Turn, TurnStatus, utcnow
+    from turkflow.models import (Assignment, Bonus, BonusKind, Conversation, Hit, ProlificPlace, Turn, TurnStatus,
+                                 utcnow)
 
     now_due = settings.model_copy(update={"prolific_approve_after_seconds": 0})
     providers = registry.providers(now_due)
@@ -137,21 +154,26 @@ def settle(settings: Settings, on: ProlificCrowd, outcome: Any, rounds: int = 10
     fake, batch_id = on.fake, outcome.batch_id
     with session_scope(settings.database_url) as session:
         turns = session.exec(
-            select(Turn.id, Assignment.external_id, Assignment.status).join(Hit, Hit.turn_id == Turn.id)
+            select(Turn.id, places.SUBMISSION, Assignment.status).join(Hit, Hit.turn_id == Turn.id)
             .join(Assignment, Assignment.hit_id == Hit.id).join(Conversation, Conversation.id == Turn.conversation_id)
+            .outerjoin(ProlificPlace, ProlificPlace.id == Assignment.place_id)
             .where(Conversation.batch_id == batch_id, Turn.status == TurnStatus.submitted,
                    Assignment.worker_id == Turn.worker_id, Assignment.status != "abandoned")).all()
         bonuses = session.exec(
-            select(Bonus, Assignment.external_id).join(Assignment, Assignment.id == Bonus.assignment_id)
+            select(Bonus, places.SUBMISSION).join(Assignment, Assignment.id == Bonus.assignment_id)
+            .outerjoin(ProlificPlace, ProlificPlace.id == Assignment.place_id)
             .join(Turn, Turn.id == Bonus.turn_id).join(Conversation, Conversation.id == Turn.conversation_id)
             .where(Conversation.batch_id == batch_id)).all()
+        sessions = len(session.exec(select(ProlificPlace.id).where(ProlificPlace.batch_id == batch_id)).all())
     paid = Counter((p.bulk_id, p.submission_id) for p in fake.payments)
-    reward_bulk = {bonus.turn_id: bonus.external_id for bonus, _ in bonuses if bonus.kind == BonusKind.reward}
+    # a submission's reward: approved on Prolific, or paid as a bonus (a session place's, once for all its turns)
+    reward_paid = Counter(submission_id for bonus, submission_id in bonuses if bonus.kind == BonusKind.reward
+                          for _ in range(paid[(bonus.external_id, submission_id)]))
     ways: Counter[str] = Counter()
     times_paid: Counter[int] = Counter()
-    for turn_id, submission_id, status in turns:
+    for _, submission_id, status in turns:
         approved = fake.submissions[submission_id].status == "APPROVED"
-        count = int(approved) + paid[(reward_bulk.get(turn_id), submission_id)]
+        count = int(approved) + reward_paid[submission_id]
         times_paid[count] += 1
         ways["approved after timing out" if approved and status == "approved" and submission_id in outcome.timed_out_after_writing
              else "approved" if approved else "reward paid as a bonus" if count else str(status)] += 1
@@ -166,6 +188,8 @@ def settle(settings: Settings, on: ProlificCrowd, outcome: Any, rounds: int = 10
     return {
         "rounds": used,
         "turns_stored": len(turns),
+        "session_places": sessions,  # 0: each submission was one turn
+        "submissions_with_turns": len({submission_id for _, submission_id, _ in turns}),
         "turns_timed_out_after_writing": len(outcome.timed_out_after_writing),
         "turns_paid_once": times_paid[1],
         "turns_paid_more_than_once": sum(n for times, n in times_paid.items() if times > 1),

@@ -17,8 +17,9 @@ from sqlmodel import Session, col, select
 
 from turkflow.config import default
 from turkflow.hits.money import fee_cents
-from turkflow.models import (Batch, Bonus, Conversation, Event, QualityDecision, RaterReliability, Rating, Turn,
-                             TurnStatus, Worker, WorkerStatus)
+from turkflow.models import (Assignment, AssignmentStatus, Batch, Bonus, Conversation, Event, Hit, PlaceStatus,
+                             ProlificPlace, QualityDecision, RaterReliability, Rating, Turn, TurnStatus, Worker,
+                             WorkerStatus)
 from turkflow.quality import stall
 from turkflow.quality.monitor import Policy, machine_written
 from turkflow.simulator.crowd import Behaviour, SimWorker
@@ -97,7 +98,8 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         bonus_turns[names[worker_id]] += 1
     live_policy = outcome.policy
     batch = session.get(Batch, outcome.batch_id)
-    money = _money(outcome, stored, names, bonus_rows, batch.reward_cents, fee_percent)
+    rewarded = _rewarded(session, outcome.batch_id, stored, names)
+    money = _money(outcome, rewarded, names, bonus_rows, batch.reward_cents, fee_percent)
     live = judge(outcome.crowd, {name: n for name, (n, _) in live_blocked.items()}, dict(bonus_turns), live_policy,
                  blocked_written={name: written for name, (_, written) in live_blocked.items()},
                  identified_after=_live_identified(session, outcome, names),
@@ -112,7 +114,7 @@ def build_report(session: Session, outcome: Outcome, parameters: dict[str, Any],
         "rounds": outcome.rounds,
         "stop_reason": outcome.stop_reason,
         "ratings": len(ratings),
-        "crowd": _crowd_table(outcome, stored, names, live_blocked, bonus_by_name, batch.reward_cents),
+        "crowd": _crowd_table(outcome, stored, rewarded, names, live_blocked, bonus_by_name, batch.reward_cents),
         "money": money,
         "monitor": {
             "policy": live_policy.text,
@@ -211,8 +213,26 @@ def _live_blocks(session: Session, outcome: Outcome, names: dict[int, str], rati
     return found
 
 
-def _crowd_table(outcome: Outcome, stored, names, live_blocked, bonus_by_name, reward_cents) -> dict[str, Any]:  # noqa: ANN001
+def _rewarded(session: Session, batch_id: int, stored, names) -> list[int]:  # noqa: ANN001
+    """The worker of each reward the batch pays: one a stored turn, or, where Prolific's places last a session,
+    one a place (however many turns were written in it; none in one left on Prolific before writing any)."""
+    in_places = dict(session.exec(
+        select(Hit.turn_id, Assignment.place_id).join(Assignment, Assignment.hit_id == Hit.id)
+        .join(Turn, Turn.id == Hit.turn_id)
+        .where(col(Hit.turn_id).in_([row.id for row in stored]), col(Assignment.place_id).is_not(None),
+               Assignment.worker_id == Turn.worker_id, Assignment.status != AssignmentStatus.abandoned)).all())
+    places = session.exec(select(ProlificPlace.id, ProlificPlace.worker_id, ProlificPlace.status)
+                          .where(ProlificPlace.batch_id == batch_id)).all()
+    written = set(in_places.values())
+    return ([row.worker_id for row in stored if row.id not in in_places]
+            + [worker_id for place_id, worker_id, status in places
+               if worker_id in names and (status != PlaceStatus.left or place_id in written)])
+
+
+def _crowd_table(outcome: Outcome, stored, rewarded, names, live_blocked, bonus_by_name,  # noqa: ANN001
+                 reward_cents) -> dict[str, Any]:  # noqa: ANN001
     turns_by_name = Counter(names[worker_id] for _, _, _, worker_id, _, _ in stored)
+    rewards_by_name = Counter(names[worker_id] for worker_id in rewarded)
     table = {}
     for behaviour in Behaviour:
         members = [w for w in outcome.crowd if w.behaviour == behaviour]
@@ -222,23 +242,23 @@ def _crowd_table(outcome: Outcome, stored, names, live_blocked, bonus_by_name, r
             "workers": len(members),
             "turns": sum(turns_by_name[w.name] for w in members),
             "blocked": sum(1 for w in members if w.name in live_blocked),
-            "earned_cents": sum(turns_by_name[w.name] * reward_cents + bonus_by_name[w.name] for w in members),
+            "earned_cents": sum(rewards_by_name[w.name] * reward_cents + bonus_by_name[w.name] for w in members),
         }
     return table
 
 
-def _money(outcome: Outcome, stored, names, bonus_rows, reward_cents: int,  # noqa: ANN001
+def _money(outcome: Outcome, rewarded, names, bonus_rows, reward_cents: int,  # noqa: ANN001
            fee_percent: float) -> dict[str, Any]:
-    """Rewards and bonuses, with Prolific's service fee on each."""
-    rewards = len(stored) * reward_cents
+    """Rewards (``rewarded``: the worker of each) and bonuses, with Prolific's service fee on each."""
+    rewards = len(rewarded) * reward_cents
     bonuses = sum(amount for _, amount in bonus_rows)
-    fees = (len(stored) * fee_cents("prolific", reward_cents, fee_percent=fee_percent)
+    fees = (len(rewarded) * fee_cents("prolific", reward_cents, fee_percent=fee_percent)
             + sum(fee_cents("prolific", a, fee_percent=fee_percent) for _, a in bonus_rows))
     bad = {w.name for w in outcome.crowd if w.behaviour != Behaviour.honest}
     bad_writers = {w.name for w in outcome.crowd if w.bad_writer}
     spammers_and_pasters = {w.name for w in outcome.crowd if w.behaviour in (Behaviour.spammer, Behaviour.paster)}
     paid: Counter[str] = Counter()
-    for _, _, _, worker_id, _, _ in stored:
+    for worker_id in rewarded:
         paid[names[worker_id]] += reward_cents
     for worker_id, amount in bonus_rows:
         paid[names[worker_id]] += amount

@@ -53,7 +53,8 @@ class SimulationConfig:
     prolific_time_outs: float = 0.0  # share of written turns whose participant never goes back to Prolific
     prolific_lost_pays: int = 0  # the first N bonus pay calls fail on Prolific's side and pay nothing
     keep: str = ""  # the batch's --keep (turkflow.hits.keep): any, session or SECONDS; "": the protocol's own
-    away: float = 0.0  # the chance that a worker sits a round out (people come and go)
+    away: float = 0.0  # the share of rounds a worker sits out (people come and go)
+    away_rounds: float = 1.0  # the mean length of an absence in rounds (1: each round drawn on its own)
     leave: float = 0.0  # the share of each role's workers who leave for good halfway through (mid-session)
     # roles agents play ({role: (name, ...)}): built-ins (sim-good, sim-poor, sim-NN, star-suggest), or "fake", an
     # endpoint agent answered by a fake OpenAI-compatible server in this process (fake_endpoint_delay seconds)
@@ -102,6 +103,8 @@ def plan(config: SimulationConfig) -> Plan:
     keeping.for_launch(config.keep or None, config.protocol, config.provider)  # refused as batch launch refuses it
     if not 0.0 <= config.away < 1.0:
         raise ValueError("away must be a chance from 0 up to (not including) 1")
+    if config.away_rounds < 1.0:
+        raise ValueError("away-rounds must be at least 1")
     if not 0.0 <= config.leave < 1.0:
         raise ValueError("leave must be a share from 0 up to (not including) 1")
     if config.agents and (config.protocol != "wizard_of_tasks" or config.provider != "local"):
@@ -154,7 +157,7 @@ def run_on(settings: Settings, url: str, config: SimulationConfig,
         policy=chosen.policy, reward_cents=config.reward_cents, think_time=config.think_time,
         concurrency=config.concurrency, settle_timeout=config.settle_timeout, progress=progress,
         prolific=on_prolific, play=chosen.play, web_urls=web_urls, time_outs=config.prolific_time_outs,
-        keep=config.keep, away=config.away, leave=config.leave, agents=config.agents)
+        keep=config.keep, away=config.away, away_rounds=config.away_rounds, leave=config.leave, agents=config.agents)
     with ExitStack() as running:
         if "fake" in {name for names in config.agents.values() for name in names}:
             fake = running.enter_context(FakeOpenAI(delay=config.fake_endpoint_delay, seed=config.seed))

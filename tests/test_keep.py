@@ -362,3 +362,31 @@ def test_on_prolific_a_crowd_that_stays_keeps_its_conversations_and_one_that_hal
     stayed, left = (report["reproducible"] for report in reports)
     assert stayed["one_writer_per_role_share"] >= 0.9
     assert left["one_writer_per_role_share"] < 1.0
+
+
+def test_a_crowd_away_for_spells_is_away_as_often_but_for_longer_than_one_that_flickers_round_by_round(tmp_path):
+    """The simulator's people who come and go (``away``) sit out the same share of rounds either way; with
+    ``away_rounds`` they stay away for spells of about that many rounds, as people who leave for a while."""
+    from turkflow.quality.monitor import Policy
+    from turkflow.simulator.crowd import build_crowd
+    from turkflow.simulator.driver import Simulation
+
+    crowd = build_crowd(4, 4, {}, seed=1)
+
+    def absences(away_rounds: float) -> tuple[float, float]:
+        simulation = Simulation(Settings(data_dir=tmp_path), "http://127.0.0.1", crowd, [], seed=1, max_turns=2,
+                                policy=Policy.parse("k=5,p=0.5"), away=0.3, away_rounds=away_rounds)
+        spells, rounds = [], 0
+        for worker in crowd:
+            run = 0
+            for round_no in range(1500):
+                if simulation._away(worker.name, round_no):
+                    run, rounds = run + 1, rounds + 1
+                elif run:
+                    spells, run = spells + [run], 0
+        return rounds / (1500 * len(crowd)), sum(spells) / len(spells)
+
+    flicker_share, flicker_spell = absences(1)
+    spell_share, spell_length = absences(5)
+    assert 0.27 <= flicker_share <= 0.33 and 0.27 <= spell_share <= 0.33
+    assert flicker_spell < 1.6 and 4.0 <= spell_length <= 6.0

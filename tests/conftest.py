@@ -46,7 +46,7 @@ pytest.register_assert_rewrite("tests.fake_prolific")
 from pytest_redis import factories
 from redis import Redis
 from sqlalchemy import create_engine, make_url, text
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from turkflow.config import Settings
 from turkflow.db import dispose_engine, upgrade
@@ -448,11 +448,20 @@ def celery_worker(settings: Settings, providers: Providers, redis_url: str) -> I
 # ---- the web app and a real browser -------------------------------------------------------------------
 
 
+class _QuietRequestHandler(WSGIRequestHandler):
+    """Logs no request: once a test's in-process Celery worker has set up the root logger, werkzeug's access
+    lines went to the terminal, past pytest's capture, when the browser fetched the favicon after the test's
+    own output was collected."""
+
+    def log_request(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
 class LiveServer:
     def __init__(self, app) -> None:  # noqa: ANN001
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server = make_server("127.0.0.1", self.port, app, threaded=True)
+        self._server = make_server("127.0.0.1", self.port, app, threaded=True, request_handler=_QuietRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> "LiveServer":

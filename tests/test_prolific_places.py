@@ -26,6 +26,7 @@ from turkflow.models import (
     Batch,
     BatchStatus,
     Bonus,
+    Conversation,
     Hit,
     KeepRule,
     PlaceStatus,
@@ -260,6 +261,58 @@ def test_the_study_publishes_places_only_for_the_turns_beyond_its_open_sessions(
     with session_scope(settings.database_url) as s:
         provider.keep_in_step(s, s.get(Batch, batch_id), "student")
     assert fake_prolific.studies[study_id].status == "PAUSED"  # the one waiting is p1's to take
+
+
+def test_a_newcomer_gets_a_place_while_the_session_in_the_study_writes_a_turn(
+        settings, providers, client, fake_prolific):
+    """Two conversations wait for a student; p1 opens a session and takes one of them: p1 is busy writing it, so
+    the other turn needs a newcomer and the study keeps a place for one (it paused, keeping p2 out while the
+    turn waited for p1 to finish). Once p1 is back with nothing in hand, the turn is theirs to take again."""
+    batch_id = launch(settings, providers, conversations=2)
+    study_id = study_of(settings, batch_id, "student")
+    provider = providers.get("prolific")
+    writer = Participant(client, fake_prolific, settings, providers, study_id, "p1")
+    assert 'id="submit-turn"' in client.get(writer.link).text  # p1 holds a turn and writes it
+    with session_scope(settings.database_url) as s:
+        provider.keep_in_step(s, s.get(Batch, batch_id), "student")
+    assert fake_prolific.studies[study_id].status == "ACTIVE" and fake_prolific.places_free(study_id) >= 1
+    newcomer = Participant(client, fake_prolific, settings, providers, study_id, "p2")
+    second = newcomer.writes(STUDENT_ANSWERS)
+    first = writer.writes(STUDENT_ANSWERS)
+    assert {first, second} == set(conversations_of(settings, batch_id))
+    assert [w for _, _, w in writers(settings, second)] == ["prolific:p2"]
+
+
+def test_a_turn_kept_for_a_present_participant_gets_no_place_and_gets_one_once_they_leave(
+        settings, providers, client, fake_prolific):
+    """p1 writes a conversation's first turn and the teacher answers: the next student turn is kept for p1, who is
+    present in their session, so the study publishes no place for it (a newcomer could not take it). p1 closes
+    the waiting screen (its ``pagehide`` beacon): the turn is anyone's, and the study opens a place for it."""
+    batch_id = launch(settings, providers, conversations=1)
+    study_id = study_of(settings, batch_id, "student")
+    provider = providers.get("prolific")
+    student = Participant(client, fake_prolific, settings, providers, study_id, "p1")
+    student.writes(STUDENT_ANSWERS)
+    waiting_token = student.look().get_json()["turkflow_form"]  # the waiting screen's
+    Participant(client, fake_prolific, settings, providers, study_of(settings, batch_id, "teacher"),
+                "p-teacher").writes(TEACHER_ANSWERS)
+    with session_scope(settings.database_url) as s:
+        provider.keep_in_step(s, s.get(Batch, batch_id), "student")
+    assert fake_prolific.studies[study_id].status == "PAUSED"  # kept for p1, who is here
+    left = client.post(student.link.replace("/prolific/turn", "/prolific/place/left"),
+                       data={"turkflow_form": waiting_token})
+    assert left.status_code == 204
+    with session_scope(settings.database_url) as s:
+        provider.keep_in_step(s, s.get(Batch, batch_id), "student")
+    assert fake_prolific.studies[study_id].status == "ACTIVE" and fake_prolific.places_free(study_id) >= 1
+    conversation = Participant(client, fake_prolific, settings, providers, study_id, "p2").writes(STUDENT_ANSWERS)
+    assert [w for _, role, w in writers(settings, conversation) if role == "student"] == ["prolific:p1",
+                                                                                          "prolific:p2"]
+
+
+def conversations_of(settings, batch_id: int) -> list[int]:  # noqa: ANN001
+    with session_scope(settings.database_url) as s:
+        return list(s.exec(select(Conversation.id).where(Conversation.batch_id == batch_id)))
 
 
 def test_a_session_ends_with_the_code_once_no_work_is_left_in_the_batch(settings, providers, client, fake_prolific):

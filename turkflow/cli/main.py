@@ -44,7 +44,7 @@ from turkflow.cli.compare import compare, launch_comparison
 from turkflow.cli.dataset import analyse, export, replay
 from turkflow.cli.demo import demo
 from turkflow.cli.mturk import batch_expire, mturk
-from turkflow.cli.prolific import described_places, launch_gate, launch_terms, prolific
+from turkflow.cli.prolific import described_places, launch_gate, launch_terms, prolific, session_minutes_of_launch
 from turkflow.cli.review import admin, review
 from turkflow.cli.star import star
 from turkflow.config import default
@@ -331,7 +331,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     from sqlmodel import col, select
 
     from turkflow.hits import keep as keeping, lifecycle, money
-    from turkflow.models import Batch, BatchStatus, KeepRule, Task
+    from turkflow.models import Batch, BatchStatus, Task
     from turkflow.protocols.questions import get_protocol
     from turkflow.protocols.wot import load_documents, read_documents
     from turkflow.quality import monitor
@@ -366,8 +366,7 @@ def batch_launch(app: App, tasks_file: Optional[Path], all_tasks: bool, conversa
     if session_minutes and provider != "prolific":
         raise CommandError("--session-minutes applies to --provider prolific only")
     if session_minutes is None:
-        session_minutes = settings.prolific_session_minutes if provider == "prolific" and \
-            keep.rule == KeepRule.session else 0
+        session_minutes = session_minutes_of_launch(settings, provider, keep.rule)
     live = provider == "mturk" and (live or settings.mturk_live)
     reward = reward if reward is not None else settings.reward_cents
     max_turns = max_turns or settings.max_turns

@@ -8,7 +8,7 @@ A Prolific batch is launched with ``turkflow batch launch --provider prolific``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import click
@@ -20,6 +20,7 @@ from turkflow.protocols.star import MULTI_TASK, SINGLE_TASK
 from turkflow.words import counted
 
 if TYPE_CHECKING:
+    from turkflow.config import Settings
     from turkflow.hits.prolific import api
     from turkflow.hits.prolific.provider import ProlificProvider
     from turkflow.models import ProlificOnboarding
@@ -64,7 +65,7 @@ def launch_terms(app: App, provider: str, reward_cents: int, first_places: int =
     settings = app.settings
     prolific_provider = _provider(app)
     try:
-        study_terms = replace(StudyTerms.of_settings(settings), session_minutes=session_minutes)
+        study_terms = StudyTerms.of_settings(settings, session_minutes)
     except InvalidInput as bad:
         raise CommandError(str(bad)) from None
     _public_page(app, study_terms.public_url + "/prolific/turn", "the turn studies", study_terms.rehearsal_host)
@@ -88,6 +89,13 @@ def launch_terms(app: App, provider: str, reward_cents: int, first_places: int =
     except InvalidInput as broken:
         raise CommandError(str(broken)) from None
     return LaunchTerms(currency, fee_percent, study_terms.as_json())
+
+
+def session_minutes_of_launch(settings: Settings, provider: str, keep_rule: str) -> int:
+    """How long a batch's places last without ``--session-minutes`` (``terms.session_minutes_of_launch``)."""
+    from turkflow.hits.prolific import terms
+
+    return terms.session_minutes_of_launch(settings, provider, keep_rule)
 
 
 def described_places(session_minutes: int, reward_cents: int, currency: str) -> str:

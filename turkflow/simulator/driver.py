@@ -73,8 +73,6 @@ from turkflow.models import (
     Hit,
     HitStatus,
     KeepRule,
-    PlaceStatus,
-    ProlificPlace,
     ProlificStudy,
     QualityDecision,
     Rating,
@@ -90,7 +88,7 @@ from turkflow.protocols.questions import get_protocol
 from turkflow.quality.monitor import Policy
 from turkflow.simulator.crowd import SimWorker, Written, answer_gold, judge_agent, revise, write_turn
 from turkflow.simulator.fake_prolific import Refused
-from turkflow.simulator.prolific import ProlificCrowd, session_reward_cents, study_terms
+from turkflow.simulator.prolific import ProlificCrowd, room_for_a_session, session_reward_cents, study_terms
 from turkflow.simulator.utterances import Script
 
 HTTP_TIMEOUT = 60
@@ -468,7 +466,7 @@ def launch(settings: Settings, base_url: str, crowd: list[SimWorker], scripts: l
             agents={role: find_agents(session, list(names)) for role, names in (agents or {}).items()},
         )
         if provider == "prolific":  # what its studies are made with, whoever makes them (as batch launch does)
-            batch.platform_terms = study_terms(settings, batch.keep == KeepRule.session)
+            batch.platform_terms = study_terms(settings, batch.keep)
         conversation_ids = [session.get(Turn, hit.turn_id).conversation_id for hit in hits]
         batch_id, hit_ids = batch.id, [hit.id for hit in hits]
     for hit_id in hit_ids:  # committed first: Prolific's provider records its study in a session of its own
@@ -488,8 +486,9 @@ class Simulation:
         self.settings = settings
         self.agents = dict(agents or {})  # the roles agents play: their turns are the agents queue's
         self.keep = keep  # the batch's --keep ("": its protocol's own): turns kept for the role's last writer
-        self.keeps_sessions = keeping.for_launch(keep or None, play.protocol if play else "wizard_of_tasks",
-                                                 "prolific" if prolific else "local").rule == KeepRule.session
+        self.keep_rule = keeping.for_launch(keep or None, play.protocol if play else "wizard_of_tasks",
+                                            "prolific" if prolific else "local").rule
+        self.keeps_sessions = self.keep_rule == KeepRule.session
         self.gone: set[str] = set()  # workers whose queue's page said they left (away this round)
         self.asked: dict[str, float] = {}  # when each worker's page last asked the server (time.monotonic)
         self.kept_until: Optional[datetime] = None  # when the first turn kept for a worker is offered to anyone
@@ -540,8 +539,9 @@ class Simulation:
             out.gold[name] = rated
 
     def run(self) -> Outcome:
-        if self.prolific and self.keeps_sessions:  # its places last a session, which the reward pays
-            self.reward_cents = session_reward_cents(self.settings, self.prolific.currency, self.reward_cents)
+        if self.prolific:  # places that last a session: the reward pays the session
+            self.reward_cents = session_reward_cents(self.settings, self.prolific.currency, self.reward_cents,
+                                                     self.keep_rule)
         batch_id, join_urls, worker_ids, conversation_ids = launch(
             self.settings, self.base_url, self.crowd, self.scripts, max_turns=self.max_turns, policy=self.policy,
             reward_cents=self.reward_cents, seed=self.seed,
@@ -908,7 +908,8 @@ class Simulation:
         a session place they start one the first time and come back to it round after round (as its waiting page
         follows to the next turn), until our page gives them the code (``_end_place``)."""
         fake, client, name = self.prolific, self.participants[job.worker.name], job.worker.name
-        if name not in self.places and self.session_places and not self._room_for_a_session(job.worker.role):
+        if name not in self.places and self.session_places and not room_for_a_session(
+                self.settings, self.out.batch_id, job.worker.role):
             return None  # the open sessions will take the waiting turns: the study has no place for a newcomer
         opened = self.places.get(name) or self._start_submission(job.worker)
         if opened is None:
@@ -963,20 +964,6 @@ class Simulation:
             self.out.turns[(job.conversation, job.index)] = record
             self.last_round[job.conversation] = round_no
         return record.turn_id
-
-    def _room_for_a_session(self, role: str) -> bool:
-        """Whether the role's study has a place for a newcomer: more turns wait than its open sessions (as the
-        provider's ``keep_in_step`` counts them)."""
-        with session_scope(self.settings.database_url) as session:
-            waiting = session.exec(
-                select(func.count()).select_from(Hit).join(Turn, Turn.id == Hit.turn_id)
-                .join(Conversation, Conversation.id == Turn.conversation_id)
-                .where(Conversation.batch_id == self.out.batch_id, Hit.role == role, Hit.status == HitStatus.open,
-                       or_(col(Hit.lease_expires_at).is_(None), col(Hit.lease_expires_at) < utcnow()))).one()
-            sessions = session.exec(select(func.count()).select_from(ProlificPlace).where(
-                ProlificPlace.batch_id == self.out.batch_id, ProlificPlace.role == role,
-                ProlificPlace.status == PlaceStatus.open)).one()
-        return waiting > sessions
 
     def _start_submission(self, worker: SimWorker) -> Optional[tuple[str, str]]:
         """The participant starts a submission on their role's study: its id and the study link (as our path)

@@ -15,13 +15,14 @@ from __future__ import annotations
 import importlib.util
 import uuid
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from turkflow.config import Settings
 from turkflow.hits.prolific import rules
-from turkflow.hits.prolific.terms import StudyTerms
+from turkflow.hits.money import least_reward_cents
+from turkflow.hits.prolific.terms import StudyTerms, session_minutes_of_launch
 from turkflow.simulator.crowd import SimWorker
 
 REHEARSAL_HOST = "rehearsal.turkflow.invalid"  # .invalid never resolves: nothing real can point at it
@@ -83,21 +84,32 @@ def settings_for(settings: Settings, on: ProlificCrowd, crowd: list[SimWorker]) 
         "presence_seconds": max(settings.presence_seconds, settings.prolific_presence_seconds)})
 
 
-def study_terms(settings: Settings, keeps_sessions: bool) -> dict[str, Any]:
-    """What a simulated batch's studies are made with, stored with it as ``turkflow batch launch`` does: a batch
-    that keeps people for their session publishes places that last TURKFLOW_PROLIFIC_SESSION_MINUTES."""
-    terms = StudyTerms.of_settings(settings)
-    if keeps_sessions:
-        terms = replace(terms, session_minutes=settings.prolific_session_minutes)
-    return terms.as_json()
+def study_terms(settings: Settings, keep_rule: str) -> dict[str, Any]:
+    """What a simulated batch's studies are made with, stored with it as ``turkflow batch launch`` does (its places
+    last a session by the same rule: ``terms.session_minutes_of_launch``)."""
+    return StudyTerms.of_settings(settings, session_minutes_of_launch(settings, "prolific", keep_rule)).as_json()
 
 
-def session_reward_cents(settings: Settings, currency: str, reward_cents: int) -> int:
-    """A session place's reward: ``reward_cents`` (the simulation's, a turn's by default), at least Prolific's
-    hourly minimum (or the lab's own, TURKFLOW_PROLIFIC_MIN_HOURLY_CENTS) on the session's minutes, as ``batch
-    launch`` requires of a lab."""
-    hourly = rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents)
-    return max(reward_cents, -(-hourly * settings.prolific_session_minutes // 60))
+def session_reward_cents(settings: Settings, currency: str, reward_cents: int, keep_rule: str) -> int:
+    """A simulated batch's reward: ``reward_cents`` (the simulation's, a turn's by default), raised for places that
+    last a session to Prolific's least on the session's minutes (or the lab's own hourly floor,
+    TURKFLOW_PROLIFIC_MIN_HOURLY_CENTS), which ``batch launch`` requires of a lab."""
+    minutes = session_minutes_of_launch(settings, "prolific", keep_rule)
+    if not minutes:
+        return reward_cents
+    return max(reward_cents, least_reward_cents(rules.least_hourly_cents(currency, settings.prolific_min_hourly_cents),
+                                                minutes))
+
+
+def room_for_a_session(settings: Settings, batch_id: int, role: str) -> bool:
+    """Whether the role's study has a free place for a newcomer, counted as the provider keeps its places
+    (``provider.places_wanted``): the fake's places follow only when the provider next looks."""
+    from turkflow.db import session_scope
+    from turkflow.hits.prolific.provider import places_wanted
+    from turkflow.models import utcnow
+
+    with session_scope(settings.database_url) as session:
+        return places_wanted(session, batch_id, role, utcnow(), sessions=True) > 0
 
 
 def contract_report(fake: FakeProlific, unchecked_because: str) -> dict[str, Any]:

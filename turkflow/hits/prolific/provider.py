@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import String, cast, func, or_
+from sqlalchemy import String, cast, or_
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col, select, update
@@ -45,7 +45,7 @@ from sqlmodel import Session, col, select, update
 from turkflow import events
 from turkflow.config import Settings
 from turkflow.errors import Forbidden, ProviderError
-from turkflow.hits import lifecycle
+from turkflow.hits import keep as keeping, lifecycle
 from turkflow.hits import onboarding
 from turkflow.protocols.star import stages
 from turkflow.hits.prolific import api, places, public
@@ -299,8 +299,7 @@ class ProlificProvider(CrowdProvider):
         study = api.get_study(self.client, row.study_id)
         status = study["status"]
         sessions = self.terms_of(batch).sessions
-        waiting = _waiting_turns(session, batch.id, role, include=include, exclude=exclude) \
-            - (_open_places(session, batch.id, role) if sessions else 0)
+        waiting = places_wanted(session, batch.id, role, utcnow(), sessions=sessions, include=include, exclude=exclude)
         if status == "PAUSED" and row.paused_at is None:  # a pause of ours may have been recorded meanwhile
             set_committed_value(row, "paused_at", _paused_now(session, row.id))
         step = next_step(status, places_taken=int(study.get("places_taken") or 0), waiting=waiting,
@@ -317,7 +316,7 @@ class ProlificProvider(CrowdProvider):
             status, ours = self._transition(row.study_id, "PAUSE")
             if ours:  # a pause someone else made is not ours to undo
                 _paused_by_us(session, row)
-            if batch.status == BatchStatus.active and _waiting_now(session, batch.id, role, exclude, sessions) > 0:
+            if batch.status == BatchStatus.active and _places_wanted_now(session, batch.id, role, exclude, sessions) > 0:
                 status, _ = self._transition(row.study_id, "START")
                 row.paused_at = None
         if status == "PAUSED" and row.paused_at is None and row.seen_status != "PAUSED":
@@ -765,36 +764,46 @@ def gate_refusal(missing: list[tuple[str, int, str]]) -> str:
             "those turns")
 
 
-def _waiting_turns(session: Session, batch_id: int, role: str, *, include: Optional[Hit] = None,
-                   exclude: Optional[Hit] = None) -> int:
-    """Turns of a batch role that need a participant: HITs pending or open that nobody holds."""
+def places_wanted(session: Session, batch_id: int, role: str, now: datetime, *, sessions: bool,
+                  include: Optional[Hit] = None, exclude: Optional[Hit] = None) -> int:
+    """How many of a batch role's waiting turns (HITs pending or open that nobody holds; ``include`` one being
+    published, ``exclude`` one going away) need a participant who is not yet in the study: the free places its
+    study keeps (``keep_in_step``), and whether a simulated newcomer finds one.
+
+    With one-turn places every waiting turn needs one: even a turn kept for someone needs a place for them to come
+    back by. With session places (``sessions``) a participant in the study takes turns without a new place, so
+    two kinds of turns need none: a turn kept for a participant who may still take it (``keep.keeper_holds``:
+    present, or writing another turn), which a newcomer could not take; and one turn for each open session whose
+    participant is present with nothing in hand and nothing kept for them, who takes the next waiting one. A
+    session busy writing a turn takes none of them now: counting it kept newcomers out while turns waited. Its
+    cost: when its turn is written, a participant so let in may have taken the turn it would have taken next, and
+    it waits for the next one, on a session paid by the session (bench keep measures the turns per session).
+    """
     held = select(Assignment.hit_id).where(Assignment.status == AssignmentStatus.accepted)
-    ids = set(session.exec(
-        select(Hit.id).join(Turn, Turn.id == Hit.turn_id)
+    waiting = (col(Hit.status).in_([HitStatus.pending, HitStatus.open])
+               if include is None else or_(col(Hit.status).in_([HitStatus.pending, HitStatus.open]), Hit.id == include.id))
+    rows = session.exec(
+        select(Hit.id, Hit.reserved_for_id, keeping.keeper_holds(Hit)).join(Turn, Turn.id == Hit.turn_id)
         .join(Conversation, Conversation.id == Turn.conversation_id)
-        .where(Conversation.batch_id == batch_id, Hit.role == role, Hit.provider == PROVIDER,
-               col(Hit.status).in_([HitStatus.pending, HitStatus.open]), col(Hit.id).not_in(held))))
-    if include is not None:
-        ids.add(include.id)
-    if exclude is not None:
-        ids.discard(exclude.id)
-    return len(ids)
+        .where(Conversation.batch_id == batch_id, Hit.role == role, Hit.provider == PROVIDER, waiting,
+               col(Hit.id).not_in(held)), params={"now": now}).all()
+    rows = [row for row in rows if exclude is None or row[0] != exclude.id]
+    if not sessions:
+        return len(rows)
+    kept_for = {keeper for _, keeper, withheld in rows if withheld}
+    idle = session.exec(
+        select(ProlificPlace.worker_id).join(Worker, Worker.id == ProlificPlace.worker_id)
+        .where(ProlificPlace.batch_id == batch_id, ProlificPlace.role == role, ProlificPlace.status == PlaceStatus.open,
+               col(ProlificPlace.ends_at) > now, col(Worker.present_until) > now,
+               ~select(Assignment.id).where(Assignment.place_id == ProlificPlace.id,
+                                            Assignment.status == AssignmentStatus.accepted).exists())).all()
+    return sum(1 for _, _, withheld in rows if not withheld) - sum(1 for worker_id in idle if worker_id not in kept_for)
 
 
-def _waiting_now(session: Session, batch_id: int, role: str, exclude: Optional[Hit], sessions: bool) -> int:
-    """``_waiting_turns`` as committed now, outside the caller's snapshot (SQLite keeps a transaction's), less
-    the open session places (``sessions``) that will take them."""
+def _places_wanted_now(session: Session, batch_id: int, role: str, exclude: Optional[Hit], sessions: bool) -> int:
+    """``places_wanted`` as committed now, outside the caller's snapshot (SQLite keeps a transaction's)."""
     with Session(session.get_bind()) as fresh:
-        return _waiting_turns(fresh, batch_id, role, exclude=exclude) - \
-            (_open_places(fresh, batch_id, role) if sessions else 0)
-
-
-def _open_places(session: Session, batch_id: int, role: str) -> int:
-    """Session places of a batch role whose participants are in them: each takes waiting turns one after
-    another, so the study needs places only for the turns beyond them."""
-    return session.exec(select(func.count()).select_from(ProlificPlace).where(
-        ProlificPlace.batch_id == batch_id, ProlificPlace.role == role,
-        ProlificPlace.status == PlaceStatus.open)).one()
+        return places_wanted(fresh, batch_id, role, utcnow(), sessions=sessions, exclude=exclude)
 
 
 def _unclaimed_bonuses(session: Session, study_id: str, first: int) -> dict[int, tuple[str, int]]:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from turkflow.config import Settings
 from turkflow.errors import InvalidInput
 from turkflow.hits.prolific import public, rules
+from turkflow.models import KeepRule
 
 
 def role_groups(text: str) -> dict[str, str]:
@@ -40,6 +41,13 @@ def rehearsal_host_of(settings: Settings, url: str) -> str:
     if host and urlsplit(url).hostname == host and public.on_this_machine(settings.prolific_base_url):
         return host
     return ""
+
+
+def session_minutes_of_launch(settings: Settings, provider: str, keep_rule: str) -> int:
+    """How long a batch's places last when launched without ``--session-minutes``: on Prolific, a batch that keeps
+    people for their session (``--keep session``) publishes places of TURKFLOW_PROLIFIC_SESSION_MINUTES; any
+    other, one turn a place (0). ``batch launch`` and the simulator both launch by it."""
+    return settings.prolific_session_minutes if provider == "prolific" and keep_rule == KeepRule.session else 0
 
 
 @dataclass(frozen=True)
@@ -71,13 +79,15 @@ class StudyTerms:
         return self.estimated_minutes, self.maximum_minutes
 
     @classmethod
-    def of_settings(cls, settings: Settings) -> "StudyTerms":
+    def of_settings(cls, settings: Settings, session_minutes: int = 0) -> "StudyTerms":
+        """The terms ``settings`` give a batch whose places last ``session_minutes`` (0: one turn a place;
+        ``session_minutes_of_launch``)."""
         return cls(test=settings.prolific_test_studies, public_url=settings.public_url.rstrip("/"),
                    role_groups=role_groups(settings.prolific_role_groups), study_name=settings.prolific_study_name,
                    study_description=settings.prolific_study_description,
                    estimated_minutes=settings.prolific_estimated_minutes,
                    maximum_minutes=settings.prolific_max_minutes, project_id=settings.prolific_project_id,
-                   rehearsal_host=rehearsal_host_of(settings, settings.public_url))
+                   rehearsal_host=rehearsal_host_of(settings, settings.public_url), session_minutes=session_minutes)
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -130,8 +130,10 @@ def test_a_meep_agent_on_prolific_clicks_and_sends_and_goes_back_to_prolific(
                          headers=JSON)
     message = picked.get_json()["agent"]["message"]
     assert message.startswith("I found Bluebird Coffee on Main Street.")
-    sent = client.post(link, data={"action": "send", "turkflow_form": token})
-    assert sent.status_code == 303 and sent.location == completion(providers, batch_id, "wizard")  # no survey
+    sent = client.post(link, json={"action": "send", "turkflow_form": token}, headers=JSON)
+    assert sent.status_code == 200, sent.text  # what was stored, as the queue answers, and on to Prolific
+    assert sent.get_json()["text"] == message and sent.get_json()["survey_url"] is None
+    assert sent.get_json()["completion_url"] == completion(providers, batch_id, "wizard")
     with session_scope(settings.database_url) as s:
         said = s.exec(select(DialogEvent).where(DialogEvent.action == "send")).one()
         assert said.data["Text"] == message

@@ -310,6 +310,32 @@ def test_a_turn_kept_for_a_present_participant_gets_no_place_and_gets_one_once_t
                                                                                           "prolific:p2"]
 
 
+def test_a_sessions_turn_page_says_where_to_end_or_leave_the_session_as_its_waiting_screen_does(
+        settings, providers, client, fake_prolific):
+    """The turn page of a session place, in JSON and HTML, carries the waiting screen's ways out: its client
+    says "I left" from the turn (the ``pagehide`` beacon; present no longer, the turn still theirs to write) and
+    "I am done" (the session ends with the code)."""
+    batch_id = launch(settings, providers, conversations=1)
+    student = Participant(client, fake_prolific, settings, providers, study_of(settings, batch_id, "student"), "p1")
+    turn = student.look().get_json()
+    assert turn["turn_index"] == 0 and set(turn["place"]) == {"session_seconds_left", "done_url", "left_url",
+                                                                "turkflow_form"}
+    exits = turn["place"]
+    assert 0 < exits["session_seconds_left"] <= 30 * 60 and exits["turkflow_form"] != turn["turkflow_form"]
+    page = client.get(student.link).text
+    marker = re.search(r'data-leave-url="([^"]+)" data-leave-field="turkflow_form" data-leave-token="([^"]+)"', page)
+    assert marker and (marker.group(1).replace("&amp;", "&"), marker.group(2)) == (exits["left_url"],
+                                                                                   exits["turkflow_form"])
+    assert client.post(exits["left_url"], data={"turkflow_form": turn["turkflow_form"]}).status_code == 403
+    assert client.post(exits["left_url"], data={"turkflow_form": exits["turkflow_form"]}).status_code == 204
+    with session_scope(settings.database_url) as s:
+        assert s.exec(select(Worker.present_until).where(Worker.external_id == "prolific:p1")).one() <= utcnow()
+    assert student.look().get_json()["turn_id"] == turn["turn_id"]  # back: the turn they hold, present again
+    done = client.post(exits["done_url"], data={"turkflow_form": exits["turkflow_form"]},
+                       headers={"Accept": "application/json"})
+    assert done.get_json()["ended"] is True and done.get_json()["reason"] == "done"
+
+
 def conversations_of(settings, batch_id: int) -> list[int]:  # noqa: ANN001
     with session_scope(settings.database_url) as s:
         return list(s.exec(select(Conversation.id).where(Conversation.batch_id == batch_id)))

@@ -217,6 +217,12 @@ class ParticipantClient(HttpClient):
             return None
         return completion_code(response.headers["Location"])
 
+    def left(self, left_url: str, token: str) -> None:
+        """The page of their session place is closed: its ``pagehide`` beacon, as a browser sends it."""
+        response = self._call("POST", "POST /prolific/place/left", left_url, data={"turkflow_form": token})
+        if response.status_code != 204:
+            raise TurnRefused("leave the session", response.status_code, None, response.text[:200])
+
 
 def completion_code(url: str) -> str:
     """The code of a Prolific completion URL (``https://app.prolific.com/submissions/complete?cc=...``)."""
@@ -284,8 +290,8 @@ class StudyTurnPage:
     """A turn a Prolific study link gave a participant: every POST carries the link's ids and the page's token
     (no cookie); the questions are at ``/prolific/survey?...&c=<dialog>``, each page with a token of its own."""
 
-    def __init__(self, client: ParticipantClient, link: str, token: str, database_url: str):
-        self.client, self.link, self.token, self.database_url = client, link, token, database_url
+    def __init__(self, client: ParticipantClient, link: str, token: str):
+        self.client, self.link, self.token = client, link, token
         self.survey_tokens: dict[str, str] = {}
 
     def view(self) -> dict[str, Any]:
@@ -297,12 +303,8 @@ class StudyTurnPage:
                                        json={**body, "turkflow_form": self.token}), "action")
 
     def submit(self, body: dict[str, Any]) -> dict[str, Any]:
-        confirmed = _json(self.client._call("POST", "POST /prolific/turn", self.link,
-                                            json={**body, "turkflow_form": self.token}), "submit")
-        if "text" not in confirmed:  # Prolific's answer says where to go next, not what the page sent
-            with session_scope(self.database_url) as session:
-                confirmed["text"] = session.get(Turn, confirmed["turn_id"]).text or ""
-        return confirmed
+        return _json(self.client._call("POST", "POST /prolific/turn", self.link,
+                                       json={**body, "turkflow_form": self.token}), "submit")
 
     def questions(self, survey_url: str) -> dict[str, Any]:
         response = self.client._call("GET", "GET /prolific/survey", survey_url, allow_redirects=False)
@@ -504,6 +506,7 @@ class Simulation:
         self.prolific = prolific.fake if prolific else None
         self.session_places = False  # the batch's Prolific places last a session (set at launch, from its terms)
         self.places: dict[str, tuple[str, str]] = {}  # a participant's open session place: submission id, link
+        self.exits: dict[str, tuple[str, str]] = {}  # the last page of a participant's place: its left URL, token
         self.time_outs = time_outs  # Prolific: share of written turns whose participant never goes back
         self.base_url = base_url.rstrip("/")  # the public URL: invite and study links name it
         # The web servers behind it, as a load balancer with sticky sessions spreads a crowd over several:
@@ -922,6 +925,9 @@ class Simulation:
             if view.get("ended"):  # the session is over (no work left for the role, time up): back to Prolific
                 self._end_place(name, view)
                 return None
+            if self.session_places:  # where its page (a turn's or the waiting screen) says "I left"
+                exits = view.get("place") or view
+                self.exits[name] = (exits["left_url"], exits["turkflow_form"])
             if view.get("waiting"):  # the waiting page: nothing for them this round
                 return None
             job.hit_id, job.index = None, view["turn_index"]
@@ -931,7 +937,7 @@ class Simulation:
             if self.play is not None:
                 if job.arrive_after:
                     time.sleep(job.arrive_after)
-                page = StudyTurnPage(client, link, token, self.settings.database_url)
+                page = StudyTurnPage(client, link, token)
                 written, confirmed = self.play.turn(page, job.worker, job.conversation, job.index, view, self.out)
                 code = completion_code(confirmed["completion_url"]) if confirmed.get("completion_url") else None
             else:
@@ -1017,9 +1023,11 @@ class Simulation:
             self._end_place(name, view)
 
     def _leave_places(self, names: set[str]) -> None:
-        """Participants who leave for good mid-session return their submission on Prolific (their session
-        place ends once turkflow learns it; their kept conversations go to others once they count absent)."""
+        """Participants who leave for good mid-session close the page of their place, whose ``pagehide`` beacon
+        says so (their kept conversations go to others at once), and return their submission on Prolific (their
+        place ends once turkflow learns it)."""
         for name in sorted(names & set(self.places)):
+            self.participants[name].left(*self.exits[name])
             self.prolific.return_submission(self.places.pop(name)[0])
 
     def _arrive(self, client: ParticipantClient, link: str, worker: SimWorker) -> dict[str, Any]:
@@ -1029,7 +1037,7 @@ class Simulation:
         while "survey_url" in view and self.play is not None:
             url = view["survey_url"]
             conversation = self.position[int(parse_qs(urlsplit(url).query)["c"][0])]
-            self.play.answer_survey(StudyTurnPage(client, link, "", self.settings.database_url), worker, url,
+            self.play.answer_survey(StudyTurnPage(client, link, ""), worker, url,
                                     conversation, self.out)
             view = client.view(link)
         return view

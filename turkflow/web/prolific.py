@@ -170,7 +170,8 @@ def _turn_page(session: Session, assignment: Assignment, participant_id: str,
         return None, _logged_page(session, assignment, token, logged)
     view = _turn_view(session, assignment)
     if wants_json():
-        return None, jsonify({**turn_json(view, assignment, session.get(Hit, assignment.hit_id)), FORM_TOKEN: token})
+        return None, jsonify({**turn_json(view, assignment, session.get(Hit, assignment.hit_id)), FORM_TOKEN: token,
+                                **_place_json()})
     return None, render_turn(view, form_action=request.full_path, hidden={FORM_TOKEN: token},
                              earned=reports.earned_cents(session, assignment.worker_id, view.batch.currency))
 
@@ -223,8 +224,7 @@ def _place_turn(minutes: int) -> Any:
                 return _place_ended(session, place, participant_id)
         if assignment is None:
             return _place_waiting(session, place, participant_id, now)
-        g.place_bar = {"ends_at": place.ends_at, "done_url": _place_url("prolific.place_done"),
-                       "token": pages.place_token(settings.secret_key, place, participant_id)}
+        g.place_bar = {"ends_at": place.ends_at, **_place_exits(place, participant_id, now)}
         owed, page = _turn_page(session, assignment, participant_id, _logged(session, batch_id))
     if taken:
         _after_taking(batch_id, role, assignment.worker_id)
@@ -264,17 +264,29 @@ def _place_ended(session: Session, place: ProlificPlace, participant_id: str) ->
 
 def _place_waiting(session: Session, place: ProlificPlace, participant_id: str, now: Any) -> Response:
     """No turn waits for the participant now: the waiting screen, which asks again every few seconds."""
-    token = pages.place_token(_settings().secret_key, place, participant_id)
-    left = places.seconds_left(place, now)
+    exits = _place_exits(place, participant_id, now)
     if wants_json():
-        return jsonify(waiting=True, ended=False, session_seconds_left=left, ask_every_seconds=places.ASK_EVERY,
-                       turns_written=places.written(session, place), done_url=_place_url("prolific.place_done"),
-                       left_url=_place_url("prolific.place_left"), **{FORM_TOKEN: token})
+        return jsonify(waiting=True, ended=False, ask_every_seconds=places.ASK_EVERY,
+                       turns_written=places.written(session, place), **exits)
     page = render_template("prolific_place.html", ended=False, role=place.role, ends_at=place.ends_at,
-                           every=places.ASK_EVERY, token=token, turn_url=_turn_url(),
-                           done_url=_place_url("prolific.place_done"), left_url=_place_url("prolific.place_left"),
-                           pay=_place_pay(session, place))
+                           every=places.ASK_EVERY, token=exits[FORM_TOKEN], turn_url=_turn_url(),
+                           done_url=exits["done_url"], left_url=exits["left_url"], pay=_place_pay(session, place))
     return worker_page_headers(Response(page, 200))
+
+
+def _place_exits(place: ProlificPlace, participant_id: str, now: Any) -> dict[str, Any]:
+    """What every page of a session place gives its client, the waiting screen's and each turn's alike: the
+    session's time left, where to say "I am done" or "I left" (the ``pagehide`` beacon), and the place's form
+    token those posts carry."""
+    return {"session_seconds_left": places.seconds_left(place, now), "done_url": _place_url("prolific.place_done"),
+            "left_url": _place_url("prolific.place_left"),
+            FORM_TOKEN: pages.place_token(_settings().secret_key, place, participant_id)}
+
+
+def _place_json() -> dict[str, Any]:
+    """A session place's exits for its turn page's JSON (``place``; none on a one-turn place's)."""
+    bar = g.get("place_bar")
+    return {"place": {key: value for key, value in bar.items() if key != "ends_at"}} if bar else {}
 
 
 def _place_url(endpoint: str) -> str:
@@ -409,7 +421,7 @@ def _star_page(session: Session, assignment: Assignment, token: str, *, draft: s
     view = lifecycle.turn_view(session, turn)
     data = star_turn_data(session, turn, worker, draft)
     if wants_json():
-        return jsonify({**turn_json(view, assignment, hit), "star": data, FORM_TOKEN: token})
+        return jsonify({**turn_json(view, assignment, hit), "star": data, FORM_TOKEN: token, **_place_json()})
     return render_star_turn(view, data, submit_url=_turn_url(), action_url=f"{url_for('prolific.action')}?"
                             f"{_link_args()}", hidden={FORM_TOKEN: token}, lease_expires_at=hit.lease_expires_at,
                             earned=reports.earned_cents(session, worker.id, view.batch.currency), error=error,
@@ -426,7 +438,7 @@ def _logged_page(session: Session, assignment: Assignment, token: str, protocol:
     view = lifecycle.turn_view(session, turn)
     data = entry.data(session, turn, session.get(Worker, assignment.worker_id), sent or {})
     if wants_json():
-        return jsonify({**turn_json(view, assignment, hit), protocol: data, FORM_TOKEN: token})
+        return jsonify({**turn_json(view, assignment, hit), protocol: data, FORM_TOKEN: token, **_place_json()})
     g.page_headers = entry.headers
     return render_logged_turn(view, data, entry.templates, submit_url=_turn_url(),
                               action_url=f"{url_for('prolific.action')}?{_link_args()}", hidden={FORM_TOKEN: token},
@@ -524,7 +536,7 @@ def _submit_logged(protocol: str) -> Any:
             worker = session.get(Worker, assignment.worker_id)
             submission = registry.parts(protocol).submit_turn(session, assignment.external_id, worker, body)
             _seen_after_turn(session, worker, assignment)
-            turn_id, created = submission.turn.id, submission.created
+            turn_id, created, text = submission.turn.id, submission.created, submission.turn.text
             conversation_id = submission.turn.conversation_id
             asked = (lifecycle.ends_conversation(session, submission.turn)
                      and surveys.asks(session, get_protocol(protocol), conversation_id, role))
@@ -537,10 +549,10 @@ def _submit_logged(protocol: str) -> Any:
         queue_next_turn(turn_id, worker)
     survey_url = _survey_url(conversation_id) if asked else None
     if wants_json() and assignment.place_id is not None:  # on to the session's next turn
-        return jsonify(turn_id=turn_id, created=created, survey_url=survey_url, next_url=_turn_url(),
+        return jsonify(turn_id=turn_id, created=created, text=text, survey_url=survey_url, next_url=_turn_url(),
                        completion_url=None)
-    if wants_json():
-        return jsonify(turn_id=turn_id, created=created, survey_url=survey_url,
+    if wants_json():  # as the queue's answer (what was stored), and where to go next
+        return jsonify(turn_id=turn_id, created=created, text=text, survey_url=survey_url,
                        completion_url=api.completion_url(_provider().completion_code(batch_id, role)))
     return redirect(survey_url, 303) if survey_url else _back_to_prolific(batch_id, role)
 

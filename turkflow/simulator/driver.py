@@ -895,22 +895,27 @@ class Simulation:
         return record.turn_id
 
     def _serve_participants(self, jobs: list[Job], round_no: int) -> list[int]:
-        """A Prolific round: one participant at a time, each turn caught up with before the next (see the
-        module's docstring); returns the ids of the turns stored."""
+        """A Prolific round: one participant at a time (see the module's docstring). Everyone served in the round
+        first takes the turn our page gives them, then each writes theirs, each turn caught up with before the
+        next: a round stands for the minute in which they all write at once, so a newcomer arriving in it finds
+        the sessions busy with their turns, as the study's places count them. Returns the ids of the turns
+        stored."""
+        taken = [turn for job in jobs if (turn := self._take_participant(job)) is not None]
         written = []
-        for job in jobs:
-            turn_id = self._work_participant(job, round_no)
+        for job, submission_id, link, view in taken:
+            turn_id = self._write_participant(job, round_no, submission_id, link, view)
             if turn_id is not None:
                 written.append(turn_id)
                 self._settle(self.out.batch_id, [turn_id])
         return written
 
-    def _work_participant(self, job: Job, round_no: int) -> Optional[int]:
-        """A participant takes the turn our page gives them on their role's study, writes and submits it. On a
-        one-turn place they start a submission for it and complete it with the code they are sent back with; on
-        a session place they start one the first time and come back to it round after round (as its waiting page
-        follows to the next turn), until our page gives them the code (``_end_place``)."""
-        fake, client, name = self.prolific, self.participants[job.worker.name], job.worker.name
+    def _take_participant(self, job: Job) -> Optional[tuple[Job, str, str, dict[str, Any]]]:
+        """A participant takes the turn our page gives them on their role's study: on a one-turn place they start
+        a submission for it; on a session place they start one the first time and come back to it round after
+        round (as its waiting page follows to the next turn), until our page gives them the code
+        (``_end_place``). Returns the job, the submission, the link and the turn's page; None when they got none
+        (no place for them, the waiting page, the end of the session, a refusal)."""
+        client, name = self.participants[job.worker.name], job.worker.name
         if name not in self.places and self.session_places and not room_for_a_session(
                 self.settings, self.out.batch_id, job.worker.role):
             return None  # the open sessions will take the waiting turns: the study has no place for a newcomer
@@ -922,14 +927,31 @@ class Simulation:
             self.places[name] = opened
         try:
             view = self._arrive(client, link, job.worker)
-            if view.get("ended"):  # the session is over (no work left for the role, time up): back to Prolific
-                self._end_place(name, view)
-                return None
-            if self.session_places:  # where its page (a turn's or the waiting screen) says "I left"
-                exits = view.get("place") or view
-                self.exits[name] = (exits["left_url"], exits["turkflow_form"])
-            if view.get("waiting"):  # the waiting page: nothing for them this round
-                return None
+        except TurnRefused as refusal:
+            self._refused(name, submission_id, refusal)
+            return None
+        if view.get("ended"):  # the session is over (no work left for the role, time up): back to Prolific
+            self._end_place(name, view)
+            return None
+        if self.session_places:  # where its page (a turn's or the waiting screen) says "I left"
+            exits = view.get("place") or view
+            self.exits[name] = (exits["left_url"], exits["turkflow_form"])
+        if view.get("waiting"):  # the waiting page: nothing for them this round
+            return None
+        return job, submission_id, link, view
+
+    def _refused(self, name: str, submission_id: str, refusal: TurnRefused) -> None:
+        if self.places.pop(name, None) is None:  # a session place that ended on Prolific's side says so
+            self.prolific.return_submission(submission_id)  # as a participant with nothing to do is asked to
+        with self._lock:
+            self.out.refused[f"{refusal.what} {refusal.status}"] += 1
+
+    def _write_participant(self, job: Job, round_no: int, submission_id: str, link: str,
+                           view: dict[str, Any]) -> Optional[int]:
+        """The participant writes and submits the turn they took; on a one-turn place they complete the
+        submission with the code they are sent back with."""
+        client, name = self.participants[job.worker.name], job.worker.name
+        try:
             job.hit_id, job.index = None, view["turn_index"]
             job.conversation = self.position[view["conversation_id"]]
             self._check_history(job, view)
@@ -950,10 +972,7 @@ class Simulation:
                     time.sleep(job.arrive_after)
                 written, code = self._submit(written, lambda form: client.submit(link, form, token))
         except TurnRefused as refusal:
-            if self.places.pop(name, None) is None:  # a session place that ended on Prolific's side says so
-                fake.return_submission(submission_id)  # as a participant with nothing to do is asked to
-            with self._lock:
-                self.out.refused[f"{refusal.what} {refusal.status}"] += 1
+            self._refused(name, submission_id, refusal)
             return None
         if code is not None:  # a one-turn place: back to Prolific with the code
             self._complete(submission_id, code, f"{round_no}:{name}")

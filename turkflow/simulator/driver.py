@@ -28,8 +28,10 @@ On Prolific (``prolific``: the fake Prolific the stack's provider talks to) a pa
 turn: they start a submission on their role's study, open its link, and our page gives them the oldest
 waiting turn (the lowest HIT id). Which turn that is depends on the order the Celery worker opened the
 turns in, which is a race when turns are submitted together. So a Prolific round serves its participants
-one at a time, in the scheduled (shuffled) order, and waits for the pipeline to catch up with each turn
-before the next participant starts: every HIT is then opened in the same order on every run, the k-th
+one at a time, in the scheduled (shuffled) order: each takes the turn our page gives them, then each writes
+theirs (the round stands for the minute in which they all write, so a newcomer finds the sessions busy with
+their turns, as the study's places count them), and the driver waits for the pipeline to catch up with each
+turn before the next is written: every HIT is then opened in the same order on every run, the k-th
 participant of a round gets the same turn, and every rating reaches the monitor in the same order (so
 the round needs no rule about an author's ratings). The same seed gives the same report on Prolific, at
 the price of parallelism within a round. A participant starts the submission at the fake, reads the turn
@@ -918,7 +920,7 @@ class Simulation:
         client, name = self.participants[job.worker.name], job.worker.name
         if name not in self.places and self.session_places and not room_for_a_session(
                 self.settings, self.out.batch_id, job.worker.role):
-            return None  # the open sessions will take the waiting turns: the study has no place for a newcomer
+            return None  # the sessions here will take the waiting turns: the study has no place for a newcomer
         opened = self.places.get(name) or self._start_submission(job.worker)
         if opened is None:
             return None

@@ -426,3 +426,31 @@ def test_the_waiting_screen_shows_the_sessions_time_brings_the_next_turn_by_itse
 
     assert wait_until(absent)
     assert place(settings, submission_id).status == PlaceStatus.open  # they may come back to it
+
+
+@pytest.mark.browser
+def test_closing_a_sessions_turn_page_says_they_left_and_the_turn_stays_theirs(
+        live_server, chromium, settings, providers, fake_prolific):
+    """p1 has a turn of their session open in the browser and closes the tab: its ``pagehide`` beacon makes them
+    absent at once (their kept conversations go to others), and the turn they hold stays theirs to come back to."""
+    batch_id = launch(settings, providers, conversations=1)
+    study_id = study_of(settings, batch_id, "student")
+    fake_prolific.studies[study_id].fields["total_available_places"] += 1
+    submission_id = fake_prolific.start(study_id, "p1")
+    page = chromium.new_page()
+    page.goto(study_link(fake_prolific, study_id, "p1", submission_id, base=live_server.url))
+    page.wait_for_selector("#submit-turn")
+    with session_scope(settings.database_url) as s:
+        before = s.exec(select(Worker.present_until).where(Worker.external_id == "prolific:p1")).one()
+    page.close(run_before_unload=True)
+
+    def absent():
+        with session_scope(settings.database_url) as s:
+            until = s.exec(select(Worker.present_until).where(Worker.external_id == "prolific:p1")).one()
+        return until is not None and until < before
+
+    assert wait_until(absent)
+    with session_scope(settings.database_url) as s:
+        held = s.exec(select(Assignment.status).join(ProlificPlace, ProlificPlace.id == Assignment.place_id)
+                      .where(ProlificPlace.submission_id == submission_id)).all()
+    assert held == [AssignmentStatus.accepted] and place(settings, submission_id).status == PlaceStatus.open

@@ -11,7 +11,7 @@ from sqlmodel import func, select
 from turkflow import pipeline
 from turkflow.db import session_scope
 from turkflow.hits import lifecycle
-from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task
+from turkflow.models import Conversation, DialogEvent, SurveyAnswer, Task, Turn
 from turkflow.protocols.registry import load_tasks, parts
 from turkflow.simulator.frames import search_of
 
@@ -156,3 +156,21 @@ def test_frames_and_meep_launch_on_prolific_once_each_roles_onboarding_is_set_up
         assert s.exec(select(func.count()).select_from(Conversation)).one() == 2
     active = [st for st in fake_prolific.studies.values() if st.status == "ACTIVE"]
     assert len(active) == 4  # the roles' onboarding studies and each batch's user study
+
+
+def test_a_frames_turn_sent_again_on_prolific_must_repeat_its_text(qualified, settings, providers, client,
+                                                                    fake_prolific):
+    """A retried or double-clicked submit from the study's page changes nothing; one with other text is a 409
+    naming what was stored, as on the local queue, never a 200 that silently keeps the first text."""
+    batch_id = launch(settings, providers, "frames")
+    link, page = arrive(client, fake_prolific, settings, batch_id, "user", "pu1")
+    sent = {"action": "utter", "text": "Hi, I need a trip.", "turkflow_form": form_token(page.text)}
+    first = client.post(link, json=sent, headers=JSON)
+    assert first.status_code == 200 and first.get_json()["created"], first.text
+    again = client.post(link, json=sent, headers=JSON)
+    assert again.status_code == 200 and not again.get_json()["created"]
+    other = client.post(link, json={**sent, "text": "Actually, a cruise."}, headers=JSON)
+    assert other.status_code == 409 and "Hi, I need a trip." in other.get_json()["error"], other.text
+    assert other.get_json()["field"] == "text"
+    with session_scope(settings.database_url) as s:
+        assert [t.text for t in s.exec(select(Turn))] == ["Hi, I need a trip."]

@@ -304,6 +304,17 @@ def open_submit(session: Session, protocol: Protocol, assignment_external_id: st
     return sent
 
 
+def submitted_before(session: Session, assignment_external_id: str, worker: Worker,
+                     body: Mapping[str, Any]) -> lifecycle.Submission:
+    """A submit ``open_submit`` did not open: refused (not the worker's, or no longer theirs), or the stored
+    turn of a repeated submit, which must repeat its text (``lifecycle.check_resent``: a double click or a
+    retried request changes nothing; other text is a 409 naming what was stored), whichever page sent it."""
+    submission = lifecycle.submit_turn(session, assignment_external_id, worker, {})
+    if not submission.created:
+        lifecycle.check_resent(submission.turn, body.get("text"), "text")
+    return submission
+
+
 def log_closing_action(session: Session, sent: Submit, act: Callable[..., Any],
                        closing: Sequence[str]) -> None:
     """What a page's submit logs now: the closing ``action`` with its fields, through the protocol's

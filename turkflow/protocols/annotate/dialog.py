@@ -29,7 +29,7 @@ from turkflow.protocols.annotate import results
 from turkflow.protocols.annotate.scheme import MAX_FRAMES, RELATIONS, Scheme, scheme_from_dict
 from turkflow.protocols.questions import ANNOTATE
 from turkflow.protocols.registry import (
-    LOGGED, ReplayDifference, load_tasks, loggable, open_submit, own_events, parts,
+    LOGGED, ReplayDifference, load_tasks, loggable, open_submit, own_events, parts, submitted_before,
 )
 
 AGENT = "Annotator"  # as DialogEvent names the one who clicked
@@ -164,7 +164,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     given ``response`` the labels' text. A repeated submit returns the stored turn."""
     sent = open_submit(session, ANNOTATE, assignment_external_id, worker, body, as_answers=as_answers)
     if sent is None:
-        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+        return submitted_before(session, assignment_external_id, worker, body)
     if sent.rest:
         refused = "not a question of this turn" if as_answers else "not a field of a submit"
         raise InvalidInput(refused, str(sorted(sent.rest)[0])[:60])

@@ -26,7 +26,7 @@ from turkflow.models import Batch, Conversation, DialogEvent, Task, Turn, Worker
 from turkflow.protocols.compare import pairs
 from turkflow.protocols.questions import COMPARE, clean_text
 from turkflow.protocols.registry import (
-    Judged, ReplayDifference, loggable, one, open_submit, own_events,
+    Judged, ReplayDifference, loggable, one, open_submit, own_events, submitted_before,
 )
 
 AGENT = "Judge"  # as DialogEvent names who was shown the pair
@@ -119,7 +119,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     opened the pair has nothing to judge. A repeated submit returns the stored turn."""
     sent = open_submit(session, COMPARE, assignment_external_id, worker, body, as_answers=as_answers)
     if sent is None:
-        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+        return submitted_before(session, assignment_external_id, worker, body)
     choice = one(sent.rest, "choice")
     response = sent.response if as_answers else one(sent.rest, "response")
     if sent.rest:

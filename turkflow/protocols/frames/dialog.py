@@ -33,7 +33,7 @@ from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
     LogPage, ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action,
-    log_page, loggable, message_text, open_submit, own_events, task_of,
+    log_page, loggable, message_text, open_submit, own_events, task_of, submitted_before,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
@@ -419,7 +419,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     """
     sent = open_submit(session, FRAMES, assignment_external_id, worker, body, as_answers=as_answers)
     if sent is None:
-        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+        return submitted_before(session, assignment_external_id, worker, body)
     if not as_answers:
         log_closing_action(session, sent, take_action, ("utter",))
     return close_logged_turn(session, sent, closing=("utter",), holds="exactly one message",

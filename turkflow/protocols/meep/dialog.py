@@ -36,7 +36,7 @@ from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
     YES, ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, loggable, one,
-    open_submit, own_events, task_of,
+    open_submit, own_events, task_of, submitted_before,
 )
 from turkflow.errors import Forbidden, InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportFilters
@@ -446,7 +446,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     """
     sent = open_submit(session, MEEP, assignment_external_id, worker, body, as_answers=as_answers)
     if sent is None:
-        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+        return submitted_before(session, assignment_external_id, worker, body)
     turn, rest = sent.turn, sent.rest
     if as_answers:
         if rest:  # a MEEP turn's generic submit names a stray field as its own pages' submit does

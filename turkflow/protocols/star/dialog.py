@@ -36,7 +36,7 @@ from sqlmodel import Session, col, select
 
 from turkflow.protocols.registry import (
     ReplayDifference, Verified, close_logged_turn, conversation_pages, dialog_events, log_closing_action, log_page,
-    LOG_PAGE, loggable, message_text, open_submit, own_events,
+    LOG_PAGE, loggable, message_text, open_submit, own_events, submitted_before,
 )
 from turkflow.errors import InvalidDocument, InvalidInput, NotFound
 from turkflow.dataset.export import ExportError, ExportFilters, anonymize, staged, worker_id_hider
@@ -844,7 +844,7 @@ def submit_turn(session: Session, assignment_external_id: str, worker: Worker, b
     """
     sent = open_submit(session, STAR, assignment_external_id, worker, body, as_answers=as_answers)
     if sent is None:
-        return lifecycle.submit_turn(session, assignment_external_id, worker, {})  # refused, or stored
+        return submitted_before(session, assignment_external_id, worker, body)
     closing = CLOSING[sent.turn.role]
     give_nudges(session, sent.turn)
     if not as_answers:

@@ -179,8 +179,6 @@ def close_turn(protocol: Protocol, assignment_id: str, shown_again: ShownAgain) 
             worker = held_turn(session, protocol, assignment_id).worker
             submission = registry.parts(protocol.name).submit_turn(session, assignment_id, worker, body)
             turn_id, created = submission.turn.id, submission.created
-            if not created:  # sent before: only the same text again is the same turn
-                lifecycle.check_resent(submission.turn, body.get("text"), "text")
             conversation_id, text = submission.turn.conversation_id, submission.turn.text
             # a role without end-of-dialog questions (MEEP's: the user's verdict is their last turn, unless an
             # agent played the other role) goes back to the queue

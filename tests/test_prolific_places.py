@@ -283,6 +283,30 @@ def test_a_newcomer_gets_a_place_while_the_session_in_the_study_writes_a_turn(
     assert [w for _, _, w in writers(settings, second)] == ["prolific:p2"]
 
 
+def test_a_session_in_its_last_turns_minutes_keeps_no_newcomer_out(settings, providers, client, fake_prolific):
+    """p1, present with nothing in hand, would take the one waiting turn, so the study pauses; once less than a
+    turn's minutes of p1's session is left, p1 starts no new turn (the code instead), so the turn needs a
+    newcomer and the study opens a place for one (it stayed paused until p1's session ended)."""
+    batch_id = launch(settings, providers, conversations=2)
+    study_id = study_of(settings, batch_id, "student")
+    provider = providers.get("prolific")
+    student = Participant(client, fake_prolific, settings, providers, study_id, "p1")
+    student.writes(STUDENT_ANSWERS)
+    with session_scope(settings.database_url) as s:
+        provider.keep_in_step(s, s.get(Batch, batch_id), "student")
+    assert fake_prolific.studies[study_id].status == "PAUSED"  # the other conversation's turn is p1's to take
+    with session_scope(settings.database_url) as s:
+        row = s.exec(select(ProlificPlace).where(ProlificPlace.submission_id == student.submission_id)).one()
+        row.started_at, row.ends_at = utcnow() - timedelta(minutes=28.5), utcnow() + timedelta(seconds=90)
+        s.add(row)  # 28.5 of its 30 minutes gone: less than a turn's 2 minutes left
+    with session_scope(settings.database_url) as s:
+        provider.keep_in_step(s, s.get(Batch, batch_id), "student")
+    assert fake_prolific.studies[study_id].status == "ACTIVE" and fake_prolific.places_free(study_id) >= 1
+    assert student.look().get_json()["reason"] == "time up"  # as the page tells p1
+    second = Participant(client, fake_prolific, settings, providers, study_id, "p2").writes(STUDENT_ANSWERS)
+    assert [w for _, _, w in writers(settings, second)] == ["prolific:p2"]
+
+
 def test_a_turn_kept_for_a_present_participant_gets_no_place_and_gets_one_once_they_leave(
         settings, providers, client, fake_prolific):
     """p1 writes a conversation's first turn and the teacher answers: the next student turn is kept for p1, who is

@@ -135,12 +135,17 @@ def seconds_left(place: ProlificPlace, now: datetime) -> int:
     return max(0, int((place.ends_at - now).total_seconds()))
 
 
-def time_up(place: ProlificPlace, now: datetime, turn_minutes: int) -> bool:
-    """No new turn starts once less than a turn's minutes (TURKFLOW_PROLIFIC_ESTIMATED_MINUTES) is left, so
-    the last one ends within the session's minutes, which Prolific is told and judges the pay by (a session
+def last_turn_margin(session_length: timedelta, turn_minutes: int) -> timedelta:
+    """How long before a session's end it starts no new turn: a turn's minutes (TURKFLOW_PROLIFIC_ESTIMATED_MINUTES),
+    so the last one ends within the session's minutes, which Prolific is told and judges the pay by (a session
     shorter than two turns keeps no such margin)."""
-    margin = turn_minutes * 60 if place.ends_at - place.started_at >= timedelta(minutes=2 * turn_minutes) else 0
-    return seconds_left(place, now) <= margin
+    return timedelta(minutes=turn_minutes) if session_length >= timedelta(minutes=2 * turn_minutes) else timedelta(0)
+
+
+def time_up(place: ProlificPlace, now: datetime, turn_minutes: int) -> bool:
+    """Whether the place starts no new turn now (``last_turn_margin``)."""
+    margin = last_turn_margin(place.ends_at - place.started_at, turn_minutes)
+    return seconds_left(place, now) <= margin.total_seconds()
 
 
 def work_left(session: Session, batch_id: int, role: str) -> bool:

@@ -34,7 +34,7 @@ import hmac
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Optional
 
 from sqlalchemy import String, cast, or_
@@ -774,7 +774,8 @@ def places_wanted(session: Session, batch_id: int, role: str, now: datetime, *, 
     back by. With session places (``sessions``) a participant in the study takes turns without a new place, so
     two kinds of turns need none: a turn kept for a participant who may still take it (``keep.keeper_holds``:
     present, or writing another turn), which a newcomer could not take; and one turn for each open session whose
-    participant is present with nothing in hand and nothing kept for them, who takes the next waiting one. A
+    participant is present with nothing in hand and nothing kept for them, who takes the next waiting one (unless
+    its time is up: in its last turn's minutes it starts none, ``places.time_up``). A
     session busy writing a turn takes none of them now: counting it kept newcomers out while turns waited. Its
     cost: when its turn is written, a participant so let in may have taken the turn it would have taken next, and
     it waits for the next one, on a session paid by the session (bench keep measures the turns per session).
@@ -791,10 +792,13 @@ def places_wanted(session: Session, batch_id: int, role: str, now: datetime, *, 
     if not sessions:
         return len(rows)
     kept_for = {keeper for _, keeper, withheld in rows if withheld}
+    terms = StudyTerms.from_json(session.get(Batch, batch_id).platform_terms)
+    takes_turns_until = now + places.last_turn_margin(timedelta(minutes=terms.session_minutes),
+                                                     terms.estimated_minutes)  # then its time is up
     idle = session.exec(
         select(ProlificPlace.worker_id).join(Worker, Worker.id == ProlificPlace.worker_id)
         .where(ProlificPlace.batch_id == batch_id, ProlificPlace.role == role, ProlificPlace.status == PlaceStatus.open,
-               col(ProlificPlace.ends_at) > now, col(Worker.present_until) > now,
+               col(ProlificPlace.ends_at) > takes_turns_until, col(Worker.present_until) > now,
                ~select(Assignment.id).where(Assignment.place_id == ProlificPlace.id,
                                             Assignment.status == AssignmentStatus.accepted).exists())).all()
     return sum(1 for _, _, withheld in rows if not withheld) - sum(1 for worker_id in idle if worker_id not in kept_for)

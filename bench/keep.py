@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
           "workers per conv. role | next turn wait p95 s (sim.) | pay per hour | wall s | turns/s | "
           "next turn taken p50 / p95 ms")
     reports: dict[str, dict] = {}
+    currency = "GBP" if args.provider == "prolific" else "USD"  # the fake Prolific's workspace's; the local queue's
     with tempfile.TemporaryDirectory(prefix="turkflow-bench-keep-") as scratch, ExitStack() as running:
         work = Path(scratch)
         settings = Settings(data_dir=work, database_url=f"sqlite:///{work / 'turkflow.db'}")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
             for keep in keeps:
                 report = run(f"{crowd}, keep {keep}", replace(config, keep=keep, **people))
                 reports[f"{crowd}, keep {keep}"] = report
-                _row(crowd, keep, report)
+                _row(crowd, keep, report, currency)
             base = reports[f"{crowd}, keep {keeps[0]}"]
             for keep in keeps[1:]:
                 _against(reports[f"{crowd}, keep {keep}"], base, keep, keeps[0])
@@ -120,14 +121,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  reports: {out}; {load()}")
 
 
-def _row(crowd: str, keep: str, report: dict) -> None:
+def _row(crowd: str, keep: str, report: dict, currency: str) -> None:
+    from turkflow.hits.money import shown
+
     done, measured = report["reproducible"], report["measured"]
     same, taken = done["same_worker"], measured["submit_to_next_turn_taken_ms"]
     by_role = " / ".join(f"{share:.2f}" for share in same["by_role"].values())
     print(f"  {crowd:9} | {keep:7} | {done['turns']['stored']:5} | {done['turns']['lost']:4} | "
           f"{done['one_writer_per_role_share']:19.3f} | {same['most_frequent_worker_share']:.3f} ({by_role}){'':15} | "
           f"{same['workers_per_conversation_role']:22} | {done['next_turn_wait_p95_seconds']:27} | "
-          f"${done['money']['paid_per_hour_cents'] / 100:10.2f} | {measured['wall_seconds']:6.1f} | "
+          f"{shown(done['money']['paid_per_hour_cents'], currency):>12} | {measured['wall_seconds']:6.1f} | "
           f"{measured['turns_per_second']:7.2f} | {taken['p50']:>7} / {taken['p95']:>7} | stalled "
           f"{len(done['stalled'])}, conversations completed {done['conversations']['completed']} of "
           f"{done['conversations']['launched']}", flush=True)

@@ -223,22 +223,33 @@ def approved(session: Session, place: ProlificPlace) -> bool:
     return True
 
 
-def compensate(session: Session, place: ProlificPlace, why: str) -> Optional[int]:
-    """Record the place's reward as a bonus on its submission (Prolific would not approve it) and mark it
-    compensated; returns the bonus id (None if recorded before). The bonus hangs on the place's first written
-    turn (one reward bonus per place)."""
-    first = session.exec(select(Assignment).where(Assignment.place_id == place.id, col(Assignment.status).in_(WRITTEN))
-                         .order_by(Assignment.id)).first()
-    batch = session.get(Batch, place.batch_id)
-    turn = lifecycle.turn_for_assignment(session, first)
-    bonus: Any = Bonus(turn_id=turn.id, worker_id=place.worker_id, assignment_id=first.id, kind=BonusKind.reward,
-                       amount_cents=batch.reward_cents, request_token=f"turkflow-reward-place-{place.id}")
+def reward_as_bonus(session: Session, assignment: Assignment, turn: Turn, token: str, why: str,
+                    **about: Any) -> Optional[int]:
+    """The batch's reward recorded as a bonus on ``assignment``'s submission (Prolific would not approve it),
+    once per ``token``: a turn's (one-turn places) or a place's; returns the bonus id, None if recorded
+    before (a repeated round)."""
+    batch = session.get(Batch, session.get(Conversation, turn.conversation_id).batch_id)
+    bonus = Bonus(turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id,
+                  kind=BonusKind.reward, amount_cents=batch.reward_cents, request_token=token)
     try:
         with savepoint(session):
             session.add(bonus)
             session.flush()
     except IntegrityError:
-        bonus = None
+        return None
+    events.record(session, "prolific_reward_as_bonus", "provider", batch_id=batch.id,
+                  conversation_id=turn.conversation_id, turn_id=turn.id, worker_id=assignment.worker_id,
+                  assignment_id=assignment.id, bonus_id=bonus.id, amount_cents=bonus.amount_cents, why=why, **about)
+    return bonus.id
+
+
+def compensate(session: Session, place: ProlificPlace, why: str) -> Optional[int]:
+    """Pay the place's reward as a bonus on its submission (``reward_as_bonus``, one per place, hung on its
+    first written turn) and mark it and its turns compensated; returns the bonus id (None if recorded before)."""
+    first = session.exec(select(Assignment).where(Assignment.place_id == place.id, col(Assignment.status).in_(WRITTEN))
+                         .order_by(Assignment.id)).first()
+    bonus_id = reward_as_bonus(session, first, lifecycle.turn_for_assignment(session, first),
+                               f"turkflow-reward-place-{place.id}", why, place_id=place.id)
     states.move(place, PlaceStatus.compensated)
     place.reviewed_at = utcnow()
     session.add(place)
@@ -247,9 +258,4 @@ def compensate(session: Session, place: ProlificPlace, why: str) -> Optional[int
         for status in (AssignmentStatus.unpaid, AssignmentStatus.compensated):  # paid by the place's bonus
             states.move(turn_assignment, status)
         session.add(turn_assignment)
-    if bonus is None:
-        return None
-    events.record(session, "prolific_reward_as_bonus", "provider", batch_id=batch.id, conversation_id=turn.conversation_id,
-                  turn_id=turn.id, worker_id=place.worker_id, assignment_id=first.id, bonus_id=bonus.id,
-                  amount_cents=bonus.amount_cents, why=why, place_id=place.id)
-    return bonus.id
+    return bonus_id

@@ -26,13 +26,12 @@ from datetime import datetime, timedelta
 from typing import Optional
 
 from sqlalchemy import func, update
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from turkflow import events, states
 from turkflow.access import OPERATOR, Access, of_batches
 from turkflow.config import Settings
-from turkflow.db import savepoint, session_scope
+from turkflow.db import session_scope
 from turkflow.errors import Conflict, NotFound
 from turkflow.hits import keep as keeping, lifecycle, money
 from turkflow.hits.prolific import api, pages, places, studies
@@ -43,7 +42,6 @@ from turkflow.models import (
     AssignmentStatus,
     Batch,
     Bonus,
-    BonusKind,
     BonusStatus,
     Conversation,
     Event,
@@ -326,28 +324,13 @@ def settle_left_places(settings: Settings, provider: ProlificProvider, found: Pr
 
 
 def compensate(session: Session, assignment: Assignment, why: str) -> Optional[int]:
-    """Record the turn's reward as a bonus on its submission (one per turn) and mark the assignment
-    compensated; returns the bonus id (None if the reward was recorded before)."""
+    """Pay the turn's reward as a bonus on its submission (``places.reward_as_bonus``, one per turn) and mark
+    the assignment compensated; returns the bonus id (None if the reward was recorded before)."""
     turn = lifecycle.turn_for_assignment(session, assignment)
-    conversation = session.get(Conversation, turn.conversation_id)
-    batch = session.get(Batch, conversation.batch_id)
-    bonus = Bonus(turn_id=turn.id, worker_id=assignment.worker_id, assignment_id=assignment.id,
-                  kind=BonusKind.reward, amount_cents=batch.reward_cents,
-                  request_token=f"turkflow-reward-turn-{turn.id}")
-    try:
-        with savepoint(session):
-            session.add(bonus)
-            session.flush()
-    except IntegrityError:
-        bonus = None
+    bonus_id = places.reward_as_bonus(session, assignment, turn, f"turkflow-reward-turn-{turn.id}", why)
     states.move(assignment, AssignmentStatus.compensated)
     session.add(assignment)
-    if bonus is None:
-        return None
-    events.record(session, "prolific_reward_as_bonus", "provider", batch_id=batch.id,
-                  conversation_id=conversation.id, turn_id=turn.id, worker_id=assignment.worker_id,
-                  assignment_id=assignment.id, bonus_id=bonus.id, amount_cents=bonus.amount_cents, why=why)
-    return bonus.id
+    return bonus_id
 
 
 def approve_due(settings: Settings, provider: ProlificProvider, now: datetime,

@@ -244,6 +244,29 @@ def test_a_session_in_which_no_turn_was_offered_is_paid_when_its_time_is_up(
     assert fake_prolific.submissions[waits.submission_id].status == "APPROVED"
 
 
+@pytest.mark.both_backends
+def test_a_session_served_out_whose_code_was_never_followed_is_still_paid_once(
+        settings, providers, client, fake_prolific):
+    """p2 waits out their session on the waiting screen (no turn for them), is shown the code, and closes the tab
+    instead of following it: Prolific times the submission out. They gave the session its time, so it is
+    approved late, once, as a place with turns would be (it was left unpaid)."""
+    batch_id = launch(settings, providers, conversations=1)
+    study_id = study_of(settings, batch_id, "student")
+    assert Participant(client, fake_prolific, settings, providers, study_id, "p1").look().status_code == 200
+    waits = Participant(client, fake_prolific, settings, providers, study_id, "p2")
+    assert waits.look().get_json()["waiting"] is True
+    with session_scope(settings.database_url) as s:
+        row = s.exec(select(ProlificPlace).where(ProlificPlace.submission_id == waits.submission_id)).one()
+        row.started_at, row.ends_at = utcnow() - timedelta(minutes=28.5), utcnow() + timedelta(seconds=90)
+        s.add(row)
+    assert waits.look().get_json()["reason"] == "time up"
+    fake_prolific.time_out(waits.submission_id)
+    provider = providers.get("prolific")
+    assert sync.poll(settings, provider).places_approved == [place(settings, waits.submission_id).id]
+    assert fake_prolific.submissions[waits.submission_id].status == "APPROVED"
+    assert not sync.poll(settings, provider).places_approved  # once
+
+
 def test_the_study_publishes_places_only_for_the_turns_beyond_its_open_sessions(
         settings, providers, client, fake_prolific):
     """Three conversations wait for a student: three places; a participant in a session takes them one after

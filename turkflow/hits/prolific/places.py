@@ -13,9 +13,10 @@ present).
 Money, each path once (``turkflow.states`` holds the moves): a finished place is approved on Prolific, which pays
 the study's reward (the batch's ``--reward``: the session's pay, at least Prolific's hourly minimum on its
 minutes), whether or not a turn was offered in it: the participant gave their time. A place returned or timed
-out after turns were written is owed: approved late where Prolific allows (a timed-out one), else its reward
-goes as a bonus on the submission (``compensate``, one per place). One left with no turn written owes nothing
-(the participant gave it up on Prolific). Quality bonuses are paid per turn as on one-turn places, on the
+out after turns were written, or after our page ended it (time up, no work left) and the participant never
+followed its code back, is owed: approved late where Prolific allows (a timed-out one), else its reward goes
+as a bonus on the submission (``compensate``, one per place). One left with no turn written before our page
+ended it owes nothing (the participant gave it up on Prolific). Quality bonuses are paid per turn as on one-turn places, on the
 place's submission (``SUBMISSION``).
 
 Plain functions over the session: no Flask, Celery or HTTP here.
@@ -194,7 +195,7 @@ def leave(session: Session, place: ProlificPlace, status: str, now: datetime) ->
     if place.status not in (PlaceStatus.open, PlaceStatus.finished):
         return False
     states.move(place, PlaceStatus.left)
-    place.ended_at, place.end_reason = place.ended_at or now, status
+    place.ended_at, place.end_reason = place.ended_at or now, place.end_reason or status
     session.add(place)
     _give_back(session, place, f"{status} on Prolific", now)
     events.record(session, "prolific_place_left", "provider", batch_id=place.batch_id, worker_id=place.worker_id,
@@ -202,9 +203,14 @@ def leave(session: Session, place: ProlificPlace, status: str, now: datetime) ->
     return True
 
 
+# Ends of a place on our page that the participant did not choose: they gave the session its time.
+SERVED_OUT = ("time up", "no work left")
+
+
 def owed(session: Session, place: ProlificPlace) -> bool:
-    """A place that ended unpaid on Prolific after turns were written in it: turkflow pays it."""
-    return place.status == PlaceStatus.left and written(session, place) > 0
+    """A place that ended unpaid on Prolific that turkflow pays: turns were written in it, or our page ended it
+    (``SERVED_OUT``) and the participant never followed its code back (closed the tab: Prolific timed it out)."""
+    return place.status == PlaceStatus.left and (place.end_reason in SERVED_OUT or written(session, place) > 0)
 
 
 def approved(session: Session, place: ProlificPlace) -> bool:
